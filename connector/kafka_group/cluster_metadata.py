@@ -1,0 +1,157 @@
+"""What the cluster says: reachability, topics and partitions, earliest and latest offsets.
+
+Answers come from an admin client in batched requests (one ListOffsets per
+leader broker, not one per partition), so planning stays cheap with many
+partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+from confluent_kafka import IsolationLevel, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from kafka_group.errors import BrokerUnavailableError, UnknownTopicOrPartitionError
+from kafka_group.offsets import TopicPartition
+from kafka_group.options import redact_client_config
+
+__all__ = ["ClusterView"]
+
+logger = logging.getLogger(__name__)
+
+_ADMIN_KEYS_DROPPED = frozenset(
+    {
+        "group.id",
+        "group.instance.id",
+        "partition.assignment.strategy",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "isolation.level",
+        "fetch.max.bytes",
+        "max.partition.fetch.bytes",
+        "fetch.min.bytes",
+        "fetch.wait.max.ms",
+        "queued.max.messages.kbytes",
+        "queued.min.messages",
+        "fetch.queue.backoff.ms",
+        "enable.partition.eof",
+        "check.crcs",
+        "group.protocol",
+        "group.remote.assignor",
+    }
+)
+
+
+class ClusterView:
+    """A read-only view of the cluster's metadata and offsets.
+
+    Parameters
+    ----------
+    client_config : mapping of str to str
+        The user's ``kafka.*`` settings without the prefix (consumer-only ones are dropped).
+    timeout_ms : int
+        The bound on each request, and on the first wait for the cluster.
+    """
+
+    def __init__(self, client_config: Mapping[str, str], timeout_ms: int) -> None:
+        self._servers = client_config.get("bootstrap.servers", "")
+        self._timeout_s = timeout_ms / 1000
+        self._isolation = (
+            IsolationLevel.READ_COMMITTED
+            if client_config.get("isolation.level", "read_uncommitted") == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        config = {k: v for k, v in client_config.items() if k not in _ADMIN_KEYS_DROPPED}
+        logger.debug("admin client settings: %s", redact_client_config(config))
+        self._admin = AdminClient(config)
+
+    def topic_partitions(self, topics: Optional[Iterable[str]] = None) -> Dict[str, int]:
+        """Partition counts of ``topics`` (all topics when None); unknown topics are left out.
+
+        Raises
+        ------
+        BrokerUnavailableError
+            The cluster did not answer within the timeout.
+        """
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout_s)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(
+                f"could not reach the Kafka cluster at '{self._servers}' (option 'kafka.bootstrap.servers') "
+                f"within {self._timeout_s:g} s: {exc.args[0].str() if exc.args else exc}. Check the servers "
+                "and the network, or raise 'kafkaConsumer.connectTimeoutMs'"
+            ) from None
+        wanted = None if topics is None else set(topics)
+        return {
+            name: len(topic.partitions)
+            for name, topic in metadata.topics.items()
+            if (wanted is None or name in wanted) and topic.error is None and not name.startswith("__")
+        }
+
+    def matching_partitions(self, pattern: str) -> List[TopicPartition]:
+        """Every partition of every topic whose whole name matches ``pattern``."""
+        regex = re.compile(pattern)
+        counts = self.topic_partitions()
+        return [
+            TopicPartition(t, p) for t, n in sorted(counts.items()) if regex.fullmatch(t) for p in range(n)
+        ]
+
+    def partitions_of(self, topics: Sequence[str]) -> List[TopicPartition]:
+        """Every partition of ``topics`` that exist."""
+        counts = self.topic_partitions(topics)
+        return [TopicPartition(t, p) for t in topics if t in counts for p in range(counts[t])]
+
+    def check_partitions_exist(self, partitions: Sequence[TopicPartition], option: str) -> None:
+        """Raise if any of ``partitions`` does not exist on the cluster.
+
+        Raises
+        ------
+        UnknownTopicOrPartitionError
+            Naming the option, the missing topic or partition and what exists.
+        """
+        counts = self.topic_partitions({tp.topic for tp in partitions})
+        for tp in partitions:
+            if tp.topic not in counts:
+                raise UnknownTopicOrPartitionError(
+                    f"option '{option}' names topic '{tp.topic}', which does not exist on the cluster at "
+                    f"'{self._servers}': create it first or correct the name"
+                )
+            if tp.partition >= counts[tp.topic]:
+                raise UnknownTopicOrPartitionError(
+                    f"option '{option}' names partition {tp.partition} of topic '{tp.topic}', which has "
+                    f"partitions 0 to {counts[tp.topic] - 1}: correct the partition number"
+                )
+
+    def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The first offset still on the broker, per partition (unknown partitions left out)."""
+        return self._list_offsets(partitions, OffsetSpec.earliest())
+
+    def latest_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The end of each partition (the offset the next record will get; with
+        ``isolation.level=read_committed``, the last stable offset)."""
+        return self._list_offsets(partitions, OffsetSpec.latest())
+
+    def _list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec) -> Dict[TopicPartition, int]:
+        request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
+        if not request:
+            return {}
+        try:
+            futures = self._admin.list_offsets(
+                request, isolation_level=self._isolation, request_timeout=self._timeout_s
+            )
+        except KafkaException as exc:
+            raise BrokerUnavailableError(f"listing offsets at '{self._servers}' failed: {exc}") from None
+        result: Dict[TopicPartition, int] = {}
+        for ktp, future in futures.items():
+            try:
+                info = future.result(timeout=self._timeout_s + 5)
+            except (KafkaException, TimeoutError) as exc:
+                logger.warning("no offsets for %s-%d: %s", ktp.topic, ktp.partition, exc)
+                continue
+            result[TopicPartition(ktp.topic, ktp.partition)] = int(info.offset)
+        return result

@@ -1,0 +1,265 @@
+"""Executor side: read one planned offset range with ``assign()`` and return Arrow batches.
+
+A reader never joins the consumer group: it assigns itself the one partition of
+its range at the range's first offset, reads in bulk until the range's end, and
+turns the records into Arrow record batches of Spark's Kafka schema.
+
+Gaps inside a range are normal in compacted topics and around transaction
+markers; a gap is *data loss* only when the broker's earliest offset has moved
+past offsets the plan promised (retention, a deleted or recreated topic).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Mapping, Optional, Tuple
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_group.errors import DataLossError, FetchError
+from kafka_group.offsets import OffsetRange
+from kafka_group.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
+
+__all__ = ["ReadSettings", "read_range", "RecordBatchBuilder"]
+
+logger = logging.getLogger(__name__)
+
+_CONSUME_WAIT_S = 0.5
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """How an executor reads a range.
+
+    Attributes
+    ----------
+    client_config : dict
+        Settings of the reader's Kafka client (see :func:`kafka_group.client_config.reader_config`).
+    include_headers : bool
+        Whether to return the ``headers`` column.
+    fail_on_data_loss : bool
+        Whether missing planned offsets fail the read (else they are skipped and logged).
+    poll_timeout_ms : int
+        The longest wait for the next planned record before the read fails.
+    max_records_per_batch : int
+        Records per returned Arrow batch.
+    """
+
+    client_config: Mapping[str, str]
+    include_headers: bool
+    fail_on_data_loss: bool
+    poll_timeout_ms: int
+    max_records_per_batch: int
+
+
+class RecordBatchBuilder:
+    """Accumulates records of one partition column by column, then builds an Arrow batch."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._include_headers = include_headers
+        self._schema = arrow_schema(include_headers)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: List[Optional[bytes]] = []
+        self.values: List[Optional[bytes]] = []
+        self.offsets: List[int] = []
+        self.timestamps: List[Optional[int]] = []
+        self.timestamp_types: List[int] = []
+        self.headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add_messages(self, messages: List[Any]) -> None:
+        """Append confluent-kafka messages (all without error, all of this partition)."""
+        self.keys.extend(m.key() for m in messages)
+        self.values.extend(m.value() for m in messages)
+        self.offsets.extend(m.offset() for m in messages)
+        stamps = [m.timestamp() for m in messages]
+        self.timestamp_types.extend(TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(t, -1) for t, _ in stamps)
+        self.timestamps.extend(ms * 1000 if t != 0 else None for t, ms in stamps)
+        if self._include_headers:
+            self.headers.extend(m.headers() for m in messages)
+
+    def build(self) -> pa.RecordBatch:
+        """Return the accumulated records as one batch and start a new one."""
+        n = len(self.offsets)
+        columns = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([self._topic] * n, pa.string()),
+            pa.array([self._partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.timestamp_types, pa.int32()),
+        ]
+        if self._include_headers:
+            columns.append(pa.array(self.headers, HEADER_TYPE))
+        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
+        self._reset()
+        return batch
+
+
+def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+    """Read the records of one planned range.
+
+    Parameters
+    ----------
+    offset_range : OffsetRange
+        The range ``[from_offset, until_offset)`` of one partition.
+    settings : ReadSettings
+        How to read.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        Batches of Spark's Kafka schema, in offset order, each at most
+        ``settings.max_records_per_batch`` records.
+
+    Raises
+    ------
+    DataLossError
+        Planned offsets are gone from the broker and ``failOnDataLoss`` is true.
+    FetchError
+        No record arrived within ``kafkaConsumer.pollTimeoutMs``, or the client failed.
+    """
+    if offset_range.size <= 0:
+        return
+    tp = offset_range.topic_partition
+    consumer = Consumer(dict(settings.client_config))
+    try:
+        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset_range.from_offset)])
+        builder = RecordBatchBuilder(tp.topic, tp.partition, settings.include_headers)
+        next_offset = offset_range.from_offset
+        until = offset_range.until_offset
+        deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+        while next_offset < until:
+            want = min(settings.max_records_per_batch - len(builder), until - next_offset)
+            messages = consumer.consume(num_messages=max(1, want), timeout=_CONSUME_WAIT_S)
+            good: List[Any] = []
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    next_offset = _handle_error(consumer, offset_range, next_offset, error, message, settings)
+                    continue
+                offset = message.offset()
+                if offset < next_offset:
+                    continue
+                if offset >= until:
+                    next_offset = until
+                    break
+                if offset > next_offset:
+                    _check_gap(consumer, offset_range, next_offset, offset, settings)
+                good.append(message)
+                next_offset = offset + 1
+            if good:
+                builder.add_messages(good)
+                deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+            if len(builder) >= settings.max_records_per_batch:
+                yield builder.build()
+            if next_offset < until and time.monotonic() > deadline:
+                raise FetchError(
+                    f"no record of {tp} arrived for {settings.poll_timeout_ms} ms while reading the "
+                    f"planned range [{offset_range.from_offset}, {until}) at offset {next_offset}; "
+                    f"check that the brokers ({settings.client_config.get('bootstrap.servers')}) are "
+                    "reachable from the executors, or raise 'kafkaConsumer.pollTimeoutMs'"
+                )
+        if len(builder):
+            yield builder.build()
+    finally:
+        consumer.close()
+
+
+def _handle_error(
+    consumer: Consumer,
+    offset_range: OffsetRange,
+    next_offset: int,
+    error: KafkaError,
+    message: Any,
+    settings: ReadSettings,
+) -> int:
+    """Deal with an error event; return the offset to continue from."""
+    code = error.code()
+    tp = offset_range.topic_partition
+    if code == KafkaError._PARTITION_EOF:
+        end = message.offset()
+        if end is not None and end < offset_range.until_offset:
+            low, high = _watermarks(consumer, offset_range)
+            if high < offset_range.until_offset:
+                return _lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
+                             why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
+        return next_offset
+    if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
+        low, high = _watermarks(consumer, offset_range)
+        if low > next_offset:
+            return _lost(consumer, offset_range, next_offset, min(low, offset_range.until_offset), settings,
+                         why=f"the earliest offset on the broker is now {low} (retention or deleted records)")
+        if high < offset_range.until_offset:
+            return _lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
+                         why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
+        raise FetchError(f"offset {next_offset} of {tp} is out of range on the broker ({error.str()})",
+                         kafka_error_code=code)
+    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+        return _lost(consumer, offset_range, next_offset, offset_range.until_offset, settings,
+                     why=f"the broker no longer has the partition ({error.str()})")
+    if error.fatal() or not error.retriable():
+        raise FetchError(f"reading {tp} at offset {next_offset} failed: {error.str()}", kafka_error_code=code)
+    logger.warning("retriable error reading %s at offset %d: %s", tp, next_offset, error.str())
+    return next_offset
+
+
+def _check_gap(consumer: Consumer, offset_range: OffsetRange, expected: int, got: int, settings: ReadSettings) -> None:
+    low, _ = _watermarks(consumer, offset_range)
+    if low > expected:
+        _lost(consumer, offset_range, expected, min(low, got), settings,
+              why=f"the earliest offset on the broker is now {low} (retention or deleted records)",
+              reposition=False)
+    else:
+        logger.debug("gap in %s from %d to %d (compaction or transaction markers)", offset_range.topic_partition,
+                     expected, got)
+
+
+def _lost(
+    consumer: Consumer,
+    offset_range: OffsetRange,
+    missing_from: int,
+    missing_until: int,
+    settings: ReadSettings,
+    *,
+    why: str,
+    reposition: bool = True,
+) -> int:
+    tp = offset_range.topic_partition
+    text = (
+        f"data loss in {tp}: offsets [{missing_from}, {missing_until}) of the planned range "
+        f"[{offset_range.from_offset}, {offset_range.until_offset}) are no longer on the broker: {why}"
+    )
+    if settings.fail_on_data_loss:
+        raise DataLossError(
+            text + ". Set option 'failOnDataLoss' to 'false' to skip missing offsets and go on"
+        )
+    logger.warning("%s; skipping them because failOnDataLoss is false", text)
+    if reposition and missing_until < offset_range.until_offset:
+        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, missing_until)])
+    return missing_until
+
+
+def _watermarks(consumer: Consumer, offset_range: OffsetRange) -> Tuple[int, int]:
+    tp = offset_range.topic_partition
+    try:
+        low, high = consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=10,
+                                                   cached=False)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if isinstance(error, KafkaError) and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                                              KafkaError._UNKNOWN_PARTITION):
+            return 0, 0
+        raise FetchError(f"could not read the watermarks of {tp}: {exc}") from exc
+    return int(low), int(high)

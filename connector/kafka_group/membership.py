@@ -1,0 +1,300 @@
+"""The driver's consumer-group member: joins the group and tracks what it owns.
+
+One :class:`GroupMember` per streaming query, in the process that plans its
+micro-batches. It subscribes with confluent-kafka and keeps the partitions the
+group assigns to it *paused*: the member never fetches records (executors read
+planned ranges themselves); it only holds the assignment that decides which
+partitions each micro-batch plans.
+
+A daemon thread polls the consumer so rebalance callbacks run and the member
+stays alive between triggers and during long batches (``max.poll.interval.ms``
+is measured between polls, not between batches). Every consumer call is made
+under one lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_group.client_config import member_config
+from kafka_group.errors import GroupMembershipError
+from kafka_group.offsets import TopicPartition
+
+__all__ = ["GroupMember", "RebalanceEvent", "leave_group_on_sigterm"]
+
+logger = logging.getLogger(__name__)
+
+_POLL_TIMEOUT_S = 0.05
+_IDLE_BETWEEN_POLLS_S = 0.05
+
+
+@dataclass(frozen=True)
+class RebalanceEvent:
+    """One change of the member's assignment."""
+
+    kind: str
+    """``assign``, ``revoke`` or ``lost``."""
+    partitions: FrozenSet[TopicPartition]
+    """The partitions added (assign) or removed (revoke, lost)."""
+    generation: int
+    """The member's rebalance count after this event (1 after the first assignment)."""
+    at: float = field(default_factory=time.time)
+    """When the event happened (seconds since the epoch)."""
+
+
+class GroupMember:
+    """A consumer-group member that owns partitions but reads none.
+
+    Parameters
+    ----------
+    client_config : mapping of str to str
+        The user's ``kafka.*`` settings without the prefix.
+    group_id : str
+        The group to join.
+    topics : sequence of str
+        Topics to subscribe to, or a single pattern (see ``pattern``).
+    pattern : str, optional
+        A regular expression every subscribed topic must match in full.
+    """
+
+    def __init__(
+        self,
+        client_config: Mapping[str, str],
+        group_id: str,
+        topics: Sequence[str] = (),
+        pattern: Optional[str] = None,
+    ) -> None:
+        config = member_config(client_config, group_id)
+        self._cooperative = "cooperative" in config.get("partition.assignment.strategy", "")
+        self._lock = threading.RLock()
+        self._owned: set[TopicPartition] = set()
+        self._generation = 0
+        self._events: List[RebalanceEvent] = []
+        self._first_assignment = threading.Event()
+        self._closed = threading.Event()
+        self._poll_error: Optional[BaseException] = None
+        self._listeners: List[Callable[[RebalanceEvent], None]] = []
+        self.group_id = group_id
+        try:
+            self._consumer = Consumer(config, logger=logging.getLogger("kafka_group.librdkafka"))
+        except KafkaException as exc:
+            raise GroupMembershipError(f"could not create the group member of group '{group_id}': {exc}") from None
+        subscription = [f"^({pattern})$"] if pattern is not None else list(topics)
+        self._consumer.subscribe(
+            subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        logger.info("joining consumer group '%s' with subscription %s", group_id, subscription)
+        self._thread = threading.Thread(target=self._poll_loop, name=f"kafka-group-member-{group_id}", daemon=True)
+        self._thread.start()
+
+    # -- assignment ---------------------------------------------------------------
+
+    def owned(self) -> FrozenSet[TopicPartition]:
+        """The partitions the group currently assigns to this member."""
+        with self._lock:
+            self._raise_poll_error()
+            return frozenset(self._owned)
+
+    @property
+    def generation(self) -> int:
+        """How many rebalances changed this member's assignment (0 before the first)."""
+        with self._lock:
+            return self._generation
+
+    def events(self) -> List[RebalanceEvent]:
+        """The rebalance events so far, oldest first."""
+        with self._lock:
+            return list(self._events)
+
+    def add_listener(self, listener: Callable[[RebalanceEvent], None]) -> None:
+        """Call ``listener`` (in the polling thread) after each rebalance event."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def wait_for_assignment(self, timeout_s: float) -> bool:
+        """Wait until the group has assigned partitions (possibly none) to this member.
+
+        Returns
+        -------
+        bool
+            Whether an assignment arrived within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        while not self._first_assignment.wait(0.1):
+            self._raise_poll_error()
+            if time.monotonic() > deadline:
+                return False
+        return True
+
+    # -- offsets ------------------------------------------------------------------
+
+    def committed(self, partitions: Iterable[TopicPartition], timeout_s: float) -> Dict[TopicPartition, int]:
+        """The group's committed offsets of ``partitions`` (partitions without one are left out)."""
+        request = [KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions]
+        if not request:
+            return {}
+        with self._lock:
+            try:
+                answer = self._consumer.committed(request, timeout=timeout_s)
+            except KafkaException as exc:
+                raise GroupMembershipError(
+                    f"could not read the committed offsets of group '{self.group_id}': {exc}"
+                ) from None
+        return {TopicPartition(k.topic, k.partition): k.offset for k in answer if k.offset >= 0}
+
+    def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
+        """Commit positions to the group, so Kafka's lag tools see this member's progress.
+
+        Returns
+        -------
+        bool
+            Whether the commit succeeded; a failure (for example after a rebalance)
+            is logged and loses nothing, the positions are kept elsewhere.
+        """
+        if not positions:
+            return True
+        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
+        with self._lock:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
+                return False
+        return True
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Leave the group (the others rebalance at once) and release the client."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+        with self._lock:
+            try:
+                self._consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                logger.warning("closing the member of group '%s' failed: %s", self.group_id, exc)
+        logger.info("left consumer group '%s'", self.group_id)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _poll_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                with self._lock:
+                    if self._closed.is_set():
+                        return
+                    message = self._consumer.poll(_POLL_TIMEOUT_S)
+                if message is not None and message.error() is not None:
+                    self._on_error(message.error())
+            except (KafkaException, RuntimeError) as exc:
+                if self._closed.is_set():
+                    return
+                logger.error("the member of group '%s' failed while polling: %s", self.group_id, exc)
+                with self._lock:
+                    self._poll_error = exc
+                return
+            time.sleep(_IDLE_BETWEEN_POLLS_S)
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            with self._lock:
+                self._poll_error = KafkaException(error)
+            logger.error("fatal error in the member of group '%s': %s", self.group_id, error.str())
+        else:
+            logger.debug("member of group '%s': %s", self.group_id, error.str())
+
+    def _raise_poll_error(self) -> None:
+        if self._poll_error is not None:
+            raise GroupMembershipError(
+                f"the member of group '{self.group_id}' failed: {self._poll_error}"
+            ) from self._poll_error
+
+    def _on_assign(self, consumer: Any, partitions: List[KafkaTopicPartition]) -> None:
+        if self._cooperative:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
+        if partitions:
+            # Held, never fetched: executors read the planned ranges themselves.
+            consumer.pause(partitions)
+        added = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
+        with self._lock:
+            if not self._cooperative:
+                self._owned.clear()
+            self._owned.update(added)
+        self._record("assign", added)
+        self._first_assignment.set()
+
+    def _on_revoke(self, consumer: Any, partitions: List[KafkaTopicPartition]) -> None:
+        self._remove("revoke", partitions)
+
+    def _on_lost(self, consumer: Any, partitions: List[KafkaTopicPartition]) -> None:
+        self._remove("lost", partitions)
+
+    def _remove(self, kind: str, partitions: List[KafkaTopicPartition]) -> None:
+        removed = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
+        with self._lock:
+            self._owned.difference_update(removed)
+        self._record(kind, removed)
+
+    def _record(self, kind: str, partitions: FrozenSet[TopicPartition]) -> None:
+        with self._lock:
+            self._generation += 1
+            event = RebalanceEvent(kind, partitions, self._generation)
+            self._events.append(event)
+            del self._events[:-100]
+            listeners = list(self._listeners)
+            owned = sorted(self._owned)
+        logger.info(
+            "group '%s' rebalance #%d: %s %s; now owns %s",
+            self.group_id,
+            event.generation,
+            kind,
+            ",".join(str(tp) for tp in sorted(partitions)) or "nothing",
+            ",".join(str(tp) for tp in owned) or "nothing",
+        )
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception:  # a user's listener must not break the member
+                logger.exception("rebalance listener %r failed", listener)
+
+
+def leave_group_on_sigterm(close: Callable[[], None]) -> None:
+    """Make SIGTERM leave the group before the process ends.
+
+    Spark ends the process that hosts a Python streaming source with SIGTERM
+    when the query stops, without calling ``stop()``. Without a handler the
+    member would linger in the group until its session times out, and the
+    other members would wait that long for its partitions.
+
+    Only works when called from the main thread; does nothing elsewhere.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum: int, frame: Optional[FrameType]) -> None:
+        try:
+            close()
+        finally:
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,275 @@
+"""The offset model: topic-partitions, offset ranges and the source's offset document.
+
+Offsets follow Kafka's convention everywhere in the connector: a *position* is
+the offset of the next record to read, and a range ``[from_offset, until_offset)``
+holds the records ``from_offset`` up to but not including ``until_offset``.
+
+The source's offset document (what Spark writes to its checkpoint and shows in
+query progress) maps each topic to its partitions, like Spark's Kafka source::
+
+    {"orders": {"0": [500, 600], "1": 30}}
+
+A partition whose value is a pair was planned in that micro-batch, with the
+range ``[500, 600)``; a partition whose value is a number was not planned and
+is at that position. A document alone therefore says exactly which records its
+batch holds, even when a partition's range does not start where the previous
+batch ended (it moved between group members meanwhile).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+
+from kafka_group.errors import OffsetFormatError
+
+__all__ = [
+    "TopicPartition",
+    "OffsetRange",
+    "StartingOffsets",
+    "BatchOffsets",
+    "EARLIEST",
+    "LATEST",
+    "parse_assign",
+    "parse_starting_offsets",
+]
+
+#: Spark's sentinel for "the earliest offset" in offsets JSON.
+EARLIEST = -2
+#: Spark's sentinel for "the latest offset" in offsets JSON.
+LATEST = -1
+
+
+class TopicPartition(NamedTuple):
+    """One partition of one topic."""
+
+    topic: str
+    """The topic's name."""
+    partition: int
+    """The partition number, from 0."""
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class OffsetRange(NamedTuple):
+    """The records ``[from_offset, until_offset)`` of one partition."""
+
+    topic_partition: TopicPartition
+    """The partition the records are in."""
+    from_offset: int
+    """The first offset of the range (inclusive)."""
+    until_offset: int
+    """The offset after the last one of the range (exclusive)."""
+
+    @property
+    def size(self) -> int:
+        """The number of offsets in the range."""
+        return self.until_offset - self.from_offset
+
+    def __str__(self) -> str:
+        return f"{self.topic_partition}[{self.from_offset},{self.until_offset})"
+
+
+@dataclass(frozen=True)
+class StartingOffsets:
+    """Where a partition that was never read before starts.
+
+    Attributes
+    ----------
+    default : int
+        :data:`EARLIEST` or :data:`LATEST`: for partitions not named in ``specific``.
+    specific : dict or None
+        Explicit positions (or the sentinels) per partition, from JSON.
+    """
+
+    default: int
+    specific: Optional[Mapping[TopicPartition, int]] = None
+
+    def for_partition(self, tp: TopicPartition) -> int:
+        """The position, :data:`EARLIEST` or :data:`LATEST` for ``tp``."""
+        if self.specific is not None and tp in self.specific:
+            return self.specific[tp]
+        return self.default
+
+
+def parse_starting_offsets(text: str) -> StartingOffsets:
+    """Parse the ``startingOffsets`` option.
+
+    Parameters
+    ----------
+    text : str
+        ``earliest``, ``latest`` or JSON like ``{"orders":{"0":23,"1":-2}}``
+        (-2 means earliest, -1 latest). Partitions the JSON does not name start at
+        the earliest offset, as new partitions do in Spark's Kafka source.
+
+    Returns
+    -------
+    StartingOffsets
+
+    Raises
+    ------
+    OffsetFormatError
+        The text is neither keyword nor valid offsets JSON.
+    """
+    value = text.strip()
+    if value.lower() == "earliest":
+        return StartingOffsets(EARLIEST)
+    if value.lower() == "latest":
+        return StartingOffsets(LATEST)
+    doc = _load_json("startingOffsets", value, 'earliest, latest or JSON like {"orders":{"0":23,"1":-2}}')
+    specific: Dict[TopicPartition, int] = {}
+    for topic, partitions in _topics(doc, "startingOffsets").items():
+        if not isinstance(partitions, dict):
+            raise OffsetFormatError(
+                f"option 'startingOffsets': topic '{topic}' must map partition numbers to offsets, "
+                f'like {{"{topic}":{{"0":23}}}}, got {json.dumps(partitions)}'
+            )
+        for key, offset in partitions.items():
+            tp = TopicPartition(topic, _partition_number("startingOffsets", topic, key))
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < LATEST - 1:
+                raise OffsetFormatError(
+                    f"option 'startingOffsets': offset of {tp} must be a whole number >= 0, "
+                    f"or -2 (earliest) or -1 (latest), got {json.dumps(offset)}"
+                )
+            specific[tp] = offset
+    return StartingOffsets(EARLIEST, specific)
+
+
+def parse_assign(text: str) -> Tuple[TopicPartition, ...]:
+    """Parse the ``assign`` option: JSON like ``{"orders":[0,1],"payments":[0]}``.
+
+    Raises
+    ------
+    OffsetFormatError
+        The JSON is malformed or names no partition.
+    """
+    doc = _load_json("assign", text, 'JSON like {"orders":[0,1]}')
+    result: List[TopicPartition] = []
+    for topic, partitions in _topics(doc, "assign").items():
+        if not isinstance(partitions, list) or not partitions:
+            raise OffsetFormatError(
+                f"option 'assign': topic '{topic}' must map to a non-empty list of partition "
+                f'numbers, like {{"{topic}":[0,1]}}, got {json.dumps(partitions)}'
+            )
+        for p in partitions:
+            result.append(TopicPartition(topic, _partition_number("assign", topic, p)))
+    return tuple(dict.fromkeys(result))
+
+
+def _load_json(option: str, text: str, expected: str) -> Dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OffsetFormatError(f"option '{option}' is not valid JSON ({exc.msg} at character {exc.pos}): expected {expected}") from None
+    if not isinstance(doc, dict) or not doc:
+        raise OffsetFormatError(f"option '{option}' must be a non-empty JSON object: expected {expected}, got {text!r}")
+    return doc
+
+
+def _topics(doc: Mapping[str, Any], option: str) -> Mapping[str, Any]:
+    for topic in doc:
+        if not topic or not isinstance(topic, str):
+            raise OffsetFormatError(f"option '{option}' has an empty topic name")
+    return doc
+
+
+def _partition_number(option: str, topic: str, value: Any) -> int:
+    if isinstance(value, bool):
+        number = -1
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    else:
+        number = -1
+    if number < 0:
+        raise OffsetFormatError(
+            f"option '{option}': partition {json.dumps(value)} of topic '{topic}' must be a whole number >= 0"
+        )
+    return number
+
+
+@dataclass(frozen=True)
+class BatchOffsets:
+    """The source's offset document for one micro-batch (see the module docstring).
+
+    Attributes
+    ----------
+    positions : dict
+        The position of every partition known to the query, after this batch.
+    ranges : dict
+        The range planned in this batch, for the partitions that were planned.
+    """
+
+    positions: Mapping[TopicPartition, int]
+    ranges: Mapping[TopicPartition, OffsetRange]
+
+    @staticmethod
+    def empty() -> "BatchOffsets":
+        """A document that knows no partition."""
+        return BatchOffsets({}, {})
+
+    @staticmethod
+    def from_ranges(positions: Mapping[TopicPartition, int], ranges: Iterable[OffsetRange]) -> "BatchOffsets":
+        """Build the document of a batch that plans ``ranges`` over ``positions``."""
+        by_tp = {r.topic_partition: r for r in ranges if r.size > 0}
+        merged = dict(positions)
+        for tp, r in by_tp.items():
+            merged[tp] = r.until_offset
+        return BatchOffsets(merged, by_tp)
+
+    def planned_ranges(self) -> List[OffsetRange]:
+        """The ranges of this batch, sorted by topic and partition."""
+        return [self.ranges[tp] for tp in sorted(self.ranges)]
+
+    def to_json_dict(self) -> Dict[str, Dict[str, Any]]:
+        """The JSON-ready form: ``{"topic": {"0": [from, until] or position}}``."""
+        doc: Dict[str, Dict[str, Any]] = {}
+        for tp in sorted(self.positions):
+            r = self.ranges.get(tp)
+            value: Any = [r.from_offset, r.until_offset] if r is not None else self.positions[tp]
+            doc.setdefault(tp.topic, {})[str(tp.partition)] = value
+        return doc
+
+    @staticmethod
+    def from_json_dict(doc: Mapping[str, Any]) -> "BatchOffsets":
+        """Read a document written by :meth:`to_json_dict` (e.g. from Spark's checkpoint).
+
+        Raises
+        ------
+        OffsetFormatError
+            The document is not of that form.
+        """
+        if not isinstance(doc, Mapping):
+            raise OffsetFormatError(f"source offsets must be a JSON object, got {json.dumps(doc)}")
+        positions: Dict[TopicPartition, int] = {}
+        ranges: Dict[TopicPartition, OffsetRange] = {}
+        for topic, partitions in doc.items():
+            if not isinstance(partitions, Mapping):
+                raise OffsetFormatError(
+                    f"source offsets: topic '{topic}' must map partitions to offsets, got {json.dumps(partitions)}"
+                )
+            for key, value in partitions.items():
+                tp = TopicPartition(str(topic), _partition_number("source offsets", str(topic), key))
+                if _is_offset(value):
+                    positions[tp] = value
+                elif (
+                    isinstance(value, list)
+                    and len(value) == 2
+                    and all(_is_offset(v) for v in value)
+                    and value[0] <= value[1]
+                ):
+                    ranges[tp] = OffsetRange(tp, value[0], value[1])
+                    positions[tp] = value[1]
+                else:
+                    raise OffsetFormatError(
+                        f"source offsets: {tp} must be an offset >= 0 or a range [from, until], "
+                        f"got {json.dumps(value)}"
+                    )
+        return BatchOffsets(positions, ranges)
+
+
+def _is_offset(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,251 @@
+"""The driver side of the source: decides the offset ranges of each micro-batch.
+
+:class:`SourceDriver` holds the query's group member (or its fixed ``assign``
+partitions) and answers Spark's planning calls in Kafka terms. It is created
+lazily, in the one process that serves a query's planning calls, and never
+pickled.
+
+Positioning: a partition that enters this member's ownership (first assignment,
+a rebalance, a restart) is positioned before it enters a plan. Its position is
+the furthest of what the query's own offsets say and what the group has
+committed (another member may have read it meanwhile); a partition neither has
+seen starts where ``startingOffsets`` says. While the member keeps a partition,
+its position is the end of the previous batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Dict, FrozenSet, Mapping, Optional, Set
+
+from kafka_group.cluster_metadata import ClusterView
+from kafka_group.errors import DataLossError
+from kafka_group.membership import GroupMember, RebalanceEvent
+from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, TopicPartition
+from kafka_group.options import SourceOptions, SubscriptionKind
+from kafka_group.planning import plan_ranges
+
+__all__ = ["SourceDriver"]
+
+logger = logging.getLogger(__name__)
+
+
+class SourceDriver:
+    """Plans micro-batches from the partitions this query owns.
+
+    Parameters
+    ----------
+    options : SourceOptions
+        The validated source options.
+
+    Raises
+    ------
+    BrokerUnavailableError
+        The cluster did not answer within ``kafkaConsumer.connectTimeoutMs``.
+    UnknownTopicOrPartitionError
+        ``assign`` names a topic or partition that does not exist.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._cluster = ClusterView(options.client_config, options.connect_timeout_ms)
+        self._lock = threading.Lock()
+        self._positioned: Set[TopicPartition] = set()
+        self._pending_positions: Dict[TopicPartition, int] = {}
+        self._target: Optional[Dict[TopicPartition, int]] = None
+        self._latest: Dict[TopicPartition, int] = {}
+        self._joined = False
+        self._member: Optional[GroupMember] = None
+        if options.subscription_kind == SubscriptionKind.ASSIGN:
+            self._cluster.check_partitions_exist(options.assigned, "assign")
+            self._joined = True
+            return
+        existing = self._cluster.topic_partitions(options.topics or None)
+        if options.subscription_kind == SubscriptionKind.SUBSCRIBE:
+            missing = [t for t in options.topics if t not in existing]
+            if missing:
+                logger.warning(
+                    "subscribed topics %s do not exist yet on '%s'; their partitions are planned once "
+                    "they are created", ",".join(missing), options.bootstrap_servers,
+                )
+        assert options.group_id is not None
+        self._member = GroupMember(options.client_config, options.group_id, options.topics, options.pattern)
+        self._member.add_listener(self._on_rebalance)
+
+    # -- what this query owns ---------------------------------------------------------
+
+    def owned(self) -> FrozenSet[TopicPartition]:
+        """The partitions this query may plan now."""
+        if self._member is None:
+            return frozenset(self._options.assigned)
+        return self._member.owned()
+
+    @property
+    def member(self) -> Optional[GroupMember]:
+        """The group member, or None for ``assign``."""
+        return self._member
+
+    def _ensure_joined(self) -> None:
+        if self._joined or self._member is None:
+            return
+        if not self._member.wait_for_assignment(self._options.group_join_timeout_ms / 1000):
+            logger.warning(
+                "group '%s' assigned no partitions within %d ms (option 'groupJoinTimeoutMs'); "
+                "planning empty batches until it does", self._options.group_id, self._options.group_join_timeout_ms,
+            )
+        self._joined = True
+
+    def _on_rebalance(self, event: RebalanceEvent) -> None:
+        if event.kind in ("revoke", "lost"):
+            with self._lock:
+                self._positioned.difference_update(event.partitions)
+                for tp in event.partitions:
+                    self._pending_positions.pop(tp, None)
+
+    # -- Spark's planning calls ------------------------------------------------------------
+
+    def initial_offsets(self) -> BatchOffsets:
+        """Positions of the partitions owned when the query starts (no range planned)."""
+        self._ensure_joined()
+        self._position_new_partitions(BatchOffsets.empty())
+        with self._lock:
+            return BatchOffsets(dict(self._pending_positions), {})
+
+    def prepare_available_now(self) -> None:
+        """Fix the end of an ``Trigger.AvailableNow`` run: the latest offsets of now."""
+        self._ensure_joined()
+        if self._options.subscription_kind == SubscriptionKind.ASSIGN:
+            partitions = list(self._options.assigned)
+        elif self._options.subscription_kind == SubscriptionKind.PATTERN:
+            assert self._options.pattern is not None
+            partitions = self._cluster.matching_partitions(self._options.pattern)
+        else:
+            partitions = self._cluster.partitions_of(self._options.topics)
+        self._target = self._cluster.latest_offsets(partitions)
+        logger.info("AvailableNow run stops at %s", _describe(self._target))
+
+    def next_offsets(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
+        """Plan the next micro-batch after ``start``.
+
+        Parameters
+        ----------
+        start : BatchOffsets
+            The end of the previous batch.
+        max_records : int or None
+            The batch budget (Spark's read limit), or None for all available.
+
+        Returns
+        -------
+        BatchOffsets or None
+            The end of the next batch, or None when there is nothing to read (Spark
+            then gets its ``start`` back unchanged).
+        """
+        self._ensure_joined()
+        self._position_new_partitions(start)
+        owned = self.owned()
+        with self._lock:
+            positions = dict(start.positions)
+            positions.update(self._pending_positions)
+            plannable = {tp: positions[tp] for tp in owned if tp in self._positioned and tp in positions}
+        latest = self._cluster.latest_offsets(plannable)
+        self._latest = dict(latest)
+        if self._target is not None:
+            latest = {tp: min(end, self._target.get(tp, 0)) for tp, end in latest.items()}
+        checked = self._check_data_loss(plannable, latest)
+        ranges = plan_ranges(checked, latest, max_records)
+        if not ranges:
+            return None
+        with self._lock:
+            positions.update(checked)
+            self._pending_positions.clear()
+        end = BatchOffsets.from_ranges(positions, ranges)
+        logger.info("planned %d records: %s", sum(r.size for r in ranges), ", ".join(str(r) for r in ranges))
+        return end
+
+    def latest_report(self) -> Dict[TopicPartition, int]:
+        """The latest offsets seen by the last planning call, for query progress."""
+        return dict(self._latest)
+
+    def on_batch_committed(self, end: BatchOffsets) -> None:
+        """Commit the batch's end positions of the partitions still owned to the group."""
+        if self._member is None:
+            return
+        owned = self.owned()
+        with self._lock:
+            mine = {tp: pos for tp, pos in end.positions.items() if tp in owned and tp in self._positioned}
+        self._member.commit(mine)
+
+    def close(self) -> None:
+        """Leave the group and release clients."""
+        if self._member is not None:
+            self._member.close()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _position_new_partitions(self, start: BatchOffsets) -> None:
+        owned = self.owned()
+        with self._lock:
+            new = sorted(owned - self._positioned)
+        if not new:
+            return
+        committed: Mapping[TopicPartition, int] = {}
+        if self._member is not None:
+            committed = self._member.committed(new, self._options.connect_timeout_ms / 1000)
+        unseen = [tp for tp in new if tp not in start.positions and tp not in committed]
+        wants_earliest = [tp for tp in unseen if self._options.starting_offsets.for_partition(tp) == EARLIEST]
+        wants_latest = [tp for tp in unseen if self._options.starting_offsets.for_partition(tp) == LATEST]
+        earliest = self._cluster.earliest_offsets(wants_earliest)
+        latest = self._cluster.latest_offsets(wants_latest)
+        resolved: Dict[TopicPartition, int] = {}
+        for tp in new:
+            known = [p for p in (start.positions.get(tp), committed.get(tp)) if p is not None]
+            if known:
+                resolved[tp] = max(known)
+                continue
+            spec = self._options.starting_offsets.for_partition(tp)
+            source = earliest if spec == EARLIEST else latest if spec == LATEST else None
+            if source is None:
+                resolved[tp] = spec
+            elif tp in source:
+                resolved[tp] = source[tp]
+        with self._lock:
+            # A rebalance may have taken some away meanwhile.
+            still_owned = self.owned()
+            for tp, pos in resolved.items():
+                if tp in still_owned:
+                    self._pending_positions[tp] = pos
+                    self._positioned.add(tp)
+        logger.info("positioned newly owned partitions: %s", _describe(resolved))
+
+    def _check_data_loss(
+        self, positions: Dict[TopicPartition, int], latest: Mapping[TopicPartition, int]
+    ) -> Dict[TopicPartition, int]:
+        earliest = self._cluster.earliest_offsets(positions)
+        checked = dict(positions)
+        for tp, pos in positions.items():
+            first = earliest.get(tp)
+            end = latest.get(tp)
+            if first is not None and pos < first:
+                self._report_loss(
+                    f"data loss in {tp}: offsets [{pos}, {first}) were removed from the broker (retention or "
+                    "deleted records) before this query read them"
+                )
+                checked[tp] = first
+            elif end is not None and self._target is None and pos > end:
+                self._report_loss(
+                    f"data loss in {tp}: the query is at offset {pos} but the partition now ends at {end} "
+                    "(was the topic deleted and recreated?)"
+                )
+                checked[tp] = first if first is not None else 0
+        return checked
+
+    def _report_loss(self, text: str) -> None:
+        if self._options.fail_on_data_loss:
+            raise DataLossError(text + ". Set option 'failOnDataLoss' to 'false' to skip them and go on")
+        logger.warning("%s; skipping them because failOnDataLoss is false", text)
+
+
+def _describe(positions: Mapping[TopicPartition, int]) -> str:
+    return ", ".join(f"{tp}@{pos}" for tp, pos in sorted(positions.items())) or "nothing"
+

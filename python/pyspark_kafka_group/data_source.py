@@ -1,0 +1,50 @@
+"""The ``kafka-group`` data source: options, schema and the stream reader."""
+
+from __future__ import annotations
+
+from typing import Union
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from kafka_group.options import SourceOptions, parse_source_options
+from kafka_group.record_schema import spark_ddl
+
+__all__ = ["KafkaGroupDataSource"]
+
+
+class KafkaGroupDataSource(DataSource):
+    """Reads Kafka as a member of a consumer group (``format("kafka-group")``).
+
+    Options are validated when the data source is created, so a bad option fails
+    at ``load()``, before any data moves.
+
+    Parameters
+    ----------
+    options : dict
+        The reader's options, as Spark passes them.
+
+    Raises
+    ------
+    kafka_group.errors.ConfigError
+        An option is missing, malformed or refused; the message names it.
+    """
+
+    def __init__(self, options: dict) -> None:  # type: ignore[type-arg]
+        super().__init__(options)
+        self.source_options: SourceOptions = parse_source_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name: ``kafka-group``."""
+        return "kafka-group"
+
+    def schema(self) -> Union[StructType, str]:
+        """Spark's Kafka source schema (with ``headers`` when ``includeHeaders`` is true)."""
+        return spark_ddl(self.source_options.include_headers)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """The micro-batch reader (see :class:`~pyspark_kafka_group.stream_reader.KafkaGroupStreamReader`)."""
+        from pyspark_kafka_group.stream_reader import KafkaGroupStreamReader
+
+        return KafkaGroupStreamReader(self.source_options)

@@ -1,0 +1,134 @@
+"""The micro-batch stream reader: Spark's hooks, delegated to the connector's core.
+
+Spark constructs this reader more than once per query: in the long-lived
+process that serves the query's planning calls (``initialOffset``,
+``latestOffset``, ``partitions``, ``commit``), and again in a planning worker
+that pickles it into the ``read()`` closure. The group member is therefore
+created lazily, on the first planning call, and kept out of the pickled state:
+a copy that joined the group would take partitions away from the real member.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from kafka_group.client_config import reader_config
+from kafka_group.offsets import BatchOffsets, OffsetRange
+from kafka_group.options import SourceOptions
+from kafka_group.planning import split_ranges
+
+__all__ = ["KafkaGroupStreamReader", "OffsetRangePartition"]
+
+logger = logging.getLogger(__name__)
+
+
+class OffsetRangePartition(InputPartition):
+    """One Spark task: the records ``[from_offset, until_offset)`` of one Kafka partition."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+
+
+class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches from the consumer group's assignment and reads them on executors.
+
+    Parameters
+    ----------
+    options : SourceOptions
+        The validated source options.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._driver: Any = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_driver"] = None
+        return state
+
+    def _source_driver(self) -> Any:
+        if self._driver is None:
+            from kafka_group.membership import leave_group_on_sigterm
+            from kafka_group.source_driver import SourceDriver
+
+            self._driver = SourceDriver(self._options)
+            leave_group_on_sigterm(self._driver.close)
+        return self._driver
+
+    # -- planning (driver) ------------------------------------------------------------
+
+    def initialOffset(self) -> dict:  # type: ignore[type-arg]
+        """Positions of the partitions this query owns when it starts."""
+        return self._source_driver().initial_offsets().to_json_dict()  # type: ignore[no-any-return]
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxOffsetsPerTrigger`` as Spark's ``ReadMaxRows``, else all available."""
+        if self._options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self._options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[type-arg]
+        """The end of the next micro-batch: the owned partitions' ranges within ``limit``.
+
+        Returns ``start`` unchanged when there is nothing new to read.
+        """
+        max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = self._source_driver().next_offsets(BatchOffsets.from_json_dict(start), max_records)
+        return start if end is None else end.to_json_dict()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Record the latest offsets of now: an AvailableNow run reads up to them and stops."""
+        self._source_driver().prepare_available_now()
+
+    def reportLatestOffset(self) -> Optional[dict]:  # type: ignore[type-arg]
+        """The latest broker offsets of the owned partitions, shown in query progress."""
+        if self._driver is None:
+            return None
+        latest = self._driver.latest_report()
+        return BatchOffsets(latest, {}).to_json_dict() if latest else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:  # type: ignore[type-arg]
+        """One task per planned range (large ranges split to reach ``minPartitions``)."""
+        if start == end:
+            return []
+        ranges: List[OffsetRange] = BatchOffsets.from_json_dict(end).planned_ranges()
+        return [OffsetRangePartition(r) for r in split_ranges(ranges, self._options.min_partitions)]
+
+    def commit(self, end: dict) -> None:  # type: ignore[type-arg]
+        """Spark has completed the batch: commit its positions to the Kafka group for lag tools."""
+        if self._driver is not None:
+            self._driver.on_batch_committed(BatchOffsets.from_json_dict(end))
+
+    def stop(self) -> None:
+        """Leave the group."""
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
+
+    # -- reading (executors) --------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Read one planned range and return Arrow record batches of Spark's Kafka schema."""
+        from kafka_group.fetch import ReadSettings, read_range
+
+        assert isinstance(partition, OffsetRangePartition)
+        settings = ReadSettings(
+            client_config=reader_config(self._options.client_config, self._options.group_id),
+            include_headers=self._options.include_headers,
+            fail_on_data_loss=self._options.fail_on_data_loss,
+            poll_timeout_ms=self._options.poll_timeout_ms,
+            max_records_per_batch=self._options.max_records_per_arrow_batch,
+        )
+        return read_range(partition.offset_range, settings)
+
