@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from kafka_group.errors import BrokerUnavailableError, UnknownTopicOrPartitionError
 from kafka_group.offsets import TopicPartition
@@ -68,7 +68,7 @@ class ClusterView:
         )
         config = {k: v for k, v in client_config.items() if k not in _ADMIN_KEYS_DROPPED}
         logger.debug("admin client settings: %s", redact_client_config(config))
-        self._admin = AdminClient(config)
+        self._admin = AdminClient(dict[str, Any](config))
 
     def topic_partitions(self, topics: Optional[Iterable[str]] = None) -> Dict[str, int]:
         """Partition counts of ``topics`` (all topics when None); unknown topics are left out.
@@ -129,12 +129,12 @@ class ClusterView:
 
     def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The first offset still on the broker, per partition (unknown partitions left out)."""
-        return self._list_offsets(partitions, OffsetSpec.earliest())
+        return self._list_offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
 
     def latest_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The end of each partition (the offset the next record will get; with
         ``isolation.level=read_committed``, the last stable offset)."""
-        return self._list_offsets(partitions, OffsetSpec.latest())
+        return self._list_offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
 
     def _list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec) -> Dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}

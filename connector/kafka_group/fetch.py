@@ -150,7 +150,7 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
                     next_offset = _handle_error(consumer, offset_range, next_offset, error, message, settings)
                     continue
                 offset = message.offset()
-                if offset < next_offset:
+                if offset is None or offset < next_offset:
                     continue
                 if offset >= until:
                     next_offset = until

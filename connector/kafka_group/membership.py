@@ -197,8 +197,9 @@ class GroupMember:
                     if self._closed.is_set():
                         return
                     message = self._consumer.poll(_POLL_TIMEOUT_S)
-                if message is not None and message.error() is not None:
-                    self._on_error(message.error())
+                error = message.error() if message is not None else None
+                if error is not None:
+                    self._on_error(error)
             except (KafkaException, RuntimeError) as exc:
                 if self._closed.is_set():
                     return
