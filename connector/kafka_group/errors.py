@@ -78,3 +78,17 @@ class EmbeddedBrokerError(KafkaGroupError):
 
 class JavaRuntimeError(KafkaGroupError):
     """No usable Java runtime for Spark was found (Java 17 or newer is needed)."""
+
+
+class OffsetStoreError(KafkaGroupError):
+    """The Delta offsets table cannot be used (not a Delta table, another group's, a failed commit)."""
+
+
+class OffsetConflictError(OffsetStoreError):
+    """A batch's planned offsets no longer match the offsets table: its commit is refused.
+
+    Another member committed those partitions meanwhile, or their offsets were
+    reset. Nothing of the batch becomes visible; the query replans from the table.
+    """
+
+    retriable = True

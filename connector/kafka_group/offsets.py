@@ -35,6 +35,11 @@ __all__ = [
     "parse_starting_offsets",
 ]
 
+#: The offset document's key naming the consumer group.
+GROUP_KEY = "@group"
+#: The offset document's key naming the Delta table that holds the offsets.
+OFFSETS_TABLE_KEY = "@offsetsTable"
+
 #: Spark's sentinel for "the earliest offset" in offsets JSON.
 EARLIEST = -2
 #: Spark's sentinel for "the latest offset" in offsets JSON.
@@ -201,10 +206,17 @@ class BatchOffsets:
         The position of every partition known to the query, after this batch.
     ranges : dict
         The range planned in this batch, for the partitions that were planned.
+    group : str or None
+        The consumer group (key ``@group``), when offsets are kept in a Delta table.
+    offsets_table : str or None
+        The Delta table holding the offsets (key ``@offsetsTable``), when there is one.
+        Keys starting with ``@`` cannot be topics (Kafka topic names cannot hold ``@``).
     """
 
     positions: Mapping[TopicPartition, int]
     ranges: Mapping[TopicPartition, OffsetRange]
+    group: Optional[str] = None
+    offsets_table: Optional[str] = None
 
     @staticmethod
     def empty() -> "BatchOffsets":
@@ -212,21 +224,31 @@ class BatchOffsets:
         return BatchOffsets({}, {})
 
     @staticmethod
-    def from_ranges(positions: Mapping[TopicPartition, int], ranges: Iterable[OffsetRange]) -> "BatchOffsets":
+    def from_ranges(
+        positions: Mapping[TopicPartition, int],
+        ranges: Iterable[OffsetRange],
+        *,
+        group: Optional[str] = None,
+        offsets_table: Optional[str] = None,
+    ) -> "BatchOffsets":
         """Build the document of a batch that plans ``ranges`` over ``positions``."""
         by_tp = {r.topic_partition: r for r in ranges if r.size > 0}
         merged = dict(positions)
         for tp, r in by_tp.items():
             merged[tp] = r.until_offset
-        return BatchOffsets(merged, by_tp)
+        return BatchOffsets(merged, by_tp, group, offsets_table)
 
     def planned_ranges(self) -> List[OffsetRange]:
         """The ranges of this batch, sorted by topic and partition."""
         return [self.ranges[tp] for tp in sorted(self.ranges)]
 
-    def to_json_dict(self) -> Dict[str, Dict[str, Any]]:
+    def to_json_dict(self) -> Dict[str, Any]:
         """The JSON-ready form: ``{"topic": {"0": [from, until] or position}}``."""
-        doc: Dict[str, Dict[str, Any]] = {}
+        doc: Dict[str, Any] = {}
+        if self.group is not None:
+            doc[GROUP_KEY] = self.group
+        if self.offsets_table is not None:
+            doc[OFFSETS_TABLE_KEY] = self.offsets_table
         for tp in sorted(self.positions):
             r = self.ranges.get(tp)
             value: Any = [r.from_offset, r.until_offset] if r is not None else self.positions[tp]
@@ -246,7 +268,11 @@ class BatchOffsets:
             raise OffsetFormatError(f"source offsets must be a JSON object, got {json.dumps(doc)}")
         positions: Dict[TopicPartition, int] = {}
         ranges: Dict[TopicPartition, OffsetRange] = {}
+        group = doc.get(GROUP_KEY)
+        table = doc.get(OFFSETS_TABLE_KEY)
         for topic, partitions in doc.items():
+            if str(topic).startswith("@"):
+                continue
             if not isinstance(partitions, Mapping):
                 raise OffsetFormatError(
                     f"source offsets: topic '{topic}' must map partitions to offsets, got {json.dumps(partitions)}"
@@ -268,7 +294,12 @@ class BatchOffsets:
                         f"source offsets: {tp} must be an offset >= 0 or a range [from, until], "
                         f"got {json.dumps(value)}"
                     )
-        return BatchOffsets(positions, ranges)
+        return BatchOffsets(
+            positions,
+            ranges,
+            group if isinstance(group, str) else None,
+            table if isinstance(table, str) else None,
+        )
 
 
 def _is_offset(value: Any) -> bool:

@@ -83,6 +83,7 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {
     "kafkaconsumer.connecttimeoutms": "30000",
     "groupjointimeoutms": "60000",
     "fetch.maxrecordsperbatch": "20000",
+    "offsets.table": None,
 }
 
 #: The camelCase spelling of each option, for messages.
@@ -99,6 +100,7 @@ OPTION_SPELLING: Mapping[str, str] = {
     "kafkaconsumer.connecttimeoutms": "kafkaConsumer.connectTimeoutMs",
     "groupjointimeoutms": "groupJoinTimeoutMs",
     "fetch.maxrecordsperbatch": "fetch.maxRecordsPerBatch",
+    "offsets.table": "offsets.table",
 }
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
@@ -154,6 +156,9 @@ class SourceOptions:
         The bound on the wait for the group's first assignment.
     max_records_per_arrow_batch : int
         Records per Arrow batch returned to Spark.
+    offsets_table : str or None
+        ``offsets.table``: the Delta table whose commits hold the offsets (the
+        source of truth for positions when set).
     client_config : dict
         The ``kafka.*`` options without the prefix.
     """
@@ -172,6 +177,7 @@ class SourceOptions:
     connect_timeout_ms: int
     group_join_timeout_ms: int
     max_records_per_arrow_batch: int
+    offsets_table: Optional[str] = None
     client_config: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -276,6 +282,17 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
                 "its own stable id, or remove the option"
             )
 
+    offsets_table = opts.get("offsets.table")
+    if offsets_table is not None:
+        offsets_table = offsets_table.strip()
+        if not offsets_table:
+            raise ConfigError("option 'offsets.table' is empty: give the path of the Delta table the query writes")
+        if not group_id:
+            raise ConfigError(
+                "option 'offsets.table' needs 'kafka.group.id': the table keeps offsets per consumer group. "
+                "Set .option(\"kafka.group.id\", \"<your-group>\")"
+            )
+
     starting = parse_starting_offsets(opts.get("startingoffsets", "latest"))
     _check_starting_offsets_topics(starting, kind, topics, pattern, assigned)
 
@@ -294,6 +311,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         connect_timeout_ms=_required_positive_int(opts, "kafkaconsumer.connecttimeoutms"),
         group_join_timeout_ms=_required_positive_int(opts, "groupjointimeoutms"),
         max_records_per_arrow_batch=_required_positive_int(opts, "fetch.maxrecordsperbatch"),
+        offsets_table=offsets_table,
         client_config=client_config,
     )
 
@@ -332,7 +350,7 @@ def _refuse_unknown(opts: Mapping[str, str]) -> None:
 
 
 #: Options read by other parts of the connector (the Delta offset store, flow control).
-_OPTIONS_OF_OTHER_MODULES: FrozenSet[str] = frozenset({"offsets.table", "path"})
+_OPTIONS_OF_OTHER_MODULES: FrozenSet[str] = frozenset({"path"})
 
 
 def _subscription(

@@ -6,11 +6,18 @@ lazily, in the one process that serves a query's planning calls, and never
 pickled.
 
 Positioning: a partition that enters this member's ownership (first assignment,
-a rebalance, a restart) is positioned before it enters a plan. Its position is
-the furthest of what the query's own offsets say and what the group has
-committed (another member may have read it meanwhile); a partition neither has
-seen starts where ``startingOffsets`` says. While the member keeps a partition,
-its position is the end of the previous batch.
+a rebalance, a restart) is positioned before it enters a plan.
+
+- With ``offsets.table`` the Delta table is the source of truth: a partition the
+  table has seen starts at the table's position, at every batch (so a reset made
+  with the offsets tool is picked up at the next batch, and a batch the sink
+  refused is read again). Spark's checkpoint and Kafka's committed offsets are
+  not consulted for it.
+- Without it, the position is the furthest of what the query's own offsets say
+  and what the group has committed (another member may have read it meanwhile).
+
+A partition none of these has seen starts where ``startingOffsets`` says. While
+the member keeps a partition, its position is the end of the previous batch.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import threading
 from typing import Dict, FrozenSet, Mapping, Optional, Set
 
 from kafka_group.cluster_metadata import ClusterView
+from kafka_group.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import DataLossError
 from kafka_group.membership import GroupMember, RebalanceEvent
 from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, TopicPartition
@@ -57,6 +65,10 @@ class SourceDriver:
         self._latest: Dict[TopicPartition, int] = {}
         self._joined = False
         self._member: Optional[GroupMember] = None
+        self._store: Optional[DeltaOffsetStore] = None
+        if options.offsets_table is not None:
+            assert options.group_id is not None
+            self._store = DeltaOffsetStore(options.offsets_table, options.group_id)
         if options.subscription_kind == SubscriptionKind.ASSIGN:
             self._cluster.check_partitions_exist(options.assigned, "assign")
             self._joined = True
@@ -110,7 +122,12 @@ class SourceDriver:
         self._ensure_joined()
         self._position_new_partitions(BatchOffsets.empty())
         with self._lock:
-            return BatchOffsets(dict(self._pending_positions), {})
+            return BatchOffsets(dict(self._pending_positions), {}, *self._doc_metadata())
+
+    def _doc_metadata(self) -> tuple[Optional[str], Optional[str]]:
+        if self._store is None:
+            return None, None
+        return self._options.group_id, self._options.offsets_table
 
     def prepare_available_now(self) -> None:
         """Fix the end of an ``Trigger.AvailableNow`` run: the latest offsets of now."""
@@ -148,6 +165,8 @@ class SourceDriver:
             positions = dict(start.positions)
             positions.update(self._pending_positions)
             plannable = {tp: positions[tp] for tp in owned if tp in self._positioned and tp in positions}
+        if self._store is not None:
+            self._follow_table(plannable)
         latest = self._cluster.latest_offsets(plannable)
         self._latest = dict(latest)
         if self._target is not None:
@@ -159,7 +178,8 @@ class SourceDriver:
         with self._lock:
             positions.update(checked)
             self._pending_positions.clear()
-        end = BatchOffsets.from_ranges(positions, ranges)
+        group, table = self._doc_metadata()
+        end = BatchOffsets.from_ranges(positions, ranges, group=group, offsets_table=table)
         logger.info("planned %d records: %s", sum(r.size for r in ranges), ", ".join(str(r) for r in ranges))
         return end
 
@@ -190,7 +210,10 @@ class SourceDriver:
         if not new:
             return
         committed: Mapping[TopicPartition, int] = {}
-        if self._member is not None:
+        if self._store is not None:
+            committed = self._store.positions(new)
+            start = BatchOffsets({tp: p for tp, p in start.positions.items() if tp not in committed}, {})
+        elif self._member is not None:
             committed = self._member.committed(new, self._options.connect_timeout_ms / 1000)
         unseen = [tp for tp in new if tp not in start.positions and tp not in committed]
         wants_earliest = [tp for tp in unseen if self._options.starting_offsets.for_partition(tp) == EARLIEST]
@@ -217,6 +240,17 @@ class SourceDriver:
                     self._pending_positions[tp] = pos
                     self._positioned.add(tp)
         logger.info("positioned newly owned partitions: %s", _describe(resolved))
+
+    def _follow_table(self, plannable: Dict[TopicPartition, int]) -> None:
+        """Take the table's positions for owned partitions: it is the source of truth."""
+        assert self._store is not None
+        for tp, pos in self._store.positions(plannable).items():
+            if pos != plannable[tp]:
+                logger.warning(
+                    "offsets.table has %s at %d, the query's offsets at %d (a reset, or a batch that was not "
+                    "committed): continuing from the table", tp, pos, plannable[tp],
+                )
+                plannable[tp] = pos
 
     def _check_data_loss(
         self, positions: Dict[TopicPartition, int], latest: Mapping[TopicPartition, int]

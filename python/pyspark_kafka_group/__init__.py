@@ -12,8 +12,9 @@ Spark finds this package by its ``pyspark_`` prefix and registers
 """
 
 from pyspark_kafka_group.data_source import KafkaGroupDataSource
+from pyspark_kafka_group.delta_sink import DeltaSink
 
 #: The class Spark's data source lookup registers automatically.
 DefaultSource = KafkaGroupDataSource
 
-__all__ = ["DefaultSource", "KafkaGroupDataSource"]
+__all__ = ["DefaultSource", "DeltaSink", "KafkaGroupDataSource"]

@@ -1,10 +1,247 @@
-"""Landing micro-batches in Delta Lake tables."""
+"""Landing micro-batches in Delta Lake, exactly once: data and Kafka offsets in one commit.
+
+:class:`DeltaSink` is a ``foreachBatch`` function. For each micro-batch it
+
+1. reads the batch's planned offset ranges from the query's checkpoint
+   (``<checkpointLocation>/offsets/<batchId>``: Spark writes the source's end
+   offsets there before it runs the batch);
+2. asks the table whether those ranges are still committable (see
+   :mod:`kafka_group.delta_offsets`): a batch already committed (a replay after a
+   crash) is skipped, a batch whose partitions another member or a reset moved
+   is refused;
+3. has the Spark executors write the batch's Parquet files into the table folder
+   (invisible: they are in no Delta commit yet);
+4. commits those files together with the new position of every planned
+   partition in one Delta transaction, on the driver, through delta-rs.
+
+Nothing is visible until step 4 succeeds. The source's ``commit()`` then also
+commits the offsets to the Kafka group, for lag tools; losing that loses nothing.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, List, Mapping, Optional, Sequence
 
-__all__ = ["land_batch_plain"]
+from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path
+from kafka_group.errors import ConfigError, OffsetConflictError
+from kafka_group.offsets import GROUP_KEY, BatchOffsets, OffsetRange
+
+__all__ = ["DeltaSink", "land_batch_plain"]
+
+logger = logging.getLogger(__name__)
+
+#: Folder, inside the table, that holds the data files this sink writes.
+DATA_FOLDER = "data"
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What the source planned for one micro-batch."""
+
+    batch_id: int
+    group: str
+    offsets_table: str
+    ranges: List[OffsetRange]
+
+
+class DeltaSink:
+    """A ``foreachBatch`` function that lands a ``kafka-group`` stream in Delta exactly once.
+
+    Parameters
+    ----------
+    path : str
+        The Delta table. The source must name the same table in its
+        ``offsets.table`` option: the table's commits hold the offsets.
+    transform : callable, optional
+        A stateless row transformation (``DataFrame -> DataFrame``: select,
+        ``from_json``, filter, ...) applied to the source's rows before they are
+        written. Prefer it to transforming the stream before ``foreachBatch``:
+        the sink then still sees ``topic`` and ``partition``, and when one
+        partition's offsets conflict (it moved to another member) it drops just
+        that partition's rows instead of failing the batch.
+    checkpoint_location : str, optional
+        The query's checkpoint location; found from the running query when omitted.
+    storage_options : dict, optional
+        delta-rs storage options (object stores).
+
+    Examples
+    --------
+    >>> stream = (spark.readStream.format("kafka-group")            # doctest: +SKIP
+    ...           .option("kafka.bootstrap.servers", servers)
+    ...           .option("subscribe", "orders")
+    ...           .option("kafka.group.id", "orders-bronze")
+    ...           .option("offsets.table", "/lake/orders_bronze")
+    ...           .load())
+    >>> query = (stream.writeStream                                  # doctest: +SKIP
+    ...          .foreachBatch(DeltaSink("/lake/orders_bronze",
+    ...                                  transform=lambda df: df.selectExpr("CAST(value AS STRING) AS json")))
+    ...          .option("checkpointLocation", "/chk/orders_bronze")
+    ...          .start())
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        transform: Optional[Callable[[Any], Any]] = None,
+        checkpoint_location: Optional[str] = None,
+        storage_options: Optional[Mapping[str, str]] = None,
+    ) -> None:
+        if not isinstance(path, str) or not path.strip():
+            raise ConfigError("DeltaSink needs the path of the Delta table to write, got an empty path")
+        self.path = path
+        self.transform = transform
+        self.checkpoint_location = checkpoint_location
+        self.storage_options = dict(storage_options or {})
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        """Land one micro-batch (Spark calls this through ``foreachBatch``)."""
+        plan = self._plan(batch, batch_id)
+        store = DeltaOffsetStore(self.path, plan.group, self.storage_options)
+        check = store.check(plan.ranges)
+        if check.already_committed:
+            logger.info("batch %d is already in %s (a replay after a restart): skipping it", batch_id, self.path)
+            return
+        ranges = list(plan.ranges)
+        if check.conflicts:
+            ranges = self._drop_conflicting(check.describe_conflicts(ranges), check.committable, batch_id)
+            batch = self._only_partitions(batch, ranges)
+        if self.transform is not None:
+            batch = self.transform(batch)
+        files, schema = self._write_files(batch, batch_id)
+        if not ranges and not files:
+            return
+        store.commit(
+            files,
+            schema,
+            ranges,
+            metadata={
+                "kafkaGroup.batchId": batch_id,
+                "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
+            },
+        )
+
+    # -- the batch's plan --------------------------------------------------------------
+
+    def _plan(self, batch: Any, batch_id: int) -> BatchPlan:
+        text = self._read_offsets_file(batch, batch_id)
+        docs = []
+        for line in text.splitlines()[2:]:
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(doc, dict) and GROUP_KEY in doc:
+                docs.append(BatchOffsets.from_json_dict(doc))
+        if len(docs) != 1:
+            raise ConfigError(
+                f"DeltaSink('{self.path}') needs exactly one kafka-group source with option 'offsets.table' "
+                f"in the query, found {len(docs)}: set .option(\"offsets.table\", \"{self.path}\") on the source"
+            )
+        doc = docs[0]
+        assert doc.group is not None and doc.offsets_table is not None
+        if normalize_table_path(doc.offsets_table) != normalize_table_path(self.path):
+            raise ConfigError(
+                f"the source's option 'offsets.table' is '{doc.offsets_table}' but DeltaSink writes '{self.path}': "
+                "the offsets must live in the table the data goes to. Use the same path for both"
+            )
+        return BatchPlan(batch_id, doc.group, doc.offsets_table, doc.planned_ranges())
+
+    def _read_offsets_file(self, batch: Any, batch_id: int) -> str:
+        root = self.checkpoint_location or _checkpoint_of_running_query(batch)
+        jvm = batch.sparkSession._jvm
+        hadoop_conf = batch.sparkSession._jsc.hadoopConfiguration()
+        path = jvm.org.apache.hadoop.fs.Path(f"{root.rstrip('/')}/offsets/{batch_id}")
+        fs = path.getFileSystem(hadoop_conf)
+        if not fs.exists(path):
+            raise ConfigError(
+                f"DeltaSink found no planned offsets for batch {batch_id} at '{path.toString()}': pass the "
+                "query's checkpoint location as DeltaSink(..., checkpoint_location=...)"
+            )
+        stream = fs.open(path)
+        try:
+            return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    # -- conflicts ---------------------------------------------------------------------
+
+    def _drop_conflicting(self, conflicts: str, committable: List[OffsetRange], batch_id: int) -> List[OffsetRange]:
+        if self.transform is None:
+            raise OffsetConflictError(
+                f"refusing batch {batch_id} for '{self.path}': {conflicts}. Another member committed these "
+                "partitions meanwhile, or their offsets were reset; nothing of this batch is landed and the "
+                "query replans from the table when it restarts (pass transform= to DeltaSink to land the other "
+                "partitions and skip only these)"
+            )
+        logger.warning(
+            "batch %d: %s; dropping those partitions' rows (the table's owner has them) and landing the rest",
+            batch_id, conflicts,
+        )
+        return committable
+
+    @staticmethod
+    def _only_partitions(batch: Any, ranges: Sequence[OffsetRange]) -> Any:
+        from pyspark.sql import functions as F
+
+        keep = F.lit(False)
+        for r in ranges:
+            tp = r.topic_partition
+            keep = keep | ((F.col("topic") == tp.topic) & (F.col("partition") == tp.partition))
+        return batch.where(keep)
+
+    # -- files -------------------------------------------------------------------------
+
+    def _write_files(self, batch: Any, batch_id: int) -> tuple[List[DataFile], Any]:
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        session = batch.sparkSession
+        session.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        relative_dir = f"{DATA_FOLDER}/{batch_id:08d}-{uuid.uuid4().hex[:12]}"
+        table_root = normalize_table_path(self.path)
+        target = f"{table_root}/{relative_dir}"
+        batch.write.mode("errorifexists").parquet(target)
+        files: List[DataFile] = []
+        schema = None
+        for name in sorted(os.listdir(target)):
+            full = os.path.join(target, name)
+            if name.startswith(("_", ".")) or name.endswith(".crc"):
+                os.remove(full)
+                continue
+            meta = pq.read_metadata(full)
+            if schema is None:
+                schema = pq.read_schema(full)
+            if meta.num_rows == 0:
+                os.remove(full)
+                continue
+            files.append(DataFile(f"{relative_dir}/{name}", os.path.getsize(full), meta.num_rows))
+        if schema is None:
+            schema = to_arrow_schema(batch.schema)
+        return files, schema
+
+
+def _checkpoint_of_running_query(batch: Any) -> str:
+    """The checkpoint root of the query running this ``foreachBatch`` call."""
+    from pyspark.sql import SparkSession
+
+    query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    sessions = [SparkSession.getActiveSession(), SparkSession.builder.getOrCreate(), batch.sparkSession]
+    for session in sessions:
+        if session is None or query_id is None:
+            continue
+        query = session.streams.get(query_id)
+        if query is not None:
+            return str(query._jsq.streamingQuery().resolvedCheckpointRoot())
+    raise ConfigError(
+        "DeltaSink could not find the running query's checkpoint: pass it as "
+        "DeltaSink(path, checkpoint_location=<the query's checkpointLocation>)"
+    )
 
 
 def land_batch_plain(batch: Any, table: str) -> int:
@@ -12,7 +249,7 @@ def land_batch_plain(batch: Any, table: str) -> int:
 
     At-least-once only: the Kafka offsets are not part of the Delta commit, so a
     crash between this write and Spark's checkpoint commit repeats the batch.
-    Returns the number of rows written.
+    Prefer :class:`DeltaSink`. Returns the number of rows written.
     """
     from deltalake import write_deltalake
 

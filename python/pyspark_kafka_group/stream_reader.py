@@ -59,7 +59,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _source_driver(self) -> Any:
         if self._driver is None:
+            from kafka_group.log_setup import configure_from_env
             from kafka_group.membership import leave_group_on_sigterm
+
+            configure_from_env()
             from kafka_group.source_driver import SourceDriver
 
             self._driver = SourceDriver(self._options)
@@ -121,7 +124,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read one planned range and return Arrow record batches of Spark's Kafka schema."""
         from kafka_group.fetch import ReadSettings, read_range
+        from kafka_group.log_setup import configure_from_env
 
+        configure_from_env()
         assert isinstance(partition, OffsetRangePartition)
         settings = ReadSettings(
             client_config=reader_config(self._options.client_config, self._options.group_id),

@@ -1,0 +1,351 @@
+"""Kafka offsets stored in the Delta table, committed in the same transaction as the data.
+
+This is the seeds' "offsets outside Kafka" pattern with the Delta log as the
+store: the records of a micro-batch and the positions they advance to become
+visible in one atomic Delta commit, or not at all.
+
+Naming and convention
+---------------------
+Each topic-partition has one Delta *application transaction* (``txn`` action)
+whose id is ``kafka-group:<group>:<topic>:<partition>`` and whose version is the
+partition's **position**: the offset of the next record to read, i.e. one past
+the last offset whose data the table holds. (Topic names cannot hold ``:``, so
+the id is unambiguous read from the right.) A table also carries the marker
+``kafka-group:<group>`` (version 1) from its first commit: it binds the table to
+one consumer group.
+
+The invariant
+-------------
+A batch that read ``[from, until)`` of a partition may commit only if the table
+says that partition is at ``from`` (or has never seen it). Anything else means
+another member committed that partition meanwhile, or its offsets were reset:
+committing would duplicate or skip records, so the commit is refused with
+:class:`~kafka_group.errors.OffsetConflictError`. A batch whose every partition
+is already at ``until`` was committed before (a replay after a crash) and is
+skipped. Two writers racing on the same partition from the same table version
+are stopped by Delta's own conflict check on the transaction id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from kafka_group.errors import OffsetConflictError, OffsetStoreError
+from kafka_group.offsets import OffsetRange, TopicPartition
+
+__all__ = [
+    "DeltaOffsetStore",
+    "DataFile",
+    "CommitCheck",
+    "transaction_id",
+    "group_marker_id",
+    "normalize_table_path",
+]
+
+logger = logging.getLogger(__name__)
+
+_PREFIX = "kafka-group"
+_GROUP_METADATA_KEY = "kafkaGroup.groupId"
+_MARKER_VERSION = 1
+_HISTORY_SCAN = 50
+_COMMIT_ATTEMPTS = 3
+
+
+def transaction_id(group: str, tp: TopicPartition) -> str:
+    """The Delta application transaction id holding ``tp``'s position for ``group``."""
+    return f"{_PREFIX}:{group}:{tp.topic}:{tp.partition}"
+
+
+def group_marker_id(group: str) -> str:
+    """The transaction id that binds a table to ``group``."""
+    return f"{_PREFIX}:{group}"
+
+
+def normalize_table_path(path: str) -> str:
+    """A comparable form of a table location: absolute for local paths, no trailing slash."""
+    text = path.strip()
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    elif text.startswith("file:"):
+        text = text[len("file:") :]
+    if "://" in text:
+        return text.rstrip("/")
+    return os.path.abspath(text)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A Parquet file written into the table folder, to be added by a commit."""
+
+    path: str
+    """The file's path relative to the table root."""
+    size: int
+    """Its size in bytes."""
+    num_records: int
+    """Its row count (Delta's ``numRecords`` statistic)."""
+
+
+@dataclass(frozen=True)
+class CommitCheck:
+    """What the table says about a batch's planned ranges."""
+
+    already_committed: bool
+    """Every range is at its ``until``: the batch was committed before."""
+    committable: List[OffsetRange] = field(default_factory=list)
+    """Ranges whose partitions the table has at their ``from`` (or never saw)."""
+    conflicts: Dict[TopicPartition, int] = field(default_factory=dict)
+    """Partitions whose table position is neither ``from`` nor ``until``, with that position."""
+
+    def describe_conflicts(self, ranges: Sequence[OffsetRange]) -> str:
+        """A message naming each conflicting partition, its planned range and the table's position."""
+        by_tp = {r.topic_partition: r for r in ranges}
+        return "; ".join(
+            f"{tp} planned [{by_tp[tp].from_offset}, {by_tp[tp].until_offset}) but the table is at {pos}"
+            for tp, pos in sorted(self.conflicts.items())
+        )
+
+
+class DeltaOffsetStore:
+    """Reads and commits Kafka positions kept in a Delta table.
+
+    Parameters
+    ----------
+    table_path : str
+        The Delta table (a local path or a URI delta-rs understands).
+    group : str
+        The consumer group whose positions this store holds.
+    storage_options : dict, optional
+        Passed to delta-rs for object stores.
+
+    Raises
+    ------
+    OffsetStoreError
+        The path exists but is not a Delta table, or the table belongs to another group.
+    """
+
+    def __init__(self, table_path: str, group: str, storage_options: Optional[Mapping[str, str]] = None) -> None:
+        self.table_path = table_path
+        self.group = group
+        self._storage_options = dict(storage_options or {})
+        self._table: Any = None
+        self._check_location()
+        table = self._load()
+        if table is not None:
+            self._check_group(table)
+
+    # -- reading -----------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Whether the Delta table exists yet (the first commit creates it)."""
+        return self._load() is not None
+
+    def positions(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The committed position of each of ``partitions`` the table has seen (latest table version)."""
+        table = self._load(refresh=True)
+        if table is None:
+            return {}
+        return self._positions_in(table, partitions)
+
+    def _positions_in(self, table: Any, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        result: Dict[TopicPartition, int] = {}
+        for tp in partitions:
+            version = table.transaction_version(transaction_id(self.group, tp))
+            if version is not None:
+                result[tp] = int(version)
+        return result
+
+    def check(self, ranges: Sequence[OffsetRange]) -> CommitCheck:
+        """Compare a batch's planned ranges with the latest table version (see the module docstring)."""
+        table = self._load(refresh=True)
+        return self._check_in(table, ranges)
+
+    def _check_in(self, table: Any, ranges: Sequence[OffsetRange]) -> CommitCheck:
+        if table is None:
+            return CommitCheck(already_committed=False, committable=list(ranges))
+        held = self._positions_in(table, [r.topic_partition for r in ranges])
+        if ranges and all(held.get(r.topic_partition) == r.until_offset for r in ranges):
+            return CommitCheck(already_committed=True)
+        committable: List[OffsetRange] = []
+        conflicts: Dict[TopicPartition, int] = {}
+        for r in ranges:
+            pos = held.get(r.topic_partition)
+            if pos is None or pos == r.from_offset:
+                committable.append(r)
+            else:
+                conflicts[r.topic_partition] = pos
+        return CommitCheck(already_committed=False, committable=committable, conflicts=conflicts)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def commit(
+        self,
+        files: Sequence[DataFile],
+        arrow_schema: Any,
+        ranges: Sequence[OffsetRange],
+        *,
+        metadata: Optional[Mapping[str, Any]] = None,
+    ) -> int:
+        """Add ``files`` and advance ``ranges``' partitions to their ``until``, in one Delta commit.
+
+        Parameters
+        ----------
+        files : sequence of DataFile
+            Parquet files already in the table folder, not yet in the log.
+        arrow_schema : pyarrow.Schema
+            The schema of the files (the table's schema when it is created).
+        ranges : sequence of OffsetRange
+            The planned ranges the files hold; each must be committable.
+        metadata : mapping, optional
+            Extra commit metadata (batch id, query id); never secrets.
+
+        Returns
+        -------
+        int
+            The new table version.
+
+        Raises
+        ------
+        OffsetConflictError
+            A partition is no longer at its range's ``from`` (checked against the
+            very version the commit is based on; a concurrent writer of the same
+            partition makes Delta refuse the commit, and the check runs again).
+        """
+        from deltalake import DeltaTable
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.schema import Schema
+        from deltalake.transaction import AddAction, CommitProperties, Transaction, create_table_with_add_actions
+
+        now_ms = int(time.time() * 1000)
+        adds = [
+            AddAction(f.path, f.size, {}, now_ms, True, json.dumps({"numRecords": f.num_records})) for f in files
+        ]
+        txns = [Transaction(transaction_id(self.group, r.topic_partition), r.until_offset) for r in ranges]
+        txns.append(Transaction(group_marker_id(self.group), _MARKER_VERSION))
+        custom = {_GROUP_METADATA_KEY: self.group, **(metadata or {})}
+        properties = CommitProperties(app_transactions=txns, custom_metadata=custom, max_commit_retries=0)
+        last_error: Optional[Exception] = None
+        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+            table = self._load(refresh=True)
+            check = self._check_in(table, ranges)
+            if check.conflicts or check.already_committed:
+                raise OffsetConflictError(
+                    f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': "
+                    + (check.describe_conflicts(ranges) if check.conflicts else "the batch was already committed")
+                    + ". Another member committed these partitions meanwhile, or their offsets were reset; "
+                    "the batch is not landed and the query replans from the table's offsets"
+                )
+            try:
+                if table is None:
+                    create_table_with_add_actions(
+                        self.table_path,
+                        Schema.from_arrow(arrow_schema),
+                        adds,
+                        mode="append",
+                        storage_options=self._storage_options or None,
+                        commit_properties=properties,
+                    )
+                else:
+                    table.create_write_transaction(
+                        adds, mode="append", schema=table.schema(), commit_properties=properties
+                    )
+            except CommitFailedError as exc:
+                last_error = exc
+                logger.info("Delta commit attempt %d lost a race (%s); checking offsets again", attempt, exc)
+                continue
+            except Exception as exc:
+                if table is None and "already exists" in str(exc).lower():
+                    last_error = exc
+                    continue
+                raise OffsetStoreError(
+                    f"committing to offsets.table '{self.table_path}' failed: {exc}. Nothing of this batch "
+                    "is visible and no offset moved; the next run retries it"
+                ) from exc
+            version = int(DeltaTable(self.table_path, storage_options=self._storage_options or None).version())
+            logger.info(
+                "committed version %d of %s: %d files, %s",
+                version, self.table_path, len(files), ", ".join(str(r) for r in ranges) or "no ranges",
+            )
+            return version
+        raise OffsetConflictError(
+            f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': concurrent "
+            f"writers kept winning ({last_error})"
+        )
+
+    def reset(self, positions: Mapping[TopicPartition, int], *, reason: str) -> int:
+        """Set partitions' positions in a Delta commit of their own (no data).
+
+        A running query picks the new positions up at its next batch.
+
+        Returns
+        -------
+        int
+            The new table version.
+        """
+        from deltalake.transaction import CommitProperties, Transaction
+
+        table = self._load(refresh=True)
+        if table is None:
+            raise OffsetStoreError(
+                f"offsets.table '{self.table_path}' does not exist yet: run the query once before resetting offsets"
+            )
+        txns = [Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(positions.items())]
+        txns.append(Transaction(group_marker_id(self.group), _MARKER_VERSION))
+        table.create_write_transaction(
+            [],
+            mode="append",
+            schema=table.schema(),
+            commit_properties=CommitProperties(
+                app_transactions=txns,
+                custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "reset", "reason": reason},
+            ),
+        )
+        table.update_incremental()
+        return int(table.version())
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _check_location(self) -> None:
+        if "://" in self.table_path and not self.table_path.startswith("file:"):
+            return
+        local = normalize_table_path(self.table_path)
+        if os.path.isfile(local):
+            raise OffsetStoreError(
+                f"offsets.table '{self.table_path}' is a file, not a Delta table folder: point it at a folder"
+            )
+        if os.path.isdir(local) and not os.path.isdir(os.path.join(local, "_delta_log")):
+            visible = [n for n in os.listdir(local) if not n.startswith(".")]
+            if visible:
+                raise OffsetStoreError(
+                    f"offsets.table '{self.table_path}' is not a Delta table (the folder has files but no "
+                    "_delta_log): point it at a new folder or at the Delta table this query writes"
+                )
+
+    def _load(self, refresh: bool = False) -> Any:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        if self._table is not None:
+            if refresh:
+                self._table.update_incremental()
+            return self._table
+        try:
+            self._table = DeltaTable(self.table_path, storage_options=self._storage_options or None)
+        except TableNotFoundError:
+            return None
+        return self._table
+
+    def _check_group(self, table: Any) -> None:
+        if table.transaction_version(group_marker_id(self.group)) is not None:
+            return
+        for entry in table.history(_HISTORY_SCAN):
+            other = entry.get(_GROUP_METADATA_KEY)
+            if other is not None and other != self.group:
+                raise OffsetStoreError(
+                    f"offsets.table '{self.table_path}' holds the offsets of consumer group '{other}', not "
+                    f"'{self.group}': a table's offsets belong to one group. Use group '{other}', or another table"
+                )
