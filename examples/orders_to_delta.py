@@ -3,9 +3,10 @@
 Starts the embedded Kafka cluster (librdkafka's mock brokers, real TCP on
 127.0.0.1), produces JSON order events over 8 partitions, then runs a streaming
 query with ``Trigger.AvailableNow`` that joins consumer group ``orders-bronze``,
-parses the events and lands them in a Delta table on local disk. It prints a
-line per micro-batch as it goes, then what landed: rows and offsets per
-partition, and the seconds it took.
+parses the events and lands them in a Delta table on local disk exactly once:
+each micro-batch's files and its Kafka offsets go into one Delta commit
+(:class:`pyspark_kafka_group.DeltaSink`). It prints a line per micro-batch as it
+goes, then what landed: rows and offsets per partition, and the seconds it took.
 
 Run it (after ``pip install .``)::
 
@@ -75,36 +76,41 @@ def run_query(spark: Any, bootstrap_servers: str, table: str, checkpoint: str, m
     """Run the AvailableNow query into Delta; return the number of micro-batches."""
     from pyspark.sql import functions as F
 
-    from pyspark_kafka_group.delta_sink import land_batch_plain
+    from pyspark_kafka_group import DeltaSink
 
-    orders = (
+    events = (
         spark.readStream.format("kafka-group")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("subscribe", TOPIC)
         .option("kafka.group.id", GROUP)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_per_trigger)
+        .option("offsets.table", table)  # the Delta table's commits hold the offsets
         .load()
-        .select(
+    )
+
+    def parse(batch: Any) -> Any:
+        """A stateless transformation: JSON to columns, keeping where each row came from."""
+        return batch.select(
             F.from_json(F.col("value").cast("string"), ORDER_SCHEMA).alias("order"),
             "topic",
             "partition",
             "offset",
             F.col("timestamp").alias("kafka_timestamp"),
-        )
-        .select("order.*", "topic", "partition", "offset", "kafka_timestamp")
-    )
+        ).select("order.*", "topic", "partition", "offset", "kafka_timestamp")
+
+    sink = DeltaSink(table, transform=parse)
     batches = 0
     started = time.monotonic()
 
     def land(batch: Any, batch_id: int) -> None:
         nonlocal batches
-        rows = land_batch_plain(batch, table)
+        sink(batch, batch_id)
         batches += 1
-        print(f"batch {batch_id}: {rows:,} rows landed ({time.monotonic() - started:.1f} s since start)", flush=True)
+        print(f"batch {batch_id}: landed in {table} ({time.monotonic() - started:.1f} s since start)", flush=True)
 
     query = (
-        orders.writeStream.foreachBatch(land)
+        events.writeStream.foreachBatch(land)
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -118,16 +124,21 @@ def summarize(table: str, expected: int, seconds: float) -> bool:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    data = DeltaTable(table).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    print(f"\nDelta table {table}: {data.num_rows:,} rows in {seconds:.1f} s")
-    print(f"{'partition':>9} {'rows':>9} {'first offset':>13} {'last offset':>12}")
+    from kafka_group.delta_offsets import transaction_id
+    from kafka_group.offsets import TopicPartition
+
+    delta = DeltaTable(table)
+    data = delta.to_pyarrow_dataset().to_table(columns=["partition", "offset"])
+    print(f"\nDelta table {table} (version {delta.version()}): {data.num_rows:,} rows in {seconds:.1f} s")
+    print(f"{'partition':>9} {'rows':>9} {'first offset':>13} {'last offset':>12} {'committed offset':>17}")
     ok = True
     for p in sorted(set(data.column("partition").to_pylist())):
         offsets = data.filter(pc.equal(data.column("partition"), p)).column("offset")
         n, lo, hi = len(offsets), pc.min(offsets).as_py(), pc.max(offsets).as_py()
         distinct = len(pc.unique(offsets))
-        ok = ok and distinct == n == hi - lo + 1
-        print(f"{p:>9} {n:>9,} {lo:>13,} {hi:>12,}")
+        committed = delta.transaction_version(transaction_id(GROUP, TopicPartition(TOPIC, p)))
+        ok = ok and distinct == n == hi - lo + 1 and committed == hi + 1
+        print(f"{p:>9} {n:>9,} {lo:>13,} {hi:>12,} {committed:>17,}")
     ok = ok and data.num_rows == expected
     verdict = "every record landed exactly once" if ok else "MISMATCH: missing or duplicated records"
     print(f"expected {expected:,} rows: {verdict}")

@@ -31,7 +31,7 @@ from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_tabl
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.offsets import GROUP_KEY, BatchOffsets, OffsetRange
 
-__all__ = ["DeltaSink", "land_batch_plain"]
+__all__ = ["DeltaSink"]
 
 logger = logging.getLogger(__name__)
 
@@ -243,17 +243,3 @@ def _checkpoint_of_running_query(batch: Any) -> str:
         "DeltaSink(path, checkpoint_location=<the query's checkpointLocation>)"
     )
 
-
-def land_batch_plain(batch: Any, table: str) -> int:
-    """Append one micro-batch to a Delta table with a plain ``deltalake`` write.
-
-    At-least-once only: the Kafka offsets are not part of the Delta commit, so a
-    crash between this write and Spark's checkpoint commit repeats the batch.
-    Prefer :class:`DeltaSink`. Returns the number of rows written.
-    """
-    from deltalake import write_deltalake
-
-    data = batch.toArrow()
-    if data.num_rows:
-        write_deltalake(table, data, mode="append")
-    return int(data.num_rows)

@@ -31,6 +31,8 @@ def reader(spark: Any, kafka: Any, topic: str, **options: Any) -> Any:
         .option("subscribe", topic)
         .option("kafka.group.id", options.pop("group", unique_name("group")))
         .option("startingOffsets", "earliest")
+        # The mock cluster keeps a member that left until its session times out.
+        .option("kafka.session.timeout.ms", "6000")
     )
     for key, value in options.items():
         stream = stream.option(key, value)
