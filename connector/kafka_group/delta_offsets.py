@@ -53,7 +53,7 @@ _PREFIX = "kafka-group"
 _GROUP_METADATA_KEY = "kafkaGroup.groupId"
 _MARKER_VERSION = 1
 _HISTORY_SCAN = 50
-_COMMIT_ATTEMPTS = 3
+_COMMIT_ATTEMPTS = 10
 
 
 def transaction_id(group: str, tp: TopicPartition) -> str:
@@ -235,7 +235,11 @@ class DeltaOffsetStore:
             if check.conflicts or check.already_committed:
                 raise OffsetConflictError(
                     f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': "
-                    + (check.describe_conflicts(ranges) if check.conflicts else "the batch was already committed")
+                    + (
+                        check.describe_conflicts(ranges)
+                        if check.conflicts
+                        else "the table already holds exactly these ranges (committed before)"
+                    )
                     + ". Another member committed these partitions meanwhile, or their offsets were reset; "
                     "the batch is not landed and the query replans from the table's offsets"
                 )

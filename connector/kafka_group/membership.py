@@ -30,7 +30,7 @@ from kafka_group.client_config import member_config
 from kafka_group.errors import GroupMembershipError
 from kafka_group.offsets import TopicPartition
 
-__all__ = ["GroupMember", "RebalanceEvent", "leave_group_on_sigterm"]
+__all__ = ["GroupMember", "GroupOffsetCommitter", "RebalanceEvent", "leave_group_on_sigterm"]
 
 logger = logging.getLogger(__name__)
 
@@ -272,6 +272,37 @@ class GroupMember:
                 listener(event)
             except Exception:  # a user's listener must not break the member
                 logger.exception("rebalance listener %r failed", listener)
+
+
+class GroupOffsetCommitter:
+    """Commits positions to a group without joining it (for ``assign`` with ``kafka.group.id``).
+
+    Kafka accepts such commits while the group has no active members; lag tools
+    then show this query's progress under the group's name.
+    """
+
+    def __init__(self, client_config: Mapping[str, str], group_id: str) -> None:
+        self.group_id = group_id
+        self._lock = threading.Lock()
+        self._consumer = Consumer(member_config(client_config, group_id))
+
+    def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
+        """Commit ``positions``; a failure is logged and loses nothing."""
+        if not positions:
+            return True
+        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
+        with self._lock:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
+                return False
+        return True
+
+    def close(self) -> None:
+        """Release the client."""
+        with self._lock:
+            self._consumer.close()
 
 
 def leave_group_on_sigterm(close: Callable[[], None]) -> None:

@@ -29,7 +29,8 @@ from typing import Dict, FrozenSet, Mapping, Optional, Set
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import DataLossError
-from kafka_group.membership import GroupMember, RebalanceEvent
+from kafka_group.faults import crash_point
+from kafka_group.membership import GroupMember, GroupOffsetCommitter, RebalanceEvent
 from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, TopicPartition
 from kafka_group.options import SourceOptions, SubscriptionKind
 from kafka_group.planning import plan_ranges
@@ -69,9 +70,12 @@ class SourceDriver:
         if options.offsets_table is not None:
             assert options.group_id is not None
             self._store = DeltaOffsetStore(options.offsets_table, options.group_id)
+        self._committer: Optional[GroupOffsetCommitter] = None
         if options.subscription_kind == SubscriptionKind.ASSIGN:
             self._cluster.check_partitions_exist(options.assigned, "assign")
             self._joined = True
+            if options.group_id is not None:
+                self._committer = GroupOffsetCommitter(options.client_config, options.group_id)
             return
         existing = self._cluster.topic_partitions(options.topics or None)
         if options.subscription_kind == SubscriptionKind.SUBSCRIBE:
@@ -188,18 +192,39 @@ class SourceDriver:
         return dict(self._latest)
 
     def on_batch_committed(self, end: BatchOffsets) -> None:
-        """Commit the batch's end positions of the partitions still owned to the group."""
-        if self._member is None:
+        """Commit the positions of the partitions still owned to the Kafka group, for lag tools.
+
+        With ``offsets.table`` these are the table's positions (what has landed),
+        else the batch's end positions.
+        """
+        committer = self._member or self._committer
+        if committer is None:
             return
         owned = self.owned()
         with self._lock:
             mine = {tp: pos for tp, pos in end.positions.items() if tp in owned and tp in self._positioned}
-        self._member.commit(mine)
+        if self._store is not None:
+            mine = self._store.positions(mine)
+        crash_point("source.before_kafka_commit")
+        committer.commit(mine)
 
     def close(self) -> None:
-        """Leave the group and release clients."""
+        """Commit what has landed to the Kafka group, leave the group and release clients.
+
+        Spark commits a batch to its source only when it plans the next one, so the
+        last batch of a run reaches the Kafka group here (from the offsets table;
+        without one nothing more is committed, as Spark may not have finished it).
+        """
+        committer = self._member or self._committer
+        if self._store is not None and committer is not None:
+            try:
+                committer.commit(self._store.positions(self.owned()))
+            except Exception:  # leaving the group matters more than lag reporting
+                logger.exception("committing the final positions to the Kafka group failed")
         if self._member is not None:
             self._member.close()
+        if self._committer is not None:
+            self._committer.close()
 
     # -- internals -------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path
 from kafka_group.errors import ConfigError, OffsetConflictError
+from kafka_group.faults import crash_point
 from kafka_group.offsets import GROUP_KEY, BatchOffsets, OffsetRange
 
 __all__ = ["DeltaSink"]
@@ -113,9 +114,11 @@ class DeltaSink:
             batch = self._only_partitions(batch, ranges)
         if self.transform is not None:
             batch = self.transform(batch)
+        crash_point("sink.before_write")
         files, schema = self._write_files(batch, batch_id)
         if not ranges and not files:
             return
+        crash_point("sink.before_commit")
         store.commit(
             files,
             schema,
@@ -125,6 +128,7 @@ class DeltaSink:
                 "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
             },
         )
+        crash_point("sink.after_commit")
 
     # -- the batch's plan --------------------------------------------------------------
 

@@ -1,0 +1,77 @@
+"""A streaming query into Delta with DeltaSink, run as its own process by the crash tests.
+
+    python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
+        [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S]
+
+With --available-now it drains what is there and exits 0; otherwise it runs with
+a 500 ms trigger for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
+environment makes it SIGKILL its own process group at that point
+(see kafka_group.faults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Optional
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser()
+    for name in ("servers", "topic", "group", "table", "checkpoint"):
+        parser.add_argument(name)
+    parser.add_argument("--assign", default=None)
+    parser.add_argument("--available-now", action="store_true")
+    parser.add_argument("--max-offsets", type=int, default=None)
+    parser.add_argument("--run-seconds", type=float, default=30.0)
+    args = parser.parse_args(argv)
+
+    from pyspark.sql import functions as F
+
+    from pyspark_kafka_group import DeltaSink
+    from pyspark_kafka_group.spark_session import local_session
+
+    spark = local_session("delta-query", extra_conf={"spark.sql.streaming.noDataMicroBatches.enabled": "false"})
+    reader = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", args.servers)
+        .option("kafka.group.id", args.group)
+        .option("kafka.session.timeout.ms", "6000")
+        .option("kafka.heartbeat.interval.ms", "500")
+        .option("startingOffsets", "earliest")
+        .option("offsets.table", args.table)
+    )
+    reader = reader.option("assign", args.assign) if args.assign else reader.option("subscribe", args.topic)
+    if args.max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", args.max_offsets)
+
+    def parse(batch: Any) -> Any:
+        return batch.select(
+            F.col("value").cast("string").alias("value"), "topic", "partition", "offset",
+            F.lit(os.getpid()).alias("writer_pid"),
+        )
+
+    writer = (
+        reader.load()
+        .writeStream.foreachBatch(DeltaSink(args.table, transform=parse))
+        .option("checkpointLocation", args.checkpoint)
+    )
+    if args.available_now:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+    else:
+        query = writer.trigger(processingTime="500 milliseconds").start()
+        deadline = time.monotonic() + args.run_seconds
+        while query.isActive and time.monotonic() < deadline:
+            query.awaitTermination(0.5)
+        if query.exception() is not None:
+            raise query.exception()  # type: ignore[misc]
+        query.stop()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

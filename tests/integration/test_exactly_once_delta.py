@@ -1,0 +1,224 @@
+"""Exactly-once into Delta: data and Kafka offsets in one Delta commit (real broker, Spark, Delta)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from deltalake import DeltaTable
+from pyspark.errors import StreamingQueryException
+
+from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, transaction_id
+from kafka_group.errors import OffsetConflictError, OffsetStoreError
+from kafka_group.faults import POINTS
+from kafka_group.offsets import OffsetRange, TopicPartition
+from pyspark_kafka_group import DeltaSink
+from tests.conftest import produce, unique_name
+
+pytestmark = pytest.mark.integration
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def source(spark: Any, kafka: Any, topic: str, group: str, table: pathlib.Path, **options: Any) -> Any:
+    reader = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("kafka.group.id", group)
+        .option("kafka.session.timeout.ms", "6000")
+        .option("startingOffsets", "earliest")
+        .option("offsets.table", str(table))
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def run(df: Any, sink: Any, checkpoint: pathlib.Path) -> None:
+    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).trigger(
+        availableNow=True
+    ).start()
+    query.awaitTermination()
+
+
+def table_records(table: pathlib.Path) -> Counter[Tuple[str, int, int]]:
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["topic", "partition", "offset"])
+    return Counter(zip(data.column("topic").to_pylist(), data.column("partition").to_pylist(),
+                       data.column("offset").to_pylist()))
+
+
+def expected(topic: str, counts: Dict[int, int]) -> Counter[Tuple[str, int, int]]:
+    return Counter((topic, p, o) for p, n in counts.items() for o in range(n))
+
+
+def table_positions(table: pathlib.Path, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
+    dt = DeltaTable(str(table))
+    return {p: dt.transaction_version(transaction_id(group, TopicPartition(topic, p))) for p in range(partitions)}
+
+
+def group_committed(servers: str, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
+    try:
+        answer = consumer.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    finally:
+        consumer.close()
+    return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
+
+
+def keep_columns(df: Any) -> Any:
+    return df.selectExpr("CAST(value AS STRING) AS value", "topic", "partition", "offset")
+
+
+def test_batches_land_once_and_kafka_offsets_follow_the_table(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, group, table = make_topic(4), unique_name("group"), tmp_path / "table"
+    counts = {0: 300, 1: 120, 2: 0, 3: 77}
+    produce(kafka.bootstrap_servers, topic, counts)
+    sink = DeltaSink(str(table), transform=keep_columns)
+    seen: List[Tuple[Dict[int, Optional[int]], Dict[int, Optional[int]]]] = []
+
+    def land(batch: Any, batch_id: int) -> None:
+        if table.exists():  # what the previous batch left: Kafka's offsets must equal the table's
+            seen.append((group_committed(kafka.bootstrap_servers, group, topic, 4),
+                         table_positions(table, group, topic, 4)))
+        sink(batch, batch_id)
+
+    run(source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=150), land, tmp_path / "chk")
+    assert table_records(table) == expected(topic, counts)
+    final = table_positions(table, group, topic, 4)
+    assert final == {0: 300, 1: 120, 2: None, 3: 77}
+    assert len(seen) >= 3
+    for kafka_offsets, table_offsets in seen + [(group_committed(kafka.bootstrap_servers, group, topic, 4), final)]:
+        assert kafka_offsets == table_offsets
+    history = DeltaTable(str(table)).history()
+    assert all(entry.get("kafkaGroup.groupId") == group for entry in history)
+
+
+def test_deleted_checkpoint_repeats_and_misses_nothing(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, group, table = make_topic(3), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 50, 1: 40, 2: 30})
+    run(source(spark, kafka, topic, group, table), DeltaSink(str(table)), tmp_path / "chk")
+    shutil.rmtree(tmp_path / "chk")
+    produce(kafka.bootstrap_servers, topic, {0: 10, 1: 0, 2: 5}, start=10_000)
+    run(source(spark, kafka, topic, group, table), DeltaSink(str(table)), tmp_path / "chk")
+    assert table_records(table) == expected(topic, {0: 60, 1: 40, 2: 35})
+
+
+def test_commit_of_a_member_whose_partitions_moved_is_refused(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Forced interleaving: after this query planned its batch, the partitions' new owner commits them."""
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
+    sink = DeltaSink(str(table))
+
+    def land_after_the_new_owner(batch: Any, batch_id: int) -> None:
+        other = DeltaOffsetStore(str(table), group)
+        parquet = tmp_path / "table" / "other.parquet"
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = pa.table({"topic": [topic], "partition": pa.array([0], pa.int32()), "offset": [0]})
+        parquet.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, parquet)
+        other.commit([DataFile("other.parquet", parquet.stat().st_size, 1)], rows.schema,
+                     [OffsetRange(TopicPartition(topic, 0), 0, 1)])
+        sink(batch, batch_id)
+
+    df = source(spark, kafka, topic, group, table).select("topic", "partition", "offset")
+    with pytest.raises(StreamingQueryException, match=rf"{topic}-0 planned \[0, 20\) but the table is at 1"):
+        run(df, land_after_the_new_owner, tmp_path / "chk")
+    # Only the new owner's commit is in the table: the stale batch landed nothing.
+    assert table_records(table) == Counter({(topic, 0, 0): 1})
+    assert table_positions(table, group, topic, 2) == {0: 1, 1: None}
+
+
+def test_transform_lands_the_partitions_still_owned(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
+    store = DeltaOffsetStore(str(table), group)
+    sink = DeltaSink(str(table), transform=keep_columns)
+    committed_by_other = False
+
+    def land(batch: Any, batch_id: int) -> None:
+        nonlocal committed_by_other
+        if not committed_by_other:
+            import pyarrow as pa
+
+            schema = pa.schema([("value", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+                                ("offset", pa.int64())])
+            store.commit([], schema, [OffsetRange(TopicPartition(topic, 0), 0, 20)])
+            committed_by_other = True
+        sink(batch, batch_id)
+
+    run(source(spark, kafka, topic, group, table), land, tmp_path / "chk")
+    assert table_records(table) == expected(topic, {1: 20})
+    assert table_positions(table, group, topic, 2) == {0: 20, 1: 20}
+
+
+def test_writers_of_one_partition_conflict_and_of_different_partitions_both_land(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    schema = pa.schema([("offset", pa.int64())])
+    a, b = DeltaOffsetStore(str(tmp_path / "t"), "g"), DeltaOffsetStore(str(tmp_path / "t"), "g")
+    p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    a.commit([], schema, [OffsetRange(p0, 0, 10)])
+    b.commit([], schema, [OffsetRange(p1, 0, 5)])  # another partition: both land
+    with pytest.raises(OffsetConflictError, match=r"orders-0 planned \[0, 7\) but the table is at 10"):
+        b.commit([], schema, [OffsetRange(p0, 0, 7)])  # a stale plan of the same partition: refused
+    with pytest.raises(OffsetConflictError, match="already holds exactly these ranges"):
+        b.commit([], schema, [OffsetRange(p0, 0, 10)])  # the very same range again: refused too
+    assert a.positions([p0, p1]) == {p0: 10, p1: 5}
+
+
+def test_offsets_table_that_is_not_delta_or_of_another_group(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = make_topic(1)
+    produce(kafka.bootstrap_servers, topic, {0: 5})
+    not_delta = tmp_path / "plain"
+    not_delta.mkdir()
+    (not_delta / "data.csv").write_text("a,b\n")
+    df = source(spark, kafka, topic, unique_name("group"), not_delta)
+    with pytest.raises(StreamingQueryException, match="is not a Delta table"):
+        run(df, DeltaSink(str(not_delta)), tmp_path / "chk1")
+
+    table = tmp_path / "table"
+    run(source(spark, kafka, topic, "group-a", table), DeltaSink(str(table)), tmp_path / "chk2")
+    with pytest.raises(StreamingQueryException, match="holds the offsets of consumer group 'group-a', not 'group-b'"):
+        run(source(spark, kafka, topic, "group-b", table), DeltaSink(str(table)), tmp_path / "chk3")
+    with pytest.raises(OffsetStoreError, match="holds the offsets of consumer group 'group-a'"):
+        DeltaOffsetStore(str(table), "group-b")
+
+
+def test_killed_at_every_step_lands_each_record_exactly_once(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL the whole query (driver, JVM, workers) at each step of the commit protocol, many times."""
+    kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "20"))
+    rng = random.Random(20261123)
+    topic, group, table, checkpoint = make_topic(4), unique_name("group"), tmp_path / "table", tmp_path / "chk"
+    counts = {0: 0, 1: 0, 2: 0, 3: 0}
+    kills = runs = 0
+    command = [sys.executable, "-m", "tests.integration.delta_query", kafka.bootstrap_servers, topic, group,
+               str(table), str(checkpoint), "--available-now", "--max-offsets", "60",
+               "--assign", f'{{"{topic}":[0,1,2,3]}}']
+    while kills < kills_wanted:
+        more = {p: rng.randint(0, 40) for p in counts}
+        produce(kafka.bootstrap_servers, topic, more, start=0)
+        counts = {p: counts[p] + more[p] for p in counts}
+        point = POINTS[kills % len(POINTS)]
+        env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": point, "KAFKA_GROUP_FAULT_HIT": str(rng.randint(1, 2))}
+        result = subprocess.run(command, cwd=REPO, env=env, start_new_session=True, capture_output=True, timeout=300)
+        runs += 1
+        assert result.returncode in (0, -signal.SIGKILL), result.stderr.decode()[-3000:]
+        kills += result.returncode == -signal.SIGKILL
+        assert runs < kills_wanted * 3, "the fault points are not being reached"
+    result = subprocess.run(command, cwd=REPO, start_new_session=True, capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    assert table_records(table) == expected(topic, counts)
+    assert table_positions(table, group, topic, 4) == {p: (n or None) for p, n in counts.items()}
