@@ -136,6 +136,14 @@ class ClusterView:
         ``isolation.level=read_committed``, the last stable offset)."""
         return self._list_offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
 
+    def offsets_for_timestamp(self, partitions: Iterable[TopicPartition], timestamp_ms: int) -> Dict[TopicPartition, int]:
+        """The first offset whose record time is at or after ``timestamp_ms``, per partition
+        (the latest offset where no record is that recent)."""
+        partitions = list(partitions)
+        found = self._list_offsets(partitions, OffsetSpec.for_timestamp(timestamp_ms))  # type: ignore[no-untyped-call]
+        latest = self.latest_offsets([tp for tp in partitions if found.get(tp, -1) < 0])
+        return {tp: (found[tp] if found.get(tp, -1) >= 0 else latest[tp]) for tp in partitions if tp in found or tp in latest}
+
     def _list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec) -> Dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
         if not request:

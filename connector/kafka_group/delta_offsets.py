@@ -39,6 +39,7 @@ from kafka_group.errors import OffsetConflictError, OffsetStoreError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = [
+    "DATA_FOLDER",
     "DeltaOffsetStore",
     "DataFile",
     "CommitCheck",
@@ -48,6 +49,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Folder, inside the table, where DeltaSink writes data files before committing them.
+#: Files there that no commit references (a crash before the first commit) are
+#: invisible to readers and do not make the folder "not a Delta table".
+DATA_FOLDER = "data"
 
 _PREFIX = "kafka-group"
 _GROUP_METADATA_KEY = "kafkaGroup.groupId"
@@ -322,7 +328,7 @@ class DeltaOffsetStore:
                 f"offsets.table '{self.table_path}' is a file, not a Delta table folder: point it at a folder"
             )
         if os.path.isdir(local) and not os.path.isdir(os.path.join(local, "_delta_log")):
-            visible = [n for n in os.listdir(local) if not n.startswith(".")]
+            visible = [n for n in os.listdir(local) if not n.startswith(".") and n != DATA_FOLDER]
             if visible:
                 raise OffsetStoreError(
                     f"offsets.table '{self.table_path}' is not a Delta table (the folder has files but no "

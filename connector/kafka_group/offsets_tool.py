@@ -1,0 +1,195 @@
+"""Read and reset the Kafka offsets kept in a Delta table, like ``kafka-consumer-groups``.
+
+``show`` prints, per topic-partition, the table's committed position, the
+broker's latest offset and the lag. ``reset`` moves positions to the earliest or
+latest offsets, to the first offset at or after a timestamp, or to explicit
+offsets, in a Delta commit of its own (no data). A running query picks a reset
+up at its next batch; resetting backwards re-lands records, forwards skips them.
+
+Usage::
+
+    python -m kafka_group.offsets_tool show --table /lake/orders_bronze --group orders-bronze \\
+        --bootstrap-servers host:9092 --topic orders
+    python -m kafka_group.offsets_tool reset --table /lake/orders_bronze --group orders-bronze \\
+        --bootstrap-servers host:9092 --topic orders --partitions 0,3 --to-earliest
+    python -m kafka_group.offsets_tool reset ... --to-timestamp 2026-11-23T08:00:00Z
+    python -m kafka_group.offsets_tool reset ... --to-offsets '{"orders":{"0":1200}}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from kafka_group.cluster_metadata import ClusterView
+from kafka_group.delta_offsets import DeltaOffsetStore
+from kafka_group.errors import ConfigError, KafkaGroupError
+from kafka_group.offsets import TopicPartition, parse_starting_offsets
+
+__all__ = ["PartitionOffsets", "show_offsets", "reset_offsets", "parse_timestamp", "main"]
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """One row of ``show``."""
+
+    topic_partition: TopicPartition
+    """The partition."""
+    committed: Optional[int]
+    """The table's position (next offset to read), None if the table never saw it."""
+    latest: Optional[int]
+    """The broker's latest offset."""
+
+    @property
+    def lag(self) -> Optional[int]:
+        """Records on the broker not yet in the table."""
+        if self.latest is None:
+            return None
+        return self.latest - (self.committed or 0)
+
+
+def show_offsets(
+    table: str, group: str, cluster: ClusterView, topics: Sequence[str]
+) -> List[PartitionOffsets]:
+    """The table's positions and the broker's latest offsets of every partition of ``topics``."""
+    partitions = cluster.partitions_of(list(topics))
+    store = DeltaOffsetStore(table, group)
+    committed = store.positions(partitions)
+    latest = cluster.latest_offsets(partitions)
+    return [PartitionOffsets(tp, committed.get(tp), latest.get(tp)) for tp in partitions]
+
+
+def reset_offsets(
+    table: str,
+    group: str,
+    cluster: ClusterView,
+    partitions: Sequence[TopicPartition],
+    *,
+    to: str,
+    timestamp_ms: Optional[int] = None,
+    offsets: Optional[Mapping[TopicPartition, int]] = None,
+) -> Dict[TopicPartition, int]:
+    """Reset ``partitions`` in the table and return the new positions.
+
+    Parameters
+    ----------
+    to : {"earliest", "latest", "timestamp", "offsets"}
+        Where to move them.
+    timestamp_ms : int, optional
+        With ``to="timestamp"``: the first offset whose record time is at or after it
+        (the latest offset when there is none).
+    offsets : mapping, optional
+        With ``to="offsets"``: explicit positions.
+
+    Raises
+    ------
+    ConfigError
+        An unknown ``to``, a missing argument, or an offset outside the partition.
+    """
+    if not partitions:
+        raise ConfigError("reset: no partitions to reset (check --topic and --partitions)")
+    earliest = cluster.earliest_offsets(partitions)
+    latest = cluster.latest_offsets(partitions)
+    if to == "earliest":
+        target = dict(earliest)
+    elif to == "latest":
+        target = dict(latest)
+    elif to == "timestamp":
+        if timestamp_ms is None:
+            raise ConfigError("reset --to-timestamp needs a timestamp")
+        target = cluster.offsets_for_timestamp(partitions, timestamp_ms)
+    elif to == "offsets":
+        if not offsets:
+            raise ConfigError("reset --to-offsets needs JSON like {\"orders\":{\"0\":1200}}")
+        target = {tp: offsets[tp] for tp in partitions if tp in offsets}
+    else:
+        raise ConfigError(f"reset: unknown target '{to}': use earliest, latest, timestamp or offsets")
+    for tp, pos in target.items():
+        low, high = earliest.get(tp), latest.get(tp)
+        if low is not None and high is not None and not low <= pos <= high:
+            raise ConfigError(
+                f"reset: offset {pos} of {tp} is outside what the broker holds ([{low}, {high}]): choose one in it"
+            )
+    missing = [str(tp) for tp in partitions if tp not in target]
+    if missing:
+        raise ConfigError(f"reset: no target offset for {', '.join(missing)}")
+    DeltaOffsetStore(table, group).reset(target, reason=f"reset to {to}")
+    return target
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch from ISO-8601 (``2026-11-23T08:00:00Z``) or a number of ms."""
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            f"--to-timestamp '{text}' is neither ISO-8601 (2026-11-23T08:00:00Z) nor milliseconds since the epoch"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return int(parsed.timestamp() * 1000)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m kafka_group.offsets_tool", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("show", "reset"):
+        p = sub.add_parser(name)
+        p.add_argument("--table", required=True, help="the Delta table holding the offsets")
+        p.add_argument("--group", required=True, help="the consumer group (kafka.group.id)")
+        p.add_argument("--bootstrap-servers", required=True)
+        p.add_argument("--topic", action="append", required=True, help="a topic (repeatable)")
+        p.add_argument("--timeout-ms", type=int, default=30000)
+    reset = sub.choices["reset"]
+    reset.add_argument("--partitions", default=None, help="comma-separated partition numbers (default: all)")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-timestamp", default=None)
+    target.add_argument("--to-offsets", default=None, help='JSON like {"orders":{"0":1200}}')
+    args = parser.parse_args(argv)
+    try:
+        cluster = ClusterView({"bootstrap.servers": args.bootstrap_servers}, args.timeout_ms)
+        if args.command == "show":
+            rows = show_offsets(args.table, args.group, cluster, args.topic)
+            print(f"{'topic':<30} {'partition':>9} {'committed':>12} {'latest':>12} {'lag':>10}")
+            for row in rows:
+                print(f"{row.topic_partition.topic:<30} {row.topic_partition.partition:>9} "
+                      f"{_cell(row.committed):>12} {_cell(row.latest):>12} {_cell(row.lag):>10}")
+            return 0
+        partitions = cluster.partitions_of(args.topic)
+        if args.partitions:
+            wanted = {int(p) for p in args.partitions.split(",")}
+            partitions = [tp for tp in partitions if tp.partition in wanted]
+        explicit = None
+        if args.to_offsets:
+            spec = parse_starting_offsets(args.to_offsets).specific or {}
+            explicit = {tp: pos for tp, pos in spec.items() if pos >= 0}
+        to = ("earliest" if args.to_earliest else "latest" if args.to_latest
+              else "timestamp" if args.to_timestamp else "offsets")
+        result = reset_offsets(
+            args.table, args.group, cluster, partitions, to=to,
+            timestamp_ms=parse_timestamp(args.to_timestamp) if args.to_timestamp else None, offsets=explicit,
+        )
+        for tp, pos in sorted(result.items()):
+            print(f"{tp.topic} {tp.partition} -> {pos}")
+        return 0
+    except (KafkaGroupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _cell(value: Optional[int]) -> str:
+    return "-" if value is None else f"{value}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

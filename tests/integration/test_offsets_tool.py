@@ -1,0 +1,91 @@
+"""The offsets tool: show and reset the offsets a Delta table holds; a running query follows a reset."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Callable
+
+import pytest
+from deltalake import DeltaTable
+
+from kafka_group.cluster_metadata import ClusterView
+from kafka_group.errors import ConfigError
+from kafka_group.offsets import TopicPartition
+from kafka_group.offsets_tool import main, reset_offsets, show_offsets
+from pyspark_kafka_group import DeltaSink
+from tests.conftest import produce, unique_name
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def offsets_in(table: Any) -> Counter[Any]:
+    if not (table / "_delta_log").exists():
+        return Counter()
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
+    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
+
+
+def test_running_query_follows_a_reset(spark, kafka, make_topic, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 50, 1: 30})
+    df = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("kafka.group.id", group)
+        .option("kafka.session.timeout.ms", "6000")
+        .option("startingOffsets", "earliest")
+        .option("offsets.table", str(table))
+        .load()
+    )
+    query = (
+        df.writeStream.foreachBatch(DeltaSink(str(table)))
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        wait_for(lambda: sum(offsets_in(table).values()) == 80, "the first 80 records")
+        cluster = ClusterView({"bootstrap.servers": kafka.bootstrap_servers}, 10_000)
+        assert main(["show", "--table", str(table), "--group", group, "--bootstrap-servers",
+                     kafka.bootstrap_servers, "--topic", topic]) == 0
+        shown = capsys.readouterr().out
+        assert f"{topic}" in shown and "50" in shown and "30" in shown
+        assert [(r.committed, r.latest, r.lag) for r in show_offsets(str(table), group, cluster, [topic])] == [
+            (50, 50, 0), (30, 30, 0)]
+        assert main(["reset", "--table", str(table), "--group", group, "--bootstrap-servers",
+                     kafka.bootstrap_servers, "--topic", topic, "--partitions", "0",
+                     "--to-offsets", f'{{"{topic}":{{"0":40}}}}']) == 0
+        # The running query re-reads partition 0 from 40 at its next batch; partition 1 is untouched.
+        wait_for(lambda: offsets_in(table)[(0, 45)] == 2, "the re-read of partition 0 from offset 40")
+        wait_for(lambda: sum(offsets_in(table).values()) == 90, "exactly the 10 re-read records", 30)
+        landed = offsets_in(table)
+        assert all(landed[(0, o)] == (2 if o >= 40 else 1) for o in range(50))
+        assert all(landed[(1, o)] == 1 for o in range(30))
+    finally:
+        query.stop()
+
+
+def test_reset_refuses_offsets_outside_the_partition(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kafka_group.delta_offsets import DeltaOffsetStore
+    from kafka_group.offsets import OffsetRange
+    import pyarrow as pa
+
+    topic, table = make_topic(1), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 10})
+    DeltaOffsetStore(str(table), "g").commit([], pa.schema([("offset", pa.int64())]),
+                                             [OffsetRange(TopicPartition(topic, 0), 0, 10)])
+    cluster = ClusterView({"bootstrap.servers": kafka.bootstrap_servers}, 10_000)
+    with pytest.raises(ConfigError, match=rf"offset 99 of {topic}-0 is outside what the broker holds \(\[0, 10\]\)"):
+        reset_offsets(str(table), "g", cluster, [TopicPartition(topic, 0)], to="offsets",
+                      offsets={TopicPartition(topic, 0): 99})
+    assert reset_offsets(str(table), "g", cluster, [TopicPartition(topic, 0)], to="earliest") == {
+        TopicPartition(topic, 0): 0}
