@@ -26,7 +26,7 @@ import random
 import shutil
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 logger = logging.getLogger("orders_to_delta")
 

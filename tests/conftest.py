@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -45,6 +45,35 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture
+def tansu() -> Iterator["TansuBroker"]:  # type: ignore[name-defined]  # noqa: F821
+    """A started Tansu broker, stopped at teardown whatever the test did."""
+    from kafka_group.embedded.tansu import TansuBroker
+
+    broker = TansuBroker()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def group_stream(spark: Any, servers: str, topic: str, group: str, **options: Any) -> Any:
+    """A ``kafka-group`` stream reader (not loaded) subscribed to ``topic`` from the earliest offsets."""
+    reader = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("kafka.group.id", group)
+        .option("startingOffsets", "earliest")
+        # The mock cluster keeps a member that left until its session times out.
+        .option("kafka.session.timeout.ms", "6000")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader
 
 
 Produced = Dict[int, List[Tuple[Optional[bytes], Optional[bytes]]]]

@@ -161,16 +161,7 @@ class GroupMember:
             Whether the commit succeeded; a failure (for example after a rebalance)
             is logged and loses nothing, the positions are kept elsewhere.
         """
-        if not positions:
-            return True
-        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
-        with self._lock:
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:
-                logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
-                return False
-        return True
+        return commit_positions(self._consumer, self._lock, self.group_id, positions)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -274,6 +265,26 @@ class GroupMember:
                 logger.exception("rebalance listener %r failed", listener)
 
 
+def commit_positions(
+    consumer: Consumer, lock: Any, group_id: str, positions: Mapping[TopicPartition, int]
+) -> bool:
+    """Commit ``positions`` to ``group_id`` synchronously, under ``lock``.
+
+    Returns whether it succeeded; a failure (for example after a rebalance) is
+    logged and loses nothing: the positions are kept elsewhere.
+    """
+    if not positions:
+        return True
+    offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
+    with lock:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", group_id, exc)
+            return False
+    return True
+
+
 class GroupOffsetCommitter:
     """Commits positions to a group without joining it (for ``assign`` with ``kafka.group.id``).
 
@@ -288,16 +299,7 @@ class GroupOffsetCommitter:
 
     def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
         """Commit ``positions``; a failure is logged and loses nothing."""
-        if not positions:
-            return True
-        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
-        with self._lock:
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:
-                logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
-                return False
-        return True
+        return commit_positions(self._consumer, self._lock, self.group_id, positions)
 
     def close(self) -> None:
         """Release the client."""

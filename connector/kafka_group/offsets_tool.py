@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence

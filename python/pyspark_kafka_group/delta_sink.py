@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Sequence
 
-from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path
+from kafka_group.delta_offsets import DATA_FOLDER, DataFile, DeltaOffsetStore, normalize_table_path
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import GROUP_KEY, BatchOffsets, OffsetRange
@@ -36,8 +36,6 @@ __all__ = ["DeltaSink"]
 
 logger = logging.getLogger(__name__)
 
-#: Folder, inside the table, that holds the data files this sink writes.
-DATA_FOLDER = "data"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from kafka_group.errors import OffsetConflictError, OffsetStoreError
 from kafka_group.faults import POINTS
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import produce, unique_name
+from tests.conftest import group_stream, produce, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -31,18 +31,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def source(spark: Any, kafka: Any, topic: str, group: str, table: pathlib.Path, **options: Any) -> Any:
-    reader = (
-        spark.readStream.format("kafka-group")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("kafka.group.id", group)
-        .option("kafka.session.timeout.ms", "6000")
-        .option("startingOffsets", "earliest")
-        .option("offsets.table", str(table))
-    )
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+    return group_stream(spark, kafka.bootstrap_servers, topic, group, **{"offsets.table": str(table), **options}).load()
 
 
 def run(df: Any, sink: Any, checkpoint: pathlib.Path) -> None:

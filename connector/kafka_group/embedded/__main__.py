@@ -19,7 +19,7 @@ import threading
 from types import FrameType
 from typing import Optional, Sequence
 
-from kafka_group.embedded.broker_host import parse_topic_spec
+from kafka_group.embedded.broker_host import add_cluster_arguments, parse_topic_spec
 from kafka_group.embedded.cluster import EmbeddedKafka
 from kafka_group.errors import EmbeddedBrokerError
 
@@ -38,16 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m kafka_group.embedded",
         description="Run a librdkafka mock Kafka cluster until Ctrl-C.",
     )
-    parser.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
-    parser.add_argument(
-        "--topic", action="append", default=[], metavar="NAME:PARTITIONS",
-        help="create a topic at start; repeatable",
-    )
-    parser.add_argument(
-        "--group-initial-rebalance-delay-ms", type=int, default=0,
-        help="broker group.initial.rebalance.delay.ms (default 0; Kafka's is 3000)",
-    )
-    parser.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
+    add_cluster_arguments(parser)
     return parser
 
 

@@ -297,6 +297,20 @@ def _hard_exit(reason: str) -> None:
     os._exit(1)
 
 
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options that describe a cluster (brokers, topics, group delay, log level)."""
+    parser.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
+    parser.add_argument(
+        "--topic", action="append", default=[], metavar="NAME:PARTITIONS",
+        help="create a topic at start; repeatable",
+    )
+    parser.add_argument(
+        "--group-initial-rebalance-delay-ms", type=int, default=0,
+        help="broker group.initial.rebalance.delay.ms (default 0; Kafka's is 3000)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options of the host process.
 
@@ -309,20 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m kafka_group.embedded.broker_host",
         description="Host a librdkafka mock Kafka cluster with a JSON-lines control channel.",
     )
-    parser.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
-    parser.add_argument(
-        "--topic", action="append", default=[], metavar="NAME:PARTITIONS",
-        help="create a topic at start; repeatable",
-    )
-    parser.add_argument(
-        "--group-initial-rebalance-delay-ms", type=int, default=0,
-        help="broker group.initial.rebalance.delay.ms (default 0; Kafka's is 3000)",
-    )
+    add_cluster_arguments(parser)
     parser.add_argument(
         "--exit-on-stdin-eof", action="store_true",
         help="exit when stdin reaches EOF (set by a launching parent)",
     )
-    parser.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
     return parser
 
 
