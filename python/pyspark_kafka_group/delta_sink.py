@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Sequence
@@ -33,6 +34,9 @@ from kafka_group.faults import crash_point
 from kafka_group.offsets import GROUP_KEY, BatchOffsets, OffsetRange
 
 __all__ = ["DeltaSink"]
+
+#: How often a batch is checked, written and committed again after losing partitions to a rebalance.
+_LAND_ATTEMPTS = 3
 
 logger = logging.getLogger(__name__)
 
@@ -102,31 +106,62 @@ class DeltaSink:
         """Land one micro-batch (Spark calls this through ``foreachBatch``)."""
         plan = self._plan(batch, batch_id)
         store = DeltaOffsetStore(self.path, plan.group, self.storage_options)
+        for attempt in range(1, _LAND_ATTEMPTS + 1):
+            try:
+                self._land(batch, batch_id, plan, store)
+                return
+            except OffsetConflictError:
+                # Another member committed some of these partitions while the files were
+                # being written (a rebalance): check again and land the rest.
+                if attempt == _LAND_ATTEMPTS or not self._can_drop_partitions(batch):
+                    raise
+                logger.warning("batch %d lost a race for some partitions; landing the others", batch_id)
+
+    def _land(self, batch: Any, batch_id: int, plan: BatchPlan, store: DeltaOffsetStore) -> None:
         check = store.check(plan.ranges)
         if check.already_committed:
             logger.info("batch %d is already in %s (a replay after a restart): skipping it", batch_id, self.path)
             return
         ranges = list(plan.ranges)
         if check.conflicts:
-            ranges = self._drop_conflicting(check.describe_conflicts(ranges), check.committable, batch_id)
+            if not self._can_drop_partitions(batch):
+                raise OffsetConflictError(
+                    f"refusing batch {batch_id} for '{self.path}': {check.describe_conflicts(ranges)}. Another "
+                    "member committed these partitions meanwhile, or their offsets were reset; nothing of this "
+                    "batch is landed and the query replans from the table when it restarts (keep the 'topic' and "
+                    "'partition' columns, or pass transform= to DeltaSink, to land the other partitions)"
+                )
+            logger.warning(
+                "batch %d: %s; dropping those partitions' rows (their new owner has them) and landing the rest",
+                batch_id, check.describe_conflicts(ranges),
+            )
+            ranges = check.committable
             batch = self._only_partitions(batch, ranges)
         if self.transform is not None:
             batch = self.transform(batch)
         crash_point("sink.before_write")
-        files, schema = self._write_files(batch, batch_id)
+        files, schema, folder = self._write_files(batch, batch_id)
         if not ranges and not files:
             return
         crash_point("sink.before_commit")
-        store.commit(
-            files,
-            schema,
-            ranges,
-            metadata={
-                "kafkaGroup.batchId": batch_id,
-                "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
-            },
-        )
+        try:
+            store.commit(
+                files,
+                schema,
+                ranges,
+                metadata={
+                    "kafkaGroup.batchId": batch_id,
+                    "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
+                },
+            )
+        except OffsetConflictError:
+            shutil.rmtree(folder, ignore_errors=True)  # in no commit: invisible, and now gone
+            raise
         crash_point("sink.after_commit")
+
+    @staticmethod
+    def _can_drop_partitions(batch: Any) -> bool:
+        return {"topic", "partition"} <= set(batch.columns)
 
     # -- the batch's plan --------------------------------------------------------------
 
@@ -173,20 +208,6 @@ class DeltaSink:
 
     # -- conflicts ---------------------------------------------------------------------
 
-    def _drop_conflicting(self, conflicts: str, committable: List[OffsetRange], batch_id: int) -> List[OffsetRange]:
-        if self.transform is None:
-            raise OffsetConflictError(
-                f"refusing batch {batch_id} for '{self.path}': {conflicts}. Another member committed these "
-                "partitions meanwhile, or their offsets were reset; nothing of this batch is landed and the "
-                "query replans from the table when it restarts (pass transform= to DeltaSink to land the other "
-                "partitions and skip only these)"
-            )
-        logger.warning(
-            "batch %d: %s; dropping those partitions' rows (the table's owner has them) and landing the rest",
-            batch_id, conflicts,
-        )
-        return committable
-
     @staticmethod
     def _only_partitions(batch: Any, ranges: Sequence[OffsetRange]) -> Any:
         from pyspark.sql import functions as F
@@ -199,7 +220,7 @@ class DeltaSink:
 
     # -- files -------------------------------------------------------------------------
 
-    def _write_files(self, batch: Any, batch_id: int) -> tuple[List[DataFile], Any]:
+    def _write_files(self, batch: Any, batch_id: int) -> tuple[List[DataFile], Any, str]:
         import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -225,7 +246,7 @@ class DeltaSink:
             files.append(DataFile(f"{relative_dir}/{name}", os.path.getsize(full), meta.num_rows))
         if schema is None:
             schema = to_arrow_schema(batch.schema)
-        return files, schema
+        return files, schema, target
 
 
 def _checkpoint_of_running_query(batch: Any) -> str:
