@@ -76,7 +76,10 @@ class GroupMember:
     ) -> None:
         config = member_config(client_config, group_id)
         self._cooperative = "cooperative" in config.get("partition.assignment.strategy", "")
+        # _lock guards the consumer (poll runs under it, so rebalance callbacks do);
+        # _state guards what planning reads, so it never waits for a rebalance callback.
         self._lock = threading.RLock()
+        self._state = threading.Lock()
         self._owned: set[TopicPartition] = set()
         self._generation = 0
         self._events: List[RebalanceEvent] = []
@@ -101,24 +104,31 @@ class GroupMember:
 
     def owned(self) -> FrozenSet[TopicPartition]:
         """The partitions the group currently assigns to this member."""
-        with self._lock:
+        with self._state:
             self._raise_poll_error()
             return frozenset(self._owned)
 
     @property
     def generation(self) -> int:
         """How many rebalances changed this member's assignment (0 before the first)."""
-        with self._lock:
+        with self._state:
             return self._generation
 
     def events(self) -> List[RebalanceEvent]:
         """The rebalance events so far, oldest first."""
-        with self._lock:
+        with self._state:
             return list(self._events)
 
     def add_listener(self, listener: Callable[[RebalanceEvent], None]) -> None:
-        """Call ``listener`` (in the polling thread) after each rebalance event."""
-        with self._lock:
+        """Call ``listener`` after each rebalance event.
+
+        It runs in the polling thread, inside the rebalance callback: a revoke is
+        not complete (the next owner does not get the partitions) until every
+        listener has returned, so a listener may wait, boundedly, for work on the
+        revoked partitions to finish. The partitions have already left
+        :meth:`owned` when it runs.
+        """
+        with self._state:
             self._listeners.append(listener)
 
     def wait_for_assignment(self, timeout_s: float) -> bool:
@@ -195,14 +205,14 @@ class GroupMember:
                 if self._closed.is_set():
                     return
                 logger.error("the member of group '%s' failed while polling: %s", self.group_id, exc)
-                with self._lock:
+                with self._state:
                     self._poll_error = exc
                 return
             time.sleep(_IDLE_BETWEEN_POLLS_S)
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():
-            with self._lock:
+            with self._state:
                 self._poll_error = KafkaException(error)
             logger.error("fatal error in the member of group '%s': %s", self.group_id, error.str())
         else:
@@ -223,7 +233,7 @@ class GroupMember:
             # Held, never fetched: executors read the planned ranges themselves.
             consumer.pause(partitions)
         added = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
-        with self._lock:
+        with self._state:
             if not self._cooperative:
                 self._owned.clear()
             self._owned.update(added)
@@ -238,12 +248,12 @@ class GroupMember:
 
     def _remove(self, kind: str, partitions: List[KafkaTopicPartition]) -> None:
         removed = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
-        with self._lock:
+        with self._state:
             self._owned.difference_update(removed)
         self._record(kind, removed)
 
     def _record(self, kind: str, partitions: FrozenSet[TopicPartition]) -> None:
-        with self._lock:
+        with self._state:
             self._generation += 1
             event = RebalanceEvent(kind, partitions, self._generation)
             self._events.append(event)

@@ -82,6 +82,7 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {
     "kafkaconsumer.polltimeoutms": "120000",
     "kafkaconsumer.connecttimeoutms": "30000",
     "groupjointimeoutms": "60000",
+    "revoketimeoutms": "60000",
     "fetch.maxrecordsperbatch": "20000",
     "offsets.table": None,
 }
@@ -99,6 +100,7 @@ OPTION_SPELLING: Mapping[str, str] = {
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "kafkaconsumer.connecttimeoutms": "kafkaConsumer.connectTimeoutMs",
     "groupjointimeoutms": "groupJoinTimeoutMs",
+    "revoketimeoutms": "revokeTimeoutMs",
     "fetch.maxrecordsperbatch": "fetch.maxRecordsPerBatch",
     "offsets.table": "offsets.table",
 }
@@ -154,6 +156,9 @@ class SourceOptions:
         The bound on the driver's wait for the cluster to answer.
     group_join_timeout_ms : int
         The bound on the wait for the group's first assignment.
+    revoke_timeout_ms : int
+        The bound on a revoke's wait for the running batch of the revoked
+        partitions to commit (with ``offsets.table``).
     max_records_per_arrow_batch : int
         Records per Arrow batch returned to Spark.
     offsets_table : str or None
@@ -176,6 +181,7 @@ class SourceOptions:
     poll_timeout_ms: int
     connect_timeout_ms: int
     group_join_timeout_ms: int
+    revoke_timeout_ms: int
     max_records_per_arrow_batch: int
     offsets_table: Optional[str] = None
     client_config: Mapping[str, str] = field(default_factory=dict)
@@ -310,6 +316,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         poll_timeout_ms=_required_positive_int(opts, "kafkaconsumer.polltimeoutms"),
         connect_timeout_ms=_required_positive_int(opts, "kafkaconsumer.connecttimeoutms"),
         group_join_timeout_ms=_required_positive_int(opts, "groupjointimeoutms"),
+        revoke_timeout_ms=_required_positive_int(opts, "revoketimeoutms"),
         max_records_per_arrow_batch=_required_positive_int(opts, "fetch.maxrecordsperbatch"),
         offsets_table=offsets_table,
         client_config=client_config,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Dict, FrozenSet, Mapping, Optional, Set
 
 from kafka_group.cluster_metadata import ClusterView
@@ -31,7 +32,7 @@ from kafka_group.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import DataLossError
 from kafka_group.faults import crash_point
 from kafka_group.membership import GroupMember, GroupOffsetCommitter, RebalanceEvent
-from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, TopicPartition
+from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, OffsetRange, TopicPartition
 from kafka_group.options import SourceOptions, SubscriptionKind
 from kafka_group.planning import plan_ranges
 
@@ -64,6 +65,7 @@ class SourceDriver:
         self._pending_positions: Dict[TopicPartition, int] = {}
         self._target: Optional[Dict[TopicPartition, int]] = None
         self._latest: Dict[TopicPartition, int] = {}
+        self._in_flight: Dict[TopicPartition, OffsetRange] = {}
         self._joined = False
         self._member: Optional[GroupMember] = None
         self._store: Optional[DeltaOffsetStore] = None
@@ -118,6 +120,41 @@ class SourceDriver:
                 self._positioned.difference_update(event.partitions)
                 for tp in event.partitions:
                     self._pending_positions.pop(tp, None)
+                running = {tp: self._in_flight.pop(tp) for tp in event.partitions if tp in self._in_flight}
+            if event.kind == "revoke":
+                self._finish_revoked(event.partitions, running)
+
+    def _finish_revoked(self, revoked: FrozenSet[TopicPartition], running: Dict[TopicPartition, OffsetRange]) -> None:
+        """Hold a revoke until the running batch of its partitions has landed, then commit them.
+
+        The seeds' rebalance listener: commit on revoke, so the next owner starts
+        exactly where this one stopped. Only the offsets table can tell that a batch
+        landed (Spark reports completion to the source only at the next plan), so
+        without ``offsets.table`` the revoke does not wait. Lost partitions never
+        wait: the table's commit check keeps a late commit of theirs out.
+        """
+        if self._store is None or self._member is None:
+            return
+        deadline = time.monotonic() + self._options.revoke_timeout_ms / 1000
+        pending = dict(running)
+        while pending:
+            held = self._store.positions(pending)
+            pending = {tp: r for tp, r in pending.items() if held.get(tp, r.from_offset) == r.from_offset}
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                logger.warning(
+                    "revoking %s: the running batch (%s) did not land within %d ms (option 'revokeTimeoutMs'); the "
+                    "next owner may plan the same offsets, and whichever commits second is refused",
+                    ",".join(str(tp) for tp in sorted(pending)), ", ".join(str(r) for r in pending.values()),
+                    self._options.revoke_timeout_ms,
+                )
+                break
+            time.sleep(0.2)
+        positions = self._store.positions(revoked)
+        self._member.commit(positions)
+        logger.info("revoke of %s complete; committed %s", ",".join(str(tp) for tp in sorted(revoked)),
+                    _describe(positions))
 
     # -- Spark's planning calls ------------------------------------------------------------
 
@@ -184,6 +221,8 @@ class SourceDriver:
             self._pending_positions.clear()
         group, table = self._doc_metadata()
         end = BatchOffsets.from_ranges(positions, ranges, group=group, offsets_table=table)
+        with self._lock:
+            self._in_flight = {r.topic_partition: r for r in ranges}
         logger.info("planned %d records: %s", sum(r.size for r in ranges), ", ".join(str(r) for r in ranges))
         return end
 
@@ -202,6 +241,8 @@ class SourceDriver:
             return
         owned = self.owned()
         with self._lock:
+            for tp in end.ranges:
+                self._in_flight.pop(tp, None)
             mine = {tp: pos for tp, pos in end.positions.items() if tp in owned and tp in self._positioned}
         if self._store is not None:
             mine = self._store.positions(mine)
