@@ -42,6 +42,9 @@ def member_config(client_config: Mapping[str, str], group_id: str) -> Dict[str, 
     """
     config = {
         "partition.assignment.strategy": DEFAULT_ASSIGNMENT_STRATEGY,
+        # New topics matching subscribePattern, and partitions added to a topic, reach
+        # the group within this interval (librdkafka's default is 5 minutes).
+        "topic.metadata.refresh.interval.ms": "10000",
         # The member never hands records to anyone: it only holds the assignment.
         "fetch.max.bytes": "1048576",
         "queued.max.messages.kbytes": "1024",

@@ -73,6 +73,7 @@ class SourceDriver:
             assert options.group_id is not None
             self._store = DeltaOffsetStore(options.offsets_table, options.group_id)
         self._committer: Optional[GroupOffsetCommitter] = None
+        self._known_at_start: Optional[Set[TopicPartition]] = None
         if options.subscription_kind == SubscriptionKind.ASSIGN:
             self._cluster.check_partitions_exist(options.assigned, "assign")
             self._joined = True
@@ -80,6 +81,7 @@ class SourceDriver:
                 self._committer = GroupOffsetCommitter(options.client_config, options.group_id)
             return
         existing = self._cluster.topic_partitions(options.topics or None)
+        self._known_at_start = {TopicPartition(t, p) for t, n in existing.items() for p in range(n)}
         if options.subscription_kind == SubscriptionKind.SUBSCRIBE:
             missing = [t for t in options.topics if t not in existing]
             if missing:
@@ -282,8 +284,9 @@ class SourceDriver:
         elif self._member is not None:
             committed = self._member.committed(new, self._options.connect_timeout_ms / 1000)
         unseen = [tp for tp in new if tp not in start.positions and tp not in committed]
-        wants_earliest = [tp for tp in unseen if self._options.starting_offsets.for_partition(tp) == EARLIEST]
-        wants_latest = [tp for tp in unseen if self._options.starting_offsets.for_partition(tp) == LATEST]
+        resumed = bool(start.positions)
+        wants_earliest = [tp for tp in unseen if self._starting_spec(tp, resumed) == EARLIEST]
+        wants_latest = [tp for tp in unseen if self._starting_spec(tp, resumed) == LATEST]
         earliest = self._cluster.earliest_offsets(wants_earliest)
         latest = self._cluster.latest_offsets(wants_latest)
         resolved: Dict[TopicPartition, int] = {}
@@ -292,7 +295,7 @@ class SourceDriver:
             if known:
                 resolved[tp] = max(known)
                 continue
-            spec = self._options.starting_offsets.for_partition(tp)
+            spec = self._starting_spec(tp, resumed)
             source = earliest if spec == EARLIEST else latest if spec == LATEST else None
             if source is None:
                 resolved[tp] = spec
@@ -306,6 +309,15 @@ class SourceDriver:
                     self._pending_positions[tp] = pos
                     self._positioned.add(tp)
         logger.info("positioned newly owned partitions: %s", _describe(resolved))
+
+    def _starting_spec(self, tp: TopicPartition, resumed: bool) -> int:
+        """Where a partition the query never read starts: ``startingOffsets`` for the
+        partitions of a new query; the earliest offset for partitions that appeared
+        later (new topics of a pattern, added partitions, or any partition first seen
+        by a query resuming from its checkpoint), as in Spark's Kafka source."""
+        if resumed or (self._known_at_start is not None and tp not in self._known_at_start):
+            return EARLIEST
+        return self._options.starting_offsets.for_partition(tp)
 
     def _follow_table(self, plannable: Dict[TopicPartition, int]) -> None:
         """Take the table's positions for owned partitions: it is the source of truth."""

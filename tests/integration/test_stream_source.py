@@ -153,3 +153,39 @@ def test_data_loss_is_skipped_when_allowed(spark, kafka, make_topic, tmp_path) -
     df = reader(spark, kafka, topic, failOnDataLoss="false", startingOffsets=f'{{"{topic}":{{"0":10}}}}').load()
     run_available_now(df, tmp_path / "out", tmp_path / "chk")
     assert landed(spark, tmp_path / "out") == Counter((topic, 0, o) for o in range(40, 100))
+
+
+def test_pattern_picks_up_a_topic_created_while_running(spark, kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    prefix = unique_name("pattern")
+    first, later = f"{prefix}-a", f"{prefix}-b"
+    kafka.create_topic(first, 2)
+    produce(kafka.bootstrap_servers, first, {0: 10, 1: 10})
+    df = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribePattern", f"{prefix}-.*")
+        .option("kafka.group.id", unique_name("group"))
+        .option("kafka.session.timeout.ms", "6000")
+        .option("kafka.topic.metadata.refresh.interval.ms", "1000")
+        .option("startingOffsets", "latest")
+        .load()
+    )
+    query = (
+        df.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="500 milliseconds").start()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not query.recentProgress:
+            assert time.monotonic() < deadline, "the query never ran a batch"
+            time.sleep(0.5)
+        kafka.create_topic(later, 3)
+        produce(kafka.bootstrap_servers, later, {0: 5, 1: 6, 2: 7})
+        want = Counter((later, p, o) for p, n in {0: 5, 1: 6, 2: 7}.items() for o in range(n))
+        while not (tmp_path / "out").exists() or landed(spark, tmp_path / "out") != want:
+            assert time.monotonic() < deadline + 60, "the new topic's records never landed"
+            time.sleep(1)
+    finally:
+        query.stop()
