@@ -9,11 +9,20 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
 _counter = itertools.count()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
+    """Wait until ``condition()`` holds; fail naming ``what`` after ``timeout_s`` (a bound, never asserted)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
 
 
 def unique_name(prefix: str) -> str:

@@ -8,25 +8,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import pytest
 from deltalake import DeltaTable
 
-from tests.conftest import produce, unique_name
+from tests.conftest import produce, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def landed(table: pathlib.Path) -> Counter:  # type: ignore[type-arg]

@@ -9,25 +9,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from typing import Callable, Dict, List, Tuple
 
 import pytest
 from deltalake import DeltaTable
 
-from tests.conftest import produce, unique_name
+from tests.conftest import produce, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def table_rows(table: pathlib.Path) -> List[Tuple[int, int, int]]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -14,16 +13,9 @@ from kafka_group.errors import ConfigError
 from kafka_group.offsets import TopicPartition
 from kafka_group.offsets_tool import main, reset_offsets, show_offsets
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import group_stream, produce, unique_name
+from tests.conftest import group_stream, produce, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 def offsets_in(table: Any) -> Counter[Any]:
