@@ -4,5 +4,5 @@
 # Extra arguments go to examples/orders_to_delta.py (for example --records 1000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/venv.sh
+source scripts/venv.sh ""  # no extras (an explicit argument: a sourced script would see ours)
 exec .venv/bin/python examples/orders_to_delta.py "$@"
