@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import signal
-import subprocess
-import sys
-import threading
-from collections import Counter
-from typing import Callable, Dict, List, Tuple
+from typing import List, Tuple
 
 import pytest
-from deltalake import DeltaTable
 
-from tests.conftest import produce, unique_name, wait_for
+from tests.conftest import unique_name, wait_for
+from tests.integration.group_harness import BackgroundProducer, GroupQueries
 
 pytestmark = pytest.mark.integration
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def table_rows(table: pathlib.Path) -> List[Tuple[int, int, int]]:
-    if not (table / "_delta_log").exists():
-        return []
-    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset", "writer_pid"])
-    return list(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist(),
-                    data.column("writer_pid").to_pylist()))
 
 
 def planned_ranges(checkpoint: pathlib.Path) -> List[Tuple[int, int, int]]:
@@ -51,64 +35,30 @@ def planned_ranges(checkpoint: pathlib.Path) -> List[Tuple[int, int, int]]:
 
 
 def test_three_queries_split_partitions_and_never_plan_the_same_offsets(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    topic, group, table = make_topic(6), unique_name("group"), tmp_path / "table"
-    produced: Dict[int, int] = {p: 0 for p in range(6)}
-    lock, stop_producing = threading.Lock(), threading.Event()
-
-    def produce_more(n: int) -> None:
-        with lock:
-            produce(kafka.bootstrap_servers, topic, {p: n for p in produced})
-            for p in produced:
-                produced[p] += n
-
-    def keep_producing() -> None:
-        while not stop_producing.wait(0.5):
-            produce_more(3)
-
-    def start(name: str, run_seconds: int) -> subprocess.Popen:  # type: ignore[type-arg]
-        command = [sys.executable, "-m", "tests.integration.delta_query", kafka.bootstrap_servers, topic, group,
-                   str(table), str(tmp_path / f"chk-{name}"), "--run-seconds", str(run_seconds),
-                   "--max-offsets", "100"]
-        env = {**os.environ, "KAFKA_GROUP_LOG_LEVEL": "INFO"}
-        return subprocess.Popen(command, cwd=REPO, start_new_session=True, env=env,
-                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "ab"))
-
-    def writes(process: subprocess.Popen) -> Callable[[], bool]:  # type: ignore[type-arg]
-        return lambda: any(pid == process.pid for _, _, pid in table_rows(table))
-
-    processes: List[subprocess.Popen] = []  # type: ignore[type-arg]
-    producer = threading.Thread(target=keep_producing, daemon=True)
-    try:
-        produce_more(30)
-        producer.start()
-        first = start("a", 75)
-        processes.append(first)
-        wait_for(writes(first), "the first query to land records", 180)
-        second = start("b", 400)
-        processes.append(second)
-        wait_for(writes(second), "the second query to take partitions over", 180)
-        third = start("c", 400)
-        processes.append(third)
-        wait_for(writes(third), "the third query to take partitions over", 180)
-        assert first.wait(240) == 0, (tmp_path / "a.log").read_text()[-3000:]  # stops by itself, leaving the group
-        landed_before = len(table_rows(table))
-        wait_for(lambda: len(table_rows(table)) > landed_before + 50, "the others to go on after one left", 180)
-        stop_producing.set()
-        producer.join(30)
-        want = Counter((p, o) for p, n in produced.items() for o in range(n))
-        wait_for(lambda: Counter((p, o) for p, o, _ in table_rows(table)) == want, "every record exactly once", 240)
+    topic = make_topic(6)
+    producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=3)
+    with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=100) as queries:
+        try:
+            producer.produce(30)
+            producer.start()
+            first = queries.start("a", 75)
+            wait_for(lambda: queries.wrote(first), "the first query to land records", 180)
+            second = queries.start("b", 400)
+            wait_for(lambda: queries.wrote(second), "the second query to take partitions over", 180)
+            third = queries.start("c", 400)
+            wait_for(lambda: queries.wrote(third), "the third query to take partitions over", 180)
+            assert first.wait(240) == 0, queries.log("a")[-3000:]  # stops by itself, leaving the group
+            landed_before = len(queries.rows())
+            wait_for(lambda: len(queries.rows()) > landed_before + 50, "the others to go on after one left", 180)
+        finally:
+            producer.stop()
+        wait_for(lambda: queries.landed() == producer.expected(), "every record exactly once", 240)
         # At every moment each partition was planned by at most one query: no two plans overlap.
-        plans = {name: planned_ranges(tmp_path / f"chk-{name}") for name in ("a", "b", "c")}
-        for name, ranges in plans.items():
-            for other, other_ranges in plans.items():
-                if other <= name:
-                    continue
-                for p, lo, hi in ranges:
-                    for q, olo, ohi in other_ranges:
-                        assert p != q or hi <= olo or ohi <= lo, f"{name} planned {p}:[{lo},{hi}), {other} [{olo},{ohi})"
-    finally:
-        stop_producing.set()
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(30)
+        plans = {name: planned_ranges(queries.checkpoint(name)) for name in ("a", "b", "c")}
+    for name, ranges in plans.items():
+        for other, other_ranges in plans.items():
+            if other <= name:
+                continue
+            for p, lo, hi in ranges:
+                for q, olo, ohi in other_ranges:
+                    assert p != q or hi <= olo or ohi <= lo, f"{name} planned {p}:[{lo},{hi}), {other} [{olo},{ohi})"
