@@ -48,8 +48,27 @@ class RebalanceEvent:
     """The partitions added (assign) or removed (revoke, lost)."""
     generation: int
     """The member's rebalance count after this event (1 after the first assignment)."""
+    owned: FrozenSet[TopicPartition] = frozenset()
+    """Every partition the member owns after this event."""
+    group_id: str = ""
+    """The consumer group."""
+    member_id: str = ""
+    """The member id the group coordinator gave this member ("" before it had one)."""
     at: float = field(default_factory=time.time)
     """When the event happened (seconds since the epoch)."""
+
+    @property
+    def cause(self) -> str:
+        """Why the assignment changed, in words, as far as a member can tell."""
+        return _CAUSES.get(self.kind, self.kind)
+
+
+_CAUSES = {
+    "assign": "the group coordinator assigned partitions (this member joined, or the group rebalanced)",
+    "revoke": "the group is rebalancing (a member joined or left, or the subscription's topics changed)",
+    "lost": "this member lost its membership (session timed out or it was fenced); the partitions may "
+            "already belong to another member",
+}
 
 
 class GroupMember:
@@ -82,6 +101,7 @@ class GroupMember:
         self._state = threading.Lock()
         self._owned: set[TopicPartition] = set()
         self._generation = 0
+        self._member_id = ""
         self._events: List[RebalanceEvent] = []
         self._first_assignment = threading.Event()
         self._closed = threading.Event()
@@ -113,6 +133,12 @@ class GroupMember:
         """How many rebalances changed this member's assignment (0 before the first)."""
         with self._state:
             return self._generation
+
+    @property
+    def member_id(self) -> str:
+        """The member id the coordinator gave this member ("" before the first join)."""
+        with self._state:
+            return self._member_id
 
     def events(self) -> List[RebalanceEvent]:
         """The rebalance events so far, oldest first."""
@@ -253,19 +279,25 @@ class GroupMember:
         self._record(kind, removed)
 
     def _record(self, kind: str, partitions: FrozenSet[TopicPartition]) -> None:
+        # Rebalance callbacks run inside poll(), under the consumer lock.
+        member_id = self._consumer.memberid() or ""
         with self._state:
             self._generation += 1
-            event = RebalanceEvent(kind, partitions, self._generation)
+            self._member_id = member_id
+            event = RebalanceEvent(kind, partitions, self._generation, frozenset(self._owned), self.group_id,
+                                   member_id)
             self._events.append(event)
             del self._events[:-100]
             listeners = list(self._listeners)
             owned = sorted(self._owned)
         logger.info(
-            "group '%s' rebalance #%d: %s %s; now owns %s",
+            "group '%s' member %s rebalance #%d: %s %s (%s); now owns %s",
             self.group_id,
+            member_id or "(no id yet)",
             event.generation,
             kind,
             ",".join(str(tp) for tp in sorted(partitions)) or "nothing",
+            event.cause,
             ",".join(str(tp) for tp in owned) or "nothing",
         )
         for listener in listeners:

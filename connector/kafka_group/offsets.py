@@ -39,6 +39,8 @@ __all__ = [
 GROUP_KEY = "@group"
 #: The offset document's key naming the Delta table that holds the offsets.
 OFFSETS_TABLE_KEY = "@offsetsTable"
+#: Key of the group membership report in the ``latestOffset`` of query progress.
+MEMBER_KEY = "@member"
 
 #: Spark's sentinel for "the earliest offset" in offsets JSON.
 EARLIEST = -2

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from kafka_group.errors import ConfigError
+from kafka_group.rebalance_listener import check_listener_spec
 from kafka_group.offsets import StartingOffsets, TopicPartition, parse_assign, parse_starting_offsets
 
 __all__ = [
@@ -85,6 +86,7 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {
     "revoketimeoutms": "60000",
     "fetch.maxrecordsperbatch": "20000",
     "offsets.table": None,
+    "rebalancelistener": None,
 }
 
 #: The camelCase spelling of each option, for messages.
@@ -103,6 +105,7 @@ OPTION_SPELLING: Mapping[str, str] = {
     "revoketimeoutms": "revokeTimeoutMs",
     "fetch.maxrecordsperbatch": "fetch.maxRecordsPerBatch",
     "offsets.table": "offsets.table",
+    "rebalancelistener": "rebalanceListener",
 }
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
@@ -164,6 +167,8 @@ class SourceOptions:
     offsets_table : str or None
         ``offsets.table``: the Delta table whose commits hold the offsets (the
         source of truth for positions when set).
+    rebalance_listener : str or None
+        ``rebalanceListener``: ``module:callable`` called on every rebalance event.
     client_config : dict
         The ``kafka.*`` options without the prefix.
     """
@@ -184,6 +189,7 @@ class SourceOptions:
     revoke_timeout_ms: int
     max_records_per_arrow_batch: int
     offsets_table: Optional[str] = None
+    rebalance_listener: Optional[str] = None
     client_config: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -299,6 +305,15 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
                 "Set .option(\"kafka.group.id\", \"<your-group>\")"
             )
 
+    listener = opts.get("rebalancelistener")
+    if listener is not None:
+        if kind == SubscriptionKind.ASSIGN:
+            raise ConfigError(
+                "option 'rebalanceListener' needs a consumer group ('subscribe' or 'subscribePattern'): with "
+                "'assign' there are no rebalances. Remove the option"
+            )
+        listener = check_listener_spec(listener)
+
     starting = parse_starting_offsets(opts.get("startingoffsets", "latest"))
     _check_starting_offsets_topics(starting, kind, topics, pattern, assigned)
 
@@ -319,6 +334,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         revoke_timeout_ms=_required_positive_int(opts, "revoketimeoutms"),
         max_records_per_arrow_batch=_required_positive_int(opts, "fetch.maxrecordsperbatch"),
         offsets_table=offsets_table,
+        rebalance_listener=listener,
         client_config=client_config,
     )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Dict, FrozenSet, Mapping, Optional, Set
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.delta_offsets import DeltaOffsetStore
@@ -35,6 +35,7 @@ from kafka_group.membership import GroupMember, GroupOffsetCommitter, RebalanceE
 from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, OffsetRange, TopicPartition
 from kafka_group.options import SourceOptions, SubscriptionKind
 from kafka_group.planning import plan_ranges
+from kafka_group.rebalance_listener import load_rebalance_listener
 
 __all__ = ["SourceDriver"]
 
@@ -90,8 +91,12 @@ class SourceDriver:
                     "they are created", ",".join(missing), options.bootstrap_servers,
                 )
         assert options.group_id is not None
+        user_listener = (load_rebalance_listener(options.rebalance_listener)
+                         if options.rebalance_listener is not None else None)
         self._member = GroupMember(options.client_config, options.group_id, options.topics, options.pattern)
         self._member.add_listener(self._on_rebalance)
+        if user_listener is not None:
+            self._member.add_listener(user_listener)
 
     # -- what this query owns ---------------------------------------------------------
 
@@ -232,6 +237,28 @@ class SourceDriver:
         """The latest offsets seen by the last planning call, for query progress."""
         return dict(self._latest)
 
+    def membership_report(self) -> Dict[str, Any]:
+        """This query's place in its group, for query progress (key ``@member`` of ``latestOffset``).
+
+        ``generation`` counts the member's rebalance events; ``owned`` lists its
+        partitions per topic; ``lastRebalance`` says what changed last and why.
+        """
+        owned = self.owned()
+        report: Dict[str, Any] = {"owned": _by_topic(owned)}
+        if self._member is None:
+            report["assign"] = True
+            return report
+        events = self._member.events()
+        report.update(group=self._member.group_id, memberId=self._member.member_id,
+                      generation=self._member.generation)
+        if events:
+            last = events[-1]
+            report["lastRebalance"] = {
+                "kind": last.kind, "partitions": _by_topic(last.partitions), "cause": last.cause,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last.at)),
+            }
+        return report
+
     def on_batch_committed(self, end: BatchOffsets) -> None:
         """Commit the positions of the partitions still owned to the Kafka group, for lag tools.
 
@@ -356,6 +383,13 @@ class SourceDriver:
         if self._options.fail_on_data_loss:
             raise DataLossError(text + ". Set option 'failOnDataLoss' to 'false' to skip them and go on")
         logger.warning("%s; skipping them because failOnDataLoss is false", text)
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[int]]:
+    grouped: Dict[str, List[int]] = {}
+    for tp in sorted(partitions):
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return grouped
 
 
 def _describe(positions: Mapping[TopicPartition, int]) -> str:

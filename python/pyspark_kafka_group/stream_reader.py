@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafka_group.client_config import reader_config
-from kafka_group.offsets import BatchOffsets, OffsetRange
+from kafka_group.offsets import MEMBER_KEY, BatchOffsets, OffsetRange
 from kafka_group.options import SourceOptions
 from kafka_group.planning import split_ranges
 
@@ -95,11 +95,14 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._source_driver().prepare_available_now()
 
     def reportLatestOffset(self) -> Optional[dict]:  # type: ignore[type-arg]
-        """The latest broker offsets of the owned partitions, shown in query progress."""
+        """Shown as ``latestOffset`` in query progress: the latest broker offsets of the owned
+        partitions, and under ``@member`` this query's group membership (member id,
+        generation, owned partitions, last rebalance and its cause)."""
         if self._driver is None:
             return None
-        latest = self._driver.latest_report()
-        return BatchOffsets(latest, {}).to_json_dict() if latest else None
+        report = BatchOffsets(self._driver.latest_report(), {}).to_json_dict()
+        report[MEMBER_KEY] = self._driver.membership_report()
+        return report  # type: ignore[no-any-return]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:  # type: ignore[type-arg]
         """One task per planned range (large ranges split to reach ``minPartitions``)."""

@@ -74,3 +74,19 @@ def test_assign_of_missing_topic_or_partition(spark, kafka, make_topic, tmp_path
     query = start(df, tmp_path)
     with pytest.raises(StreamingQueryException, match=message.format(missing=missing, topic=topic)):
         query.awaitTermination()
+
+
+def test_rebalance_listener_that_cannot_be_imported_fails_before_reading(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = make_topic(1)
+    df = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("kafka.group.id", unique_name("group"))
+        .option("rebalanceListener", "no_such_module_here:on_rebalance")
+        .load()
+    )
+    query = start(df, tmp_path)
+    with pytest.raises(StreamingQueryException, match="option 'rebalanceListener': cannot import module"):
+        query.awaitTermination()
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.parquet"))

@@ -161,3 +161,25 @@ def test_secrets_are_redacted_in_repr() -> None:
     assert "hunter2-secret" not in repr(parsed)
     assert parsed.redacted_client_config()["sasl.password"] == "***"
     assert parsed.redacted_client_config()["sasl.username"] == "u"
+
+
+@pytest.mark.parametrize("spec", ["module", "a.b:", ":f", "a b:f", "a.b:c.d"])
+def test_malformed_rebalance_listener(spec: str) -> None:
+    with pytest.raises(ConfigError, match="option 'rebalanceListener' must name a callable as 'package.module:function'"):
+        parse_source_options(opts(rebalanceListener=spec))
+
+
+def test_rebalance_listener_needs_a_group() -> None:
+    with pytest.raises(ConfigError, match="'rebalanceListener' needs a consumer group"):
+        parse_source_options(without("subscribe", "kafka.group.id", assign='{"orders":[0]}',
+                                     rebalanceListener="m:f"))
+
+
+def test_rebalance_listener_that_cannot_be_imported() -> None:
+    from kafka_group.rebalance_listener import load_rebalance_listener
+
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module_here' on the driver"):
+        load_rebalance_listener("no_such_module_here:f")
+    with pytest.raises(ConfigError, match="'json' has no callable named 'nothing'"):
+        load_rebalance_listener("json:nothing")
+    assert load_rebalance_listener(" json:dumps ") is __import__("json").dumps

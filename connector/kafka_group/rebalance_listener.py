@@ -1,0 +1,84 @@
+"""User rebalance listeners, named by the option ``rebalanceListener``.
+
+A listener is any callable taking one :class:`~kafka_group.membership.RebalanceEvent`,
+named as ``"package.module:function"`` (or ``"package.module:Class"``, which is
+called with no arguments to make the listener). It is imported in the process that
+plans the query's micro-batches (on the driver), so its module must be importable
+there: installed in the driver's Python environment or on its ``PYTHONPATH``.
+
+It runs in the group member's polling thread, inside the rebalance callback,
+after the connector has finished its own work for the event (a revoke has let
+the running batch land and committed the partitions). It should return quickly:
+the group waits for a revoke until it does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from typing import TYPE_CHECKING, Callable
+
+from kafka_group.errors import ConfigError
+
+if TYPE_CHECKING:  # the option parser imports this module; it needs no Kafka client
+    from kafka_group.membership import RebalanceEvent
+
+__all__ = ["LISTENER_SPEC", "check_listener_spec", "load_rebalance_listener"]
+
+#: ``module.path:attribute`` with Python identifiers.
+LISTENER_SPEC = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+_OPTION = "rebalanceListener"
+
+
+def check_listener_spec(spec: str) -> str:
+    """Check the form of a listener spec (no import).
+
+    Raises
+    ------
+    ConfigError
+        ``spec`` is not ``module.path:callable``.
+    """
+    text = spec.strip()
+    if not LISTENER_SPEC.match(text):
+        raise ConfigError(
+            f"option '{_OPTION}' must name a callable as 'package.module:function', got '{spec}'"
+        )
+    return text
+
+
+def load_rebalance_listener(spec: str) -> Callable[["RebalanceEvent"], None]:
+    """Import the listener named by ``spec``.
+
+    Parameters
+    ----------
+    spec : str
+        ``"package.module:function"`` or ``"package.module:Class"``.
+
+    Returns
+    -------
+    callable
+        Called with each :class:`RebalanceEvent`.
+
+    Raises
+    ------
+    ConfigError
+        The module cannot be imported, the attribute does not exist or is not callable.
+    """
+    module_name, attribute = check_listener_spec(spec).split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"option '{_OPTION}': cannot import module '{module_name}' on the driver ({exc}). Install it in the "
+            "driver's Python environment or put it on its PYTHONPATH"
+        ) from None
+    target = getattr(module, attribute, None)
+    if target is None or not callable(target):
+        raise ConfigError(f"option '{_OPTION}': '{module_name}' has no callable named '{attribute}'")
+    if inspect.isclass(target):
+        target = target()
+        if not callable(target):
+            raise ConfigError(f"option '{_OPTION}': instances of '{spec}' are not callable; define __call__(event)")
+    return target  # type: ignore[no-any-return]
