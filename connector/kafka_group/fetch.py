@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.errors import DataLossError, FetchError
@@ -29,6 +30,19 @@ __all__ = ["ReadSettings", "read_range", "RecordBatchBuilder"]
 logger = logging.getLogger(__name__)
 
 _CONSUME_WAIT_S = 0.5
+
+# confluent-kafka's accessors, unbound: ``map(_OFFSET, messages)`` runs no Python frame per record.
+# Records of a partition always have an offset; headers are a list of pairs as confluent-kafka returns them.
+_KEY = Message.key
+_VALUE = Message.value
+_OFFSET = cast("Callable[[Message], int]", Message.offset)
+_TIMESTAMP = Message.timestamp
+_HEADERS = cast("Callable[[Message], Optional[List[Tuple[str, Optional[bytes]]]]]", Message.headers)
+_ERROR = Message.error
+
+_TIMESTAMP_ARROW = pa.timestamp("us", tz="UTC")
+#: librdkafka's ``TIMESTAMP_NOT_AVAILABLE``.
+_TIMESTAMP_NOT_AVAILABLE = 0
 
 
 @dataclass(frozen=True)
@@ -57,54 +71,94 @@ class ReadSettings:
 
 
 class RecordBatchBuilder:
-    """Accumulates records of one partition column by column, then builds an Arrow batch."""
+    """Accumulates records of one partition, then builds an Arrow batch of Spark's Kafka schema.
+
+    Per record, only confluent-kafka's own accessors run (through ``map`` over the
+    unbound ``Message`` methods, so no Python frame per record); every column is
+    then built in one call: ``topic`` and ``partition`` as repeated scalars,
+    ``timestamp`` by one vectorized multiply, ``timestampType`` as a repeated
+    scalar when all records share a type (they do unless the topic mixes them).
+
+    Parameters
+    ----------
+    topic : str
+        The records' topic.
+    partition : int
+        The records' partition.
+    include_headers : bool
+        Whether to build the ``headers`` column.
+    """
 
     def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self._topic = topic
-        self._partition = partition
+        self._topic = pa.scalar(topic, pa.string())
+        self._partition = pa.scalar(partition, pa.int32())
         self._include_headers = include_headers
         self._schema = arrow_schema(include_headers)
         self._reset()
 
     def _reset(self) -> None:
-        self.keys: List[Optional[bytes]] = []
-        self.values: List[Optional[bytes]] = []
-        self.offsets: List[int] = []
-        self.timestamps: List[Optional[int]] = []
-        self.timestamp_types: List[int] = []
-        self.headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
+        self._keys: List[Optional[bytes]] = []
+        self._values: List[Optional[bytes]] = []
+        self._offsets: List[int] = []
+        self._stamps: List[Tuple[int, int]] = []
+        self._headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self._offsets)
 
-    def add_messages(self, messages: List[Any]) -> None:
-        """Append confluent-kafka messages (all without error, all of this partition)."""
-        self.keys.extend(m.key() for m in messages)
-        self.values.extend(m.value() for m in messages)
-        self.offsets.extend(m.offset() for m in messages)
-        stamps = [m.timestamp() for m in messages]
-        self.timestamp_types.extend(TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(t, -1) for t, _ in stamps)
-        self.timestamps.extend(ms * 1000 if t != 0 else None for t, ms in stamps)
+    def add_messages(self, messages: Sequence[Message], offsets: Optional[Sequence[int]] = None) -> None:
+        """Append confluent-kafka messages.
+
+        Parameters
+        ----------
+        messages : sequence of confluent_kafka.Message
+            Records of this builder's partition, all without error, in offset order.
+        offsets : sequence of int, optional
+            Their offsets, when the caller has them already.
+        """
+        self._keys.extend(map(_KEY, messages))
+        self._values.extend(map(_VALUE, messages))
+        self._offsets.extend(map(_OFFSET, messages) if offsets is None else offsets)
+        self._stamps.extend(map(_TIMESTAMP, messages))
         if self._include_headers:
-            self.headers.extend(m.headers() for m in messages)
+            self._headers.extend(map(_HEADERS, messages))
 
     def build(self) -> pa.RecordBatch:
         """Return the accumulated records as one batch and start a new one."""
-        n = len(self.offsets)
+        n = len(self._offsets)
+        timestamps, timestamp_types = _timestamp_columns(self._stamps)
         columns = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([self._topic] * n, pa.string()),
-            pa.array([self._partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.timestamp_types, pa.int32()),
+            pa.array(self._keys, pa.binary()),
+            pa.array(self._values, pa.binary()),
+            pa.repeat(self._topic, n),
+            pa.repeat(self._partition, n),
+            pa.array(self._offsets, pa.int64()),
+            timestamps,
+            timestamp_types,
         ]
         if self._include_headers:
-            columns.append(pa.array(self.headers, HEADER_TYPE))
+            columns.append(pa.array(self._headers, HEADER_TYPE))
         batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
         self._reset()
         return batch
+
+
+def _timestamp_columns(stamps: Sequence[Tuple[int, int]]) -> Tuple[pa.Array, pa.Array]:
+    """The ``timestamp`` and ``timestampType`` columns from librdkafka's ``(type, ms)`` pairs."""
+    n = len(stamps)
+    if n == 0:
+        return pa.array([], _TIMESTAMP_ARROW), pa.array([], pa.int32())
+    kinds, millis = zip(*stamps)
+    first = kinds[0]
+    if first != _TIMESTAMP_NOT_AVAILABLE and kinds.count(first) == n:
+        micros = pc.multiply(pa.array(millis, pa.int64()), 1000).cast(_TIMESTAMP_ARROW)
+        kind = pa.scalar(TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(first, -1), pa.int32())
+        return micros, pa.repeat(kind, n)
+    # Mixed types or records without a timestamp: per record (rare).
+    return (
+        pa.array([ms * 1000 if t != _TIMESTAMP_NOT_AVAILABLE else None for t, ms in stamps], _TIMESTAMP_ARROW),
+        pa.array([TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(t, -1) for t in kinds], pa.int32()),
+    )
 
 
 def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
@@ -133,6 +187,8 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
     if offset_range.size <= 0:
         return
     tp = offset_range.topic_partition
+    started = time.monotonic()
+    first_at: Optional[float] = None
     consumer = Consumer(dict(settings.client_config))
     try:
         consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset_range.from_offset)])
@@ -143,25 +199,20 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
         while next_offset < until:
             want = min(settings.max_records_per_batch - len(builder), until - next_offset)
             messages = consumer.consume(num_messages=max(1, want), timeout=_CONSUME_WAIT_S)
-            good: List[Any] = []
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    next_offset = _handle_error(consumer, offset_range, next_offset, error, message, settings)
-                    continue
-                offset = message.offset()
-                if offset is None or offset < next_offset:
-                    continue
-                if offset >= until:
-                    next_offset = until
-                    break
-                if offset > next_offset:
-                    _check_gap(consumer, offset_range, next_offset, offset, settings)
-                good.append(message)
-                next_offset = offset + 1
-            if good:
-                builder.add_messages(good)
-                deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+            if messages:
+                if first_at is None:
+                    first_at = time.monotonic()
+                taken = _take_contiguous(messages, next_offset, until)
+                if taken is not None:
+                    # The common case, with no Python code per record: no errors, no gaps.
+                    builder.add_messages(*taken)
+                    next_offset += len(taken[1])
+                    deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+                else:
+                    before = len(builder)
+                    next_offset = _take_one_by_one(consumer, offset_range, messages, next_offset, builder, settings)
+                    if len(builder) > before:
+                        deadline = time.monotonic() + settings.poll_timeout_ms / 1000
             if len(builder) >= settings.max_records_per_batch:
                 yield builder.build()
             if next_offset < until and time.monotonic() > deadline:
@@ -173,8 +224,59 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
                 )
         if len(builder):
             yield builder.build()
+        logger.debug("read %s [%d, %d) in %.3f s (first records after %.3f s)", tp, offset_range.from_offset, until,
+                     time.monotonic() - started, (first_at or started) - started)
     finally:
         consumer.close()
+
+
+def _take_contiguous(
+    messages: List[Message], next_offset: int, until: int
+) -> Optional[Tuple[List[Message], List[int]]]:
+    """The messages and their offsets when they carry no error and continue exactly at
+    ``next_offset`` without a gap (cut at ``until``); None otherwise."""
+    n = len(messages)
+    if list(map(_ERROR, messages)).count(None) != n:
+        return None
+    offsets = list(map(_OFFSET, messages))
+    if offsets != list(range(next_offset, next_offset + n)):
+        return None
+    if next_offset + n > until:
+        keep = until - next_offset
+        return messages[:keep], offsets[:keep]
+    return messages, offsets
+
+
+def _take_one_by_one(
+    consumer: Consumer,
+    offset_range: OffsetRange,
+    messages: List[Message],
+    next_offset: int,
+    builder: RecordBatchBuilder,
+    settings: ReadSettings,
+) -> int:
+    """Add ``messages`` one by one, dealing with errors, gaps and records outside the
+    range; return the offset to continue from."""
+    until = offset_range.until_offset
+    good: List[Message] = []
+    for message in messages:
+        error = message.error()
+        if error is not None:
+            next_offset = _handle_error(consumer, offset_range, next_offset, error, message, settings)
+            continue
+        offset = message.offset()
+        if offset is None or offset < next_offset:
+            continue
+        if offset >= until:
+            next_offset = until
+            break
+        if offset > next_offset:
+            _check_gap(consumer, offset_range, next_offset, offset, settings)
+        good.append(message)
+        next_offset = offset + 1
+    if good:
+        builder.add_messages(good)
+    return next_offset
 
 
 def _handle_error(

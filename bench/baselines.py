@@ -1,0 +1,108 @@
+"""Same-run baselines: what one Python process, kcat and delta-rs alone achieve on the workload."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from typing import Any, Dict, Optional
+
+import pyarrow as pa
+
+from bench.workload import Workload
+from kafka_group.client_config import reader_config
+from kafka_group.fetch import ReadSettings, read_range
+from kafka_group.offsets import OffsetRange, TopicPartition
+
+__all__ = ["raw_consume", "python_read_path", "kcat_drain", "delta_write", "source_table"]
+
+
+def _reader_conf(servers: str) -> Dict[str, str]:
+    return reader_config({"bootstrap.servers": servers}, "bench-baseline")
+
+
+def raw_consume(servers: str, workload: Workload, batch: int = 10_000) -> float:
+    """Baseline (a): one consumer assigned every partition, ``consume(num_messages=...)``,
+    touching every value. Returns seconds."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KTP
+
+    conf = _reader_conf(servers)
+    conf["enable.partition.eof"] = "false"
+    consumer = Consumer(conf)
+    try:
+        started = time.monotonic()
+        consumer.assign([KTP(workload.topic, p, 0) for p in range(workload.partitions)])
+        seen = 0
+        total_bytes = 0
+        while seen < workload.records:
+            messages = consumer.consume(num_messages=min(batch, workload.records - seen), timeout=1.0)
+            for m in messages:
+                if m.error() is None:
+                    total_bytes += len(m.value())
+                    seen += 1
+        seconds = time.monotonic() - started
+    finally:
+        consumer.close()
+    assert total_bytes == workload.records * workload.value_bytes
+    return seconds
+
+
+def python_read_path(servers: str, workload: Workload, read: Any = read_range) -> float:
+    """Baseline (a2): the connector's executor read path (:func:`kafka_group.fetch.read_range`,
+    Arrow batches of Spark's Kafka schema) run over every partition in turn in this one
+    process. Returns seconds."""
+    settings = ReadSettings(client_config=_reader_conf(servers), include_headers=False, fail_on_data_loss=True,
+                            poll_timeout_ms=60_000, max_records_per_batch=20_000)
+    started = time.monotonic()
+    rows = 0
+    for p in range(workload.partitions):
+        until = workload.records // workload.partitions + (1 if p < workload.records % workload.partitions else 0)
+        for rb in read(OffsetRange(TopicPartition(workload.topic, p), 0, until), settings):
+            rows += rb.num_rows
+    seconds = time.monotonic() - started
+    assert rows == workload.records, (rows, workload.records)
+    return seconds
+
+
+def kcat_drain(servers: str, workload: Workload) -> Optional[float]:
+    """Baseline (b): ``kcat -C ... -e`` to /dev/null; None when kcat is not installed."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        return None
+    started = time.monotonic()
+    subprocess.run([kcat, "-C", "-b", servers, "-t", workload.topic, "-o", "beginning", "-e", "-q",
+                    "-f", "%s\n"],
+                   stdout=subprocess.DEVNULL, check=True, timeout=600)
+    return time.monotonic() - started
+
+
+def source_table(workload: Workload) -> pa.Table:
+    """The workload's records as the source would return them (Spark's Kafka schema)."""
+    import os
+
+    from kafka_group.record_schema import arrow_schema
+
+    n = workload.records
+    pool = os.urandom(workload.value_bytes * 64 + 4096)
+    spread = len(pool) - workload.value_bytes
+    values = [pool[(i * 61) % spread:(i * 61) % spread + workload.value_bytes] for i in range(n)]
+    keys = [b"%016d" % i for i in range(n)]
+    now_us = int(time.time() * 1e6)
+    return pa.table(
+        [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+         pa.array([workload.topic] * n, pa.string()), pa.array([i % workload.partitions for i in range(n)], pa.int32()),
+         pa.array([i // workload.partitions for i in range(n)], pa.int64()),
+         pa.array([now_us] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())],
+        schema=arrow_schema(False),
+    )
+
+
+def delta_write(table: pa.Table, path: str) -> float:
+    """Baseline (c): ``deltalake.write_deltalake`` of the workload's table. Returns seconds."""
+    from deltalake import write_deltalake
+
+    shutil.rmtree(path, ignore_errors=True)
+    started = time.monotonic()
+    write_deltalake(path, table, mode="append")
+    return time.monotonic() - started

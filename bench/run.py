@@ -1,0 +1,259 @@
+"""Performance benchmarks of the ``kafka-group`` source, each figure a ratio to a baseline of the same run.
+
+Run from the repository root (the package installed, Java 17 present)::
+
+    python -m bench.run --quick        # about 2-3 minutes
+    python -m bench.run                # the full workload, about 5-8 minutes
+
+It starts the embedded broker (librdkafka's mock cluster), produces the
+workloads, measures the baselines (raw confluent-kafka consumption; the
+connector's Python read path building Arrow batches; ``kcat``; ``deltalake``
+writing the same records), then the source in Spark ``local[2]`` with
+``Trigger.AvailableNow`` into ``noop`` and into the exactly-once ``DeltaSink``,
+the fixed cost of a warm micro-batch, the source's planning time per trigger
+with no new data (8 and 1,000 partitions), the Delta commit cost over a long
+history, and the peak RSS of the Python workers. Each figure is printed on its
+own line and all of them are written to ``bench/results/<timestamp>.json``.
+
+Workload and the broker's bound: the mock keeps at most 5 MiB (or 100,000
+record batches) per partition and drops older batches. The run measures that
+bound first (records kept of 200,000 produced to one partition) and refuses a
+workload whose partitions would exceed it, so the default spreads 2,000,000
+records of 100 B over 64 partitions (31,250 each, about 4 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from bench import baselines
+from bench.planning_cost import delta_history, planning_ms
+from bench.spark_runs import median, run_query
+from bench.workload import Workload, measure_retention, produce
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+class Report:
+    """Prints one figure per line and keeps them for the results file."""
+
+    def __init__(self) -> None:
+        self.figures: Dict[str, Any] = {}
+
+    def line(self, text: str) -> None:
+        """Print a line at once."""
+        print(text, flush=True)
+
+    def figure(self, key: str, text: str, **values: Any) -> None:
+        """Print a figure and record it under ``key``."""
+        self.figures[key] = values
+        self.line(text)
+
+
+def _rate(records: int, seconds: Optional[float]) -> Optional[float]:
+    return None if seconds is None else records / seconds
+
+
+def _best(fn: Any, repeat: int) -> float:
+    return min(fn() for _ in range(repeat))
+
+
+def _verdict(value: float, target: float, higher_is_better: bool = True) -> str:
+    ok = value >= target if higher_is_better else value <= target
+    return "HOLDS" if ok else "MISSED"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small workloads, one repetition (a few minutes)")
+    parser.add_argument("--records", type=int, help="records of 100 B values (default 2,000,000; quick 240,000)")
+    parser.add_argument("--partitions", type=int, help="partitions of each topic (default 64; quick 8)")
+    parser.add_argument("--value-bytes", type=int, default=100, help="value size of the main workload")
+    parser.add_argument("--large-value-bytes", type=int, default=1024, help="value size of the second workload")
+    parser.add_argument("--large-records", type=int,
+                        help="records of the large-value workload (default 4,000 per partition, below the mock's bound)")
+    parser.add_argument("--repeat", type=int, help="repetitions of each throughput figure, best taken (default 2; quick 1)")
+    parser.add_argument("--tiny-batches", type=int, help="micro-batches of the fixed-cost runs (default 25; quick 12)")
+    parser.add_argument("--min-partitions", type=int, default=None, help="the source's minPartitions in the Spark runs")
+    parser.add_argument("--skip-spark", action="store_true", help="baselines and planning only")
+    parser.add_argument("--results-dir", default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+
+    quick = args.quick
+    partitions = args.partitions or (8 if quick else 64)
+    records = args.records or (240_000 if quick else 2_000_000)
+    large_records = args.large_records or 4_000 * partitions
+    repeat = args.repeat or (1 if quick else 2)
+    tiny_batches = args.tiny_batches or (12 if quick else 25)
+
+    from kafka_group.embedded import EmbeddedKafka
+
+    report = Report()
+    started = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    workdir = tempfile.mkdtemp(prefix="kafka-group-bench-")
+    results: Dict[str, Any] = {
+        "started": stamp, "quick": quick, "argv": sys.argv[1:],
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_start": os.getloadavg()},
+    }
+    embedded: Optional[EmbeddedKafka] = None
+    spark: Any = None
+    try:
+        embedded = EmbeddedKafka(brokers=1).start()
+        servers = embedded.bootstrap_servers
+        results["versions"] = _versions()
+
+        kept, produced = measure_retention(embedded, args.value_bytes)
+        kept_large, produced_large = measure_retention(embedded, args.large_value_bytes, records=20_000)
+        report.figure("broker_retention",
+                      f"broker retention (mock, one partition): kept {kept:,} of {produced:,} records of "
+                      f"{args.value_bytes} B, {kept_large:,} of {produced_large:,} of {args.large_value_bytes} B",
+                      kept=kept, produced=produced, kept_large=kept_large, produced_large=produced_large)
+
+        main_w = Workload("bench-main", partitions, records, value_bytes=args.value_bytes)
+        small_w = Workload("bench-quarter", partitions, records // 4, value_bytes=args.value_bytes)
+        large_w = Workload("bench-large", partitions, large_records, value_bytes=args.large_value_bytes)
+        tiny_w = Workload("bench-tiny", 8, 8 * 10 * tiny_batches, value_bytes=args.value_bytes)
+        for w in (main_w, small_w, large_w, tiny_w):
+            embedded.create_topic(w.topic, w.partitions)
+            seconds = produce(servers, w)
+            report.line(f"workload {w.topic}: {w.describe()}; produced in {seconds:.1f} s, all retained")
+        results["workloads"] = {w.topic: w.to_json() for w in (main_w, small_w, large_w, tiny_w)}
+
+        # -- baselines -------------------------------------------------------------------------
+        for w, tag in ((main_w, ""), (large_w, "_large")):
+            a = _best(lambda: baselines.raw_consume(servers, w), repeat)
+            a2 = _best(lambda: baselines.python_read_path(servers, w), repeat)
+            ra, ra2 = w.records / a, w.records / a2
+            report.figure(f"a{tag}", f"[{w.topic}] baseline (a) raw consume, one process: {ra:,.0f} rec/s "
+                          f"({ra * (w.key_bytes + w.value_bytes) / 1e6:.0f} MB/s) = 1.00x (a)", rate=ra, seconds=a)
+            report.figure(f"a2{tag}", f"[{w.topic}] baseline (a2) consume + Arrow batches (read_range), one process: "
+                          f"{ra2:,.0f} rec/s = {ra2 / ra:.2f}x (a)", rate=ra2, seconds=a2, ratio_to_a=ra2 / ra)
+            kcat = baselines.kcat_drain(servers, w)
+            if kcat is None:
+                report.figure(f"b{tag}", f"[{w.topic}] baseline (b) kcat: unavailable (kcat not installed)", rate=None)
+            else:
+                kcat = min([kcat] + [baselines.kcat_drain(servers, w) or kcat for _ in range(repeat - 1)])
+                rb = w.records / kcat
+                report.figure(f"b{tag}", f"[{w.topic}] baseline (b) kcat -C -e to /dev/null: {rb:,.0f} rec/s = "
+                              f"{rb / ra:.2f}x (a)", rate=rb, seconds=kcat, ratio_to_a=rb / ra)
+            table = baselines.source_table(w)
+            c = _best(lambda: baselines.delta_write(table, os.path.join(workdir, "delta-baseline")), repeat)
+            del table
+            rc = w.records / c
+            report.figure(f"c{tag}", f"[{w.topic}] baseline (c) deltalake.write_deltalake of the same records: "
+                          f"{rc:,.0f} rec/s = {rc / ra2:.2f}x (a2)", rate=rc, seconds=c, ratio_to_a2=rc / ra2)
+        a2_main = report.figures["a2"]["rate"]
+        a2_large = report.figures["a2_large"]["rate"]
+
+        # -- planning ----------------------------------------------------------------------------
+        plan_small = planning_ms(servers, main_w.topic)
+        report.figure("planning", f"planning, no new data, {plan_small['owned']} partitions owned: median "
+                      f"{plan_small['median_ms']:.1f} ms (p90 {plan_small['p90_ms']:.1f}) = "
+                      f"{plan_small['median_ms'] / 20:.2f}x the 20 ms target: "
+                      f"{_verdict(plan_small['median_ms'], 20, False)}", **plan_small)
+        embedded.create_topic("bench-1000", 1000)
+        plan_big = planning_ms(servers, "bench-1000", rounds=15)
+        report.figure("planning_1000", f"planning, no new data, {plan_big['owned']} partitions owned: median "
+                      f"{plan_big['median_ms']:.1f} ms (p90 {plan_big['p90_ms']:.1f}) = "
+                      f"{plan_big['median_ms'] / 200:.2f}x the 200 ms target: "
+                      f"{_verdict(plan_big['median_ms'], 200, False)}", **plan_big)
+        history = delta_history(workdir, commits=130 if quick else 250)
+        report.figure("delta_history", f"Delta commit (open store + check + commit) over {history['commits']} "
+                      f"commits: {history['first_ms']:.1f} ms early, {history['last_ms']:.1f} ms late = "
+                      f"{history['last_ms'] / history['first_ms']:.2f}x; checkpoints written by delta-rs: "
+                      f"{', '.join(history['checkpoints']) or 'none'}", **history)
+
+        if args.skip_spark:
+            return 0
+
+        # -- Spark ---------------------------------------------------------------------------------
+        from pyspark_kafka_group.spark_session import local_session
+
+        t = time.monotonic()
+        spark = local_session("kafka-group-bench", cores=2)
+        report.line(f"Spark local[2] started in {time.monotonic() - t:.1f} s")
+        warm = run_query(spark, servers, tiny_w.topic, workdir, sink="noop")  # warms the JVM and the Python workers
+        report.line(f"warm-up query: {warm.rows:,} rows in {warm.seconds:.1f} s")
+        mp = args.min_partitions
+
+        def best_run(w: Workload, sink: str, **kw: Any) -> Any:
+            runs = [run_query(spark, servers, w.topic, workdir, sink=sink, min_partitions=mp, **kw)
+                    for _ in range(repeat)]
+            for r in runs:
+                assert r.rows == w.records, f"{sink} read {r.rows} of {w.records} records"
+            return min(runs, key=lambda r: r.seconds)
+
+        for w, a2, tag in ((main_w, a2_main, ""), (large_w, a2_large, "_large")):
+            noop = best_run(w, "noop")
+            report.figure(f"read{tag}", f"[{w.topic}] read path, source into noop: {noop.rate:,.0f} rec/s "
+                          f"({noop.seconds:.2f} s, {len(noop.batches)} batches) = {noop.rate / a2:.2f}x (a2); "
+                          f"target >= 1.2x: {_verdict(noop.rate / a2, 1.2)}",
+                          ratio_to_a2=noop.rate / a2, **noop.to_json())
+            e2e = best_run(w, "delta", sample_memory=True)
+            report.figure(f"e2e{tag}", f"[{w.topic}] end to end, source into DeltaSink: {e2e.rate:,.0f} rec/s "
+                          f"({e2e.seconds:.2f} s) = {e2e.rate / a2:.2f}x (a2); target >= 0.8x: "
+                          f"{_verdict(e2e.rate / a2, 0.8)}", ratio_to_a2=e2e.rate / a2, **e2e.to_json())
+            report.figure(f"memory{tag}", f"[{w.topic}] Python workers' peak RSS, end to end: "
+                          f"{e2e.peak_worker_rss_mb:.0f} MB in one worker, {e2e.peak_workers_total_rss_mb:.0f} MB "
+                          f"all workers ({e2e.workers_seen} seen), backlog {w.records:,} records = "
+                          f"{w.payload_bytes / 1e6:.0f} MB", backlog_records=w.records,
+                          peak_worker_rss_mb=e2e.peak_worker_rss_mb, peak_total_mb=e2e.peak_workers_total_rss_mb)
+            if tag == "":
+                quarter = run_query(spark, servers, small_w.topic, workdir, sink="delta", min_partitions=mp,
+                                    sample_memory=True)
+                base = report.figures["memory"]
+                report.figure("memory_quarter", f"[{small_w.topic}] Python workers' peak RSS, end to end: "
+                              f"{quarter.peak_worker_rss_mb:.0f} MB in one worker, "
+                              f"{quarter.peak_workers_total_rss_mb:.0f} MB all workers, backlog "
+                              f"{small_w.records:,} records = "
+                              f"{(quarter.peak_workers_total_rss_mb or 0) / (base['peak_total_mb'] or 1):.2f}x "
+                              "the full backlog's", backlog_records=small_w.records, **quarter.to_json())
+
+        per_batch = 10 * 8
+        for sink in ("noop", "delta"):
+            tiny = run_query(spark, servers, tiny_w.topic, workdir, sink=sink, max_offsets_per_trigger=per_batch)
+            warm_s = tiny.warm_batch_seconds()
+            med = median(warm_s)
+            target = "; target <= 0.5 s: " + _verdict(med, 0.5, False) if sink == "delta" else ""
+            report.figure(f"fixed_cost_{sink}", f"fixed cost per warm micro-batch into {sink} ({per_batch} records "
+                          f"per batch, {len(warm_s)} warm batches): median {med:.3f} s = {med / 0.5:.2f}x 0.5 s"
+                          f"{target}", median_s=med, warm_batches_s=warm_s, **tiny.to_json())
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        if embedded is not None:
+            embedded.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        results["machine"]["loadavg_end"] = os.getloadavg()
+        results["seconds"] = time.time() - started
+        results["figures"] = report.figures
+        os.makedirs(args.results_dir, exist_ok=True)
+        out = os.path.join(args.results_dir, f"{stamp}{'-quick' if quick else ''}.json")
+        with open(out, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+        print(f"results written to {out} ({results['seconds']:.0f} s)", flush=True)
+
+
+def _versions() -> Dict[str, str]:
+    import confluent_kafka
+    import deltalake
+    import pyarrow
+    import pyspark
+
+    return {"pyspark": pyspark.__version__, "confluent_kafka": confluent_kafka.version()[0],
+            "librdkafka": confluent_kafka.libversion()[0], "deltalake": deltalake.__version__,
+            "pyarrow": pyarrow.__version__}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
