@@ -92,3 +92,10 @@ class OffsetConflictError(OffsetStoreError):
     """
 
     retriable = True
+
+
+class FlowControlError(KafkaGroupError):
+    """A flow-control request (``flow.pause``, ``flow.resume``, ``flow.status``) was refused or not answered.
+
+    The running query is never disturbed by it.
+    """

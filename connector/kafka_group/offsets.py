@@ -19,7 +19,7 @@ batch ended (it moved between group members meanwhile).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from kafka_group.errors import OffsetFormatError
@@ -39,6 +39,8 @@ __all__ = [
 GROUP_KEY = "@group"
 #: The offset document's key naming the Delta table that holds the offsets.
 OFFSETS_TABLE_KEY = "@offsetsTable"
+#: The offset document's key holding the query's manual pauses (kept by Spark's checkpoint).
+FLOW_KEY = "@flow"
 #: Key of the group membership report in the ``latestOffset`` of query progress.
 MEMBER_KEY = "@member"
 
@@ -213,12 +215,15 @@ class BatchOffsets:
     offsets_table : str or None
         The Delta table holding the offsets (key ``@offsetsTable``), when there is one.
         Keys starting with ``@`` cannot be topics (Kafka topic names cannot hold ``@``).
+    flow : dict
+        The query's manual pauses (key ``@flow``, see :mod:`kafka_group.flow_control`).
     """
 
     positions: Mapping[TopicPartition, int]
     ranges: Mapping[TopicPartition, OffsetRange]
     group: Optional[str] = None
     offsets_table: Optional[str] = None
+    flow: Mapping[str, Any] = field(default_factory=dict)
 
     @staticmethod
     def empty() -> "BatchOffsets":
@@ -232,13 +237,14 @@ class BatchOffsets:
         *,
         group: Optional[str] = None,
         offsets_table: Optional[str] = None,
+        flow: Optional[Mapping[str, Any]] = None,
     ) -> "BatchOffsets":
         """Build the document of a batch that plans ``ranges`` over ``positions``."""
         by_tp = {r.topic_partition: r for r in ranges if r.size > 0}
         merged = dict(positions)
         for tp, r in by_tp.items():
             merged[tp] = r.until_offset
-        return BatchOffsets(merged, by_tp, group, offsets_table)
+        return BatchOffsets(merged, by_tp, group, offsets_table, dict(flow or {}))
 
     def planned_ranges(self) -> List[OffsetRange]:
         """The ranges of this batch, sorted by topic and partition."""
@@ -251,6 +257,8 @@ class BatchOffsets:
             doc[GROUP_KEY] = self.group
         if self.offsets_table is not None:
             doc[OFFSETS_TABLE_KEY] = self.offsets_table
+        if self.flow:
+            doc[FLOW_KEY] = dict(self.flow)
         for tp in sorted(self.positions):
             r = self.ranges.get(tp)
             value: Any = [r.from_offset, r.until_offset] if r is not None else self.positions[tp]
@@ -296,11 +304,13 @@ class BatchOffsets:
                         f"source offsets: {tp} must be an offset >= 0 or a range [from, until], "
                         f"got {json.dumps(value)}"
                     )
+        flow = doc.get(FLOW_KEY)
         return BatchOffsets(
             positions,
             ranges,
             group if isinstance(group, str) else None,
             table if isinstance(table, str) else None,
+            dict(flow) if isinstance(flow, Mapping) else {},
         )
 
 

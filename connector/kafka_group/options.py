@@ -12,11 +12,14 @@ same; every ``kafka.*`` option is handed to the Kafka client without the prefix.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from kafka_group.errors import ConfigError
+from kafka_group.planning import SHARING_MODES, FlowPolicy
 from kafka_group.rebalance_listener import check_listener_spec
 from kafka_group.offsets import StartingOffsets, TopicPartition, parse_assign, parse_starting_offsets
 
@@ -26,6 +29,8 @@ __all__ = [
     "parse_source_options",
     "redact_client_config",
     "OPTION_DEFAULTS",
+    "default_control_dir",
+    "parse_duration_ms",
 ]
 
 #: Kafka client settings whose values are secrets: never logged, never shown.
@@ -87,6 +92,11 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {
     "fetch.maxrecordsperbatch": "20000",
     "offsets.table": None,
     "rebalancelistener": None,
+    "maxoffsetsperpartition": None,
+    "flow.budgetsharing": "fair",
+    "flow.alignment.maxdrift": None,
+    "flow.topicpriority": None,
+    "flow.controldir": None,
 }
 
 #: The camelCase spelling of each option, for messages.
@@ -106,6 +116,11 @@ OPTION_SPELLING: Mapping[str, str] = {
     "fetch.maxrecordsperbatch": "fetch.maxRecordsPerBatch",
     "offsets.table": "offsets.table",
     "rebalancelistener": "rebalanceListener",
+    "maxoffsetsperpartition": "maxOffsetsPerPartition",
+    "flow.budgetsharing": "flow.budgetSharing",
+    "flow.alignment.maxdrift": "flow.alignment.maxDrift",
+    "flow.topicpriority": "flow.topicPriority",
+    "flow.controldir": "flow.controlDir",
 }
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
@@ -169,6 +184,13 @@ class SourceOptions:
         source of truth for positions when set).
     rebalance_listener : str or None
         ``rebalanceListener``: ``module:callable`` called on every rebalance event.
+    flow_policy : FlowPolicy
+        ``maxOffsetsPerPartition``, ``flow.budgetSharing`` and ``flow.topicPriority``.
+    max_drift_ms : int or None
+        ``flow.alignment.maxDrift``: event-time alignment of partitions, or None for off.
+    control_dir : str
+        ``flow.controlDir``: the folder on the driver holding the control channels
+        of running queries (``flow.pause``, ``flow.status``).
     client_config : dict
         The ``kafka.*`` options without the prefix.
     """
@@ -190,6 +212,9 @@ class SourceOptions:
     max_records_per_arrow_batch: int
     offsets_table: Optional[str] = None
     rebalance_listener: Optional[str] = None
+    flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
+    max_drift_ms: Optional[int] = None
+    control_dir: str = field(default_factory=lambda: default_control_dir())
     client_config: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -335,6 +360,14 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_records_per_arrow_batch=_required_positive_int(opts, "fetch.maxrecordsperbatch"),
         offsets_table=offsets_table,
         rebalance_listener=listener,
+        flow_policy=FlowPolicy(
+            max_per_partition=_positive_int(opts, "maxoffsetsperpartition"),
+            sharing=_choice(opts, "flow.budgetsharing", SHARING_MODES),
+            topic_priority=_topic_priority(opts.get("flow.topicpriority")),
+        ),
+        max_drift_ms=(parse_duration_ms("flow.alignment.maxDrift", opts["flow.alignment.maxdrift"])
+                      if "flow.alignment.maxdrift" in opts else None),
+        control_dir=opts.get("flow.controldir", "").strip() or default_control_dir(),
         client_config=client_config,
     )
 
@@ -476,3 +509,63 @@ def _parse_positive_int(key: str, raw: str) -> int:
     if value <= 0:
         raise ConfigError(f"option '{_spelling(key)}' must be a positive whole number, got {value}")
     return value
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
+_DURATION_UNITS_MS: Mapping[str, float] = {
+    "ms": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+
+
+def parse_duration_ms(option: str, text: str) -> int:
+    """Parse a duration such as ``30 minutes``, ``90s``, ``2h`` or ``500ms`` into milliseconds.
+
+    Raises
+    ------
+    ConfigError
+        ``text`` is not a positive number followed by a unit; the message names ``option``.
+    """
+    match = _DURATION.match(text.lower())
+    unit = _DURATION_UNITS_MS.get(match.group(2)) if match else None
+    if match is None or unit is None or float(match.group(1)) * unit < 1:
+        raise ConfigError(
+            f"option '{option}' must be a positive duration with a unit, such as '30 minutes', '90s', '2h' or "
+            f"'500ms', got '{text}'"
+        )
+    return int(float(match.group(1)) * unit)
+
+
+def default_control_dir() -> str:
+    """The default ``flow.controlDir``: a folder of this user in the driver's temporary directory."""
+    return os.path.join(tempfile.gettempdir(), f"pyspark-kafka-group-{os.getuid()}")
+
+
+def _choice(opts: Mapping[str, str], key: str, choices: Tuple[str, ...]) -> str:
+    raw = opts.get(key, OPTION_DEFAULTS[key] or "").strip().lower()
+    if raw not in choices:
+        raise ConfigError(f"option '{_spelling(key)}' must be one of {', '.join(choices)}, got '{opts.get(key)}'")
+    return raw
+
+
+def _topic_priority(text: Optional[str]) -> Dict[str, int]:
+    """``orders:10,audit:1`` to ``{"orders": 10, "audit": 1}``."""
+    if text is None:
+        return {}
+    priorities: Dict[str, int] = {}
+    for item in text.split(","):
+        topic, _, level = item.strip().rpartition(":")
+        try:
+            number = int(level)
+        except ValueError:
+            number = None
+        if not _TOPIC_NAME.match(topic) or number is None:
+            raise ConfigError(
+                "option 'flow.topicPriority' must list topic:priority pairs with whole-number priorities, "
+                f"such as 'orders:10,audit:1', got '{text}'"
+            )
+        priorities[topic] = number
+    return priorities

@@ -6,11 +6,70 @@ offsets and return offset ranges, so they are unit-tested without processes.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import AbstractSet, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.offsets import OffsetRange, TopicPartition
 
-__all__ = ["allocate_budget", "plan_ranges", "split_ranges"]
+__all__ = [
+    "BatchPlan",
+    "FlowPolicy",
+    "HoldReason",
+    "allocate_budget",
+    "fair_share",
+    "plan_batch",
+    "plan_ranges",
+    "split_ranges",
+]
+
+
+class HoldReason:
+    """Why a partition with a backlog got less than all of it in a batch (constants)."""
+
+    PAUSED = "paused"
+    """Paused by hand (``flow.pause``)."""
+    ALIGNMENT = "alignment"
+    """Its records run more than ``flow.alignment.maxDrift`` ahead of the slowest partition."""
+    CAP = "maxOffsetsPerPartition"
+    """The per-partition cap of a batch."""
+    PRIORITY = "topicPriority"
+    """Topics of a higher priority took the batch budget."""
+    BUDGET = "maxOffsetsPerTrigger"
+    """Its share of the batch budget."""
+
+
+#: How the batch budget is shared among partitions.
+SHARING_MODES = ("fair", "proportional")
+
+
+@dataclass(frozen=True)
+class FlowPolicy:
+    """The automatic flow-control rules of a query (see :func:`plan_batch`).
+
+    Attributes
+    ----------
+    max_per_partition : int or None
+        ``maxOffsetsPerPartition``: the most records one partition gives a batch.
+    sharing : str
+        ``fair`` (max-min fair shares: every partition with a backlog gets an equal
+        share, what small partitions leave goes to the others) or ``proportional``
+        (shares in proportion to backlogs).
+    topic_priority : mapping of str to int
+        ``flow.topicPriority``: higher priorities take the budget first; unlisted
+        topics have priority 0.
+    """
+
+    max_per_partition: Optional[int] = None
+    sharing: str = "fair"
+    topic_priority: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The ranges of one micro-batch, and the partitions held back with the rule that held them."""
+
+    ranges: List[OffsetRange]
+    held: Dict[TopicPartition, str]
 
 
 def allocate_budget(backlogs: Mapping[TopicPartition, int], budget: Optional[int]) -> Dict[TopicPartition, int]:
@@ -51,6 +110,115 @@ def allocate_budget(backlogs: Mapping[TopicPartition, int], budget: Optional[int
             grants[tp] += 1
             left -= 1
     return grants
+
+
+def fair_share(allowances: Mapping[TopicPartition, int], budget: Optional[int]) -> Dict[TopicPartition, int]:
+    """Share ``budget`` max-min fairly: equal shares, what a partition cannot use goes to the others.
+
+    Parameters
+    ----------
+    allowances : mapping of TopicPartition to int
+        The most each partition may take (negative values count as 0).
+    budget : int or None
+        The most records in all; None grants every allowance.
+
+    Returns
+    -------
+    dict
+        Grants that never exceed an allowance and sum to ``min(budget, total)``. When
+        the budget is at least the number of partitions with an allowance, every one
+        of them gets at least one record, however skewed the backlogs.
+    """
+    clean = {tp: max(0, n) for tp, n in allowances.items()}
+    if budget is None or sum(clean.values()) <= budget:
+        return clean
+    grants: Dict[TopicPartition, int] = {tp: 0 for tp in clean}
+    remaining = max(0, budget)
+    waiting = sorted((n, tp) for tp, n in clean.items() if n > 0)
+    for i, (allowance, tp) in enumerate(waiting):
+        level = remaining // (len(waiting) - i)
+        if allowance <= level:
+            grants[tp] = allowance
+            remaining -= allowance
+            continue
+        # Everyone left wants more than the level: equal shares, the remainder one each in order.
+        rest = sorted(other for _, other in waiting[i:])
+        base, extra = divmod(remaining, len(rest))
+        for j, other in enumerate(rest):
+            grants[other] = base + (1 if j < extra else 0)
+        break
+    return grants
+
+
+def plan_batch(
+    positions: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    budget: Optional[int],
+    policy: FlowPolicy = FlowPolicy(),
+    paused: AbstractSet[TopicPartition] = frozenset(),
+    limits: Optional[Mapping[TopicPartition, int]] = None,
+) -> BatchPlan:
+    """Plan one micro-batch under the flow-control rules.
+
+    The rules apply in this order, each only lowering what a partition may take:
+    a pause (nothing), an event-time limit (up to an offset), the per-partition
+    cap, then the batch budget, which higher-priority topics take first and which
+    is shared within a priority by ``policy.sharing``.
+
+    Parameters
+    ----------
+    positions : mapping of TopicPartition to int
+        The next offset to read of each partition that may be planned.
+    latest : mapping of TopicPartition to int
+        The end of each partition; partitions missing here are not planned.
+    budget : int or None
+        The batch budget (``maxOffsetsPerTrigger``, Spark's read limit), or None.
+    policy : FlowPolicy
+        The automatic rules.
+    paused : set of TopicPartition
+        Partitions paused by hand.
+    limits : mapping of TopicPartition to int, optional
+        An offset each partition must not read up to (event-time alignment).
+
+    Returns
+    -------
+    BatchPlan
+        Non-empty ranges sorted by topic-partition, and each partition that has a
+        backlog but got less than all of it, with the first rule that held it.
+    """
+    backlogs = {tp: max(0, latest[tp] - pos) for tp, pos in positions.items() if tp in latest}
+    allowances: Dict[TopicPartition, int] = {}
+    held: Dict[TopicPartition, str] = {}
+    for tp, backlog in backlogs.items():
+        allowance = backlog
+        if tp in paused:
+            allowance = 0
+            reason: Optional[str] = HoldReason.PAUSED
+        else:
+            reason = None
+            if limits is not None and tp in limits and limits[tp] - positions[tp] < allowance:
+                allowance = max(0, limits[tp] - positions[tp])
+                reason = HoldReason.ALIGNMENT
+            if policy.max_per_partition is not None and allowance > policy.max_per_partition:
+                allowance = policy.max_per_partition
+                reason = reason or HoldReason.CAP
+        allowances[tp] = allowance
+        if reason is not None and backlog > 0:
+            held[tp] = reason
+    grants: Dict[TopicPartition, int] = {}
+    remaining = budget
+    for level in sorted({policy.topic_priority.get(tp.topic, 0) for tp in allowances}, reverse=True):
+        tier = {tp: n for tp, n in allowances.items() if policy.topic_priority.get(tp.topic, 0) == level}
+        taken_by_higher = remaining is not None and budget is not None and remaining < budget
+        share = fair_share(tier, remaining) if policy.sharing == "fair" else allocate_budget(tier, remaining)
+        for tp, n in share.items():
+            grants[tp] = n
+            if n < tier[tp] and tp not in held:
+                held[tp] = HoldReason.PRIORITY if taken_by_higher and n == 0 else HoldReason.BUDGET
+        if remaining is not None:
+            remaining -= sum(share.values())
+    ranges = [OffsetRange(tp, positions[tp], positions[tp] + n) for tp, n in sorted(grants.items()) if n > 0]
+    return BatchPlan(ranges, held)
 
 
 def plan_ranges(

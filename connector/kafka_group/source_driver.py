@@ -23,18 +23,22 @@ the member keeps a partition, its position is the end of the previous batch.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.delta_offsets import DeltaOffsetStore
-from kafka_group.errors import DataLossError
+from kafka_group.errors import DataLossError, FlowControlError
+from kafka_group.event_time import EventTimeAlignment
+from kafka_group.flow_channel import ControlChannel
+from kafka_group.flow_control import PauseState
 from kafka_group.faults import crash_point
 from kafka_group.membership import GroupMember, GroupOffsetCommitter, RebalanceEvent
 from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, OffsetRange, TopicPartition
 from kafka_group.options import SourceOptions, SubscriptionKind
-from kafka_group.planning import plan_ranges
+from kafka_group.planning import BatchPlan, plan_batch
 from kafka_group.rebalance_listener import load_rebalance_listener
 
 __all__ = ["SourceDriver"]
@@ -75,11 +79,20 @@ class SourceDriver:
             self._store = DeltaOffsetStore(options.offsets_table, options.group_id)
         self._committer: Optional[GroupOffsetCommitter] = None
         self._known_at_start: Optional[Set[TopicPartition]] = None
+        self._pauses = PauseState()
+        self._pauses_restored = False
+        self._held: Dict[TopicPartition, str] = {}
+        self._alignment: Optional[EventTimeAlignment] = None
+        if options.max_drift_ms is not None:
+            self._alignment = EventTimeAlignment(options.client_config, options.group_id,
+                                                 options.max_drift_ms, options.connect_timeout_ms)
+        self._channel: Optional[ControlChannel] = None
         if options.subscription_kind == SubscriptionKind.ASSIGN:
             self._cluster.check_partitions_exist(options.assigned, "assign")
             self._joined = True
             if options.group_id is not None:
                 self._committer = GroupOffsetCommitter(options.client_config, options.group_id)
+            self._open_control_channel()
             return
         existing = self._cluster.topic_partitions(options.topics or None)
         self._known_at_start = {TopicPartition(t, p) for t, n in existing.items() for p in range(n)}
@@ -97,6 +110,13 @@ class SourceDriver:
         self._member.add_listener(self._on_rebalance)
         if user_listener is not None:
             self._member.add_listener(user_listener)
+        self._open_control_channel()
+
+    def _open_control_channel(self) -> None:
+        self._channel = ControlChannel(
+            self._options.control_dir, self._options.group_id or "assign",
+            {"subscription": self._options.describe_subscription()}, self._handle_flow_request,
+        )
 
     # -- what this query owns ---------------------------------------------------------
 
@@ -124,6 +144,7 @@ class SourceDriver:
     def _on_rebalance(self, event: RebalanceEvent) -> None:
         if event.kind in ("revoke", "lost"):
             with self._lock:
+                self._pauses.drop(event.partitions, f"the group moved it to another member ({event.kind})")
                 self._positioned.difference_update(event.partitions)
                 for tp in event.partitions:
                     self._pending_positions.pop(tp, None)
@@ -207,6 +228,10 @@ class SourceDriver:
             then gets its ``start`` back unchanged).
         """
         self._ensure_joined()
+        with self._lock:
+            if not self._pauses_restored:
+                self._pauses.restore(start.flow)
+                self._pauses_restored = True
         self._position_new_partitions(start)
         owned = self.owned()
         with self._lock:
@@ -220,17 +245,28 @@ class SourceDriver:
         if self._target is not None:
             latest = {tp: min(end, self._target.get(tp, 0)) for tp, end in latest.items()}
         checked = self._check_data_loss(plannable, latest)
-        ranges = plan_ranges(checked, latest, max_records)
-        if not ranges:
+        limits = None
+        if self._alignment is not None:
+            takes = [n for n in (max_records, self._options.flow_policy.max_per_partition) if n is not None]
+            limits = self._alignment.view(checked, latest, min(takes) if takes else None).limits
+        with self._lock:
+            paused = self._pauses.paused_among(checked)
+            flow = self._pauses.to_doc()
+        plan = plan_batch(checked, latest, max_records, self._options.flow_policy, paused, limits)
+        self._held = dict(plan.held)
+        self._publish_status(checked, plan)
+        if not plan.ranges and flow == dict(start.flow):
             return None
         with self._lock:
             positions.update(checked)
             self._pending_positions.clear()
         group, table = self._doc_metadata()
-        end = BatchOffsets.from_ranges(positions, ranges, group=group, offsets_table=table)
+        end = BatchOffsets.from_ranges(positions, plan.ranges, group=group, offsets_table=table, flow=flow)
         with self._lock:
-            self._in_flight = {r.topic_partition: r for r in ranges}
-        logger.info("planned %d records: %s", sum(r.size for r in ranges), ", ".join(str(r) for r in ranges))
+            self._in_flight = {r.topic_partition: r for r in plan.ranges}
+        logger.info("planned %d records: %s%s", sum(r.size for r in plan.ranges),
+                    ", ".join(str(r) for r in plan.ranges) or "nothing",
+                    "; held back: " + _describe_held(plan.held) if plan.held else "")
         return end
 
     def latest_report(self) -> Dict[TopicPartition, int]:
@@ -255,9 +291,109 @@ class SourceDriver:
             last = events[-1]
             report["lastRebalance"] = {
                 "kind": last.kind, "partitions": _by_topic(last.partitions), "cause": last.cause,
-                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last.at)),
+                "at": _iso(last.at),
             }
         return report
+
+    def flow_report(self) -> Dict[str, Any]:
+        """Flow control for query progress (key ``@flow`` of ``latestOffset``): the control
+        channel's folder, the pauses, and the partitions the last plan held back, by rule."""
+        with self._lock:
+            report: Dict[str, Any] = self._pauses.to_doc()
+        if self._channel is not None:
+            report["control"] = self._channel.path
+        held: Dict[str, Dict[str, str]] = {}
+        for tp, reason in sorted(self._held.items()):
+            held.setdefault(tp.topic, {})[str(tp.partition)] = reason
+        if held:
+            report["held"] = held
+        return report
+
+    # -- flow control requests (from the control channel's thread) ---------------------------
+
+    def _handle_flow_request(self, request: Mapping[str, Any]) -> Dict[str, Any]:
+        op, topic, partitions = request.get("op"), request.get("topic"), request.get("partitions")
+        if op not in ("pause", "resume"):
+            raise FlowControlError(f"unknown flow-control operation {op!r}: use 'pause' or 'resume'")
+        if not isinstance(topic, str) or not topic:
+            raise FlowControlError(f"{op}: name a topic, got {topic!r}")
+        if partitions is not None and (
+            not isinstance(partitions, list) or not all(isinstance(p, int) and not isinstance(p, bool)
+                                                        for p in partitions)
+        ):
+            raise FlowControlError(f"{op}: partitions must be a list of partition numbers, got {partitions!r}")
+        self._check_flow_target(op, topic, partitions)
+        owned = self.owned()
+        if op == "pause" and partitions is not None:
+            foreign = sorted(TopicPartition(topic, p) for p in partitions if TopicPartition(topic, p) not in owned)
+            if foreign:
+                mine = ",".join(str(tp) for tp in sorted(owned) if tp.topic == topic) or "none of it"
+                raise FlowControlError(
+                    f"pause: {','.join(str(tp) for tp in foreign)} not owned by this query (group "
+                    f"'{self._options.group_id}' assigned them to another member; this query owns {mine}). "
+                    "Pause them in the query that owns them"
+                )
+        with self._lock:
+            if op == "pause":
+                changed = self._pauses.pause(topic, partitions)
+            else:
+                changed = self._pauses.resume(topic, partitions, owned)
+            state = self._pauses.to_doc()
+        logger.info("flow control: %s %s%s -> %s; paused now: %s", op, topic,
+                    f" partitions {partitions}" if partitions is not None else " (whole topic)",
+                    ",".join(changed) or "no change", state or "nothing")
+        return {"ok": True, "changed": changed, "paused": state}
+
+    def _check_flow_target(self, op: str, topic: str, partitions: Optional[List[int]]) -> None:
+        options = self._options
+        if options.subscription_kind == SubscriptionKind.SUBSCRIBE:
+            reads = topic in options.topics
+        elif options.subscription_kind == SubscriptionKind.PATTERN:
+            assert options.pattern is not None
+            reads = re.fullmatch(options.pattern, topic) is not None
+        else:
+            reads = any(tp.topic == topic for tp in options.assigned)
+        if not reads:
+            raise FlowControlError(
+                f"{op}: topic '{topic}' is not read by this query ({options.describe_subscription()})"
+            )
+        if partitions is None:
+            return
+        count = self._cluster.topic_partitions([topic]).get(topic)
+        if count is None:
+            raise FlowControlError(f"{op}: topic '{topic}' does not exist on the cluster")
+        bad = [p for p in partitions if not 0 <= p < count]
+        if bad:
+            raise FlowControlError(
+                f"{op}: topic '{topic}' has partitions 0 to {count - 1}; there is no partition "
+                f"{', '.join(str(p) for p in bad)}"
+            )
+
+    def _publish_status(self, positions: Mapping[TopicPartition, int], plan: BatchPlan) -> None:
+        if self._channel is None:
+            return
+        planned = {r.topic_partition: r for r in plan.ranges}
+        rows = []
+        with self._lock:
+            pauses = {tp: self._pauses.paused_since(tp) for tp in self.owned()}
+        for tp in sorted(self.owned()):
+            position = positions.get(tp)
+            latest = self._latest.get(tp)
+            since = pauses.get(tp)
+            r = planned.get(tp)
+            rows.append({
+                "topic": tp.topic, "partition": tp.partition, "position": position, "latest": latest,
+                "lag": latest - position if latest is not None and position is not None else None,
+                "planned": [r.from_offset, r.until_offset] if r is not None else None,
+                "paused": since is not None,
+                "pausedSince": _iso(since) if since is not None else None,
+                "heldBy": plan.held.get(tp),
+            })
+        status: Dict[str, Any] = {"updated": _iso(time.time()), "group": self._options.group_id,
+                                  "subscription": self._options.describe_subscription(), "partitions": rows}
+        if self._member is not None:
+            status.update(memberId=self._member.member_id, generation=self._member.generation)
+        self._channel.publish_status(status)
 
     def on_batch_committed(self, end: BatchOffsets) -> None:
         """Commit the positions of the partitions still owned to the Kafka group, for lag tools.
@@ -291,6 +427,10 @@ class SourceDriver:
                 committer.commit(self._store.positions(self.owned()))
             except Exception:  # leaving the group matters more than lag reporting
                 logger.exception("committing the final positions to the Kafka group failed")
+        if self._channel is not None:
+            self._channel.close()
+        if self._alignment is not None:
+            self._alignment.close()
         if self._member is not None:
             self._member.close()
         if self._committer is not None:
@@ -383,6 +523,14 @@ class SourceDriver:
         if self._options.fail_on_data_loss:
             raise DataLossError(text + ". Set option 'failOnDataLoss' to 'false' to skip them and go on")
         logger.warning("%s; skipping them because failOnDataLoss is false", text)
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _describe_held(held: Mapping[TopicPartition, str]) -> str:
+    return ", ".join(f"{tp} ({reason})" for tp, reason in sorted(held.items()))
 
 
 def _by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[int]]:

@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafka_group.client_config import reader_config
-from kafka_group.offsets import MEMBER_KEY, BatchOffsets, OffsetRange
+from kafka_group.offsets import FLOW_KEY, MEMBER_KEY, BatchOffsets, OffsetRange
 from kafka_group.options import SourceOptions
 from kafka_group.planning import split_ranges
 
@@ -97,11 +97,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def reportLatestOffset(self) -> Optional[dict]:  # type: ignore[type-arg]
         """Shown as ``latestOffset`` in query progress: the latest broker offsets of the owned
         partitions, and under ``@member`` this query's group membership (member id,
-        generation, owned partitions, last rebalance and its cause)."""
+        generation, owned partitions, last rebalance and its cause), and under ``@flow`` the
+        pauses, the partitions held back by a flow rule and the control channel."""
         if self._driver is None:
             return None
         report = BatchOffsets(self._driver.latest_report(), {}).to_json_dict()
         report[MEMBER_KEY] = self._driver.membership_report()
+        report[FLOW_KEY] = self._driver.flow_report()
         return report  # type: ignore[no-any-return]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:  # type: ignore[type-arg]

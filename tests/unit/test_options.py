@@ -183,3 +183,43 @@ def test_rebalance_listener_that_cannot_be_imported() -> None:
     with pytest.raises(ConfigError, match="'json' has no callable named 'nothing'"):
         load_rebalance_listener("json:nothing")
     assert load_rebalance_listener(" json:dumps ") is __import__("json").dumps
+
+
+def test_flow_options() -> None:
+    parsed = parse_source_options(opts(maxOffsetsPerPartition="500", **{
+        "flow.budgetSharing": "Proportional", "flow.alignment.maxDrift": "30 minutes",
+        "flow.topicPriority": "orders:10, audit:-1"}))
+    assert parsed.flow_policy.max_per_partition == 500
+    assert parsed.flow_policy.sharing == "proportional"
+    assert parsed.flow_policy.topic_priority == {"orders": 10, "audit": -1}
+    assert parsed.max_drift_ms == 30 * 60_000
+    defaults = parse_source_options(opts())
+    assert defaults.flow_policy.sharing == "fair" and defaults.max_drift_ms is None
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "ten"])
+def test_bad_per_partition_cap(value: str) -> None:
+    with pytest.raises(ConfigError, match="option 'maxOffsetsPerPartition' must be a positive whole number"):
+        parse_source_options(opts(maxOffsetsPerPartition=value))
+
+
+@pytest.mark.parametrize("value", ["soon", "30", "-1h", "5 fortnights", "0s", ""])
+def test_malformed_drift(value: str) -> None:
+    with pytest.raises(ConfigError, match="option 'flow.alignment.maxDrift' must be a positive duration with a unit"):
+        parse_source_options(opts(**{"flow.alignment.maxDrift": value}))
+
+
+@pytest.mark.parametrize("text, ms", [("500ms", 500), ("90s", 90_000), ("2h", 7_200_000), ("1.5 hours", 5_400_000)])
+def test_durations(text: str, ms: int) -> None:
+    assert parse_source_options(opts(**{"flow.alignment.maxDrift": text})).max_drift_ms == ms
+
+
+@pytest.mark.parametrize("value", ["orders", "orders:high", ":1", "orders:1,,"])
+def test_bad_topic_priority(value: str) -> None:
+    with pytest.raises(ConfigError, match="option 'flow.topicPriority' must list topic:priority pairs"):
+        parse_source_options(opts(**{"flow.topicPriority": value}))
+
+
+def test_bad_budget_sharing() -> None:
+    with pytest.raises(ConfigError, match="option 'flow.budgetSharing' must be one of fair, proportional"):
+        parse_source_options(opts(**{"flow.budgetSharing": "greedy"}))

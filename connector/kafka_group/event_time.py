@@ -1,0 +1,181 @@
+"""Event-time alignment of partitions: hold back those whose records run ahead.
+
+The seeds' join case (Flink calls it watermark alignment): when partitions carry
+data of different times, a query that reads them all at once lets the fast ones
+run hours ahead. With ``flow.alignment.maxDrift`` set, each batch reads no record
+whose timestamp is ``maxDrift`` or more ahead of the *slowest* owned partition:
+the partition with a backlog whose next record is the oldest. Partitions without
+a backlog are idle and hold nobody back.
+
+Per batch this costs one small fetch of the next record of each partition with a
+backlog (its timestamp), then a binary search over record times for the
+partitions that may read up to the bound: about log2(the most records one
+partition can take in a batch) small fetches, all partitions at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional, Tuple
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_group.client_config import reader_config
+from kafka_group.offsets import TopicPartition
+
+__all__ = ["AlignmentView", "EventTimeAlignment"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AlignmentView:
+    """What alignment decided for one batch."""
+
+    limits: Dict[TopicPartition, int]
+    """Per partition with a backlog, the offset its batch must stop before."""
+    next_timestamps: Dict[TopicPartition, int]
+    """The timestamp (ms) of each backlogged partition's next record."""
+    slowest: Optional[TopicPartition]
+    """The partition whose next record is the oldest."""
+    bound_ms: Optional[int]
+    """No record at or after this time is read in the batch."""
+
+
+class EventTimeAlignment:
+    """Computes per-partition read limits that keep partitions within ``max_drift_ms`` of the slowest.
+
+    Parameters
+    ----------
+    client_config : mapping of str to str
+        The user's Kafka client settings, for the peeking reader.
+    group_id : str or None
+        Only to satisfy the client (the reader never joins).
+    max_drift_ms : int
+        ``flow.alignment.maxDrift``.
+    timeout_ms : int
+        The bound on each peek.
+    """
+
+    def __init__(self, client_config: Mapping[str, str], group_id: Optional[str], max_drift_ms: int,
+                 timeout_ms: int) -> None:
+        config = reader_config(client_config, group_id)
+        # One record per partition is all a peek needs: keep fetches small.
+        config.update({"max.partition.fetch.bytes": "65536", "fetch.max.bytes": "1048576",
+                       "queued.max.messages.kbytes": "1024"})
+        self._config = config
+        self._consumer: Optional[Consumer] = None
+        self.max_drift_ms = max_drift_ms
+        self._timeout_s = timeout_ms / 1000
+
+    def view(self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+             max_take: Optional[int] = None) -> AlignmentView:
+        """The limits of the next batch.
+
+        Parameters
+        ----------
+        positions : mapping of TopicPartition to int
+            The next offset to read of each plannable partition.
+        latest : mapping of TopicPartition to int
+            The end of each partition.
+        max_take : int, optional
+            The most records any one partition can get in the batch (its cap or the
+            batch budget): limits further away need not be found.
+        """
+        backlogged = {tp: pos for tp, pos in positions.items() if latest.get(tp, pos) > pos}
+        first = self._first_records(backlogged)
+        if not first:
+            return AlignmentView(dict(backlogged), {}, None, None)
+        stamps = {tp: ts for tp, (_, ts) in first.items()}
+        slowest = min(stamps, key=lambda tp: (stamps[tp], tp))
+        bound = stamps[slowest] + self.max_drift_ms
+        limits = {tp: pos for tp, pos in backlogged.items() if tp not in stamps or stamps[tp] >= bound}
+        ahead = {tp: first[tp][0] for tp in backlogged if tp in stamps and stamps[tp] < bound}
+        limits.update(self._search_limits(ahead, latest, bound, max_take))
+        held = sorted(tp for tp in backlogged if limits.get(tp, latest[tp]) < latest[tp])
+        if held:
+            logger.info(
+                "event-time alignment: slowest %s at %s; reading nothing at or after %s (maxDrift %d ms), "
+                "limiting %s", slowest, _iso(stamps[slowest]), _iso(bound), self.max_drift_ms,
+                ", ".join(f"{tp}<{limits[tp]}" for tp in held),
+            )
+        return AlignmentView(limits, stamps, slowest, bound)
+
+    def close(self) -> None:
+        """Release the peeking reader."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _search_limits(self, readable: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+                       bound: int, max_take: Optional[int]) -> Dict[TopicPartition, int]:
+        """Per partition, the first offset whose record time is ``bound`` or later (or its end).
+
+        ``readable`` gives, per partition, the offset of a record known to be earlier
+        than ``bound``. A binary search over record times, all partitions at once:
+        each step fetches one record per partition still searching. Record times
+        within a partition are taken as non-decreasing (CreateTime out of order
+        only makes the limit approximate). The broker's own time index (ListOffsets
+        by timestamp) is not used: the development broker answers it wrongly (see
+        docs/brokers.md), and this needs nothing but Fetch.
+        """
+        low = dict(readable)
+        high = {tp: latest[tp] if max_take is None else min(latest[tp], off + max_take + 1)
+                for tp, off in readable.items()}
+        while True:
+            middle = {tp: (low[tp] + high[tp]) // 2 for tp in low if high[tp] - low[tp] > 1}
+            if not middle:
+                return high
+            found = self._first_records(middle)
+            for tp, mid in middle.items():
+                record = found.get(tp)
+                if record is None or record[0] >= high[tp] or record[1] >= bound:
+                    high[tp] = mid
+                else:
+                    low[tp] = record[0]
+
+    def _first_records(self, positions: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Tuple[int, int]]:
+        """(offset, timestamp ms) of the first record at or after each position; partitions
+        at their end or that time out are left out."""
+        if not positions:
+            return {}
+        if self._consumer is None:
+            self._consumer = Consumer(self._config)
+        consumer = self._consumer
+        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in positions.items()])
+        found: Dict[TopicPartition, Tuple[int, int]] = {}
+        done: set[TopicPartition] = set()
+        deadline = time.monotonic() + self._timeout_s
+        try:
+            while len(done) < len(positions) and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=len(positions), timeout=0.2):
+                    tp = TopicPartition(str(message.topic()), int(message.partition() or 0))
+                    if tp not in positions or tp in done:
+                        continue
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            done.add(tp)
+                        else:
+                            logger.warning("peeking at record times of %s: %s", tp, error.str())
+                        continue
+                    offset = int(message.offset() or 0)
+                    if offset >= positions[tp]:
+                        found[tp] = (offset, message.timestamp()[1])
+                        done.add(tp)
+        except KafkaException as exc:
+            logger.warning("peeking at record times failed: %s", exc)
+        finally:
+            consumer.unassign()
+        missing = sorted(set(positions) - done)
+        if missing:
+            logger.warning("no record time for %s within %g s; alignment holds them this batch",
+                           ",".join(str(tp) for tp in missing), self._timeout_s)
+        return found
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

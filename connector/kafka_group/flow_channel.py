@@ -1,0 +1,210 @@
+"""The control channel between a running query's planning process and notebooks on the driver.
+
+A query's planning process (Spark's Python streaming source runner) always runs
+on the driver machine, in local mode and on a cluster alike, and so does the
+notebook or job that started the query. The channel is therefore a folder on the
+driver's local disk, one per running query, readable only by its user:
+
+``<flow.controlDir>/<group>/<pid>-<token>/``
+    ``member.json``   who serves it (process id, group, subscription)
+    ``status.json``   per-partition flow status, rewritten after every plan
+    ``requests/``     one JSON file per request (pause, resume), written atomically
+    ``responses/``    the answer to each request, under the same name
+
+The serving side polls ``requests/`` every 100 ms. The folder is named in the
+query's progress (``latestOffset["@flow"]["control"]``), which is how
+``pyspark_kafka_group.flow`` finds it from a ``StreamingQuery``; another process
+on the driver finds it with :func:`find_controls`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from kafka_group.errors import FlowControlError
+
+__all__ = ["ControlChannel", "find_controls", "read_status", "send_request"]
+
+logger = logging.getLogger(__name__)
+
+_SCAN_INTERVAL_S = 0.1
+
+Handler = Callable[[Mapping[str, Any]], Dict[str, Any]]
+
+
+class ControlChannel:
+    """The serving side: answers requests with ``handler`` and publishes status.
+
+    Parameters
+    ----------
+    root : str
+        ``flow.controlDir``.
+    group : str
+        The consumer group (or ``assign``), a folder level for :func:`find_controls`.
+    description : mapping
+        Written to ``member.json`` (subscription, group).
+    handler : callable
+        Called with each request; returns the response (``{"ok": True, ...}``); a
+        :class:`FlowControlError` it raises becomes ``{"ok": False, "error": msg}``.
+    """
+
+    def __init__(self, root: str, group: str, description: Mapping[str, Any], handler: Handler) -> None:
+        self.path = os.path.join(root, _safe(group), f"{os.getpid()}-{secrets.token_hex(4)}")
+        os.makedirs(os.path.join(self.path, "requests"), mode=0o700, exist_ok=True)
+        os.makedirs(os.path.join(self.path, "responses"), mode=0o700, exist_ok=True)
+        for folder in (root, os.path.dirname(self.path), self.path):
+            try:
+                os.chmod(folder, 0o700)
+            except OSError:  # a shared root someone else created: our own folder is still private
+                pass
+        _write_json(os.path.join(self.path, "member.json"),
+                    {"pid": os.getpid(), "group": group, "started": time.time(), **description})
+        self._handler = handler
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="kafka-group-flow-control", daemon=True)
+        self._thread.start()
+        logger.info("flow control channel of group '%s' at %s", group, self.path)
+
+    def publish_status(self, status: Mapping[str, Any]) -> None:
+        """Replace ``status.json`` (atomically)."""
+        if not self._closed.is_set():
+            _write_json(os.path.join(self.path, "status.json"), status)
+
+    def close(self) -> None:
+        """Stop serving and remove the folder."""
+        self._closed.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=2)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def _serve(self) -> None:
+        requests_dir = os.path.join(self.path, "requests")
+        while not self._closed.wait(_SCAN_INTERVAL_S):
+            try:
+                names = sorted(n for n in os.listdir(requests_dir) if n.endswith(".json"))
+            except FileNotFoundError:
+                return
+            for name in names:
+                self._answer(os.path.join(requests_dir, name), name)
+
+    def _answer(self, path: str, name: str) -> None:
+        try:
+            with open(path) as handle:
+                request = json.load(handle)
+            if not isinstance(request, dict):
+                raise FlowControlError("a flow-control request must be a JSON object")
+            response = self._handler(request)
+        except FlowControlError as exc:
+            response = {"ok": False, "error": str(exc)}
+        except (OSError, ValueError) as exc:
+            response = {"ok": False, "error": f"unreadable request: {exc}"}
+        except Exception as exc:  # never let a request break the query
+            logger.exception("flow-control request %s failed", name)
+            response = {"ok": False, "error": f"internal error: {exc}"}
+        _write_json(os.path.join(self.path, "responses", name), response)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def send_request(control: str, request: Mapping[str, Any], timeout_s: float = 30.0) -> Dict[str, Any]:
+    """Send ``request`` to the query served at ``control`` and wait for its answer.
+
+    Raises
+    ------
+    FlowControlError
+        The query refused the request (the message says why) or did not answer in time.
+    """
+    if not os.path.isdir(os.path.join(control, "requests")):
+        raise FlowControlError(
+            f"no running query serves flow control at '{control}': the query has stopped, or the path is wrong"
+        )
+    name = f"{time.time_ns()}-{uuid.uuid4().hex}.json"
+    _write_json(os.path.join(control, "requests", name), request)
+    answer = os.path.join(control, "responses", name)
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(answer):
+        if time.monotonic() > deadline:
+            _remove(os.path.join(control, "requests", name))
+            raise FlowControlError(
+                f"the query at '{control}' did not answer within {timeout_s:g} s (is its driver busy or gone?)"
+            )
+        time.sleep(0.05)
+    with open(answer) as handle:
+        response: Dict[str, Any] = json.load(handle)
+    _remove(answer)
+    if not response.get("ok"):
+        raise FlowControlError(str(response.get("error", "the request was refused")))
+    return response
+
+
+def read_status(control: str) -> Dict[str, Any]:
+    """The last status the query at ``control`` published.
+
+    Raises
+    ------
+    FlowControlError
+        There is none (the query stopped, or it has not planned a batch yet).
+    """
+    try:
+        with open(os.path.join(control, "status.json")) as handle:
+            status: Dict[str, Any] = json.load(handle)
+    except (OSError, ValueError):
+        raise FlowControlError(
+            f"no flow status at '{control}': the query has stopped or not planned a batch yet"
+        ) from None
+    return status
+
+
+def find_controls(root: str, group: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The control channels of running queries under ``root`` (``flow.controlDir``).
+
+    Returns
+    -------
+    list of dict
+        Each query's ``member.json`` plus ``control`` (the folder); queries whose
+        process is gone are left out.
+    """
+    found: List[Dict[str, Any]] = []
+    groups = [_safe(group)] if group is not None else sorted(os.listdir(root)) if os.path.isdir(root) else []
+    for name in groups:
+        folder = os.path.join(root, name)
+        if not os.path.isdir(folder):
+            continue
+        for entry in sorted(os.listdir(folder)):
+            control = os.path.join(folder, entry)
+            try:
+                with open(os.path.join(control, "member.json")) as handle:
+                    member = json.load(handle)
+                os.kill(int(member["pid"]), 0)
+            except (OSError, ValueError, KeyError):
+                continue
+            found.append({**member, "control": control})
+    return found
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "_"
+
+
+def _write_json(path: str, doc: Mapping[str, Any]) -> None:
+    temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(temporary, "w") as handle:
+        json.dump(doc, handle, sort_keys=True)
+    os.replace(temporary, path)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

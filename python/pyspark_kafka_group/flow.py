@@ -1,0 +1,173 @@
+"""Flow control of running ``kafka-group`` queries, from a notebook cell or any process on the driver.
+
+>>> from pyspark_kafka_group import flow
+>>> flow.pause(query, "orders", partitions=[3, 4])   # or a whole topic: flow.pause(query, "orders")
+>>> flow.resume(query, "orders")
+>>> flow.status(query)                               # one dict per owned partition
+
+A paused partition is planned with an empty range from the next batch on, stays
+assigned to this query's group member, and resumes exactly where it stopped.
+Pauses are kept in the query's checkpoint (they survive a restart) and are
+dropped, with a log line, when the group moves the partition to another member.
+
+The query is reached through its control channel, a private folder on the
+driver's local disk (see :mod:`kafka_group.flow_channel`), found from the
+query's progress. From another process on the driver, pass the folder instead of
+the query; :func:`queries` lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from kafka_group.errors import FlowControlError
+from kafka_group.flow_channel import find_controls, read_status, send_request
+from kafka_group.offsets import FLOW_KEY
+from kafka_group.options import default_control_dir
+
+__all__ = ["pause", "resume", "status", "queries"]
+
+QueryOrControl = Union[Any, str]
+
+
+def pause(query: QueryOrControl, topic: str, partitions: Optional[Sequence[int]] = None, *,
+          timeout_s: float = 30.0) -> List[str]:
+    """Pause partitions of a running query from its next batch on.
+
+    Parameters
+    ----------
+    query : StreamingQuery or str
+        The query (``writeStream...start()``), or the folder of its control channel.
+    topic : str
+        A topic the query reads.
+    partitions : sequence of int, optional
+        Partitions of ``topic`` this query owns; all of the topic (including
+        partitions assigned to it later) when omitted.
+    timeout_s : float
+        How long to wait for the query's first progress and for its answer.
+
+    Returns
+    -------
+    list of str
+        The topic or partitions that were not paused before.
+
+    Raises
+    ------
+    FlowControlError
+        The topic is not read by the query, a partition does not exist or belongs to
+        another member, or the query did not answer. The query is not disturbed.
+    """
+    return _request(query, "pause", topic, partitions, timeout_s)
+
+
+def resume(query: QueryOrControl, topic: str, partitions: Optional[Sequence[int]] = None, *,
+           timeout_s: float = 30.0) -> List[str]:
+    """Resume paused partitions (all pauses of ``topic`` when ``partitions`` is omitted).
+
+    Returns the topic or partitions that were paused. Raises like :func:`pause`.
+    """
+    return _request(query, "resume", topic, partitions, timeout_s)
+
+
+def status(query: QueryOrControl, *, timeout_s: float = 30.0) -> List[Dict[str, Any]]:
+    """Per owned partition, as of the query's last plan.
+
+    Returns
+    -------
+    list of dict
+        ``topic``, ``partition``, ``position`` (next offset to read when the batch
+        was planned), ``latest`` (end of the partition then), ``lag``, ``planned``
+        (``[from, until)`` of the last batch or None), ``paused``, ``pausedSince``
+        and ``heldBy`` (the rule that held the partition back in the last plan:
+        ``paused``, ``alignment``, ``maxOffsetsPerPartition``, ``topicPriority``,
+        ``maxOffsetsPerTrigger``, or None). ``pandas.DataFrame(status(q))`` shows it
+        as a table.
+    """
+    control = _control_of(query, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            rows: List[Dict[str, Any]] = read_status(control)["partitions"]
+            return rows
+        except FlowControlError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def queries(group: Optional[str] = None, control_dir: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The running ``kafka-group`` queries on this machine (optionally of one group).
+
+    Each entry has ``control`` (pass it to :func:`pause`, :func:`resume`,
+    :func:`status`), ``group``, ``subscription`` and ``pid``. ``control_dir`` is the
+    queries' ``flow.controlDir`` option, if they set one.
+    """
+    return find_controls(control_dir or default_control_dir(), group)
+
+
+def _request(query: QueryOrControl, op: str, topic: str, partitions: Optional[Sequence[int]],
+             timeout_s: float) -> List[str]:
+    if not isinstance(topic, str) or not topic:
+        raise FlowControlError(f"{op}: name a topic, got {topic!r}")
+    numbers: Optional[List[int]] = None
+    if partitions is not None:
+        if isinstance(partitions, (str, bytes)) or not all(
+            isinstance(p, int) and not isinstance(p, bool) for p in partitions
+        ):
+            raise FlowControlError(f"{op}: partitions must be a list of partition numbers, got {partitions!r}")
+        numbers = sorted(set(partitions))
+        negative = [p for p in numbers if p < 0]
+        if negative:
+            raise FlowControlError(f"{op}: partition numbers start at 0, got {negative}")
+    control = _control_of(query, timeout_s)
+    answer = send_request(control, {"op": op, "topic": topic, "partitions": numbers}, timeout_s)
+    return list(answer.get("changed", []))
+
+
+def _control_of(query: QueryOrControl, timeout_s: float) -> str:
+    """The control folder of ``query``, from its progress (waiting for the first one)."""
+    if isinstance(query, str):
+        return query
+    if not hasattr(query, "recentProgress"):
+        raise FlowControlError(
+            f"expected a StreamingQuery of a 'kafka-group' source or a control folder, got {type(query).__name__}"
+        )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        controls = _controls_in_progress(query)
+        if len(controls) == 1:
+            return controls[0]
+        if len(controls) > 1:
+            raise FlowControlError(
+                f"the query reads {len(controls)} 'kafka-group' sources: pass the control folder of one of them "
+                f"({', '.join(controls)})"
+            )
+        if not query.isActive:
+            raise FlowControlError("the query is not running: flow control needs a running query")
+        if time.monotonic() > deadline:
+            raise FlowControlError(
+                f"the query has reported no progress of a 'kafka-group' source within {timeout_s:g} s: wait for "
+                "its first batch (query.lastProgress), then try again"
+            )
+        time.sleep(0.2)
+
+
+def _controls_in_progress(query: Any) -> List[str]:
+    for progress in reversed(query.recentProgress or []):
+        found = []
+        for source in progress.get("sources", []) if isinstance(progress, dict) else progress.sources:
+            latest = source.get("latestOffset") if isinstance(source, dict) else source.latestOffset
+            if not latest:
+                continue
+            try:
+                doc = json.loads(latest) if isinstance(latest, str) else latest
+            except ValueError:
+                continue
+            control = doc.get(FLOW_KEY, {}).get("control") if isinstance(doc, dict) else None
+            if control:
+                found.append(control)
+        if found:
+            return found
+    return []
