@@ -20,7 +20,9 @@ setup(
     # python/kafka_group is a symbolic link to connector/kafka_group: one plain source root.
     package_dir={"": "python"},
     packages=["pyspark_kafka_group", "kafka_group", "kafka_group.embedded"],
-    package_data={"kafka_group": ["py.typed"], "pyspark_kafka_group": ["py.typed"]},
+    # pyspark_kafka_group/jvm_shim links to jvm-shim/src: the Java sources ship, so the
+    # optional metrics shim can be compiled on first use after a regular install.
+    package_data={"kafka_group": ["py.typed"], "pyspark_kafka_group": ["py.typed", "jvm_shim/**/*.java"]},
     install_requires=[
         "pyspark>=4.2",
         "confluent-kafka>=2.12",
