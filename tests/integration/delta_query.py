@@ -2,6 +2,7 @@
 
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
         [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S]
+        [--option KEY=VALUE ...] [--report FILE]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
@@ -26,6 +27,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--available-now", action="store_true")
     parser.add_argument("--max-offsets", type=int, default=None)
     parser.add_argument("--run-seconds", type=float, default=30.0)
+    parser.add_argument("--option", action="append", default=[], help="an extra source option KEY=VALUE")
+    parser.add_argument("--report", default=None, help="write the query's progress and explain() here (JSON)")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -46,6 +49,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     reader = reader.option("assign", args.assign) if args.assign else reader.option("subscribe", args.topic)
     if args.max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", args.max_offsets)
+    for item in args.option:
+        key, _, value = item.partition("=")
+        reader = reader.option(key, value)
 
     def parse(batch: Any) -> Any:
         return batch.select(
@@ -61,6 +67,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.available_now:
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
+        if args.report:
+            import contextlib
+            import io
+            import json
+
+            explained = io.StringIO()
+            with contextlib.redirect_stdout(explained):
+                query.explain(extended=True)
+            with open(args.report, "w") as out:
+                json.dump({"progress": [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress],
+                           "explain": explained.getvalue()}, out)
     else:
         query = writer.trigger(processingTime="500 milliseconds").start()
         deadline = time.monotonic() + args.run_seconds
