@@ -1,0 +1,79 @@
+"""Broker faults while a query runs into Delta: brokers down, the coordinator down, pushed request errors.
+
+The query either rides a fault out or fails with the connector's own error; after a
+restart every record is in the table exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import unique_name, wait_for
+from tests.integration.group_harness import BackgroundProducer, GroupQueries
+
+pytestmark = pytest.mark.integration
+
+FETCH, LIST_OFFSETS, OFFSET_COMMIT, HEARTBEAT = 1, 2, 8, 12
+NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, REBALANCE_IN_PROGRESS, TRANSPORT = 6, 7, 27, -195
+
+
+def test_query_survives_broker_faults_and_lands_everything_once(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = make_topic(6)
+    producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
+    restarts = 0
+    with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
+        producer.produce(40)
+        query = queries.start("a", 600)
+
+        def keep_running() -> None:
+            nonlocal query, restarts
+            if query.poll() is not None:  # it failed: the error must be the connector's, then restart
+                log = queries.log("a")
+                assert "kafka_group.errors." in log, log[-3000:]
+                restarts += 1
+                query = queries.start("a", 600)
+
+        wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
+        try:
+            # A broker (leader of some partitions) down for 30 s, records produced meanwhile to the others.
+            kafka.broker_down(2)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                keep_running()
+                time.sleep(1)
+        finally:
+            kafka.broker_up(2)
+        producer.produce(20)
+        # The group coordinator (whichever broker it is) down briefly: every broker in turn.
+        for broker in (1, 3):
+            try:
+                kafka.broker_down(broker)
+                time.sleep(8)
+                keep_running()
+            finally:
+                kafka.broker_up(broker)
+        # Request errors pushed for a while: fetches, offset listing, heartbeats, commits, dropped connections.
+        try:
+            kafka.push_request_errors(FETCH, [NOT_LEADER_OR_FOLLOWER] * 10 + [TRANSPORT] * 3)
+            kafka.push_request_errors(LIST_OFFSETS, [REQUEST_TIMED_OUT] * 5)
+            kafka.push_request_errors(HEARTBEAT, [REBALANCE_IN_PROGRESS] * 5)
+            kafka.push_request_errors(OFFSET_COMMIT, [REBALANCE_IN_PROGRESS] * 3)
+            producer.produce(20)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                keep_running()
+                time.sleep(1)
+        finally:
+            for api in (FETCH, LIST_OFFSETS, HEARTBEAT, OFFSET_COMMIT):
+                kafka.clear_request_errors(api)
+
+        def settled() -> bool:
+            keep_running()
+            return queries.landed() == producer.expected()
+
+        wait_for(settled, "every record exactly once after the faults", 300)
+    landed = queries.landed()
+    assert all(n == 1 for n in landed.values())
+    print(f"faults survived with {restarts} restart(s)")

@@ -1,0 +1,64 @@
+"""A topic deleted and recreated while the query runs."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, List, Tuple
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from tests.conftest import group_stream, produce, unique_name, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def start(spark: Any, kafka: Any, topic: str, fail_on_data_loss: str, rows: List[Tuple[int, int, bytes]]) -> Any:
+    lock = threading.Lock()
+
+    def land(batch: Any, batch_id: int) -> None:
+        found = batch.select("partition", "offset", "value").collect()
+        with lock:
+            rows.extend((r.partition, r.offset, bytes(r.value)) for r in found)
+
+    return (group_stream(spark, kafka.bootstrap_servers, topic, unique_name("group"),
+                         failOnDataLoss=fail_on_data_loss,
+                         **{"kafka.topic.metadata.refresh.interval.ms": "1000"}).load()
+            .writeStream.foreachBatch(land).trigger(processingTime="500 milliseconds").start())
+
+
+def test_recreated_topic_is_read_from_its_start_when_loss_is_allowed(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_name("recreated")
+    kafka.create_topic(topic, 2)
+    produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
+    rows: List[Tuple[int, int, bytes]] = []
+    query = start(spark, kafka, topic, "false", rows)
+    try:
+        wait_for(lambda: len(rows) == 60, "the first topic's records")
+        kafka.delete_topic(topic)
+        kafka.create_topic(topic, 2)
+        produce(kafka.bootstrap_servers, topic, {0: 5, 1: 5}, start=1000)
+        wait_for(lambda: len(rows) == 70, "the recreated topic's records", 180)
+        assert query.isActive
+    finally:
+        query.stop()
+    new = sorted((p, o) for p, o, v in rows if b'"n":100' in v)
+    assert new == [(p, o) for p in range(2) for o in range(5)]
+
+
+def test_recreated_topic_fails_the_query_naming_the_partition(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_name("recreated")
+    kafka.create_topic(topic, 1)
+    produce(kafka.bootstrap_servers, topic, {0: 30})
+    rows: List[Tuple[int, int, bytes]] = []
+    query = start(spark, kafka, topic, "true", rows)
+    try:
+        wait_for(lambda: len(rows) == 30, "the first topic's records")
+        kafka.delete_topic(topic)
+        kafka.create_topic(topic, 1)
+        produce(kafka.bootstrap_servers, topic, {0: 5}, start=1000)
+        with pytest.raises(StreamingQueryException, match=rf"data loss in {topic}-0: the query is at offset 30 but "
+                                                          "the partition now ends at 5"):
+            query.awaitTermination(180)
+    finally:
+        query.stop()
