@@ -1,0 +1,169 @@
+"""The examples run as a user runs them: the tour notebook headless, the scripts as processes.
+
+Each starts its own embedded broker and Spark session, and checks its own
+result; these tests assert on what they print, their exit status and the Delta
+tables they leave.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Dict, List
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+#: A bound on one example's run (never asserted): generous for a loaded 2-core machine.
+RUN_TIMEOUT_S = 300
+
+
+def run_example(script: str, *args: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
+    """Run ``examples/<script>`` with this interpreter in a process group of its own, killed on timeout."""
+    command = [sys.executable, str(EXAMPLES / script), *args]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"{script} did not finish within {RUN_TIMEOUT_S} s; stderr tail:\n{err[-3000:]}")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def table_rows(table: Path, columns: List[str]) -> Dict[str, List[Any]]:
+    from deltalake import DeltaTable
+
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=columns)
+    return {c: data.column(c).to_pylist() for c in columns}
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` (its module level imports no Spark)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nbclient = pytest.importorskip("nbclient", reason="the notebook test needs nbclient (pip install nbclient)")
+    nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbformat (pip install nbformat)")
+    pytest.importorskip("ipykernel", reason="the notebook test needs ipykernel (pip install ipykernel)")
+    pytest.importorskip("matplotlib", reason="the notebook plots lag with matplotlib (pip install matplotlib)")
+
+    # A kernelspec for this interpreter, so the notebook runs where the package is installed.
+    kernel_name = "kafka-group-examples-test"
+    spec_dir = tmp_path / "jupyter" / "kernels" / kernel_name
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "kafka-group test kernel", "language": "python",
+    }))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+
+    notebook = nbformat.read(EXAMPLES / "kafka_group_tour.ipynb", as_version=4)
+    client = nbclient.NotebookClient(notebook, kernel_name=kernel_name, timeout=RUN_TIMEOUT_S,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError naming the cell and its traceback if any cell fails
+
+    cells = {cell.get("id"): cell for cell in notebook.cells if cell.cell_type == "code"}
+
+    def text(cell_id: str) -> str:
+        parts = []
+        for output in cells[cell_id].get("outputs", []):
+            parts.append(output.get("text", ""))
+            parts.append(output.get("data", {}).get("text/plain", ""))
+        return "".join(parts)
+
+    check = text("check")
+    assert "EXACTLY-ONCE CHECK" in check and "PASSED" in check, check
+
+    owned = dict(re.findall(r"^(tour_[ab]): owns \[([\d, ]*)\]", text("rebalance"), flags=re.M))
+    split = {name: {int(p) for p in found.split(",") if p.strip()} for name, found in owned.items()}
+    assert set(split) == {"tour_a", "tour_b"}, text("rebalance")
+    assert split["tour_a"] and split["tour_b"] and not split["tour_a"] & split["tour_b"]
+    assert split["tour_a"] | split["tour_b"] == {0, 1, 2, 3}
+
+    assert any("image/png" in output.get("data", {}) for output in cells["lag"]["outputs"]), "no lag plot"
+    assert "embedded Kafka running: False" in text("stop")
+
+
+def test_scheduled_job_lands_every_record_and_exits_0(tmp_path: Path) -> None:
+    table, checkpoint = tmp_path / "table", tmp_path / "checkpoint"
+    result = run_example("scheduled_job.py", "--embedded", "--demo-records", "1500", "--max-offsets-per-trigger",
+                         "600", "--table", str(table), "--checkpoint", str(checkpoint), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "landed 1500 records" in result.stderr
+    rows = table_rows(table, ["partition", "offset"])
+    landed = Counter(zip(rows["partition"], rows["offset"]))
+    assert sum(landed.values()) == len(landed) == 1500
+
+
+def test_scheduled_job_bad_arguments_exit_non_zero_with_the_reason(tmp_path: Path) -> None:
+    result = run_example("scheduled_job.py", "--table", str(tmp_path / "t"), "--checkpoint", str(tmp_path / "c"),
+                         cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--bootstrap-servers, --topic, --group required (or --embedded" in result.stderr
+
+
+def test_parse_with_quarantine_lands_good_and_malformed_records_once(tmp_path: Path) -> None:
+    kinds = len(load_example("parse_with_quarantine").MALFORMED)
+    good, bad_per_kind = 600, 2
+    table = tmp_path / "orders"
+    result = run_example("parse_with_quarantine.py", "--embedded", "--good-records", str(good), "--bad-per-kind",
+                         str(bad_per_kind), "--table", str(table), "--checkpoint", str(tmp_path / "checkpoint"),
+                         cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-2000:]
+
+    rows = table_rows(table, ["partition", "offset", "quarantined", "parse_error", "raw_value", "order_id"])
+    quarantined = [i for i, q in enumerate(rows["quarantined"]) if q]
+    parsed = [i for i, q in enumerate(rows["quarantined"]) if not q]
+    assert len(parsed) == good
+    assert len(quarantined) == kinds * bad_per_kind
+    assert len(parsed) + len(quarantined) == good + kinds * bad_per_kind  # everything produced, nothing else
+    assert len(set(zip(rows["partition"], rows["offset"]))) == len(rows["offset"])  # each record once
+    assert all(rows["order_id"][i] is not None and rows["parse_error"][i] is None for i in parsed)
+    assert all(rows["parse_error"][i] for i in quarantined)
+    # The raw bytes are kept (a tombstone has none): malformed text can be inspected and replayed.
+    assert sum(1 for i in quarantined if rows["raw_value"][i] is not None) == (kinds - 1) * bad_per_kind
+
+
+def test_lag_history_reads_latest_and_end_offsets_of_recorded_progress() -> None:
+    # Pure (no Spark): could live in tests/unit; kept next to the notebook that plots it.
+    from pyspark_kafka_group.lag_plot import lag_history
+
+    def event(at: str, latest: Dict[str, int], end: Dict[str, Any]) -> Dict[str, Any]:
+        member = {"group": "g", "owned": {"orders": sorted(int(p) for p in latest)}}
+        return {"timestamp": at, "sources": [{
+            "latestOffset": json.dumps({"orders": latest, "@member": member, "@flow": {"paused": {}}}),
+            "endOffset": json.dumps({"@group": "g", "@offsetsTable": "/t", "orders": end}),
+        }]}
+
+    progress: List[Any] = [
+        {"timestamp": "2026-11-23T08:00:00.000Z", "sources": [{"latestOffset": None, "endOffset": None}]},
+        event("2026-11-23T08:00:01.000Z", {"0": 300, "1": 40}, {"0": [0, 100], "1": [0, 40]}),
+        json.dumps(event("2026-11-23T08:00:02.000Z", {"0": 300}, {"0": [100, 200], "1": 40})),  # p1 revoked
+    ]
+    rows = [(r.timestamp.second, r.topic, r.partition, r.lag) for r in lag_history(progress)]
+    assert rows == [(1, "orders", 0, 200), (1, "orders", 1, 0), (2, "orders", 0, 100)]
