@@ -39,7 +39,7 @@ def raw_consume(servers: str, workload: Workload, batch: int = 10_000) -> float:
             messages = consumer.consume(num_messages=min(batch, workload.records - seen), timeout=1.0)
             for m in messages:
                 if m.error() is None:
-                    total_bytes += len(m.value())
+                    total_bytes += len(m.value() or b"")
                     seen += 1
         seconds = time.monotonic() - started
     finally:
