@@ -47,6 +47,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -199,6 +200,21 @@ def report(table: str, expected: Optional[Tuple[int, int]]) -> bool:
     return ok
 
 
+def failure_reason(exc: BaseException) -> str:
+    """The line of ``exc`` that says what went wrong.
+
+    Spark wraps an error raised in the data source into a long message holding the
+    Python traceback; the connector's own error (``kafka_group.errors.*``) is its
+    last exception line, and that line names the option or partition and the fix.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    own = [line for line in lines if line.startswith("kafka_group.errors.")]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
+    if own or raised:
+        return (own or raised)[-1]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", help="the Kafka cluster (not with --embedded)")
@@ -246,8 +262,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0 if report(args.table, expected) else 1
     except Exception as exc:
         logger.debug("the run failed", exc_info=True)
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        print(f"parse_with_quarantine: FAILED: {type(exc).__name__}: {' | '.join(lines[:3])}", file=sys.stderr)
+        print(f"parse_with_quarantine: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
         return 1
     finally:
         if spark is not None:

@@ -33,6 +33,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -160,6 +161,21 @@ def check_table(table: str, group: str, ends: Dict[TopicPartitionKey, int]) -> T
     return int(delta.version()), rows
 
 
+def failure_reason(exc: BaseException) -> str:
+    """The line of ``exc`` that says what went wrong.
+
+    Spark wraps an error raised in the data source into a long message holding the
+    Python traceback; the connector's own error (``kafka_group.errors.*``) is its
+    last exception line, and that line names the option or partition and the fix.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    own = [line for line in lines if line.startswith("kafka_group.errors.")]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
+    if own or raised:
+        return (own or raised)[-1]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", help="the Kafka cluster (not with --embedded)")
@@ -194,7 +210,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("py4j", "kafka_group", "pyspark_kafka_group"):
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    for noisy in ("kafka_group", "pyspark_kafka_group"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
 
     from kafka_group.embedded import EmbeddedKafka
@@ -221,9 +238,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     except Exception as exc:  # the scheduler sees one clear line and a non-zero status
         logger.debug("the run failed", exc_info=True)
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        reason = " | ".join(lines[:3]) if lines else type(exc).__name__
-        print(f"scheduled_job: FAILED: {type(exc).__name__}: {reason}", file=sys.stderr, flush=True)
+        print(f"scheduled_job: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
         return 1
     finally:
         if spark is not None:

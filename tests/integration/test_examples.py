@@ -109,15 +109,24 @@ def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monk
     assert "embedded Kafka running: False" in text("stop")
 
 
-def test_scheduled_job_lands_every_record_and_exits_0(tmp_path: Path) -> None:
-    table, checkpoint = tmp_path / "table", tmp_path / "checkpoint"
+def test_scheduled_job_exits_0_when_everything_landed_and_1_with_the_reason_when_not(tmp_path: Path) -> None:
+    table = tmp_path / "table"
     result = run_example("scheduled_job.py", "--embedded", "--demo-records", "1500", "--max-offsets-per-trigger",
-                         "600", "--table", str(table), "--checkpoint", str(checkpoint), cwd=tmp_path)
+                         "600", "--table", str(table), "--checkpoint", str(tmp_path / "checkpoint"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "landed 1500 records" in result.stderr
     rows = table_rows(table, ["partition", "offset"])
     landed = Counter(zip(rows["partition"], rows["offset"]))
     assert sum(landed.values()) == len(landed) == 1500
+
+    # The same table with another group: the run fails with the connector's own message on one line.
+    result = run_example("scheduled_job.py", "--embedded", "--group", "another-group", "--table", str(table),
+                         "--checkpoint", str(tmp_path / "checkpoint-other"), cwd=tmp_path)
+    assert result.returncode == 1
+    failed = [line for line in result.stderr.splitlines() if line.startswith("scheduled_job: FAILED: ")]
+    assert len(failed) == 1, result.stderr[-3000:]
+    assert "OffsetStoreError" in failed[0] and "holds the offsets of consumer group 'scheduled-job'" in failed[0]
+    assert len(table_rows(table, ["offset"])["offset"]) == 1500  # nothing landed by the refused run
 
 
 def test_scheduled_job_bad_arguments_exit_non_zero_with_the_reason(tmp_path: Path) -> None:
