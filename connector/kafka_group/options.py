@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from kafka_group.errors import ConfigError
-from kafka_group.planning import SHARING_MODES, FlowPolicy
+from kafka_group.planning import SHARING_MODES, FlowPolicy, TaskSizing
 from kafka_group.rebalance_listener import check_listener_spec
 from kafka_group.offsets import StartingOffsets, TopicPartition, parse_assign, parse_starting_offsets
 
@@ -97,6 +97,9 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {
     "flow.alignment.maxdrift": None,
     "flow.topicpriority": None,
     "flow.controldir": None,
+    "fetch.minrecordspertask": "50000",
+    "fetch.maxtasks": None,
+    "maxrecordsperpartition": None,
 }
 
 #: The camelCase spelling of each option, for messages.
@@ -121,6 +124,9 @@ OPTION_SPELLING: Mapping[str, str] = {
     "flow.alignment.maxdrift": "flow.alignment.maxDrift",
     "flow.topicpriority": "flow.topicPriority",
     "flow.controldir": "flow.controlDir",
+    "fetch.minrecordspertask": "fetch.minRecordsPerTask",
+    "fetch.maxtasks": "fetch.maxTasks",
+    "maxrecordsperpartition": "maxRecordsPerPartition",
 }
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
@@ -188,6 +194,9 @@ class SourceOptions:
         ``maxOffsetsPerPartition``, ``flow.budgetSharing`` and ``flow.topicPriority``.
     max_drift_ms : int or None
         ``flow.alignment.maxDrift``: event-time alignment of partitions, or None for off.
+    task_sizing : TaskSizing
+        ``fetch.minRecordsPerTask``, ``fetch.maxTasks``, ``minPartitions`` and
+        ``maxRecordsPerPartition``: how a batch's ranges become Spark tasks.
     control_dir : str
         ``flow.controlDir``: the folder on the driver holding the control channels
         of running queries (``flow.pause``, ``flow.status``).
@@ -215,6 +224,7 @@ class SourceOptions:
     flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
     max_drift_ms: Optional[int] = None
     control_dir: str = field(default_factory=lambda: default_control_dir())
+    task_sizing: TaskSizing = field(default_factory=TaskSizing)
     client_config: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -368,6 +378,12 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_drift_ms=(parse_duration_ms("flow.alignment.maxDrift", opts["flow.alignment.maxdrift"])
                       if "flow.alignment.maxdrift" in opts else None),
         control_dir=opts.get("flow.controldir", "").strip() or default_control_dir(),
+        task_sizing=TaskSizing(
+            min_records_per_task=_required_positive_int(opts, "fetch.minrecordspertask"),
+            max_tasks=_positive_int(opts, "fetch.maxtasks") or 2 * (os.cpu_count() or 1),
+            min_tasks=_positive_int(opts, "minpartitions"),
+            max_records_per_task=_positive_int(opts, "maxrecordsperpartition"),
+        ),
         client_config=client_config,
     )
 

@@ -6,6 +6,7 @@ offsets and return offset ranges, so they are unit-tested without processes.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import AbstractSet, Dict, List, Mapping, Optional, Sequence
 
@@ -17,9 +18,9 @@ __all__ = [
     "HoldReason",
     "allocate_budget",
     "fair_share",
+    "TaskSizing",
+    "pack_ranges",
     "plan_batch",
-    "plan_ranges",
-    "split_ranges",
 ]
 
 
@@ -221,67 +222,78 @@ def plan_batch(
     return BatchPlan(ranges, held)
 
 
-def plan_ranges(
-    positions: Mapping[TopicPartition, int],
-    latest: Mapping[TopicPartition, int],
-    budget: Optional[int],
-) -> List[OffsetRange]:
-    """Plan the ranges of one micro-batch.
+@dataclass(frozen=True)
+class TaskSizing:
+    """How a batch's ranges become Spark tasks (see :func:`pack_ranges`).
 
-    Parameters
+    Attributes
     ----------
-    positions : mapping of TopicPartition to int
-        The next offset to read of each partition that may be planned.
-    latest : mapping of TopicPartition to int
-        The end of each partition (or the AvailableNow target); partitions missing
-        here are not planned.
-    budget : int or None
-        ``maxOffsetsPerTrigger``, or None.
-
-    Returns
-    -------
-    list of OffsetRange
-        Non-empty ranges, sorted by topic-partition.
+    min_records_per_task : int
+        ``fetch.minRecordsPerTask``: smaller batches run as fewer tasks (each Spark
+        task has a fixed cost, about 0.1 s of a core).
+    max_tasks : int
+        ``fetch.maxTasks``: the most tasks a batch is spread over (unless the
+        options below ask for more).
+    min_tasks : int or None
+        ``minPartitions``: the least number of tasks of a non-empty batch.
+    max_records_per_task : int or None
+        ``maxRecordsPerPartition``: no task reads more records than this.
     """
-    backlogs = {tp: latest[tp] - pos for tp, pos in positions.items() if tp in latest}
-    grants = allocate_budget(backlogs, budget)
-    return [
-        OffsetRange(tp, positions[tp], positions[tp] + n)
-        for tp, n in sorted(grants.items())
-        if n > 0
-    ]
+
+    min_records_per_task: int = 50_000
+    max_tasks: int = 4
+    min_tasks: Optional[int] = None
+    max_records_per_task: Optional[int] = None
 
 
-def split_ranges(ranges: Sequence[OffsetRange], min_tasks: Optional[int]) -> List[OffsetRange]:
-    """Split ranges so that a batch runs as at least ``min_tasks`` Spark tasks.
+def pack_ranges(ranges: Sequence[OffsetRange], sizing: TaskSizing = TaskSizing()) -> List[List[OffsetRange]]:
+    """Split and pack a batch's ranges onto Spark tasks of near-equal record counts.
 
-    Like Spark's ``minPartitions``: the largest ranges are split first, into
-    pieces of near-equal size, so work spreads over the cores under skew.
+    The task count is ``ceil(total / min_records_per_task)`` bounded by
+    ``max_tasks``, then raised to ``min_tasks`` and to what
+    ``max_records_per_task`` needs. Ranges are cut into pieces of at most
+    ``ceil(total / tasks)`` records (so one huge partition still keeps every core
+    busy) and the pieces are packed largest first onto the least loaded task.
 
     Parameters
     ----------
     ranges : sequence of OffsetRange
         The planned ranges.
-    min_tasks : int or None
-        The least number of tasks; None or no more than ``len(ranges)`` keeps them.
+    sizing : TaskSizing
+        The sizing options.
 
     Returns
     -------
-    list of OffsetRange
-        Pieces that cover exactly the input ranges, in order.
+    list of list of OffsetRange
+        One list per task, each sorted by topic-partition and offset; together
+        they cover exactly the input ranges.
     """
-    if not min_tasks or len(ranges) >= min_tasks:
-        return list(ranges)
-    total = sum(r.size for r in ranges)
+    total = sum(r.size for r in ranges if r.size > 0)
     if total == 0:
-        return list(ranges)
+        return []
+    tasks = min(sizing.max_tasks, -(-total // max(1, sizing.min_records_per_task)))
+    if sizing.min_tasks:
+        tasks = max(tasks, sizing.min_tasks)
+    if sizing.max_records_per_task:
+        tasks = max(tasks, -(-total // sizing.max_records_per_task))
+    tasks = max(1, min(tasks, total))
+    limit = -(-total // tasks)
     pieces: List[OffsetRange] = []
     for r in ranges:
-        parts = max(1, min(r.size, round(min_tasks * r.size / total)))
-        step, extra = divmod(r.size, parts)
         start = r.from_offset
-        for i in range(parts):
-            end = start + step + (1 if i < extra else 0)
+        while start < r.until_offset:
+            end = min(r.until_offset, start + limit)
             pieces.append(OffsetRange(r.topic_partition, start, end))
             start = end
-    return pieces
+    capacity = sizing.max_records_per_task or total
+    loads = [(0, i) for i in range(tasks)]
+    packed: List[List[OffsetRange]] = [[] for _ in range(tasks)]
+    for piece in sorted(pieces, key=lambda p: (-p.size, p.topic_partition, p.from_offset)):
+        load, i = heapq.heappop(loads)
+        if load + piece.size > capacity:  # only with maxRecordsPerPartition: open another task
+            heapq.heappush(loads, (load, i))
+            load, i = 0, len(packed)
+            packed.append([])
+        packed[i].append(piece)
+        heapq.heappush(loads, (load + piece.size, i))
+    return [sorted(task, key=lambda p: (p.topic_partition, p.from_offset)) for task in packed if task]

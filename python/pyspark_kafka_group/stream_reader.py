@@ -24,19 +24,19 @@ from pyspark.sql.streaming.datasource import (
 from kafka_group.client_config import reader_config
 from kafka_group.offsets import FLOW_KEY, MEMBER_KEY, BatchOffsets, OffsetRange
 from kafka_group.options import SourceOptions
-from kafka_group.planning import split_ranges
+from kafka_group.planning import pack_ranges
 
-__all__ = ["KafkaGroupStreamReader", "OffsetRangePartition"]
+__all__ = ["KafkaGroupStreamReader", "OffsetRangesPartition"]
 
 logger = logging.getLogger(__name__)
 
 
-class OffsetRangePartition(InputPartition):
-    """One Spark task: the records ``[from_offset, until_offset)`` of one Kafka partition."""
+class OffsetRangesPartition(InputPartition):
+    """One Spark task: one or more planned ranges ``[from_offset, until_offset)``, read in turn."""
 
-    def __init__(self, offset_range: OffsetRange) -> None:
-        super().__init__(offset_range)
-        self.offset_range = offset_range
+    def __init__(self, offset_ranges: List[OffsetRange]) -> None:
+        super().__init__(offset_ranges)
+        self.offset_ranges = offset_ranges
 
 
 class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -107,11 +107,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return report  # type: ignore[no-any-return]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:  # type: ignore[type-arg]
-        """One task per planned range (large ranges split to reach ``minPartitions``)."""
+        """The batch's ranges packed onto a few tasks of near-equal size (see ``pack_ranges``):
+        a Spark task has a fixed cost, so small batches run as one task and large
+        ones, even of one partition, as up to ``fetch.maxTasks``."""
         if start == end:
             return []
         ranges: List[OffsetRange] = BatchOffsets.from_json_dict(end).planned_ranges()
-        return [OffsetRangePartition(r) for r in split_ranges(ranges, self._options.min_partitions)]
+        return [OffsetRangesPartition(task) for task in pack_ranges(ranges, self._options.task_sizing)]
 
     def commit(self, end: dict) -> None:  # type: ignore[type-arg]
         """Spark has completed the batch: commit its positions to the Kafka group for lag tools."""
@@ -127,12 +129,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # -- reading (executors) --------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Read one planned range and return Arrow record batches of Spark's Kafka schema."""
-        from kafka_group.fetch import ReadSettings, read_range
+        """Read a task's planned ranges and return Arrow record batches of Spark's Kafka schema."""
+        from kafka_group.fetch import ReadSettings, read_ranges
         from kafka_group.log_setup import configure_from_env
 
         configure_from_env()
-        assert isinstance(partition, OffsetRangePartition)
+        assert isinstance(partition, OffsetRangesPartition)
         settings = ReadSettings(
             client_config=reader_config(self._options.client_config, self._options.group_id),
             include_headers=self._options.include_headers,
@@ -140,5 +142,5 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             poll_timeout_ms=self._options.poll_timeout_ms,
             max_records_per_batch=self._options.max_records_per_arrow_batch,
         )
-        return read_range(partition.offset_range, settings)
+        return read_ranges(partition.offset_ranges, settings)
 

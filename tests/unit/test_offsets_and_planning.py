@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
+from typing import List, Tuple
 
 import pytest
 
 from kafka_group.errors import OffsetFormatError
 from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
-from kafka_group.planning import allocate_budget, plan_ranges, split_ranges
+from kafka_group.planning import TaskSizing, allocate_budget, pack_ranges, plan_batch
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -50,27 +53,47 @@ def test_budget_never_exceeds_a_backlog() -> None:
     assert grants[A0] <= 1 and grants[A1] <= 1
 
 
-def test_plan_ranges_skips_empty_partitions() -> None:
-    ranges = plan_ranges({A0: 5, A1: 7, B0: 0}, {A0: 15, A1: 7, B0: 4}, None)
-    assert ranges == [OffsetRange(A0, 5, 15), OffsetRange(B0, 0, 4)]
+def test_plan_skips_empty_partitions() -> None:
+    plan = plan_batch({A0: 5, A1: 7, B0: 0}, {A0: 15, A1: 7, B0: 4}, None)
+    assert plan.ranges == [OffsetRange(A0, 5, 15), OffsetRange(B0, 0, 4)]
 
 
-def test_plan_ranges_ignores_partitions_without_latest() -> None:
-    assert plan_ranges({A0: 0}, {}, None) == []
+def test_plan_ignores_partitions_without_latest() -> None:
+    assert plan_batch({A0: 0}, {}, None).ranges == []
 
 
-def test_split_covers_the_ranges_exactly() -> None:
-    ranges = [OffsetRange(A0, 0, 1000), OffsetRange(B0, 10, 13)]
-    pieces = split_ranges(ranges, 8)
-    assert len(pieces) >= 8
-    covered = {tp: set() for tp in (A0, B0)}
-    for piece in pieces:
-        assert piece.size > 0
-        covered[piece.topic_partition].update(range(piece.from_offset, piece.until_offset))
-    assert covered[A0] == set(range(0, 1000)) and covered[B0] == set(range(10, 13))
+def covered(tasks: List[List[OffsetRange]]) -> Counter[Tuple[TopicPartition, int]]:
+    return Counter((r.topic_partition, o) for task in tasks for r in task for o in range(r.from_offset, r.until_offset))
 
 
-def test_split_keeps_ranges_when_there_are_enough() -> None:
-    ranges = [OffsetRange(A0, 0, 10), OffsetRange(B0, 0, 10)]
-    assert split_ranges(ranges, 2) == ranges
-    assert split_ranges(ranges, None) == ranges
+def test_small_batches_run_as_one_task() -> None:
+    ranges = [OffsetRange(A0, 0, 100), OffsetRange(A1, 5, 50), OffsetRange(B0, 0, 3)]
+    tasks = pack_ranges(ranges, TaskSizing(min_records_per_task=50_000, max_tasks=4))
+    assert tasks == [sorted(ranges)]
+
+
+def test_a_huge_partition_is_spread_over_every_task() -> None:
+    ranges = [OffsetRange(A0, 0, 1_000_000), OffsetRange(B0, 10, 13)]
+    tasks = pack_ranges(ranges, TaskSizing(min_records_per_task=50_000, max_tasks=4))
+    assert len(tasks) == 4
+    sizes = [sum(r.size for r in task) for task in tasks]
+    assert max(sizes) - min(sizes) <= 250_001
+    assert covered(tasks) == Counter((tp, o) for r in ranges for tp, o in ((r.topic_partition, o) for o in range(r.from_offset, r.until_offset)))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_packing_covers_every_offset_once(seed: int) -> None:
+    rng = random.Random(seed)
+    ranges = []
+    for p in range(rng.randint(1, 10)):
+        start = rng.randint(0, 1000)
+        ranges.append(OffsetRange(TopicPartition("t", p), start, start + rng.choice([0, 1, 7, 5_000, 200_000])))
+    sizing = TaskSizing(min_records_per_task=rng.choice([1, 1000, 50_000]), max_tasks=rng.randint(1, 8),
+                        min_tasks=rng.choice([None, 3]), max_records_per_task=rng.choice([None, 30_000]))
+    tasks = pack_ranges(ranges, sizing)
+    want = Counter((r.topic_partition, o) for r in ranges for o in range(r.from_offset, r.until_offset))
+    assert covered(tasks) == want
+    if sizing.max_records_per_task:
+        assert all(sum(r.size for r in task) <= sizing.max_records_per_task for task in tasks)
+    if want and sizing.min_tasks:
+        assert len(tasks) >= min(sizing.min_tasks, sum(want.values()))
