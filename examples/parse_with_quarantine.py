@@ -47,11 +47,12 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
 from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
+
+from pyspark_kafka_group.query_errors import failure_reason
 
 logger = logging.getLogger("parse_with_quarantine")
 
@@ -198,21 +199,6 @@ def report(table: str, expected: Optional[Tuple[int, int]]) -> bool:
     verdict = "every record is in the table exactly once" if ok else "MISMATCH"
     print(f"expected {expected[0]} good + {expected[1]} quarantined, {duplicated} duplicated offsets: {verdict}")
     return ok
-
-
-def failure_reason(exc: BaseException) -> str:
-    """The line of ``exc`` that says what went wrong.
-
-    Spark wraps an error raised in the data source into a long message holding the
-    Python traceback; the connector's own error (``kafka_group.errors.*``) is its
-    last exception line, and that line names the option or partition and the fix.
-    """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    own = [line for line in lines if line.startswith("kafka_group.errors.")]
-    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
-    if own or raised:
-        return (own or raised)[-1]
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:

@@ -33,10 +33,11 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
+
+from pyspark_kafka_group.query_errors import failure_reason
 
 logger = logging.getLogger("scheduled_job")
 
@@ -159,21 +160,6 @@ def check_table(table: str, group: str, ends: Dict[TopicPartitionKey, int]) -> T
     delta = DeltaTable(table)
     rows = sum(batch.num_rows for batch in delta.to_pyarrow_dataset().to_batches(columns=["offset"]))
     return int(delta.version()), rows
-
-
-def failure_reason(exc: BaseException) -> str:
-    """The line of ``exc`` that says what went wrong.
-
-    Spark wraps an error raised in the data source into a long message holding the
-    Python traceback; the connector's own error (``kafka_group.errors.*``) is its
-    last exception line, and that line names the option or partition and the fix.
-    """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    own = [line for line in lines if line.startswith("kafka_group.errors.")]
-    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception): ", line)]
-    if own or raised:
-        return (own or raised)[-1]
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
