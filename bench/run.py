@@ -2,18 +2,23 @@
 
 Run from the repository root (the package installed, Java 17 present)::
 
-    python -m bench.run --quick        # about 2-3 minutes
-    python -m bench.run                # the full workload, about 5-8 minutes
+    python -m bench.run --quick        # under 2 minutes
+    python -m bench.run                # the full workload, about 4 minutes
 
 It starts the embedded broker (librdkafka's mock cluster), produces the
 workloads, measures the baselines (raw confluent-kafka consumption; the
 connector's Python read path building Arrow batches; ``kcat``; ``deltalake``
 writing the same records), then the source in Spark ``local[2]`` with
 ``Trigger.AvailableNow`` into ``noop`` and into the exactly-once ``DeltaSink``,
-the fixed cost of a warm micro-batch, the source's planning time per trigger
-with no new data (8 and 1,000 partitions), the Delta commit cost over a long
-history, and the peak RSS of the Python workers. Each figure is printed on its
-own line and all of them are written to ``bench/results/<timestamp>.json``.
+and the fixed cost of a warm micro-batch. The source runs as shipped (default
+options: each batch's ranges packed onto at most ``fetch.maxTasks`` tasks of at
+least ``fetch.minRecordsPerTask`` records) and, interleaved with it, as the
+reference plan it replaced, one task per partition's range
+(:func:`bench.spark_runs.one_task_per_range`). Also: the source's planning
+time per trigger with no new data (64 and 1,000 partitions), the Delta commit
+cost over a long history, and the peak RSS of the Python workers. Each figure
+is printed on its own line and all of them are written to
+``bench/results/<timestamp>.json``.
 
 Spark throughput is judged on micro-batch time (the sum of the batches'
 ``triggerExecution``): like the single-process baselines, it leaves out the
@@ -38,11 +43,12 @@ import shutil
 import sys
 import tempfile
 import time
+from functools import partial
 from typing import Any, Dict, List, Optional, Tuple
 
 from bench import baselines
 from bench.planning_cost import delta_history, planning_ms
-from bench.spark_runs import median, run_query
+from bench.spark_runs import median, one_task_per_range, planned_tasks, run_query
 from bench.workload import Workload, measure_retention, produce
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -94,8 +100,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--repeat", type=int, help="repetitions of each throughput figure, best taken (default 2; quick 1)")
     parser.add_argument("--tiny-batches", type=int, help="micro-batches of the fixed-cost runs (default 25; quick 12)")
     parser.add_argument("--min-partitions", type=int, default=None, help="the source's minPartitions in the Spark runs")
-    parser.add_argument("--pack-tasks", type=int, default=4,
-                        help="tasks per batch of the proposed packed planning (bench/packed_source.py)")
     parser.add_argument("--skip-spark", action="store_true", help="baselines and planning only")
     parser.add_argument("--results-dir", default=RESULTS_DIR)
     args = parser.parse_args(argv)
@@ -158,9 +162,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 rb = w.records / kcat
                 report.figure(f"b{tag}", f"[{w.topic}] baseline (b) kcat -C -e to /dev/null: {rb:,.0f} rec/s = "
                               f"{rb / ra:.2f}x (a)", rate=rb, seconds=kcat, ratio_to_a=rb / ra)
-            table = baselines.source_table(w)
-            c = _best(lambda: baselines.delta_write(table, os.path.join(workdir, "delta-baseline")), repeat)
-            del table
+            c = _best(partial(baselines.delta_write, baselines.source_table(w),
+                              os.path.join(workdir, "delta-baseline")), repeat)  # the table is freed with the partial
             rc = w.records / c
             report.figure(f"c{tag}", f"[{w.topic}] baseline (c) deltalake.write_deltalake of the same records: "
                           f"{rc:,.0f} rec/s = {rc / ra2:.2f}x (a2)", rate=rc, seconds=c, ratio_to_a2=rc / ra2)
@@ -200,41 +203,41 @@ def main(argv: Optional[List[str]] = None) -> int:
         report.line(f"warm-up query: {warm.rows:,} rows in {warm.seconds:.1f} s")
         mp = args.min_partitions
 
-        # The proposed planning change is measured through a benchmark-only variant of the source
-        # (bench/packed_source.py), interleaved with the source as it is so that both see the same load.
-        from bench.packed_source import register
-
-        register(spark)
-        packed: Dict[str, Any] = {"source_format": "kafka-group-packed",
-                                  "extra_options": {"pack.tasks": args.pack_tasks}}
-        configs: List[Tuple[str, str, Dict[str, Any]]] = [
-            ("read", "noop", {}), ("packed_read", "noop", packed),
-            ("e2e", "delta", {"sample_memory": True}), ("packed_e2e", "delta", packed),
+        # The source as shipped (default options: ranges packed onto at most fetch.maxTasks tasks of at
+        # least fetch.minRecordsPerTask records) and, interleaved with it so that both see the same load,
+        # the reference plan it replaced: one Spark task per partition's range.
+        configs: List[Tuple[str, str, bool, bool]] = [  # key, sink, old plan, sample memory
+            ("read", "noop", False, False), ("per_range_read", "noop", True, False),
+            ("e2e", "delta", False, True), ("per_range_e2e", "delta", True, False),
         ]
         for w, a2, tag in ((main_w, a2_main, ""), (large_w, a2_large, "_large")):
-            runs: Dict[str, List[Any]] = {key: [] for key, _, _ in configs}
+            shipped_tasks = planned_tasks(servers, w, None, min_partitions=mp)
+            old_tasks = planned_tasks(servers, w, one_task_per_range(w.partitions), min_partitions=mp)
+            runs: Dict[str, List[Any]] = {key: [] for key, _, _, _ in configs}
             for _ in range(repeat):
-                for key, sink, kw in configs:
-                    r = run_query(spark, servers, w.topic, workdir, sink=sink, min_partitions=mp, **kw)
+                for key, sink, old_plan, sample in configs:
+                    extra = one_task_per_range(w.partitions) if old_plan else None
+                    r = run_query(spark, servers, w.topic, workdir, sink=sink, min_partitions=mp,
+                                  sample_memory=sample, extra_options=extra)
                     assert r.rows == w.records, f"{key} read {r.rows} of {w.records} records"
                     runs[key].append(r)
             best = {key: min(rs, key=lambda r: r.batch_seconds) for key, rs in runs.items()}
-            noop, e2e = best["read"], best["e2e"]
-            report.figure(f"read{tag}", f"[{w.topic}] read path, source into noop: {noop.rate:,.0f} rec/s "
-                          f"({_times(noop)}) = {noop.rate / a2:.2f}x (a2); "
-                          f"target >= 1.2x: {_verdict(noop.rate / a2, 1.2)}",
-                          ratio_to_a2=noop.rate / a2, **noop.to_json())
-            report.figure(f"e2e{tag}", f"[{w.topic}] end to end, source into DeltaSink: {e2e.rate:,.0f} rec/s "
-                          f"({_times(e2e)}) = {e2e.rate / a2:.2f}x (a2); target >= 0.8x: "
-                          f"{_verdict(e2e.rate / a2, 0.8)}", ratio_to_a2=e2e.rate / a2, **e2e.to_json())
-            noop, e2e = best["packed_read"], best["packed_e2e"]
-            report.figure(f"packed_read{tag}", f"[{w.topic}] PROPOSAL packed tasks (at most {args.pack_tasks}), "
-                          f"source into noop: {noop.rate:,.0f} rec/s ({_times(noop)}) = {noop.rate / a2:.2f}x "
-                          f"(a2); target >= 1.2x: {_verdict(noop.rate / a2, 1.2)}",
-                          ratio_to_a2=noop.rate / a2, **noop.to_json())
-            report.figure(f"packed_e2e{tag}", f"[{w.topic}] PROPOSAL packed tasks, source into DeltaSink: "
-                          f"{e2e.rate:,.0f} rec/s ({_times(e2e)}) = {e2e.rate / a2:.2f}x (a2); target >= 0.8x: "
-                          f"{_verdict(e2e.rate / a2, 0.8)}", ratio_to_a2=e2e.rate / a2, **e2e.to_json())
+            for key, label, target, tasks in (
+                    ("read", "read path, source into noop", 1.2, shipped_tasks),
+                    ("e2e", "end to end, source into DeltaSink", 0.8, shipped_tasks),
+                    ("per_range_read", "REFERENCE one task per range, source into noop", 1.2, old_tasks),
+                    ("per_range_e2e", "REFERENCE one task per range, source into DeltaSink", 0.8, old_tasks)):
+                r = best[key]
+                report.figure(f"{key}{tag}", f"[{w.topic}] {label} ({tasks} tasks): {r.rate:,.0f} rec/s "
+                              f"({_times(r)}) = {r.rate / a2:.2f}x (a2); target >= {target}x: "
+                              f"{_verdict(r.rate / a2, target)}", ratio_to_a2=r.rate / a2, tasks=tasks, **r.to_json())
+            for key in ("read", "e2e"):
+                ratio = best[key].batch_seconds / best[f"per_range_{key}"].batch_seconds
+                report.figure(f"packing_gain_{key}{tag}", f"[{w.topic}] packing, {key}: micro-batch time "
+                              f"{best[key].batch_seconds:.2f} s ({shipped_tasks} tasks) = {ratio:.2f}x that of one "
+                              f"task per range ({best[f'per_range_{key}'].batch_seconds:.2f} s, {old_tasks} tasks; "
+                              "lower is better)",
+                              ratio_to_one_task_per_range=ratio)
             peak_one = max(r.peak_worker_rss_mb or 0 for r in runs["e2e"])
             peak_all = max(r.peak_workers_total_rss_mb or 0 for r in runs["e2e"])
             report.figure(f"memory{tag}", f"[{w.topic}] Python workers' peak RSS, end to end: "
@@ -253,16 +256,27 @@ def main(argv: Optional[List[str]] = None) -> int:
                               **quarter.to_json())
 
         per_batch = 10 * 8
-        for key, sink, kw, tasks in (("fixed_cost_noop", "noop", {}, "8 tasks"),
-                                     ("fixed_cost_delta", "delta", {}, "8 tasks"),
-                                     ("packed_fixed_cost_delta", "delta", packed, "1 packed task (PROPOSAL)")):
-            tiny = run_query(spark, servers, tiny_w.topic, workdir, sink=sink, max_offsets_per_trigger=per_batch, **kw)
+        fixed: Dict[str, float] = {}
+        for key, sink, old_plan in (("fixed_cost_noop", "noop", False), ("fixed_cost_delta", "delta", False),
+                                    ("per_range_fixed_cost_noop", "noop", True),
+                                    ("per_range_fixed_cost_delta", "delta", True)):
+            extra = one_task_per_range(tiny_w.partitions) if old_plan else None
+            tasks = planned_tasks(servers, tiny_w, extra, per_partition=per_batch // tiny_w.partitions)
+            tiny = run_query(spark, servers, tiny_w.topic, workdir, sink=sink, max_offsets_per_trigger=per_batch,
+                             extra_options=extra)
             warm_s = tiny.warm_batch_seconds()
-            med = median(warm_s)
-            target = "; target <= 0.5 s: " + _verdict(med, 0.5, False) if sink == "delta" else ""
-            report.figure(key, f"fixed cost per warm micro-batch into {sink} ({per_batch} records per batch over 8 "
-                          f"partitions = {tasks}, {len(warm_s)} warm batches): median {med:.3f} s = "
-                          f"{med / 0.5:.2f}x 0.5 s{target}", median_s=med, warm_batches_s=warm_s, **tiny.to_json())
+            med = fixed[key] = median(warm_s)
+            label = "REFERENCE one task per range, " if old_plan else ""
+            verdict = "; target <= 0.5 s: " + _verdict(med, 0.5, False) if sink == "delta" else ""
+            report.figure(key, f"{label}fixed cost per warm micro-batch into {sink} ({per_batch} records per batch "
+                          f"over {tiny_w.partitions} partitions = {tasks} task(s), {len(warm_s)} warm batches): "
+                          f"median {med:.3f} s = {med / 0.5:.2f}x 0.5 s{verdict}",
+                          median_s=med, tasks=tasks, warm_batches_s=warm_s, **tiny.to_json())
+        for sink in ("noop", "delta"):
+            ratio = fixed[f"fixed_cost_{sink}"] / fixed[f"per_range_fixed_cost_{sink}"]
+            report.figure(f"packing_gain_fixed_cost_{sink}", f"packing, fixed cost into {sink}: "
+                          f"{fixed[f'fixed_cost_{sink}']:.3f} s = {ratio:.2f}x that of one task per range "
+                          f"({fixed[f'per_range_fixed_cost_{sink}']:.3f} s; lower is better)", ratio_to_one_task_per_range=ratio)
         return 0
     finally:
         if spark is not None:
@@ -286,7 +300,7 @@ def _versions() -> Dict[str, str]:
     import pyarrow
     import pyspark
 
-    return {"pyspark": pyspark.__version__, "confluent_kafka": confluent_kafka.version()[0],
+    return {"pyspark": pyspark.__version__, "confluent_kafka": str(confluent_kafka.version()),
             "librdkafka": confluent_kafka.libversion()[0], "deltalake": deltalake.__version__,
             "pyarrow": pyarrow.__version__}
 

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-__all__ = ["QueryRun", "run_query", "WorkerMemory"]
+__all__ = ["QueryRun", "run_query", "WorkerMemory", "one_task_per_range", "planned_tasks"]
 
 
 @dataclass
@@ -196,6 +196,39 @@ def run_query(
         run.workers_seen = len(memory.pids)
     shutil.rmtree(os.path.join(workdir, name), ignore_errors=True)
     return run
+
+
+def one_task_per_range(ranges: int) -> Dict[str, Any]:
+    """Source options that restore the plan before packing: one Spark task per partition's range.
+
+    ``fetch.minRecordsPerTask=1`` lets every range be its own task, and
+    ``fetch.maxTasks`` is the number of ranges of a batch (the workload's
+    partitions): a higher cap would cut the ranges into ``total / maxTasks``-record
+    pieces, each its own task (``fetch.maxTasks=1000`` would run the 2,000,000-record
+    batch as 1,000 tasks of 2,000 records, not 64).
+    """
+    return {"fetch.minRecordsPerTask": 1, "fetch.maxTasks": ranges}
+
+
+def planned_tasks(servers: str, workload: Any, extra_options: Optional[Dict[str, Any]], *,
+                  min_partitions: Optional[int] = None, per_partition: Optional[int] = None) -> int:
+    """Tasks the source plans for one batch of ``per_partition`` records from every partition of
+    ``workload`` (default: its whole backlog), with the given options: the connector's own option
+    parsing and :func:`kafka_group.planning.pack_ranges`, without Spark."""
+    from kafka_group.offsets import OffsetRange, TopicPartition
+    from kafka_group.options import parse_source_options
+    from kafka_group.planning import pack_ranges
+
+    options = {"kafka.bootstrap.servers": servers, "subscribe": workload.topic, "kafka.group.id": "bench-plan"}
+    if min_partitions is not None:
+        options["minPartitions"] = str(min_partitions)
+    options.update({k: str(v) for k, v in (extra_options or {}).items()})
+    sizing = parse_source_options(options).task_sizing
+    n, parts = workload.records, workload.partitions
+    ranges = [OffsetRange(TopicPartition(workload.topic, p), 0,
+                          per_partition if per_partition is not None else n // parts + (1 if p < n % parts else 0))
+              for p in range(parts)]
+    return len(pack_ranges(ranges, sizing))
 
 
 def _as_dict(progress: Any) -> Dict[str, Any]:

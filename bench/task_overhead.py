@@ -8,7 +8,10 @@ The same records are read with ``Trigger.AvailableNow`` into ``noop`` as 8 tasks
 (8 partitions), as 64 tasks (64 partitions; and 8 partitions split with
 ``minPartitions=64``), and tiny micro-batches into ``noop`` and ``DeltaSink``
 from a topic of 1 partition and of 8 partitions (1 or 8 tasks per batch).
-Each line is a ratio to the 8-task case of the same run.
+Each line is a ratio to the 8-task case of the same run. The source packs a
+batch's ranges onto a few tasks by default, so every case here pins the plan to
+one task per range (``fetch.minRecordsPerTask=1``, ``fetch.maxTasks`` = the
+partitions; see :func:`bench.spark_runs.one_task_per_range`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sys
 import tempfile
 from typing import Dict, List, Optional
 
-from bench.spark_runs import median, run_query
+from bench.spark_runs import median, one_task_per_range, run_query
 from bench.workload import Workload, produce
 
 
@@ -45,7 +48,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         best: Dict[str, float] = {}
         for _ in range(2):
             for name, topic, mp in cases:
-                r = run_query(spark, servers, topic, workdir, sink="noop", min_partitions=mp)
+                r = run_query(spark, servers, topic, workdir, sink="noop", min_partitions=mp,
+                              extra_options=one_task_per_range(topics[topic].partitions))
                 add = sum(b["durationMs"].get("addBatch", 0) for b in r.batches) / 1000
                 best[name] = min(best.get(name, 1e9), add)
         base = best[cases[0][0]]
@@ -55,7 +59,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         per_batch = {}
         for sink in ("noop", "delta"):
             for topic in ("tiny-1", "tiny-8"):
-                r = run_query(spark, servers, topic, workdir, sink=sink, max_offsets_per_trigger=100)
+                r = run_query(spark, servers, topic, workdir, sink=sink, max_offsets_per_trigger=100,
+                              extra_options=one_task_per_range(topics[topic].partitions))
                 per_batch[(sink, topic)] = median(r.warm_batch_seconds())
             one, eight = per_batch[(sink, "tiny-1")], per_batch[(sink, "tiny-8")]
             print(f"warm micro-batch of 100 records into {sink}: {one:.3f} s as 1 task, {eight:.3f} s as 8 tasks "
