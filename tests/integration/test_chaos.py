@@ -10,7 +10,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_short_chaos_run_loses_and_duplicates_nothing(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    figures = run_chaos(kafka, tmp_path, seconds=45, seed=7)
+    figures = run_chaos(kafka, tmp_path, seconds=30, seed=7)
     print(figures)
     assert figures["kills"] >= 2 and figures["rebalances"] > 0
     assert figures["duplicates"] == 0 and figures["unexpected"] == 0

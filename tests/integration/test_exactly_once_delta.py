@@ -199,7 +199,7 @@ def test_offsets_table_that_is_not_delta_or_of_another_group(spark, kafka, make_
 
 def test_killed_at_every_step_lands_each_record_exactly_once(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """SIGKILL the whole query (driver, JVM, workers) at each step of the commit protocol, many times."""
-    kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "20"))
+    kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "12"))
     rng = random.Random(20261123)
     topic, group, table, checkpoint = make_topic(4), unique_name("group"), tmp_path / "table", tmp_path / "chk"
     counts = {0: 0, 1: 0, 2: 0, 3: 0}
