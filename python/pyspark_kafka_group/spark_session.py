@@ -70,6 +70,11 @@ def local_session(app_name: str, *, cores: int = 2, extra_conf: Optional[Mapping
         .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        # Python workers connect back over a Unix domain socket, not a TCP port on
+        # 127.0.0.1: a Kafka client still retrying a stopped broker's port once
+        # reached a reused port of Spark's and failed a worker's start
+        # ("Python worker failed to connect back ... Authentication failed").
+        .config("spark.python.unix.domain.socket.enabled", "true")
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
