@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
-from kafka_group.offsets import TopicPartition
+from kafka_group.offsets import TopicPartition, partitions_by_topic
 
 __all__ = ["PauseState"]
 
@@ -90,10 +90,7 @@ class PauseState:
         if self._topics:
             doc["pausedTopics"] = sorted(self._topics)
         if self._partitions:
-            by_topic: Dict[str, List[int]] = {}
-            for tp in sorted(self._partitions):
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            doc["paused"] = by_topic
+            doc["paused"] = partitions_by_topic(self._partitions)
         return doc
 
     def restore(self, doc: Mapping[str, Any]) -> None:

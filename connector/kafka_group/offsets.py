@@ -33,6 +33,7 @@ __all__ = [
     "LATEST",
     "parse_assign",
     "parse_starting_offsets",
+    "partitions_by_topic",
 ]
 
 #: The offset document's key naming the consumer group.
@@ -312,6 +313,14 @@ class BatchOffsets:
             table if isinstance(table, str) else None,
             dict(flow) if isinstance(flow, Mapping) else {},
         )
+
+
+def partitions_by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[int]]:
+    """``{"orders": [0, 3]}``: the partitions of each topic, sorted (the form reports use)."""
+    grouped: Dict[str, List[int]] = {}
+    for tp in sorted(partitions):
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return grouped
 
 
 def _is_offset(value: Any) -> bool:

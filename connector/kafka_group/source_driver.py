@@ -26,7 +26,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set
 
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.delta_offsets import DeltaOffsetStore
@@ -36,7 +36,7 @@ from kafka_group.flow_channel import ControlChannel
 from kafka_group.flow_control import PauseState
 from kafka_group.faults import crash_point
 from kafka_group.membership import GroupMember, GroupOffsetCommitter, RebalanceEvent
-from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, OffsetRange, TopicPartition
+from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, OffsetRange, TopicPartition, partitions_by_topic
 from kafka_group.options import SourceOptions, SubscriptionKind
 from kafka_group.planning import BatchPlan, plan_batch
 from kafka_group.rebalance_listener import load_rebalance_listener
@@ -280,7 +280,7 @@ class SourceDriver:
         partitions per topic; ``lastRebalance`` says what changed last and why.
         """
         owned = self.owned()
-        report: Dict[str, Any] = {"owned": _by_topic(owned)}
+        report: Dict[str, Any] = {"owned": partitions_by_topic(owned)}
         if self._member is None:
             report["assign"] = True
             return report
@@ -290,7 +290,7 @@ class SourceDriver:
         if events:
             last = events[-1]
             report["lastRebalance"] = {
-                "kind": last.kind, "partitions": _by_topic(last.partitions), "cause": last.cause,
+                "kind": last.kind, "partitions": partitions_by_topic(last.partitions), "cause": last.cause,
                 "at": _iso(last.at),
             }
         return report
@@ -374,9 +374,10 @@ class SourceDriver:
             return
         planned = {r.topic_partition: r for r in plan.ranges}
         rows = []
+        owned = self.owned()
         with self._lock:
-            pauses = {tp: self._pauses.paused_since(tp) for tp in self.owned()}
-        for tp in sorted(self.owned()):
+            pauses = {tp: self._pauses.paused_since(tp) for tp in owned}
+        for tp in sorted(owned):
             position = positions.get(tp)
             latest = self._latest.get(tp)
             since = pauses.get(tp)
@@ -531,13 +532,6 @@ def _iso(seconds: float) -> str:
 
 def _describe_held(held: Mapping[TopicPartition, str]) -> str:
     return ", ".join(f"{tp} ({reason})" for tp, reason in sorted(held.items()))
-
-
-def _by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[int]]:
-    grouped: Dict[str, List[int]] = {}
-    for tp in sorted(partitions):
-        grouped.setdefault(tp.topic, []).append(tp.partition)
-    return grouped
 
 
 def _describe(positions: Mapping[TopicPartition, int]) -> str:

@@ -35,14 +35,17 @@ def test_query_survives_broker_faults_and_lands_everything_once(kafka, make_topi
                 restarts += 1
                 query = queries.start("a", 600)
 
+        def ride_out(seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                keep_running()
+                time.sleep(1)
+
         wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
         try:
             # A broker (leader of some partitions) down for 30 s, records produced meanwhile to the others.
             kafka.broker_down(2)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                keep_running()
-                time.sleep(1)
+            ride_out(30)
         finally:
             kafka.broker_up(2)
         producer.produce(20)
@@ -61,10 +64,7 @@ def test_query_survives_broker_faults_and_lands_everything_once(kafka, make_topi
             kafka.push_request_errors(HEARTBEAT, [REBALANCE_IN_PROGRESS] * 5)
             kafka.push_request_errors(OFFSET_COMMIT, [REBALANCE_IN_PROGRESS] * 3)
             producer.produce(20)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                keep_running()
-                time.sleep(1)
+            ride_out(20)
         finally:
             for api in (FETCH, LIST_OFFSETS, HEARTBEAT, OFFSET_COMMIT):
                 kafka.clear_request_errors(api)

@@ -27,17 +27,29 @@ def start(spark: Any, kafka: Any, topic: str, fail_on_data_loss: str, rows: List
             .writeStream.foreachBatch(land).trigger(processingTime="500 milliseconds").start())
 
 
-def test_recreated_topic_is_read_from_its_start_when_loss_is_allowed(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def recreate_under(spark: Any, kafka: Any, partitions: int, fail_on_data_loss: str,
+                   rows: List[Tuple[int, int, bytes]]) -> Tuple[Any, str]:
+    """Start a query on a topic of 30 records per partition, then delete the topic and recreate it
+    with 5 records per partition (values numbered from 1000); return the running query and the topic."""
     topic = unique_name("recreated")
-    kafka.create_topic(topic, 2)
-    produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
-    rows: List[Tuple[int, int, bytes]] = []
-    query = start(spark, kafka, topic, "false", rows)
+    kafka.create_topic(topic, partitions)
+    produce(kafka.bootstrap_servers, topic, {p: 30 for p in range(partitions)})
+    query = start(spark, kafka, topic, fail_on_data_loss, rows)
     try:
-        wait_for(lambda: len(rows) == 60, "the first topic's records")
+        wait_for(lambda: len(rows) == 30 * partitions, "the first topic's records")
         kafka.delete_topic(topic)
-        kafka.create_topic(topic, 2)
-        produce(kafka.bootstrap_servers, topic, {0: 5, 1: 5}, start=1000)
+        kafka.create_topic(topic, partitions)
+        produce(kafka.bootstrap_servers, topic, {p: 5 for p in range(partitions)}, start=1000)
+    except BaseException:
+        query.stop()
+        raise
+    return query, topic
+
+
+def test_recreated_topic_is_read_from_its_start_when_loss_is_allowed(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+    rows: List[Tuple[int, int, bytes]] = []
+    query, _ = recreate_under(spark, kafka, 2, "false", rows)
+    try:
         wait_for(lambda: len(rows) == 70, "the recreated topic's records", 180)
         assert query.isActive
     finally:
@@ -47,16 +59,9 @@ def test_recreated_topic_is_read_from_its_start_when_loss_is_allowed(spark, kafk
 
 
 def test_recreated_topic_fails_the_query_naming_the_partition(spark, kafka) -> None:  # type: ignore[no-untyped-def]
-    topic = unique_name("recreated")
-    kafka.create_topic(topic, 1)
-    produce(kafka.bootstrap_servers, topic, {0: 30})
     rows: List[Tuple[int, int, bytes]] = []
-    query = start(spark, kafka, topic, "true", rows)
+    query, topic = recreate_under(spark, kafka, 1, "true", rows)
     try:
-        wait_for(lambda: len(rows) == 30, "the first topic's records")
-        kafka.delete_topic(topic)
-        kafka.create_topic(topic, 1)
-        produce(kafka.bootstrap_servers, topic, {0: 5}, start=1000)
         with pytest.raises(StreamingQueryException, match=rf"data loss in {topic}-0: the query is at offset 30 but "
                                                           "the partition now ends at 5"):
             query.awaitTermination(180)
