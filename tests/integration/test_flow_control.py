@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any, Dict, List, Tuple
 
 import pytest
@@ -20,31 +20,35 @@ Row = Tuple[int, str, int, int, int]  # batch id, topic, partition, offset, time
 
 
 class Collector:
-    """A foreachBatch function that keeps every row with its batch id."""
+    """A foreachBatch function that keeps every row with its batch id.
+
+    Idempotent per batch id: Spark replays a batch that was not committed before a
+    stop with the same id and data, and the replay replaces the first delivery.
+    """
 
     def __init__(self) -> None:
-        self.rows: List[Row] = []
+        self._by_batch: Dict[int, List[Row]] = {}
         self._lock = threading.Lock()
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         found = batch.selectExpr("topic", "partition", "offset", "unix_millis(timestamp) AS ts").collect()
         with self._lock:
-            self.rows.extend((batch_id, r.topic, r.partition, r.offset, r.ts) for r in found)
+            self._by_batch[batch_id] = [(batch_id, r.topic, r.partition, r.offset, r.ts) for r in found]
+
+    @property
+    def rows(self) -> List[Row]:
+        with self._lock:
+            return [row for rows in self._by_batch.values() for row in rows]
 
     def count(self, partition: int) -> int:
-        with self._lock:
-            return sum(1 for r in self.rows if r[2] == partition)
+        return sum(1 for r in self.rows if r[2] == partition)
 
     def landed(self) -> Counter[Tuple[int, int]]:
-        with self._lock:
-            return Counter((r[2], r[3]) for r in self.rows)
+        return Counter((r[2], r[3]) for r in self.rows)
 
     def batches(self) -> Dict[int, List[Row]]:
-        by_batch: Dict[int, List[Row]] = defaultdict(list)
         with self._lock:
-            for row in self.rows:
-                by_batch[row[0]].append(row)
-        return dict(sorted(by_batch.items()))
+            return {batch_id: list(rows) for batch_id, rows in sorted(self._by_batch.items())}
 
 
 def member_generation(query: Any) -> int:
