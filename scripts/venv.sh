@@ -9,6 +9,8 @@ if [ ! -x "$root/.venv/bin/python" ]; then
 fi
 spec="$root"
 if [ -n "${1:-}" ]; then spec="$root[$1]"; fi
+# setuptools reuses build/ across installs: a module deleted from the tree would still ship.
+rm -rf "$root/build"
 "$root/.venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
 export PYSPARK_PYTHON="$root/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$root/.venv/bin/python"

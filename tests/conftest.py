@@ -1,7 +1,15 @@
-"""Shared fixtures: an embedded Kafka cluster and a local SparkSession, always stopped.
+"""Shared fixtures: Kafka clusters and a local SparkSession, always stopped.
 
 Unit tests (``tests/unit``) start no process; integration tests
-(``tests/integration``) use the real broker over TCP, real Spark and real Delta.
+(``tests/integration``) use a real broker over TCP, real Spark and real Delta.
+
+The broker is Apache Kafka (KRaft, jars fetched by Maven on first use) unless
+``KAFKA_GROUP_TEST_BROKER=mock`` selects librdkafka's mock cluster:
+
+- ``kafka``: one node, for tests where replication does not matter;
+- ``kafka_cluster``: three nodes, for broker faults and replication;
+- ``mock_kafka``: always the mock cluster, for what only it can do (pushed
+  protocol errors); each such test says so.
 """
 
 from __future__ import annotations
@@ -30,17 +38,51 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}-{os.getpid()}-{next(_counter)}"
 
 
-@pytest.fixture(scope="session")
-def kafka() -> Iterator["EmbeddedKafka"]:  # type: ignore[name-defined]  # noqa: F821
-    """One embedded Kafka cluster (3 brokers) for the whole run."""
-    from kafka_group.embedded import EmbeddedKafka
+#: The broker engine of the integration tests: "kafka" (Apache Kafka, the default) or "mock".
+BROKER_ENGINE = os.environ.get("KAFKA_GROUP_TEST_BROKER", "kafka")
+if BROKER_ENGINE not in ("kafka", "mock"):
+    raise RuntimeError(f"KAFKA_GROUP_TEST_BROKER={BROKER_ENGINE!r}: use 'kafka' (Apache Kafka) or 'mock'")
 
-    cluster = EmbeddedKafka(brokers=3)
-    cluster.start()
+_clusters: Dict[Tuple[str, int], Any] = {}
+
+
+def _cluster(engine: str, brokers: int) -> Any:
+    """A session-wide cluster of ``engine`` with ``brokers`` brokers, started on first use."""
+    from kafka_group.embedded import start_cluster
+
+    key = (engine, brokers)
+    if key not in _clusters:
+        _clusters[key] = start_cluster(engine, brokers)
+    return _clusters[key]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_clusters() -> Iterator[None]:
+    """Stop every cluster the run started, whatever happened."""
     try:
-        yield cluster
+        yield
     finally:
-        cluster.stop()
+        for cluster in _clusters.values():
+            cluster.stop()
+        _clusters.clear()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Any:
+    """The run's Kafka: Apache Kafka with one node (or the 3-broker mock with ``KAFKA_GROUP_TEST_BROKER=mock``)."""
+    return _cluster(BROKER_ENGINE, 1 if BROKER_ENGINE == "kafka" else 3)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Any:
+    """Three brokers (Apache Kafka, or the mock with ``KAFKA_GROUP_TEST_BROKER=mock``): faults, replication."""
+    return _cluster(BROKER_ENGINE, 3)
+
+
+@pytest.fixture(scope="session")
+def mock_kafka() -> Any:
+    """librdkafka's 3-broker mock cluster, for what only it can do (pushed protocol errors)."""
+    return _cluster("mock", 3)
 
 
 @pytest.fixture(scope="session")
@@ -54,19 +96,6 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         yield session
     finally:
         session.stop()
-
-
-@pytest.fixture
-def tansu() -> Iterator["TansuBroker"]:  # type: ignore[name-defined]  # noqa: F821
-    """A started Tansu broker, stopped at teardown whatever the test did."""
-    from kafka_group.embedded.tansu import TansuBroker
-
-    broker = TansuBroker()
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def group_stream(spark: Any, servers: str, topic: str, group: str, **options: Any) -> Any:

@@ -1,7 +1,12 @@
-"""Broker faults while a query runs into Delta: brokers down, the coordinator down, pushed request errors.
+"""Broker faults while a query runs into Delta: brokers killed, the coordinator killed, pushed request errors.
 
 The query either rides a fault out or fails with the connector's own error; after a
 restart every record is in the table exactly once.
+
+Broker faults are real on Apache Kafka (``kafka_cluster``): a node's JVM is
+SIGKILLed and started again on its data, the KRaft controller included. Pushed
+protocol errors run on the mock cluster (``mock_kafka``): real Kafka cannot be
+told to answer a request with a chosen error.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ FETCH, LIST_OFFSETS, OFFSET_COMMIT, HEARTBEAT = 1, 2, 8, 12
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, REBALANCE_IN_PROGRESS, TRANSPORT = 6, 7, 27, -195
 
 
-def test_query_survives_broker_faults_and_lands_everything_once(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    topic = make_topic(6)
+def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    kafka = kafka_cluster
+    topic = unique_name("faults")
+    kafka.create_topic(topic, 6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
     restarts = 0
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
@@ -57,6 +64,44 @@ def test_query_survives_broker_faults_and_lands_everything_once(kafka, make_topi
                 keep_running()
             finally:
                 kafka.broker_up(broker)
+        producer.produce(20)
+
+        def settled() -> bool:
+            keep_running()
+            return queries.landed() == producer.expected()
+
+        wait_for(settled, "every record exactly once after the faults", 300)
+    landed = queries.landed()
+    assert all(n == 1 for n in landed.values())
+    print(f"faults survived with {restarts} restart(s)")
+
+
+def test_query_survives_pushed_request_errors(mock_kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Mock only: real Kafka cannot be made to answer requests with chosen errors."""
+    kafka = mock_kafka
+    topic = unique_name("pushed")
+    kafka.create_topic(topic, 6)
+    producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
+    restarts = 0
+    with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
+        producer.produce(40)
+        query = queries.start("a", 600)
+
+        def keep_running() -> None:
+            nonlocal query, restarts
+            if query.poll() is not None:  # it failed: the error must be the connector's, then restart
+                log = queries.log("a")
+                assert "kafka_group.errors." in log, log[-3000:]
+                restarts += 1
+                query = queries.start("a", 600)
+
+        def ride_out(seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                keep_running()
+                time.sleep(1)
+
+        wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
         # Request errors pushed for a while: fetches, offset listing, heartbeats, commits, dropped connections.
         try:
             kafka.push_request_errors(FETCH, [NOT_LEADER_OR_FOLLOWER] * 10 + [TRANSPORT] * 3)

@@ -1,16 +1,66 @@
-"""An embedded Kafka cluster for development, tests, demos and benchmarks.
+"""Development Kafka clusters for tests, demos and benchmarks, on 127.0.0.1.
 
-It hosts librdkafka's mock cluster (from the confluent-kafka wheel) in a child
-process and controls it over a local JSON-lines channel::
+Two engines with one set of methods (``bootstrap_servers``, ``create_topic``,
+``delete_topic``, ``delete_records``, ``broker_down``/``broker_up``, ``stop``):
 
-    from kafka_group.embedded import EmbeddedKafka
+- ``mock``: librdkafka's mock cluster (from the confluent-kafka wheel), hosted in a
+  child process (:class:`EmbeddedKafka`). No download, starts in a second, and
+  injects protocol errors real Kafka cannot push.
+- ``kafka``: Apache Kafka brokers in KRaft mode, one JVM each
+  (:class:`ApacheKafka`), jars fetched by Maven on first use.
 
-    with EmbeddedKafka(brokers=3, topics={"orders": 8}) as kafka:
+::
+
+    from kafka_group.embedded import start_cluster
+
+    with start_cluster("kafka", brokers=3, topics={"orders": 8}) as kafka:
         print(kafka.bootstrap_servers)
 
-From a shell: ``python -m kafka_group.embedded --brokers 3 --topic orders:8``.
+From a shell: ``kafka-group-broker --engine kafka --brokers 3 --topic orders:8``.
 """
 
-from kafka_group.embedded.cluster import EmbeddedKafka
+from __future__ import annotations
 
-__all__ = ["EmbeddedKafka"]
+from typing import Mapping, Optional, Union
+
+from kafka_group.embedded.apache_kafka import ApacheKafka
+from kafka_group.embedded.cluster import EmbeddedKafka
+from kafka_group.errors import EmbeddedBrokerError
+
+__all__ = ["ApacheKafka", "EmbeddedKafka", "DevelopmentCluster", "ENGINES", "start_cluster"]
+
+#: The engines :func:`start_cluster` knows.
+ENGINES = ("kafka", "mock")
+
+DevelopmentCluster = Union[ApacheKafka, EmbeddedKafka]
+
+
+def start_cluster(
+    engine: str, brokers: int = 1, topics: Optional[Mapping[str, int]] = None
+) -> DevelopmentCluster:
+    """Start a development cluster of either engine and return it (stop it, or use ``with``).
+
+    Parameters
+    ----------
+    engine : {"kafka", "mock"}
+        Apache Kafka (KRaft, fetched by Maven) or librdkafka's mock cluster.
+    brokers : int, default 1
+        Number of brokers.
+    topics : dict of str to int, optional
+        Topics to create, name to partition count.
+
+    Returns
+    -------
+    ApacheKafka or EmbeddedKafka
+        The started cluster.
+
+    Raises
+    ------
+    EmbeddedBrokerError
+        For an unknown engine, or when the cluster does not start.
+    """
+    if engine == "kafka":
+        return ApacheKafka(brokers, topics).start()
+    if engine == "mock":
+        return EmbeddedKafka(brokers, topics).start()
+    raise EmbeddedBrokerError(f"unknown broker engine {engine!r}: choose 'kafka' (Apache Kafka) or 'mock'")

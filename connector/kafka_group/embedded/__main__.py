@@ -1,11 +1,13 @@
-"""Run an embedded Kafka cluster in the foreground: ``python -m kafka_group.embedded``.
+"""Run a development Kafka cluster in the foreground: ``kafka-group-broker`` (``python -m kafka_group.embedded``).
 
-Example::
+Examples::
 
-    python -m kafka_group.embedded --brokers 3 --topic orders:8
+    kafka-group-broker --brokers 3 --topic orders:8                  # librdkafka's mock cluster
+    kafka-group-broker --engine kafka --brokers 3 --topic orders:8   # Apache Kafka (KRaft), jars via Maven
 
-prints the bootstrap servers and the control port, then runs until Ctrl-C (or
-SIGTERM). Other processes can drive the cluster with
+The first line of stdout is ``bootstrap.servers = HOST:PORT,...``; it runs until
+Ctrl-C or SIGTERM, then stops every broker process. If this process is killed,
+the brokers die with it. Other processes can drive a mock cluster with
 ``EmbeddedKafka.attach(control_port)``.
 """
 
@@ -19,6 +21,7 @@ import threading
 from types import FrameType
 from typing import Optional, Sequence
 
+from kafka_group.embedded.apache_kafka import ApacheKafka
 from kafka_group.embedded.broker_host import add_cluster_arguments, parse_topic_spec
 from kafka_group.embedded.cluster import EmbeddedKafka
 from kafka_group.errors import EmbeddedBrokerError
@@ -36,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(
         prog="python -m kafka_group.embedded",
-        description="Run a librdkafka mock Kafka cluster until Ctrl-C.",
+        description="Run a development Kafka cluster on 127.0.0.1 until Ctrl-C.",
+    )
+    parser.add_argument(
+        "--engine", choices=("mock", "kafka"), default="mock",
+        help="mock: librdkafka's mock cluster (no download, starts in a second); "
+        "kafka: Apache Kafka brokers in KRaft mode, jars fetched by Maven on first use (default mock)",
     )
     add_cluster_arguments(parser)
     return parser
@@ -72,25 +80,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # Explicit handlers: a shell that starts us in the background ignores SIGINT.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    kafka = EmbeddedKafka(
-        args.brokers, topics, group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms
-    )
+    kafka: "EmbeddedKafka | ApacheKafka"
+    if args.engine == "kafka":
+        kafka = ApacheKafka(args.brokers, topics, log_level=args.log_level)
+    else:
+        kafka = EmbeddedKafka(
+            args.brokers, topics, group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms
+        )
     try:
         kafka.start()
     except EmbeddedBrokerError as exc:
         logger.error("%s", exc)
+        kafka.stop()
         return 1
     try:
-        logger.info("bootstrap servers %s, control port %d", kafka.bootstrap_servers, kafka.control_port)
         print(f"bootstrap.servers = {kafka.bootstrap_servers}")
-        print(f"control port      = {kafka.control_port}   (EmbeddedKafka.attach({kafka.control_port}))")
-        print(f"host pid          = {kafka.pid}")
+        if isinstance(kafka, EmbeddedKafka):
+            print(f"control port      = {kafka.control_port}   (EmbeddedKafka.attach({kafka.control_port}))")
+            print(f"host pid          = {kafka.pid}")
+        else:
+            print(f"engine            = Apache Kafka (KRaft), broker pids {kafka.pids}")
+            print(f"folder            = {kafka.folder}")
         for name, partitions in topics.items():
             print(f"topic             = {name} ({partitions} partitions)")
         print("Press Ctrl-C to stop.", flush=True)
+        logger.info("bootstrap servers %s", kafka.bootstrap_servers)
         while kafka.running:
             stop.wait(0.5)
-        logger.error("the broker host (pid %d) exited on its own", kafka.pid)
+        logger.error("the brokers exited on their own")
         return 1
     except KeyboardInterrupt:
         logger.info("stopping")

@@ -83,6 +83,8 @@ class EmbeddedKafka:
     enough partitions.
     """
 
+    engine = "mock"
+
     def __init__(
         self,
         brokers: int = 1,

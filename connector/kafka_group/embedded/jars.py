@@ -1,0 +1,268 @@
+"""Java artifacts from Maven Central, fetched on first use into Maven's local cache.
+
+The project commits no jar. Each *bundle* (a pinned set of Maven coordinates) is
+resolved by Maven's own client (``mvn dependency:build-classpath``) from a pom
+written into a cache folder outside the repository; the jars stay in Maven's
+local repository (``~/.m2`` unless ``MAVEN_OPTS`` or ``KAFKA_GROUP_MAVEN_REPO``
+says otherwise), and the resolved classpath is remembered next to the pom, so
+later runs start without calling Maven.
+
+Bundles:
+
+- ``kafka``: the Apache Kafka broker (KRaft), its tools (``kafka-consumer-perf-test``)
+  and a log4j2 binding for its logs.
+- ``spark-kafka``: Spark's own Kafka source (``format("kafka")``) for the pyspark
+  version the tests pin, without the jars Spark already ships.
+- ``delta-spark``: delta-spark for that Spark.
+
+Example::
+
+    from kafka_group.embedded.jars import classpath
+    jars = classpath("kafka")          # list of jar paths, fetched on first call
+
+From a shell: ``python -m kafka_group.embedded.jars kafka spark-kafka delta-spark``
+fetches all three and prints their classpaths.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from kafka_group.errors import EmbeddedBrokerError
+
+__all__ = ["KAFKA_VERSION", "SPARK_VERSION", "DELTA_SPARK_VERSION", "Bundle", "BUNDLES", "classpath", "cache_dir"]
+
+logger = logging.getLogger(__name__)
+
+#: Apache Kafka release the development cluster runs (KRaft, no ZooKeeper).
+KAFKA_VERSION = "4.3.1"
+#: Spark release the test environment pins (pyspark==4.2.0); the Spark jars must match it.
+SPARK_VERSION = "4.2.0"
+#: delta-spark release that supports ``SPARK_VERSION`` (4.4.1 has no Spark 4.2 jar on Maven Central).
+DELTA_SPARK_VERSION = "4.4.0"
+#: log4j2 release of Kafka's own dependency tree; its slf4j binding lets the broker log.
+_LOG4J_VERSION = "2.25.4"
+
+_MAVEN_TIMEOUT_S = 900.0
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A pinned set of Maven artifacts resolved together.
+
+    Attributes
+    ----------
+    name : str
+        Short name used by :func:`classpath` and the cache folder.
+    artifacts : tuple of str
+        ``group:artifact:version`` coordinates; their compile and runtime
+        dependencies come along.
+    exclusions : tuple of str
+        ``group:artifact`` patterns (``*`` allowed for the artifact) left out of
+        the transitive closure, such as what Spark already ships.
+    """
+
+    name: str
+    artifacts: tuple[str, ...]
+    exclusions: tuple[str, ...] = ()
+
+    def pom(self) -> str:
+        """The pom Maven resolves this bundle from."""
+        exclusions = "".join(
+            f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
+            for g, a in (pattern.split(":", 1) for pattern in self.exclusions)
+        )
+        dependencies = []
+        for coordinate in self.artifacts:
+            group, artifact, version = coordinate.split(":")
+            dependencies.append(
+                f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+                f"<version>{version}</version><exclusions>{exclusions}</exclusions></dependency>"
+            )
+        return (
+            '<project xmlns="http://maven.apache.org/POM/4.0.0">'
+            "<modelVersion>4.0.0</modelVersion>"
+            f"<groupId>pyspark-kafka-group.fetch</groupId><artifactId>{self.name}</artifactId><version>1</version>"
+            f"<dependencies>{''.join(dependencies)}</dependencies></project>\n"
+        )
+
+    def key(self) -> str:
+        """A digest of the pom: a changed pin resolves again."""
+        return hashlib.sha256(self.pom().encode()).hexdigest()[:16]
+
+
+# Spark ships these (or their shaded forms) in pyspark/jars; a second copy on the
+# classpath would shadow Spark's own.
+_SPARK_PROVIDED = (
+    "org.apache.spark:*",
+    "org.scala-lang:*",
+    "org.scala-lang.modules:*",
+    "org.slf4j:*",
+    "org.apache.hadoop:*",
+    "com.fasterxml.jackson.core:*",
+    "com.fasterxml.jackson.module:*",
+    "org.apache.logging.log4j:*",
+    "com.google.code.findbugs:*",
+    "org.xerial.snappy:*",
+    "com.github.luben:*",
+    "org.lz4:*",
+    "org.antlr:*",
+    "org.apache.parquet:*",
+    "io.airlift:*",
+    "org.roaringbitmap:*",
+    "at.yawk.lz4:*",
+    "commons-pool:*",
+)
+
+BUNDLES: dict[str, Bundle] = {
+    "kafka": Bundle(
+        "kafka",
+        (
+            f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
+            f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
+            f"org.apache.logging.log4j:log4j-slf4j-impl:{_LOG4J_VERSION}",
+        ),
+    ),
+    "spark-kafka": Bundle(
+        "spark-kafka",
+        (f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}",),
+        # spark-sql-kafka's own token provider must come along; the rest of Spark is there.
+        tuple(p for p in _SPARK_PROVIDED if p != "org.apache.spark:*")
+        + (
+            "org.apache.spark:spark-core_2.13",
+            "org.apache.spark:spark-sql_2.13",
+            "org.apache.spark:spark-catalyst_2.13",
+            "org.apache.spark:spark-tags_2.13",
+            "org.apache.spark:spark-common-utils_2.13",
+            "org.apache.spark:spark-sql-api_2.13",
+            "org.apache.spark:spark-connect-shims_2.13",
+        ),
+    ),
+    "delta-spark": Bundle(
+        "delta-spark",
+        (f"io.delta:delta-spark_4.2_2.13:{DELTA_SPARK_VERSION}",),
+        _SPARK_PROVIDED,
+    ),
+}
+
+
+def cache_dir() -> Path:
+    """Folder for the poms and resolved classpaths (outside the repository).
+
+    ``KAFKA_GROUP_CACHE`` overrides it; otherwise ``$XDG_CACHE_HOME`` or
+    ``~/.cache``, under ``pyspark-kafka-group``.
+    """
+    override = os.environ.get("KAFKA_GROUP_CACHE")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pyspark-kafka-group"
+
+
+def _maven_command(pom_dir: Path, output: Path) -> list[str]:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise EmbeddedBrokerError(
+            "Maven ('mvn') is not on PATH: it fetches the Kafka and Spark jars on first use; "
+            "install it (apt-get install maven) or put it on PATH"
+        )
+    command = [mvn, "-B", "-q", "-f", str(pom_dir / "pom.xml"), "dependency:build-classpath",
+               f"-Dmdep.outputFile={output}", "-Dmdep.includeScope=runtime"]
+    repo = os.environ.get("KAFKA_GROUP_MAVEN_REPO")
+    if repo:
+        command.append(f"-Dmaven.repo.local={repo}")
+    return command
+
+
+def classpath(name: str, *, refresh: bool = False) -> list[str]:
+    """The jars of a bundle, resolving (and downloading) them on first use.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`BUNDLES` (``kafka``, ``spark-kafka``, ``delta-spark``).
+    refresh : bool, default False
+        Resolve again even when a classpath is remembered.
+
+    Returns
+    -------
+    list of str
+        Absolute jar paths, every one present on disk.
+
+    Raises
+    ------
+    EmbeddedBrokerError
+        When the bundle is unknown, Maven is missing, or Maven fails (the
+        message ends with Maven's output).
+
+    Notes
+    -----
+    Safe to call from several processes at once: a file lock serialises the
+    resolution of one bundle.
+    """
+    try:
+        bundle = BUNDLES[name]
+    except KeyError:
+        raise EmbeddedBrokerError(f"unknown jar bundle {name!r}: choose one of {sorted(BUNDLES)}") from None
+    folder = cache_dir() / "maven" / f"{bundle.name}-{bundle.key()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    remembered = folder / "classpath.txt"
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not refresh:
+            jars = _read_classpath(remembered)
+            if jars is not None:
+                return jars
+        (folder / "pom.xml").write_text(bundle.pom(), encoding="utf-8")
+        partial = folder / "classpath.partial"
+        logger.info("fetching the %s jars with Maven (first use; cached in Maven's local repository)", name)
+        try:
+            result = subprocess.run(
+                _maven_command(folder, partial), capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise EmbeddedBrokerError(f"Maven did not resolve the {name} jars within {_MAVEN_TIMEOUT_S:.0f} s") from exc
+        if result.returncode != 0:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+            raise EmbeddedBrokerError(f"Maven failed to resolve the {name} jars (exit {result.returncode}):\n{tail}")
+        os.replace(partial, remembered)
+        jars = _read_classpath(remembered)
+        if jars is None:
+            raise EmbeddedBrokerError(f"Maven resolved the {name} jars but some are missing on disk: {remembered}")
+        return jars
+
+
+def _read_classpath(path: Path) -> Optional[list[str]]:
+    """The remembered jars, or None when absent or when a jar has gone from the cache."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    jars = [entry for entry in text.split(os.pathsep) if entry]
+    if not jars or not all(os.path.isfile(jar) for jar in jars):
+        return None
+    return jars
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Fetch the named bundles and print each classpath (``python -m kafka_group.embedded.jars``)."""
+    names = list(argv if argv is not None else sys.argv[1:]) or sorted(BUNDLES)
+    logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
+    for name in names:
+        jars = classpath(name)
+        sys.stdout.write(f"{name}: {len(jars)} jars\n")
+        sys.stdout.write(os.pathsep.join(jars) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
