@@ -12,6 +12,7 @@ A second module can be compared with ``--fetch-module /path/to/old/fetch.py``.
 from __future__ import annotations
 
 import argparse
+import os
 import importlib.util
 import sys
 import time
@@ -43,11 +44,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     from pyinstrument import Profiler
 
-    from kafka_group.embedded import EmbeddedKafka
+    from kafka_group.embedded import start_cluster
 
     read = _load(args.fetch_module)
     workload = Workload("profile", args.partitions, args.records, value_bytes=args.value_bytes)
-    embedded = EmbeddedKafka(brokers=1).start()
+    embedded = start_cluster(os.environ.get("KAFKA_GROUP_BENCH_BROKER", "kafka"), brokers=1)
     try:
         embedded.create_topic(workload.topic, workload.partitions)
         produce(embedded.bootstrap_servers, workload)

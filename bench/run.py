@@ -5,7 +5,7 @@ Run from the repository root (the package installed, Java 17 present)::
     python -m bench.run --quick        # under 2 minutes
     python -m bench.run                # the full workload, about 4 minutes
 
-It starts the embedded broker (librdkafka's mock cluster), produces the
+It starts the broker (Apache Kafka by default, `--engine mock` for librdkafka's mock cluster), produces the
 workloads, measures the baselines (raw confluent-kafka consumption; the
 connector's Python read path building Arrow batches; ``kcat``; ``deltalake``
 writing the same records), then the source in Spark ``local[2]`` with
@@ -102,6 +102,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--min-partitions", type=int, default=None, help="the source's minPartitions in the Spark runs")
     parser.add_argument("--skip-spark", action="store_true", help="baselines and planning only")
     parser.add_argument("--results-dir", default=RESULTS_DIR)
+    parser.add_argument("--engine", choices=("kafka", "mock"), default="kafka",
+                        help="broker: Apache Kafka (default; jars fetched by Maven) or librdkafka's mock cluster")
     args = parser.parse_args(argv)
 
     quick = args.quick
@@ -111,7 +113,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     repeat = args.repeat or (1 if quick else 2)
     tiny_batches = args.tiny_batches or (12 if quick else 25)
 
-    from kafka_group.embedded import EmbeddedKafka
+    from kafka_group.embedded import DevelopmentCluster, start_cluster
 
     report = Report()
     started = time.time()
@@ -121,17 +123,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         "started": stamp, "quick": quick, "argv": sys.argv[1:],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_start": os.getloadavg()},
     }
-    embedded: Optional[EmbeddedKafka] = None
+    embedded: Optional[DevelopmentCluster] = None
     spark: Any = None
     try:
-        embedded = EmbeddedKafka(brokers=1).start()
+        embedded = start_cluster(args.engine, brokers=1)
         servers = embedded.bootstrap_servers
+        results["engine"] = args.engine
         results["versions"] = _versions()
 
         kept, produced = measure_retention(embedded, args.value_bytes)
         kept_large, produced_large = measure_retention(embedded, args.large_value_bytes, records=20_000)
         report.figure("broker_retention",
-                      f"broker retention (mock, one partition): kept {kept:,} of {produced:,} records of "
+                      f"broker retention ({args.engine}, one partition): kept {kept:,} of {produced:,} records of "
                       f"{args.value_bytes} B, {kept_large:,} of {produced_large:,} of {args.large_value_bytes} B",
                       kept=kept, produced=produced, kept_large=kept_large, produced_large=produced_large)
 

@@ -16,6 +16,7 @@ partitions; see :func:`bench.spark_runs.one_task_per_range`).
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -27,11 +28,11 @@ from bench.workload import Workload, produce
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the comparison and print one line per case."""
-    from kafka_group.embedded import EmbeddedKafka
+    from kafka_group.embedded import start_cluster
     from pyspark_kafka_group.spark_session import local_session
 
     records = 240_000
-    embedded = EmbeddedKafka(brokers=1).start()
+    embedded = start_cluster(os.environ.get("KAFKA_GROUP_BENCH_BROKER", "kafka"), brokers=1)
     spark = None
     workdir = tempfile.mkdtemp(prefix="kafka-group-tasks-")
     try:

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs the package with its test extras into .venv (a regular, non-editable install,
-# as a user gets it), type-checks the sources, then runs the unit and integration tests.
-# Extra arguments go to pytest (for example -m "not integration").
+# as a user gets it), fetches the Java parts with Maven (Apache Kafka, Spark's Kafka
+# source; cached in ~/.m2), type-checks the sources, then runs the unit and integration
+# tests. The integration tests start Apache Kafka themselves (KAFKA_GROUP_TEST_BROKER=mock
+# runs them on librdkafka's mock cluster instead). Extra arguments go to pytest
+# (for example -m "not integration").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh test
 .venv/bin/python -m mypy
+.venv/bin/python -m kafka_group.embedded.jars kafka spark-kafka > /dev/null
 exec .venv/bin/python -m pytest -q "$@"

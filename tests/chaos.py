@@ -28,7 +28,7 @@ QUERIES = ("a", "b", "c")
 
 
 def run_chaos(kafka: Any, workdir: pathlib.Path, seconds: float, seed: int, partitions: int = 16) -> Dict[str, int]:
-    """Run the chaos scenario on the embedded cluster ``kafka``; return its figures."""
+    """Run the chaos scenario on the cluster ``kafka`` (Apache Kafka or the mock); return its figures."""
     rng = random.Random(seed)
     servers = kafka.bootstrap_servers
     topic = unique_name("chaos")
@@ -84,10 +84,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
-    from kafka_group.embedded import EmbeddedKafka
+    from kafka_group.embedded import start_cluster
+    from tests.conftest import BROKER_ENGINE
 
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kafka-group-chaos-"))
-    with EmbeddedKafka(brokers=3) as kafka:
+    with start_cluster(BROKER_ENGINE, brokers=3) as kafka:
         figures = run_chaos(kafka, workdir, args.seconds, args.seed)
     for key, value in figures.items():
         print(f"{key}: {value}")
