@@ -1,0 +1,116 @@
+"""A real broker fault: the disk under Apache Kafka's log folder fills up.
+
+Kafka takes a log folder that fails a write offline; with its only folder gone the
+broker halts. After space is freed and the broker restarts on its data, a query
+into Delta lands every record the producer had acknowledged exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from collections import Counter
+from typing import Iterator, List, Set, Tuple
+
+import pytest
+from confluent_kafka import KafkaError, Message, Producer
+from deltalake import DeltaTable
+
+from tests.conftest import unique_name, wait_for
+
+pytestmark = pytest.mark.integration
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def broker_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A 64 MiB tmpfs for a broker's log folder (needs root, as in CI); skipped where it cannot be mounted."""
+    mount = tmp_path / "kafka-disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _drain(servers: str, topic: str, group: str, table: pathlib.Path, checkpoint: pathlib.Path,
+           log: pathlib.Path) -> int:
+    command = [sys.executable, "-m", "tests.integration.delta_query", servers, topic, group, str(table),
+               str(checkpoint), "--available-now"]
+    with open(log, "ab") as err:
+        return subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, timeout=600).returncode
+
+
+def _landed(table: pathlib.Path) -> "Counter[Tuple[int, int]]":
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
+    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
+
+
+def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_lands_once(
+    tmp_path: pathlib.Path, broker_disk: pathlib.Path
+) -> None:
+    from tests.conftest import BROKER_ENGINE
+
+    if BROKER_ENGINE != "kafka":
+        pytest.skip("a broker's own disk exists only on Apache Kafka")
+    from kafka_group.embedded import ApacheKafka
+
+    topic, group = unique_name("diskfull"), unique_name("group")
+    table, checkpoint, log = tmp_path / "table", tmp_path / "chk", tmp_path / "query.log"
+    acked: Set[Tuple[int, int]] = set()
+    failures: List[str] = []
+
+    def on_delivery(error: KafkaError, message: Message) -> None:
+        if error is None:
+            acked.add((message.partition(), message.offset()))
+        else:
+            failures.append(error.str())
+
+    with ApacheKafka(brokers=1, broker_config={"log.dirs": str(broker_disk)}) as kafka:
+        kafka.create_topic(topic, 2)
+        servers = kafka.bootstrap_servers
+        producer = Producer({"bootstrap.servers": servers, "acks": "all", "linger.ms": 5,
+                             "message.timeout.ms": 20000, "retries": 0})
+        for i in range(200):
+            producer.produce(topic, value=f"before-{i}".encode(), partition=i % 2, on_delivery=on_delivery)
+        assert producer.flush(30) == 0
+        assert _drain(servers, topic, group, table, checkpoint, log) == 0
+        assert _landed(table) == Counter(acked)
+
+        # Fill the disk, leaving a little room, then write 10 KiB records until the broker fails.
+        with open(broker_disk / "filler", "wb", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * (1 << 20))
+            except OSError:
+                pass
+        os.truncate(broker_disk / "filler", (broker_disk / "filler").stat().st_size - (2 << 20))
+        payload = b"x" * 10_240
+        deadline = time.monotonic() + 120
+        i = 0
+        while kafka.running and time.monotonic() < deadline:
+            producer.produce(topic, value=payload + str(i).encode(), partition=i % 2, on_delivery=on_delivery)
+            producer.poll(0.01)
+            i += 1
+        producer.flush(30)
+        assert not kafka.running, "the broker should halt when its only log folder fails"
+        assert failures, "some records must have failed with the broker"
+
+        (broker_disk / "filler").unlink()
+        kafka.start_broker(1)
+        for j in range(100):
+            producer.produce(topic, value=f"after-{j}".encode(), partition=j % 2, on_delivery=on_delivery)
+        assert producer.flush(60) == 0
+        wait_for(lambda: _drain(servers, topic, group, table, checkpoint, log) == 0,
+                 "a drain of the restarted broker to succeed", 300)
+        landed = _landed(table)
+        assert max(landed.values()) == 1, "a record landed twice"
+        assert acked <= set(landed), sorted(acked - set(landed))[:10]
+        print(f"acked {len(acked)}, landed {len(landed)}, failed deliveries {len(failures)}")
