@@ -100,6 +100,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id (base64 of a UUID), never starting with '-' (the format
+    tool would read it as an option; Kafka's own ``Uuid.randomUuid`` avoids that too)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
+
+
 def _die_with_parent() -> None:
     """``preexec_fn``: SIGKILL this child when the thread that forked it ends."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -259,7 +268,7 @@ class ApacheKafka:
         self._nodes: list[_Node] = []
         self._folder: Optional[Path] = None
         self._classpath: Optional[str] = None
-        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._cluster_id = _cluster_id()
         self._lock = threading.RLock()
         self._atexit_registered = False
         self._admin_client: Optional[Any] = None
