@@ -94,6 +94,19 @@ logger.raft.level = warn
 """
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id (URL-safe base64 of 16 bytes) that does not start with '-'.
+
+    ``kafka-storage format -t <id>`` reads an id starting with '-' as an option and
+    fails ("argument --cluster-id/-t: expected one argument"), one start in 64;
+    Kafka's own ``Uuid.randomUuid()`` avoids such ids for the same reason.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -259,7 +272,7 @@ class ApacheKafka:
         self._nodes: list[_Node] = []
         self._folder: Optional[Path] = None
         self._classpath: Optional[str] = None
-        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._cluster_id = _cluster_id()
         self._lock = threading.RLock()
         self._atexit_registered = False
         self._admin_client: Optional[Any] = None
