@@ -483,7 +483,7 @@ class ApacheKafka:
         EmbeddedBrokerError
             When the broker refuses (``kafka_error_code`` 36: the topic exists).
         """
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         replicas = replication_factor if replication_factor is not None else min(3, self._brokers)
         topic = NewTopic(name, num_partitions=partitions, replication_factor=replicas, config=dict(config or {}))
@@ -502,7 +502,7 @@ class ApacheKafka:
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow a topic to ``total`` partitions (CreatePartitions) and wait for their leaders."""
-        from confluent_kafka.admin import NewPartitions
+        from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
 
         futures = self.admin().create_partitions([NewPartitions(name, total)], request_timeout=30)
         self._admin_result(futures[name], f"grow topic {name!r} to {total} partitions")
@@ -510,7 +510,7 @@ class ApacheKafka:
 
     def alter_topic_config(self, name: str, config: Mapping[str, str]) -> None:
         """Set topic settings (incremental: others keep their values)."""
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
         entries = [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in config.items()]
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
