@@ -497,3 +497,23 @@ def test_difference_starting_offsets_by_timestamp_refused(spark, kafka, make_top
     with pytest.raises(Exception, match="(?i)startingOffsetsByTimestamp"):
         group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
                      startingOffsetsByTimestamp=spec).load()
+
+
+def test_difference_starting_offsets_json_missing_partition(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+    """Spark refuses a ``startingOffsets`` JSON that leaves out a partition; kafka-group starts it at earliest."""
+    from pyspark.errors import StreamingQueryException
+
+    topic = make_topic(2)
+    produce(kafka.bootstrap_servers, topic, {0: 10, 1: 4})
+    starting = f'{{"{topic}":{{"0":7}}}}'
+    error: Optional[BaseException] = None
+    try:
+        reference = run_available_now(spark_stream(spark, kafka.bootstrap_servers, topic, startingOffsets=starting))
+    except StreamingQueryException as exc:
+        error = exc
+    ours = run_available_now(group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
+                                          startingOffsets=starting))
+    offsets = sorted((r[ours.columns.index("partition")], r[ours.columns.index("offset")]) for r in ours.rows)
+    print(f"kafka: {str(error).splitlines()[0][:300] if error else reference.rows}; kafka-group: {offsets}")
+    assert error is not None and "specify all TopicPartitions" in str(error)
+    assert offsets == [(0, 7), (0, 8), (0, 9)] + [(1, o) for o in range(4)]
