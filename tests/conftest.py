@@ -87,11 +87,16 @@ def mock_kafka() -> Any:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821
-    """A local[2] SparkSession whose Python workers use this interpreter."""
+    """A local[2] SparkSession whose Python workers use this interpreter.
+
+    Spark's own Kafka source (``format("kafka")``, jars fetched by Maven on first
+    use) is on its classpath, for the parity tests.
+    """
+    from kafka_group.embedded.jars import classpath
     from pyspark_kafka_group.spark_session import local_session
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = local_session("pyspark-kafka-group-tests")
+    session = local_session("pyspark-kafka-group-tests", extra_jars=classpath("spark-kafka"))
     try:
         yield session
     finally:

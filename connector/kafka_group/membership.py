@@ -357,6 +357,11 @@ def leave_group_on_sigterm(close: Callable[[], None]) -> None:
     member would linger in the group until its session times out, and the
     other members would wait that long for its partitions.
 
+    Further SIGTERMs while ``close`` runs are ignored: Spark can send two, and a
+    second handler run inside the first one's ``close`` waited for ever on a lock
+    the first one held (a ``threading.Event``'s), leaving the process behind its
+    JVM.
+
     Only works when called from the main thread; does nothing elsewhere.
     """
     if threading.current_thread() is not threading.main_thread():
@@ -364,6 +369,9 @@ def leave_group_on_sigterm(close: Callable[[], None]) -> None:
     previous = signal.getsignal(signal.SIGTERM)
 
     def handler(signum: int, frame: Optional[FrameType]) -> None:
+        # Python runs handlers only in the main thread, between bytecodes: nothing can
+        # run between entering this handler and ignoring the signal.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             close()
         finally:

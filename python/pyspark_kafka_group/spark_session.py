@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from kafka_group.errors import JavaRuntimeError
 
@@ -49,12 +49,38 @@ def check_java() -> int:
     return major
 
 
-def local_session(app_name: str, *, cores: int = 2, extra_conf: Optional[Mapping[str, str]] = None) -> "SparkSession":  # type: ignore[name-defined]  # noqa: F821
+def local_session(
+    app_name: str,
+    *,
+    cores: int = 2,
+    extra_conf: Optional[Mapping[str, str]] = None,
+    extra_jars: Optional[Sequence[str]] = None,
+) -> "SparkSession":  # type: ignore[name-defined]  # noqa: F821
     """A ``local[cores]`` SparkSession set up for this connector.
 
     Python workers use the current interpreter (``PYSPARK_PYTHON``), Parquet
     timestamps are written as ``TIMESTAMP_MICROS`` (what Delta readers expect),
     and the UI is off.
+
+    Parameters
+    ----------
+    app_name : str
+        Spark application name.
+    cores : int, default 2
+        Local cores (``local[cores]``) and shuffle partitions.
+    extra_conf : mapping of str to str, optional
+        More Spark settings, applied last.
+    extra_jars : sequence of str, optional
+        Local jar paths put on the driver's and executors' classpath
+        (``spark.jars``), for example
+        ``kafka_group.embedded.jars.classpath("spark-kafka")`` so that Spark's
+        own ``format("kafka")`` works in the same session. Joined with any
+        ``spark.jars`` given in ``extra_conf``.
+
+    Returns
+    -------
+    pyspark.sql.SparkSession
+        The session (an existing one if ``getOrCreate`` finds it).
     """
     from pyspark.sql import SparkSession
 
@@ -76,7 +102,14 @@ def local_session(app_name: str, *, cores: int = 2, extra_conf: Optional[Mapping
         # ("Python worker failed to connect back ... Authentication failed").
         .config("spark.python.unix.domain.socket.enabled", "true")
     )
-    for key, value in (extra_conf or {}).items():
+    conf = dict(extra_conf or {})
+    jars = [jar for jar in conf.pop("spark.jars", "").split(",") if jar] + list(extra_jars or [])
+    for jar in jars:
+        if not os.path.isfile(jar):
+            raise FileNotFoundError(f"extra jar {jar!r} does not exist")
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
