@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.client_config import member_config
+from kafka_group.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError
 from kafka_group.offsets import TopicPartition
 
@@ -94,7 +94,15 @@ class GroupMember:
         pattern: Optional[str] = None,
     ) -> None:
         config = member_config(client_config, group_id)
-        self._cooperative = "cooperative" in config.get("partition.assignment.strategy", "")
+        # Whether rebalances hand this member only the partitions added or removed, so the
+        # callbacks must use incremental_assign (and not clear what it owns): cooperative
+        # strategies of the classic protocol, and always the consumer protocol of KIP-848
+        # (librdkafka's rebalance_protocol() is COOPERATIVE there, and a plain assign()
+        # fails with "Changes to the current assignment must be made using
+        # incremental_assign()"). The Python client does not expose rebalance_protocol(),
+        # so the settings decide.
+        self._incremental = (uses_consumer_protocol(config)
+                             or "cooperative" in config.get("partition.assignment.strategy", ""))
         # _lock guards the consumer (poll runs under it, so rebalance callbacks do);
         # _state guards what planning reads, so it never waits for a rebalance callback.
         self._lock = threading.RLock()
@@ -227,7 +235,7 @@ class GroupMember:
                 error = message.error() if message is not None else None
                 if error is not None:
                     self._on_error(error)
-            except (KafkaException, RuntimeError) as exc:
+            except Exception as exc:  # poll() also raises a bare KafkaError when a rebalance callback fails
                 if self._closed.is_set():
                     return
                 logger.error("the member of group '%s' failed while polling: %s", self.group_id, exc)
@@ -251,7 +259,8 @@ class GroupMember:
             ) from self._poll_error
 
     def _on_assign(self, consumer: Any, partitions: List[KafkaTopicPartition]) -> None:
-        if self._cooperative:
+        # Polling thread, inside poll(), under the consumer lock.
+        if self._incremental:
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)
@@ -260,7 +269,7 @@ class GroupMember:
             consumer.pause(partitions)
         added = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
         with self._state:
-            if not self._cooperative:
+            if not self._incremental:
                 self._owned.clear()
             self._owned.update(added)
         self._record("assign", added)

@@ -15,6 +15,8 @@ partitions on at once, so these tests run on Apache Kafka only.
 
 from __future__ import annotations
 
+import datetime
+import re
 import time
 from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
@@ -62,6 +64,14 @@ def generations(group: str) -> Dict[str, int]:
     return {e["member_id"]: e["generation"] for e in recorded(group)}
 
 
+def log_time(log: str, text: str) -> float:
+    """When the first line of ``log`` holding ``text`` was written (seconds since the epoch)."""
+    line = next(line for line in log.splitlines() if text in line)
+    stamp = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})", line)
+    assert stamp is not None, line
+    return datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(stamp.group(2)) / 1000
+
+
 class LandingLog:
     """Samples the table: when each writer's row count and each partition's last offset last grew."""
 
@@ -107,7 +117,7 @@ def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(  #
             producer.produce(30)
             producer.start()
             first = queries.start("a", 600, options)
-            wait_for(lambda: queries.wrote(first) or first.poll() is not None, "the first query to land records", 240)
+            wait_for(lambda: queries.wrote(first) or first.poll() is not None, "the first query to land records", 400)
             assert first.poll() is None, f"query a ended: {queries.log('a')[-4000:]}"
             (a_member,) = owners(group)
             assert owners(group)[a_member] == everything
@@ -120,39 +130,44 @@ def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(  #
                 landing.sample()
                 return queries.wrote(second) or second.poll() is not None
 
-            wait_for(b_landed, "the second query to land records", 240)
+            wait_for(b_landed, "the second query to land records", 400)
             assert second.poll() is None, f"query b ended: {queries.log('b')[-4000:]}"
             b_first_rows = time.monotonic()
-            split = owners(group)
-            b_member = next(m for m in split if m != a_member)
-            b_assigned = min(e["at"] for e in recorded(group) if e["member_id"] == b_member and e["kind"] == "assign")
             wait_for(lambda: (landing.sample(), time.monotonic() > b_first_rows + 10)[1],
                      "ten more seconds of landing", 60)
             split = owners(group)
+            b_member = next(m for m in split if m != a_member)
             assert split[a_member] and split[b_member], split
             assert sorted(split[a_member] + split[b_member]) == everything, split
+            b_events = [e for e in recorded(group) if e["member_id"] == b_member]
+            b_joining = log_time(queries.log("b"), "joining consumer group")
+            b_partitions = min(e["at"] for e in b_events if e["partitions"])
             kept = split[a_member]
             window_end = time.monotonic()
-            print(f"\n[{protocol}] join: second query started -> its first assignment "
-                  f"{b_assigned - joined_wall:.1f} s, -> its first rows in the "
-                  f"table {b_first_rows - joined_at:.1f} s; meanwhile the first query's longest stretch without "
-                  f"landing anything {landing.longest_stall(first.pid, joined_at, window_end):.1f} s; per partition "
-                  f"it kept ({kept}): " + ", ".join(
+            print(f"\n[{protocol}] join: second query's member created -> it owned partitions "
+                  f"{b_partitions - b_joining:.1f} s (its process started {b_joining - joined_wall:.0f} s before "
+                  f"the member: Spark's start); its first rows landed {b_first_rows - joined_at:.1f} s after its "
+                  f"process started. The first query's longest stretch without landing anything from the second's "
+                  f"start on: {landing.longest_stall(first.pid, joined_at, window_end):.1f} s; per partition it "
+                  f"kept ({kept}): " + ", ".join(
                       f"{p}: {landing.longest_stall(first.pid, joined_at, window_end, p):.1f} s" for p in kept)
-                  + f"; a's events {[(e['kind'], e['partitions']) for e in recorded(group) if e['member_id'] == a_member]}")
+                  + f"; first query's events {[(e['kind'], e['partitions']) for e in recorded(group) if e['member_id'] == a_member]}")
 
             # A query that stops leaves the group: the other owns everything long before a session timeout.
             b_generation = generations(group)[b_member]
             queries.stop_file("a").touch()
-            assert first.wait(120) == 0, queries.log("a")[-4000:]
-            left_at = time.monotonic()
+            stop_asked = time.monotonic()
             wait_for(lambda: owners(group)[b_member] == everything, "the survivor to own every partition",
                      CLASSIC_SESSION_TIMEOUT_MS / 1000 - 15)
-            took_over = time.monotonic() - left_at
+            took_over = time.monotonic() - stop_asked
+            assert first.wait(120) == 0, queries.log("a")[-4000:]
             assert generations(group)[b_member] > b_generation
             assert owners(group)[a_member] == [], "the stopped query's member did not give its partitions up"
+            a_left = max(e["at"] for e in recorded(group) if e["member_id"] == a_member)
+            b_took = max(e["at"] for e in recorded(group) if e["member_id"] == b_member)
             print(f"[{protocol}] leave: the survivor owned all {PARTITIONS} partitions {took_over:.1f} s after the "
-                  f"first query's process ended")
+                  f"first query was asked to stop, {b_took - a_left:.1f} s after the first query's member gave its "
+                  f"partitions up")
             produced = producer.expected()
             marks = {p: max(o for (q, o) in produced if q == p) for p in everything}
 
