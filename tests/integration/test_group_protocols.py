@@ -187,4 +187,5 @@ def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(  #
         assert second.wait(120) == 0, queries.log("b")[-4000:]
     for p, lo, hi in plans["a"]:
         for q, olo, ohi in plans["b"]:
+            # Fails when a revoke does not wait for the running batch (issue 13, finding 2).
             assert p != q or hi <= olo or ohi <= lo, f"a planned {p}:[{lo},{hi}), b {q}:[{olo},{ohi})"
