@@ -9,10 +9,32 @@ from __future__ import annotations
 
 from typing import Dict, Mapping
 
-__all__ = ["member_config", "reader_config", "DEFAULT_ASSIGNMENT_STRATEGY"]
+__all__ = [
+    "member_config",
+    "reader_config",
+    "uses_consumer_protocol",
+    "CLASSIC_ONLY_KEYS",
+    "DEFAULT_ASSIGNMENT_STRATEGY",
+]
 
-#: Incremental rebalances keep unaffected partitions flowing.
+#: Incremental rebalances keep unaffected partitions flowing (classic protocol only).
 DEFAULT_ASSIGNMENT_STRATEGY = "cooperative-sticky"
+
+#: Member settings of the classic group protocol that librdkafka refuses with
+#: ``group.protocol=consumer`` (KIP-848): the broker assigns partitions
+#: (``group.remote.assignor`` chooses how) and sets the session and heartbeat timers
+#: (``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``).
+#: Values are the fix to suggest.
+CLASSIC_ONLY_KEYS: Dict[str, str] = {
+    "partition.assignment.strategy": "the broker assigns partitions under the consumer protocol; "
+                                     "choose its assignor with 'kafka.group.remote.assignor' (uniform or range)",
+    "session.timeout.ms": "the consumer protocol takes the session timeout from the broker "
+                          "(group setting 'consumer.session.timeout.ms' or broker 'group.consumer.session.timeout.ms')",
+    "heartbeat.interval.ms": "the consumer protocol takes the heartbeat interval from the broker "
+                             "(group setting 'consumer.heartbeat.interval.ms' or broker "
+                             "'group.consumer.heartbeat.interval.ms')",
+    "group.protocol.type": "it only exists in the classic protocol",
+}
 
 #: Settings only a group member may carry; readers drop them.
 _MEMBER_ONLY_KEYS = frozenset(
@@ -30,8 +52,18 @@ _MEMBER_ONLY_KEYS = frozenset(
 _READER_GROUP_ID = "kafka-group-reader"
 
 
+def uses_consumer_protocol(client_config: Mapping[str, str]) -> bool:
+    """Whether ``client_config`` selects the consumer group protocol of KIP-848 (``group.protocol=consumer``)."""
+    return client_config.get("group.protocol", "classic").strip().lower() == "consumer"
+
+
 def member_config(client_config: Mapping[str, str], group_id: str) -> Dict[str, str]:
     """Settings of the driver's consumer-group member.
+
+    With ``group.protocol=consumer`` (KIP-848) the classic-only settings
+    (:data:`CLASSIC_ONLY_KEYS`) are neither set nor passed on: librdkafka refuses
+    them there. :func:`kafka_group.options.parse_source_options` refuses a user's
+    such setting before this runs, naming it.
 
     Parameters
     ----------
@@ -40,16 +72,17 @@ def member_config(client_config: Mapping[str, str], group_id: str) -> Dict[str, 
     group_id : str
         The group to join.
     """
-    config = {
-        "partition.assignment.strategy": DEFAULT_ASSIGNMENT_STRATEGY,
+    consumer_protocol = uses_consumer_protocol(client_config)
+    config = {} if consumer_protocol else {"partition.assignment.strategy": DEFAULT_ASSIGNMENT_STRATEGY}
+    config.update({
         # New topics matching subscribePattern, and partitions added to a topic, reach
         # the group within this interval (librdkafka's default is 5 minutes).
         "topic.metadata.refresh.interval.ms": "10000",
         # The member never hands records to anyone: it only holds the assignment.
         "fetch.max.bytes": "1048576",
         "queued.max.messages.kbytes": "1024",
-    }
-    config.update(client_config)
+    })
+    config.update({k: v for k, v in client_config.items() if not (consumer_protocol and k in CLASSIC_ONLY_KEYS)})
     config.update(
         {
             "group.id": group_id,

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.client_config import member_config
+from kafka_group.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError
 from kafka_group.offsets import TopicPartition
 
@@ -94,7 +94,15 @@ class GroupMember:
         pattern: Optional[str] = None,
     ) -> None:
         config = member_config(client_config, group_id)
-        self._cooperative = "cooperative" in config.get("partition.assignment.strategy", "")
+        # Whether rebalances hand this member only the partitions added or removed, so the
+        # callbacks must use incremental_assign (and not clear what it owns): cooperative
+        # strategies of the classic protocol, and always the consumer protocol of KIP-848
+        # (librdkafka's rebalance_protocol() is COOPERATIVE there, and a plain assign()
+        # fails with "Changes to the current assignment must be made using
+        # incremental_assign()"). The Python client does not expose rebalance_protocol(),
+        # so the settings decide.
+        self._incremental = (uses_consumer_protocol(config)
+                             or "cooperative" in config.get("partition.assignment.strategy", ""))
         # _lock guards the consumer (poll runs under it, so rebalance callbacks do);
         # _state guards what planning reads, so it never waits for a rebalance callback.
         self._lock = threading.RLock()
@@ -108,8 +116,12 @@ class GroupMember:
         self._poll_error: Optional[BaseException] = None
         self._listeners: List[Callable[[RebalanceEvent], None]] = []
         self.group_id = group_id
+        # Asynchronous commits (see commit()) report here, in the polling thread.
+        self._last_async_commit: Optional[List[KafkaTopicPartition]] = None
+        self._async_commits_unanswered = 0
+        settings: Dict[str, Any] = {**config, "on_commit": self._on_commit}
         try:
-            self._consumer = Consumer(config, logger=logging.getLogger("kafka_group.librdkafka"))
+            self._consumer = Consumer(settings, logger=logging.getLogger("kafka_group.librdkafka"))
         except KafkaException as exc:
             raise GroupMembershipError(f"could not create the group member of group '{group_id}': {exc}") from None
         subscription = [f"^({pattern})$"] if pattern is not None else list(topics)
@@ -191,13 +203,47 @@ class GroupMember:
     def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
         """Commit positions to the group, so Kafka's lag tools see this member's progress.
 
+        Called from Spark's planning thread after each batch, from the polling
+        thread inside a revoke callback, and on shutdown. From the polling thread
+        (a revoke: the next owner should find these positions) it waits for the
+        coordinator's answer, as a rebalance listener's commit does. From any
+        other thread it only queues the request and returns: waiting there would
+        hold the consumer lock, so planning and the polling thread, which must
+        serve the rebalance, would wait on the coordinator (issue 13, finding
+        10). Its outcome is logged when the polling thread next polls; a commit
+        still unanswered when the member closes is repeated synchronously then.
+
         Returns
         -------
         bool
-            Whether the commit succeeded; a failure (for example after a rebalance)
-            is logged and loses nothing, the positions are kept elsewhere.
+            Whether the commit succeeded (polling thread) or was queued (other
+            threads); a failure is logged and loses nothing, the positions are
+            kept elsewhere.
         """
-        return commit_positions(self._consumer, self._lock, self.group_id, positions)
+        if threading.current_thread() is self._thread:
+            return commit_positions(self._consumer, self._lock, self.group_id, positions)
+        if not positions:
+            return True
+        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
+        with self._lock:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
+                return False
+            self._last_async_commit = offsets
+            self._async_commits_unanswered += 1
+        return True
+
+    def _on_commit(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> None:
+        # Polling thread, inside poll(), under the consumer lock: the answer to an asynchronous commit.
+        self._async_commits_unanswered = max(0, self._async_commits_unanswered - 1)
+        if error is not None:
+            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id,
+                           error.str())
+        else:
+            logger.debug("committed offsets to group '%s': %s", self.group_id,
+                         ", ".join(f"{p.topic}-{p.partition}@{p.offset}" for p in partitions))
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -208,6 +254,16 @@ class GroupMember:
         self._closed.set()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+        with self._lock:
+            last, unanswered = self._last_async_commit, self._async_commits_unanswered
+        if last is not None and unanswered:
+            # The last positions must reach the group before it forgets this member.
+            with self._lock:
+                try:
+                    self._consumer.commit(offsets=last, asynchronous=False)
+                except KafkaException as exc:
+                    logger.warning("committing offsets to group '%s' failed (nothing is lost): %s",
+                                   self.group_id, exc)
         with self._lock:
             try:
                 self._consumer.close()
@@ -227,7 +283,7 @@ class GroupMember:
                 error = message.error() if message is not None else None
                 if error is not None:
                     self._on_error(error)
-            except (KafkaException, RuntimeError) as exc:
+            except Exception as exc:  # poll() also raises a bare KafkaError when a rebalance callback fails
                 if self._closed.is_set():
                     return
                 logger.error("the member of group '%s' failed while polling: %s", self.group_id, exc)
@@ -251,7 +307,8 @@ class GroupMember:
             ) from self._poll_error
 
     def _on_assign(self, consumer: Any, partitions: List[KafkaTopicPartition]) -> None:
-        if self._cooperative:
+        # Polling thread, inside poll(), under the consumer lock.
+        if self._incremental:
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)
@@ -260,7 +317,7 @@ class GroupMember:
             consumer.pause(partitions)
         added = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
         with self._state:
-            if not self._cooperative:
+            if not self._incremental:
                 self._owned.clear()
             self._owned.update(added)
         self._record("assign", added)

@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
+from kafka_group.client_config import CLASSIC_ONLY_KEYS, uses_consumer_protocol
 from kafka_group.errors import ConfigError
 from kafka_group.planning import SHARING_MODES, FlowPolicy, TaskSizing
 from kafka_group.rebalance_listener import check_listener_spec
@@ -316,6 +317,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             ".option(\"kafka.group.id\", \"<your-group>\"), or use 'assign' to read fixed "
             "partitions without a group"
         )
+    _check_group_protocol(client_config)
     if "group.instance.id" in client_config:
         if kind == SubscriptionKind.ASSIGN:
             raise ConfigError(
@@ -386,6 +388,29 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         ),
         client_config=client_config,
     )
+
+
+def _check_group_protocol(client_config: Mapping[str, str]) -> None:
+    """Refuse settings of one group protocol combined with the other (librdkafka would refuse them later)."""
+    protocol = client_config.get("group.protocol")
+    if protocol is not None and protocol.strip().lower() not in ("classic", "consumer"):
+        raise ConfigError(
+            f"option 'kafka.group.protocol' is '{protocol}': use 'classic' (the default; client-side "
+            "assignment) or 'consumer' (KIP-848; the broker assigns partitions, Kafka 4.0 or later)"
+        )
+    if uses_consumer_protocol(client_config):
+        for key in sorted(CLASSIC_ONLY_KEYS):
+            if key in client_config:
+                raise ConfigError(
+                    f"option 'kafka.{key}' cannot be used with 'kafka.group.protocol=consumer': "
+                    f"{CLASSIC_ONLY_KEYS[key]}. Remove 'kafka.{key}', or set 'kafka.group.protocol' to 'classic'"
+                )
+    elif "group.remote.assignor" in client_config:
+        raise ConfigError(
+            "option 'kafka.group.remote.assignor' only applies to 'kafka.group.protocol=consumer' (the broker's "
+            "assignor); with the classic protocol choose 'kafka.partition.assignment.strategy' instead, or set "
+            "'kafka.group.protocol' to 'consumer'"
+        )
 
 
 def _client_config(opts: Mapping[str, str]) -> Dict[str, str]:

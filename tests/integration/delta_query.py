@@ -2,12 +2,13 @@
 
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
         [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S]
-        [--option KEY=VALUE ...] [--report FILE]
+        [--option KEY=VALUE ...] [--report FILE] [--stop-file PATH]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
 environment makes it SIGKILL its own process group at that point
-(see kafka_group.faults).
+(see kafka_group.faults). With --stop-file the query stops (query.stop(), so its
+group member leaves) as soon as that file exists.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--run-seconds", type=float, default=30.0)
     parser.add_argument("--option", action="append", default=[], help="an extra source option KEY=VALUE")
     parser.add_argument("--report", default=None, help="write the query's progress and explain() here (JSON)")
+    parser.add_argument("--stop-file", default=None, help="stop the query once this file exists")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -36,21 +38,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     from pyspark_kafka_group import DeltaSink
     from pyspark_kafka_group.spark_session import local_session
 
+    extra = dict(item.partition("=")[::2] for item in args.option)
     spark = local_session("delta-query", extra_conf={"spark.sql.streaming.noDataMicroBatches.enabled": "false"})
     reader = (
         spark.readStream.format("kafka-group")
         .option("kafka.bootstrap.servers", args.servers)
         .option("kafka.group.id", args.group)
-        .option("kafka.session.timeout.ms", "6000")
-        .option("kafka.heartbeat.interval.ms", "500")
         .option("startingOffsets", "earliest")
         .option("offsets.table", args.table)
     )
+    if extra.get("kafka.group.protocol", "classic").lower() == "classic":
+        # Client-side session settings exist only in the classic protocol (KIP-848 sets them on the broker).
+        reader = reader.option("kafka.session.timeout.ms", "6000").option("kafka.heartbeat.interval.ms", "500")
     reader = reader.option("assign", args.assign) if args.assign else reader.option("subscribe", args.topic)
     if args.max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", args.max_offsets)
-    for item in args.option:
-        key, _, value = item.partition("=")
+    for key, value in extra.items():
         reader = reader.option(key, value)
 
     def parse(batch: Any) -> Any:
@@ -82,6 +85,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         query = writer.trigger(processingTime="500 milliseconds").start()
         deadline = time.monotonic() + args.run_seconds
         while query.isActive and time.monotonic() < deadline:
+            if args.stop_file and os.path.exists(args.stop_file):
+                break
             query.awaitTermination(0.5)
         if query.exception() is not None:
             raise query.exception()  # type: ignore[misc]

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections import Counter
 from types import TracebackType
-from typing import Dict, List, Optional, Tuple, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 from deltalake import DeltaTable
 
@@ -68,16 +68,26 @@ class GroupQueries:
         self._workdir, self._max_offsets = workdir, max_offsets
         self._processes: List["subprocess.Popen[bytes]"] = []
 
-    def start(self, name: str, run_seconds: int) -> "subprocess.Popen[bytes]":
-        """Start query ``name`` (checkpoint ``chk-<name>``, log ``<name>.log``) for ``run_seconds``."""
+    def start(self, name: str, run_seconds: int, options: Sequence[str] = ()) -> "subprocess.Popen[bytes]":
+        """Start query ``name`` (checkpoint ``chk-<name>``, log ``<name>.log``) for ``run_seconds``.
+
+        ``options`` are extra source options, ``KEY=VALUE``. The query also stops
+        (leaving the group) once :meth:`stop_file` of ``name`` exists.
+        """
         command = [sys.executable, "-m", "tests.integration.delta_query", self._servers, self._topic, self._group,
                    str(self.table), str(self.checkpoint(name)), "--run-seconds", str(run_seconds),
-                   "--max-offsets", str(self._max_offsets)]
+                   "--max-offsets", str(self._max_offsets), "--stop-file", str(self.stop_file(name))]
+        for option in options:
+            command += ["--option", option]
         env = {**os.environ, "KAFKA_GROUP_LOG_LEVEL": "INFO"}
         process = subprocess.Popen(command, cwd=REPO, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
                                    stderr=open(self._workdir / f"{name}.log", "ab"))
         self._processes.append(process)
         return process
+
+    def stop_file(self, name: str) -> pathlib.Path:
+        """Create this file to make query ``name`` stop (``query.stop()``: its member leaves the group)."""
+        return self._workdir / f"stop-{name}"
 
     def checkpoint(self, name: str) -> pathlib.Path:
         return self._workdir / f"chk-{name}"

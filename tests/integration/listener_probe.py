@@ -20,7 +20,7 @@ def record(event: RebalanceEvent) -> None:
     line = {
         "kind": event.kind, "generation": event.generation, "member_id": event.member_id,
         "partitions": sorted(tp.partition for tp in event.partitions),
-        "owned": sorted(tp.partition for tp in event.owned),
+        "owned": sorted(tp.partition for tp in event.owned), "at": event.at,
     }
     with open(events_file(event.group_id), "a") as out:
         out.write(json.dumps(line) + "\n")

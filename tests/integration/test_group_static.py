@@ -1,0 +1,155 @@
+"""Static membership (``kafka.group.instance.id``, KIP-345) on Apache Kafka, under both group protocols.
+
+A member that comes back with its instance id within the session timeout gets
+its partitions back and the group does not rebalance: the other member sees no
+event at all. The same restart without an instance id does rebalance the other
+member, which shows the assertions can see a rebalance. The mock cluster does
+not implement static membership, so these tests need Apache Kafka.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from kafka_group.membership import GroupMember, RebalanceEvent
+from tests.conftest import BROKER_ENGINE, produce, unique_name, wait_for
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(BROKER_ENGINE != "kafka", reason="needs Apache Kafka: the mock cluster does not implement "
+                       "static membership (KIP-345) or the consumer protocol (KIP-848)"),
+]
+
+#: Member settings per protocol. Classic: a session far longer than any wait of these tests. Consumer
+#: protocol: the session is the broker's (group.consumer.session.timeout.ms, 10 s on the test broker).
+PROTOCOLS: Dict[str, Dict[str, str]] = {
+    "classic": {"session.timeout.ms": "45000", "heartbeat.interval.ms": "500"},
+    "consumer": {"group.protocol": "consumer"},
+}
+
+
+def quiet_for(member: GroupMember, seconds: float) -> bool:
+    """Whether ``member``'s last rebalance event is at least ``seconds`` old."""
+    events = member.events()
+    return bool(events) and time.time() > events[-1].at + seconds
+
+
+def kinds(events: List[RebalanceEvent]) -> List[Tuple[str, List[int]]]:
+    return [(e.kind, sorted(tp.partition for tp in e.partitions)) for e in events]
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_member_restarted_within_session_timeout(kafka, make_topic, protocol, static) -> None:  # type: ignore[no-untyped-def]
+    topic = make_topic(6)
+    group = unique_name("group")
+
+    def config(instance: str) -> Dict[str, str]:
+        settings = {"bootstrap.servers": kafka.bootstrap_servers, **PROTOCOLS[protocol]}
+        if static:
+            settings["group.instance.id"] = instance
+        return settings
+
+    members = [GroupMember(config("query-a"), group, [topic])]
+    try:
+        wait_for(lambda: len(members[0].owned()) == 6, "the first member to own every partition")
+        members.append(GroupMember(config("query-b"), group, [topic]))
+        a, b = members
+        wait_for(lambda: bool(a.owned()) and bool(b.owned()) and len(a.owned() | b.owned()) == 6,
+                 "both members to own partitions")
+        wait_for(lambda: quiet_for(a, 3) and quiet_for(b, 3), "the group to settle")
+        a_owned, b_owned, b_seen, b_generation = a.owned(), b.owned(), len(b.events()), b.generation
+        a.close()
+        # A restart takes a while: let several heartbeats (0.5 s classic, 1 s consumer protocol) pass, well
+        # within the session timeout. (Under the consumer protocol a dynamic member back within one heartbeat
+        # goes unnoticed too: the broker's reconciliation never tells the others.)
+        time.sleep(3)
+        restarted_at = time.monotonic()
+        restarted = GroupMember(config("query-a"), group, [topic])
+        members.append(restarted)
+        wait_for(lambda: len(restarted.owned() | b.owned()) == 6 and bool(restarted.owned()),
+                 "the restarted member to own partitions again", 30)
+        took = time.monotonic() - restarted_at
+        # A rebalance, had one started, reaches the other member within a few heartbeats.
+        wait_for(lambda: quiet_for(restarted, 5) and quiet_for(b, 5), "five quiet seconds")
+        b_events = b.events()[b_seen:]
+        print(f"\n[{protocol}, {'static' if static else 'dynamic'}] restarted member owns "
+              f"{sorted(tp.partition for tp in restarted.owned())} {took:.1f} s after its restart; the other member's "
+              f"events meanwhile: {kinds(b_events)}")
+        if static:
+            assert restarted.owned() == a_owned
+            assert b_events == [], "the group rebalanced when the static member came back"
+            assert b.generation == b_generation and b.owned() == b_owned
+        else:
+            # Without an instance id the leave and the rejoin both rebalance the group.
+            assert b_events and b.generation > b_generation
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_static_query_restarted_within_session_timeout_keeps_the_group_still(  # type: ignore[no-untyped-def]
+    spark, kafka, make_topic, tmp_path
+) -> None:
+    """A Spark query with ``kafka.group.instance.id`` stopped and started again from its checkpoint:
+    its member does not leave on stop, the restarted one gets the same partitions back, the other
+    member of the group sees no rebalance at all, and every record lands once."""
+    topic = make_topic(4)
+    group = unique_name("group")
+    produce(kafka.bootstrap_servers, topic, {p: 10 for p in range(4)})
+    other = GroupMember({"bootstrap.servers": kafka.bootstrap_servers, "session.timeout.ms": "120000",
+                         "heartbeat.interval.ms": "500"}, group, [topic])
+    landed: Dict[Tuple[int, int], List[Tuple[int, int]]] = {}  # (run, batch id) -> rows, a replay replaces
+
+    def start(run: int) -> Any:
+        def land(batch: Any, batch_id: int) -> None:
+            landed[(run, batch_id)] = [(r.partition, r.offset) for r in batch.select("partition", "offset").collect()]
+
+        df = (spark.readStream.format("kafka-group")
+              .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("subscribe", topic)
+              .option("kafka.group.id", group)
+              .option("kafka.group.instance.id", "orders-query")
+              # Far longer than a query's restart on a loaded machine: the member must come back within it.
+              .option("kafka.session.timeout.ms", "120000")
+              .option("kafka.heartbeat.interval.ms", "500")
+              .option("startingOffsets", "earliest")
+              .load())
+        return (df.writeStream.foreachBatch(land).option("checkpointLocation", str(tmp_path / "chk"))
+                .trigger(processingTime="500 milliseconds").start())
+
+    def rows() -> List[Tuple[int, int]]:
+        latest: Dict[int, List[Tuple[int, int]]] = {}
+        for (run, batch_id), batch_rows in sorted(landed.items()):
+            latest[batch_id] = batch_rows  # the restarted run replays a batch under its old id
+        return sorted(r for batch_rows in latest.values() for r in batch_rows)
+
+    query = None
+    try:
+        wait_for(lambda: len(other.owned()) == 4, "the other member to own every partition")
+        query = start(1)
+        wait_for(lambda: len(other.owned()) == 2 and quiet_for(other, 3), "the query to take half the partitions",
+                 180)
+        mine = {0, 1, 2, 3} - {tp.partition for tp in other.owned()}
+        wait_for(lambda: {p for p, _ in rows()} == mine and len(rows()) == 20, "the query's first records", 180)
+        seen, generation, owned = len(other.events()), other.generation, other.owned()
+        query.stop()  # SIGTERM to the source's process: a static member closes without leaving
+        stopped_at = time.monotonic()
+        query = start(2)
+        produce(kafka.bootstrap_servers, topic, {p: 5 for p in range(4)}, start=10)
+        wait_for(lambda: len([r for r in rows() if r[0] in mine]) == 30, "the restarted query to land new records",
+                 100)
+        print(f"\n[static query] restarted query landed new records {time.monotonic() - stopped_at:.1f} s after the "
+              f"first run stopped; the other member's events meanwhile: {kinds(other.events()[seen:])}")
+        wait_for(lambda: quiet_for(other, 5), "five quiet seconds")
+        assert other.events()[seen:] == [], "the group rebalanced when the static query came back"
+        assert other.generation == generation and other.owned() == owned
+    finally:
+        if query is not None:
+            query.stop()
+        other.close()
+    expected = sorted((p, o) for p in mine for o in range(15))
+    assert rows() == expected
