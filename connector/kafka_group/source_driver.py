@@ -261,11 +261,19 @@ class SourceDriver:
             positions.update(checked)
             self._pending_positions.clear()
         group, table = self._doc_metadata()
-        end = BatchOffsets.from_ranges(positions, plan.ranges, group=group, offsets_table=table, flow=flow)
         with self._lock:
-            self._in_flight = {r.topic_partition: r for r in plan.ranges}
-        logger.info("planned %d records: %s%s", sum(r.size for r in plan.ranges),
-                    ", ".join(str(r) for r in plan.ranges) or "nothing",
+            # A revoke that ran while this plan was made (the poll thread, between the
+            # ownership read above and here) found no running range for its partitions
+            # and let them go at once: keep them out of this batch. A revoke after this
+            # block finds the ranges in flight and waits for the batch to land.
+            ranges = [r for r in plan.ranges if r.topic_partition in self._positioned]
+            for dropped in plan.ranges:
+                if dropped.topic_partition not in self._positioned:
+                    logger.info("%s was revoked while the batch was planned: left out of it", dropped.topic_partition)
+            self._in_flight = {r.topic_partition: r for r in ranges}
+        end = BatchOffsets.from_ranges(positions, ranges, group=group, offsets_table=table, flow=flow)
+        logger.info("planned %d records: %s%s", sum(r.size for r in ranges),
+                    ", ".join(str(r) for r in ranges) or "nothing",
                     "; held back: " + _describe_held(plan.held) if plan.held else "")
         return end
 
@@ -396,6 +404,16 @@ class SourceDriver:
             status.update(memberId=self._member.member_id, generation=self._member.generation)
         self._channel.publish_status(status)
 
+    def on_batch_running(self, end: BatchOffsets) -> None:
+        """Spark is about to run the batch that ends at ``end`` (a new one, or one it replays
+        from its checkpoint after a restart): a revoke of its partitions waits for it to land.
+
+        Caller: Spark's planning thread (``partitions``), after ``next_offsets`` for a new
+        batch; the member's poll thread reads the result in a revoke.
+        """
+        with self._lock:
+            self._in_flight = {tp: r for tp, r in end.ranges.items() if tp in self._positioned}
+
     def on_batch_committed(self, end: BatchOffsets) -> None:
         """Commit the positions of the partitions still owned to the Kafka group, for lag tools.
 
@@ -407,8 +425,11 @@ class SourceDriver:
             return
         owned = self.owned()
         with self._lock:
-            for tp in end.ranges:
-                self._in_flight.pop(tp, None)
+            # Spark commits batch N-1 after it planned batch N: drop only N-1's own ranges,
+            # never the running batch's ranges of the same partitions.
+            for tp, committed in end.ranges.items():
+                if self._in_flight.get(tp) == committed:
+                    del self._in_flight[tp]
             mine = {tp: pos for tp, pos in end.positions.items() if tp in owned and tp in self._positioned}
         if self._store is not None:
             mine = self._store.positions(mine)

@@ -112,7 +112,10 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         ones, even of one partition, as up to ``fetch.maxTasks``."""
         if start == end:
             return []
-        ranges: List[OffsetRange] = BatchOffsets.from_json_dict(end).planned_ranges()
+        batch = BatchOffsets.from_json_dict(end)
+        if self._driver is not None:  # the planning runner: a revoke must wait for this batch
+            self._driver.on_batch_running(batch)
+        ranges: List[OffsetRange] = batch.planned_ranges()
         return [OffsetRangesPartition(task) for task in pack_ranges(ranges, self._options.task_sizing)]
 
     def commit(self, end: dict) -> None:  # type: ignore[type-arg]

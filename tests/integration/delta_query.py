@@ -31,6 +31,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--option", action="append", default=[], help="an extra source option KEY=VALUE")
     parser.add_argument("--report", default=None, help="write the query's progress and explain() here (JSON)")
     parser.add_argument("--stop-file", default=None, help="stop the query once this file exists")
+    parser.add_argument("--hold-file", default=None,
+                        help="batches from --hold-from-batch on wait to land while this file exists (at most 10 min)")
+    parser.add_argument("--hold-from-batch", type=int, default=0)
+    parser.add_argument("--record-reads", default=None,
+                        help="append 'partition offset' of every record each batch read to this file")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -62,9 +67,22 @@ def main(argv: Optional[list[str]] = None) -> int:
             F.lit(os.getpid()).alias("writer_pid"),
         )
 
+    sink = DeltaSink(args.table, transform=parse)
+
+    def land(batch: Any, batch_id: int) -> None:
+        if args.record_reads:
+            read = batch.select("partition", "offset").collect()
+            with open(args.record_reads, "a") as out:
+                out.writelines(f"{row[0]} {row[1]}\n" for row in read)
+        if args.hold_file and batch_id >= args.hold_from_batch:
+            deadline = time.monotonic() + 600
+            while os.path.exists(args.hold_file) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        sink(batch, batch_id)
+
     writer = (
         reader.load()
-        .writeStream.foreachBatch(DeltaSink(args.table, transform=parse))
+        .writeStream.foreachBatch(land if args.hold_file or args.record_reads else sink)
         .option("checkpointLocation", args.checkpoint)
     )
     if args.available_now:

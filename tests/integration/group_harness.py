@@ -68,10 +68,12 @@ class GroupQueries:
         self._workdir, self._max_offsets = workdir, max_offsets
         self._processes: List["subprocess.Popen[bytes]"] = []
 
-    def start(self, name: str, run_seconds: int, options: Sequence[str] = ()) -> "subprocess.Popen[bytes]":
+    def start(self, name: str, run_seconds: int, options: Sequence[str] = (),
+              extra: Sequence[str] = ()) -> "subprocess.Popen[bytes]":
         """Start query ``name`` (checkpoint ``chk-<name>``, log ``<name>.log``) for ``run_seconds``.
 
-        ``options`` are extra source options, ``KEY=VALUE``. The query also stops
+        ``options`` are extra source options, ``KEY=VALUE``; ``extra`` are further
+        arguments of ``tests.integration.delta_query`` (``--batch-sleep``, ``--record-reads``). The query also stops
         (leaving the group) once :meth:`stop_file` of ``name`` exists.
         """
         command = [sys.executable, "-m", "tests.integration.delta_query", self._servers, self._topic, self._group,
@@ -79,6 +81,7 @@ class GroupQueries:
                    "--max-offsets", str(self._max_offsets), "--stop-file", str(self.stop_file(name))]
         for option in options:
             command += ["--option", option]
+        command += list(extra)
         env = {**os.environ, "KAFKA_GROUP_LOG_LEVEL": "INFO"}
         process = subprocess.Popen(command, cwd=REPO, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
                                    stderr=open(self._workdir / f"{name}.log", "ab"))
@@ -88,6 +91,16 @@ class GroupQueries:
     def stop_file(self, name: str) -> pathlib.Path:
         """Create this file to make query ``name`` stop (``query.stop()``: its member leaves the group)."""
         return self._workdir / f"stop-{name}"
+
+    def reads(self) -> Counter[Tuple[int, int]]:
+        """How often each (partition, offset) was read by the queries started with ``--record-reads``
+        pointing into the work folder as ``reads-<name>.txt``."""
+        counts: Counter[Tuple[int, int]] = Counter()
+        for path in self._workdir.glob("reads-*.txt"):
+            for line in path.read_text().splitlines():
+                partition, offset = line.split()
+                counts[(int(partition), int(offset))] += 1
+        return counts
 
     def checkpoint(self, name: str) -> pathlib.Path:
         return self._workdir / f"chk-{name}"

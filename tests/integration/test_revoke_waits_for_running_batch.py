@@ -1,0 +1,57 @@
+"""A member joining while another's batch is running: the revoke waits for that batch to land.
+
+Issue 13, finding 2: batch N's in-flight ranges were dropped when Spark committed
+batch N-1 (which it does after planning N), so in steady state a revoke returned
+at once and the new owner planned, and read, the offsets batch N was still
+writing.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.conftest import unique_name, wait_for
+from tests.integration.group_harness import BackgroundProducer, GroupQueries
+
+pytestmark = pytest.mark.integration
+
+
+def _plans(log: str) -> int:
+    return log.count("kafka_group.source_driver: planned ")
+
+
+def test_second_query_joining_mid_batch_waits_and_nothing_is_read_twice(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    topic = make_topic(4)
+    hold = tmp_path / "hold"
+    hold.touch()
+    producer = BackgroundProducer(kafka.bootstrap_servers, topic, 4, per_tick=0)
+    producer.produce(30)
+    with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=40) as queries:
+        # Query a lands batches 0 and 1; batch 2 (planned before Spark commits batch 1) waits while `hold` exists.
+        first = queries.start("a", 1200, extra=["--hold-file", str(hold), "--hold-from-batch", "2",
+                                                "--record-reads", str(tmp_path / "reads-a.txt")])
+        wait_for(lambda: (tmp_path / "table" / "_delta_log").exists() and DeltaTable(str(queries.table)).version() >= 1
+                 and _plans(queries.log("a")) >= 3, "query a's batch 2 to be planned and held", 300)
+        second = queries.start("b", 1200, extra=["--record-reads", str(tmp_path / "reads-b.txt")])
+        wait_for(lambda: "revoke" in queries.log("a") or second.poll() is not None,
+                 "the group to start moving partitions to query b", 300)
+        producer.produce(10)  # something for b to plan once it owns partitions
+        try:  # had the revoke returned at once, b would now own partitions and plan them
+            wait_for(lambda: _plans(queries.log("b")) > 0, "query b to plan (only with a revoke that did not wait)", 30)
+        except AssertionError:
+            pass
+        hold.unlink()
+
+        def settled() -> bool:
+            assert first.poll() is None, "query a failed:\n" + queries.log("a")[-4000:]
+            assert second.poll() is None, "query b failed:\n" + queries.log("b")[-4000:]
+            return queries.landed() == producer.expected()
+
+        wait_for(settled, "every record exactly once with both queries running", 300)
+        assert queries.wrote(second), "query b landed nothing"
+        read_twice = sorted(key for key, n in queries.reads().items() if n > 1)
+        assert not read_twice, f"records read by both queries: {read_twice[:12]}"
+    assert max(queries.landed().values()) == 1
