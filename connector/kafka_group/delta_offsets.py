@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from kafka_group.errors import OffsetConflictError, OffsetStoreError
+from kafka_group.errors import OffsetConflictError, OffsetStoreError, SchemaMismatchError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = [
@@ -186,6 +186,25 @@ class DeltaOffsetStore:
                 conflicts[r.topic_partition] = pos
         return CommitCheck(already_committed=False, committable=committable, conflicts=conflicts)
 
+    def check_schema(self, arrow_schema: Any, *, batch: str = "this batch") -> None:
+        """Refuse a batch whose columns differ from the table's (a new table takes any).
+
+        Parameters
+        ----------
+        arrow_schema : pyarrow.Schema
+            The batch's columns, as they will be written.
+        batch : str
+            How to name the batch in the error.
+
+        Raises
+        ------
+        SchemaMismatchError
+            A column is missing, extra or of another type.
+        """
+        table = self._load(refresh=True)
+        if table is not None:
+            _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, batch)
+
     # -- writing -----------------------------------------------------------------------
 
     def commit(
@@ -249,6 +268,9 @@ class DeltaOffsetStore:
                     + ". Another member committed these partitions meanwhile, or their offsets were reset; "
                     "the batch is not landed and the query replans from the table's offsets"
                 )
+            if table is not None:
+                # Delta would take the files under the table's schema whatever they hold.
+                _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, "the batch")
             try:
                 if table is None:
                     create_table_with_add_actions(
@@ -359,3 +381,39 @@ class DeltaOffsetStore:
                     f"offsets.table '{self.table_path}' holds the offsets of consumer group '{other}', not "
                     f"'{self.group}': a table's offsets belong to one group. Use group '{other}', or another table"
                 )
+
+
+def describe_schema_mismatch(table_schema: Any, arrow_schema: Any) -> List[str]:
+    """How a batch's Arrow schema differs from a Delta table's schema (empty when it fits).
+
+    Columns are compared by name and Delta type (so ``string`` and ``large_string``
+    are the same); nullability is not compared, Spark writes every column nullable.
+    """
+    from deltalake.schema import Schema
+
+    table_types = {f.name: f.type for f in table_schema.fields}
+    batch_types = {f.name: f.type for f in Schema.from_arrow(arrow_schema).fields}
+    problems = []
+    for name, kind in batch_types.items():
+        if name not in table_types:
+            problems.append(f"column '{name}' is not in the table")
+        elif table_types[name] != kind:
+            problems.append(f"column '{name}' is {_type_name(kind)} in the batch but {_type_name(table_types[name])} "
+                            "in the table")
+    problems += [f"column '{name}' of the table is missing from the batch" for name in table_types
+                 if name not in batch_types]
+    return problems
+
+
+def _type_name(kind: Any) -> str:
+    return str(getattr(kind, "type", kind))
+
+
+def _raise_on_schema_mismatch(table_path: str, table_schema: Any, arrow_schema: Any, batch: str) -> None:
+    problems = describe_schema_mismatch(table_schema, arrow_schema)
+    if problems:
+        raise SchemaMismatchError(
+            f"{batch} does not fit the schema of Delta table '{table_path}': " + "; ".join(problems)
+            + ". Nothing was committed and no offset moved. Make the DeltaSink transform produce the table's "
+            "columns again, or land into a new table (schema evolution is not supported yet)"
+        )

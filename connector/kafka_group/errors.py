@@ -94,6 +94,13 @@ class OffsetConflictError(OffsetStoreError):
     retriable = True
 
 
+class SchemaMismatchError(OffsetStoreError):
+    """A batch's columns do not match the Delta table's schema: nothing of it is committed.
+
+    Fixed by the user (the transform), never by retrying the same batch as it is.
+    """
+
+
 class FlowControlError(KafkaGroupError):
     """A flow-control request (``flow.pause``, ``flow.resume``, ``flow.status``) was refused or not answered.
 

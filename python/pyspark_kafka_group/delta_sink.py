@@ -139,6 +139,10 @@ class DeltaSink:
             batch = self._only_partitions(batch, ranges)
         if self.transform is not None:
             batch = self.transform(batch)
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        # Before any file is written: a batch that does not fit the table is refused whole.
+        store.check_schema(to_arrow_schema(batch.schema), batch=f"batch {batch_id}")
         crash_point("sink.before_write")
         files, schema, folder = self._write_files(batch, batch_id)
         if not ranges and not files:

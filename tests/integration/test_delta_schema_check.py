@@ -1,0 +1,55 @@
+"""A batch whose columns do not match the Delta table fails before anything is committed.
+
+Issue 13, finding 6: the commit used the table's schema whatever the written files
+held, so a changed transform appended files whose new columns were invisible and
+whose retyped columns were read back wrongly or as NULL.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Callable
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.errors import StreamingQueryException
+
+from pyspark_kafka_group import DeltaSink
+from tests.conftest import produce, unique_name
+from tests.integration.test_exactly_once_delta import expected, keep_columns, run, source, table_records
+
+pytestmark = pytest.mark.integration
+
+
+def retyped(df: Any) -> Any:  # the offset as a string
+    return df.selectExpr("CAST(value AS STRING) AS value", "topic", "partition", "CAST(offset AS STRING) AS offset")
+
+
+def widened(df: Any) -> Any:  # a column the table does not have
+    return keep_columns(df).selectExpr("*", "length(value) AS value_length")
+
+
+def narrowed(df: Any) -> Any:  # a column of the table left out
+    return df.selectExpr("topic", "partition", "offset")
+
+
+@pytest.mark.parametrize("transform, named", [(retyped, "offset"), (widened, "value_length"), (narrowed, "value")])
+def test_batch_with_other_columns_is_refused_and_the_table_is_unchanged(  # type: ignore[no-untyped-def]
+    spark, kafka, make_topic, tmp_path, transform: Callable[[Any], Any], named: str
+) -> None:
+    topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 10})
+    run(source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=keep_columns), tmp_path / "chk")
+    version = DeltaTable(str(table)).version()
+
+    produce(kafka.bootstrap_servers, topic, {0: 10}, start=10)
+    with pytest.raises(StreamingQueryException) as failure:
+        run(source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=transform), tmp_path / "chk")
+    message = str(failure.value)
+    assert "schema" in message and f"'{named}'" in message, message[-2000:]
+    assert DeltaTable(str(table)).version() == version
+    assert not list(pathlib.Path(table, "data").glob("00000001-*")), "the refused batch left files behind"
+
+    # The user puts the transform back: the same batch lands, exactly once.
+    run(source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=keep_columns), tmp_path / "chk")
+    assert table_records(table) == expected(topic, {0: 20})

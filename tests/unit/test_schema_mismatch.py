@@ -1,0 +1,26 @@
+"""describe_schema_mismatch: a batch's columns against a Delta table's schema (no process, no table)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake.schema import Schema
+
+from kafka_group.delta_offsets import describe_schema_mismatch
+
+TABLE = Schema.from_arrow(pa.schema([("value", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                                     ("timestamp", pa.timestamp("us", tz="UTC"))]))
+
+
+def test_same_columns_fit_whatever_the_arrow_string_flavour_or_nullability() -> None:
+    batch = pa.schema([pa.field("value", pa.large_string(), nullable=False), ("partition", pa.int32()),
+                       ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC"))])
+    assert describe_schema_mismatch(TABLE, batch) == []
+
+
+def test_each_difference_is_named() -> None:
+    batch = pa.schema([("value", pa.string()), ("partition", pa.int64()), ("offset", pa.int64()), ("extra", pa.bool_())])
+    assert describe_schema_mismatch(TABLE, batch) == [
+        "column 'partition' is long in the batch but integer in the table",
+        "column 'extra' is not in the table",
+        "column 'timestamp' of the table is missing from the batch",
+    ]
