@@ -4,7 +4,10 @@ Pauses are this query's, not the group's: the group member keeps every paused
 partition (no rebalance, no lost membership), the planner gives it an empty
 range, and it resumes exactly at its position. A pause of a whole topic also
 covers partitions of it assigned later. A partition that moves to another
-member loses its pause (the new owner knows nothing of it), which is logged.
+member loses its pause (the new owner knows nothing of it), which is logged;
+one that an eager rebalance revokes and hands straight back keeps it, and a pause
+restored from the checkpoint is dropped when another member read the partition
+meanwhile.
 
 The state travels in the source's offset document (key ``@flow``), so Spark's
 checkpoint keeps it and a restarted query resumes paused.
@@ -83,6 +86,12 @@ class PauseState:
         for tp in sorted(partitions):
             if self._partitions.pop(tp, None) is not None:
                 logger.info("pause of %s dropped: %s", tp, why)
+
+    def keep_only(self, owned: FrozenSet[TopicPartition], why: str) -> List[TopicPartition]:
+        """Drop the partition pauses of partitions outside ``owned``, logging each; return them."""
+        gone = sorted(tp for tp in self._partitions if tp not in owned)
+        self.drop(gone, why)
+        return gone
 
     def to_doc(self) -> Dict[str, Any]:
         """The ``@flow`` entry of the offset document (empty when nothing is paused)."""

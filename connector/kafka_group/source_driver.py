@@ -143,8 +143,9 @@ class SourceDriver:
 
     def _on_rebalance(self, event: RebalanceEvent) -> None:
         if event.kind in ("revoke", "lost"):
+            # Pauses stay: an eager rebalance revokes every partition and may hand them
+            # straight back. Planning drops those of partitions that went elsewhere.
             with self._lock:
-                self._pauses.drop(event.partitions, f"the group moved it to another member ({event.kind})")
                 self._positioned.difference_update(event.partitions)
                 for tp in event.partitions:
                     self._pending_positions.pop(tp, None)
@@ -234,6 +235,7 @@ class SourceDriver:
                 self._pauses_restored = True
         self._position_new_partitions(start)
         owned = self.owned()
+        self._drop_pauses_of_partitions_gone(owned)
         with self._lock:
             positions = dict(start.positions)
             positions.update(self._pending_positions)
@@ -466,6 +468,7 @@ class SourceDriver:
             new = sorted(owned - self._positioned)
         if not new:
             return
+        checkpointed = dict(start.positions)
         committed: Mapping[TopicPartition, int] = {}
         if self._store is not None:
             committed = self._store.positions(new)
@@ -490,7 +493,12 @@ class SourceDriver:
                 resolved[tp] = spec
             elif tp in source:
                 resolved[tp] = source[tp]
+        read_elsewhere = sorted(tp for tp, pos in resolved.items()
+                                if tp in checkpointed and pos > checkpointed[tp])
         with self._lock:
+            # A pause kept in the checkpoint (or from before a revoke) is stale for a
+            # partition another member read meanwhile: its owner knew nothing of it.
+            self._pauses.drop(read_elsewhere, "another member of the group read it meanwhile")
             # A rebalance may have taken some away meanwhile.
             still_owned = self.owned()
             for tp, pos in resolved.items():
@@ -498,6 +506,20 @@ class SourceDriver:
                     self._pending_positions[tp] = pos
                     self._positioned.add(tp)
         logger.info("positioned newly owned partitions: %s", _describe(resolved))
+
+    def _drop_pauses_of_partitions_gone(self, owned: FrozenSet[TopicPartition]) -> None:
+        """Forget the pauses of partitions the group gave to another member.
+
+        Only once the member's last rebalance event is an assignment: in the middle
+        of an eager rebalance (everything revoked, nothing assigned yet) the
+        partitions may be about to come back.
+        """
+        if self._member is not None:
+            events = self._member.events()
+            if not events or events[-1].kind != "assign":
+                return
+        with self._lock:
+            self._pauses.keep_only(owned, "the group gave the partition to another member")
 
     def _starting_spec(self, tp: TopicPartition, resumed: bool) -> int:
         """Where a partition the query never read starts: ``startingOffsets`` for the

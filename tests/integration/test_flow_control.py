@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from typing import Any, Dict, List, Tuple
 
@@ -142,8 +143,9 @@ def test_event_time_alignment_holds_partitions_that_run_ahead(spark, kafka) -> N
     slow, fast = unique_name("slow"), unique_name("fast")
     kafka.create_topic(slow, 2)
     kafka.create_topic(fast, 2)
-    t0 = 1_700_000_000_000
     hour, minute = 3_600_000, 60_000
+    # Recent times: Apache Kafka's retention (7 days) would delete records stamped in the past.
+    t0 = int(time.time() * 1000) - 10 * hour
     times: Dict[Tuple[str, int], List[int]] = {}
     for p in range(2):
         times[(slow, p)] = [t0 + i * 3 * minute for i in range(100)]  # five hours, a record every 3 minutes
@@ -168,3 +170,37 @@ def test_event_time_alignment_holds_partitions_that_run_ahead(spark, kafka) -> N
         for r in rows:
             next_offset[(r[1], r[2])] = max(next_offset[(r[1], r[2])], r[3] + 1)
     assert fast_started
+
+
+def test_pause_survives_an_eager_rebalance_that_gives_the_partition_straight_back(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13, finding 7: an eager strategy revokes every partition at each rebalance; a pause of a
+    partition that comes straight back must not be lost."""
+    from confluent_kafka import Consumer
+
+    topic, other, group = make_topic(2), make_topic(1), unique_name("group")
+    produce(kafka.bootstrap_servers, topic, {0: 5, 1: 5})
+    collector = Collector()
+    stream = group_stream(spark, kafka.bootstrap_servers, topic, group,
+                          **{"kafka.partition.assignment.strategy": "range"}).load()
+    query = stream.writeStream.foreachBatch(collector).trigger(processingTime="500 milliseconds").start()
+    stranger = None
+    try:
+        wait_for(lambda: collector.count(0) == 5 and collector.count(1) == 5, "the first records", 180)
+        flow.pause(query, topic, partitions=[0])
+        generation = member_generation(query)
+        # Another member of the group, reading another topic: the whole group rebalances and,
+        # under 'range', this query gives both partitions up and gets both straight back.
+        stranger = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group,
+                             "partition.assignment.strategy": "range", "session.timeout.ms": 6000})
+        stranger.subscribe([other])
+        wait_for(lambda: stranger.poll(0.2) is None and bool(stranger.assignment())
+                 and member_generation(query) > generation, "the group to rebalance", 180)
+        produce(kafka.bootstrap_servers, topic, {0: 5, 1: 5}, start=5)
+        wait_for(lambda: collector.count(1) == 10, "partition 1's new records", 180)
+        assert collector.count(0) == 5, "partition 0 was read although it is paused"
+        paused = {(row["topic"], row["partition"]) for row in flow.status(query) if row["paused"]}
+        assert paused == {(topic, 0)}
+    finally:
+        query.stop()
+        if stranger is not None:
+            stranger.close()
