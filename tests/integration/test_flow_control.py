@@ -204,3 +204,48 @@ def test_pause_survives_an_eager_rebalance_that_gives_the_partition_straight_bac
         query.stop()
         if stranger is not None:
             stranger.close()
+
+
+def test_pause_restored_from_the_checkpoint_is_dropped_when_another_member_read_the_partition(  # type: ignore[no-untyped-def]
+    spark, kafka, make_topic, tmp_path
+) -> None:
+    """Issue 13, finding 7: a pause kept in query a's checkpoint must not hold the partition when a
+    restarts after query b of the same group has read it meanwhile (b knew nothing of the pause)."""
+    from pyspark_kafka_group import DeltaSink
+    from tests.integration.test_exactly_once_delta import expected, keep_columns, source, table_records
+
+    topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 10})
+
+    def start(checkpoint: str) -> Any:
+        return (source(spark, kafka, topic, group, table).writeStream
+                .foreachBatch(DeltaSink(str(table), transform=keep_columns))
+                .option("checkpointLocation", str(tmp_path / checkpoint))
+                .trigger(processingTime="500 milliseconds").start())
+
+    def landed() -> Counter[Tuple[str, int, int]]:
+        return table_records(table) if (table / "_delta_log").exists() else Counter()
+
+    def paused_in_checkpoint(query: Any) -> bool:
+        progress = query.lastProgress
+        return bool(progress) and '"paused"' in (progress["sources"][0].get("endOffset") or "")
+
+    first = start("chk-a")
+    try:
+        wait_for(lambda: landed() == expected(topic, {0: 10}), "query a's first records", 180)
+        flow.pause(query=first, topic=topic, partitions=[0])
+        wait_for(lambda: paused_in_checkpoint(first), "the pause to reach query a's checkpoint", 120)
+    finally:
+        first.stop()
+    produce(kafka.bootstrap_servers, topic, {0: 10}, start=10)
+    second = start("chk-b")
+    try:
+        wait_for(lambda: landed() == expected(topic, {0: 20}), "query b reading the partition", 180)
+    finally:
+        second.stop()
+    produce(kafka.bootstrap_servers, topic, {0: 10}, start=20)
+    restarted = start("chk-a")
+    try:
+        wait_for(lambda: landed() == expected(topic, {0: 30}), "query a, restarted, to read on", 180)
+    finally:
+        restarted.stop()
