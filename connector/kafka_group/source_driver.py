@@ -503,9 +503,19 @@ class SourceDriver:
     ) -> Dict[TopicPartition, int]:
         earliest = self._cluster.earliest_offsets(positions)
         checked = dict(positions)
+        # With read_committed, ``latest`` is the last stable offset: a position past it (read
+        # with read_uncommitted before a restart, or committed by a member that did) is not
+        # loss while the partition's high watermark is still at or past it: it waits there
+        # for the open transaction (plan_batch plans nothing for it meanwhile).
+        past_end = [tp for tp, pos in positions.items() if tp in latest and pos > latest[tp]]
+        high = self._cluster.high_watermarks(past_end) if past_end and self._target is None else {}
         for tp, pos in positions.items():
             first = earliest.get(tp)
             end = latest.get(tp)
+            if end is not None and tp in high and end < pos <= high[tp]:
+                logger.info("%s: position %d is past the last stable offset %d; waiting for the open "
+                            "transaction there to end", tp, pos, end)
+                continue
             if first is not None and pos < first:
                 self._report_loss(
                     f"data loss in {tp}: offsets [{pos}, {first}) were removed from the broker (retention or "
