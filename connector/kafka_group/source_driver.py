@@ -445,14 +445,20 @@ class SourceDriver:
             new = sorted(owned - self._positioned)
         if not new:
             return
+        # Resuming: Spark's checkpoint has positions (``start`` is a previous batch's end), or
+        # the offsets table holds positions of this group (it landed before; the checkpoint may
+        # be new). Decided before the table's partitions are taken out of ``start``: a restart
+        # whose checkpointed partitions are all in the table is still a restart, and a partition
+        # none of them knows was created since (CreatePartitions, a new topic of the pattern).
+        resumed = bool(start.positions)
         committed: Mapping[TopicPartition, int] = {}
         if self._store is not None:
             committed = self._store.positions(new)
+            resumed = resumed or bool(committed)
             start = BatchOffsets({tp: p for tp, p in start.positions.items() if tp not in committed}, {})
         elif self._member is not None:
             committed = self._member.committed(new, self._options.connect_timeout_ms / 1000)
         unseen = [tp for tp in new if tp not in start.positions and tp not in committed]
-        resumed = bool(start.positions)
         wants_earliest = [tp for tp in unseen if self._starting_spec(tp, resumed) == EARLIEST]
         wants_latest = [tp for tp in unseen if self._starting_spec(tp, resumed) == LATEST]
         earliest = self._cluster.earliest_offsets(wants_earliest)
@@ -482,7 +488,8 @@ class SourceDriver:
         """Where a partition the query never read starts: ``startingOffsets`` for the
         partitions of a new query; the earliest offset for partitions that appeared
         later (new topics of a pattern, added partitions, or any partition first seen
-        by a query resuming from its checkpoint), as in Spark's Kafka source."""
+        by a query resuming from its checkpoint or from its offsets table), as in
+        Spark's Kafka source."""
         if resumed or (self._known_at_start is not None and tp not in self._known_at_start):
             return EARLIEST
         return self._options.starting_offsets.for_partition(tp)
