@@ -245,6 +245,8 @@ class SourceDriver:
         if self._target is not None:
             latest = {tp: min(end, self._target.get(tp, 0)) for tp, end in latest.items()}
         checked = self._check_data_loss(plannable, latest)
+        if self._store is not None:
+            self._move_table_past_loss(plannable, checked)
         limits = None
         if self._alignment is not None:
             takes = [n for n in (max_records, self._options.flow_policy.max_per_partition) if n is not None]
@@ -536,6 +538,32 @@ class SourceDriver:
                 )
                 checked[tp] = first if first is not None else 0
         return checked
+
+    def _move_table_past_loss(self, planned_from: Mapping[TopicPartition, int], checked: Dict[TopicPartition, int]) -> None:
+        """With ``offsets.table``: move the table's position of each partition whose lost offsets
+        were skipped (``failOnDataLoss=false``) to where its next range starts.
+
+        Runs in Spark's planning thread (``latestOffset``), before the batch is planned. The
+        sink lands a range only when the table is at its first offset; without this move the
+        table would stay at the old position and refuse every later batch of the partition,
+        so it would never advance again. A partition the table has not seen needs no move; one
+        whose table position changed meanwhile (another member, a reset) is left out of this
+        batch and follows the table at the next.
+        """
+        assert self._store is not None
+        moved = [tp for tp, pos in checked.items() if pos != planned_from[tp]]
+        if not moved:
+            return
+        held = self._store.positions(moved)
+        for tp in moved:
+            if tp not in held:
+                continue
+            old, new = planned_from[tp], checked[tp]
+            reason = (f"failOnDataLoss=false: offsets [{old}, {new}) of {tp} are no longer on the broker"
+                      if new > old else f"failOnDataLoss=false: {tp} ends before position {old}; restarting at {new}")
+            if not self._store.move(tp, old, new, reason=reason):
+                logger.warning("offsets.table no longer has %s at %d; not planning it in this batch", tp, old)
+                del checked[tp]
 
     def _report_loss(self, text: str) -> None:
         if self._options.fail_on_data_loss:
