@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from typing import Dict, Mapping
 
+from kafka_group.errors import ConfigError
+
 __all__ = [
     "member_config",
     "reader_config",
+    "isolation_level",
     "uses_consumer_protocol",
     "CLASSIC_ONLY_KEYS",
     "DEFAULT_ASSIGNMENT_STRATEGY",
+    "DEFAULT_ISOLATION_LEVEL",
 ]
 
 #: Incremental rebalances keep unaffected partitions flowing (classic protocol only).
@@ -35,6 +39,18 @@ CLASSIC_ONLY_KEYS: Dict[str, str] = {
                              "'group.consumer.heartbeat.interval.ms')",
     "group.protocol.type": "it only exists in the classic protocol",
 }
+
+#: The one isolation level of planning (the driver's ListOffsets) and reading (the
+#: executors' Fetch) unless the user sets ``kafka.isolation.level``. Spark's Kafka source
+#: reads uncommitted by default (the Java consumer's default); this connector reads
+#: committed (librdkafka's default), because a query landing into a lakehouse table would
+#: otherwise land the records of aborted transactions, and of open ones that may still
+#: abort. With read_committed a plan ends at the last stable offset, so an open
+#: transaction is waited for: its records, and everything after them in its partition,
+#: enter a plan once it commits (or are skipped as aborted). Planning and reading must
+#: agree: a plan past the last stable offset is a range the reader can never finish.
+DEFAULT_ISOLATION_LEVEL = "read_committed"
+_ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 #: Settings only a group member may carry; readers drop them.
 _MEMBER_ONLY_KEYS = frozenset(
@@ -94,6 +110,34 @@ def member_config(client_config: Mapping[str, str], group_id: str) -> Dict[str, 
     return config
 
 
+def isolation_level(client_config: Mapping[str, str]) -> str:
+    """The isolation level the driver plans with and the executors read with.
+
+    Parameters
+    ----------
+    client_config : mapping of str to str
+        The user's ``kafka.*`` options without the prefix.
+
+    Returns
+    -------
+    str
+        ``read_committed`` (the default, see :data:`DEFAULT_ISOLATION_LEVEL`) or ``read_uncommitted``.
+
+    Raises
+    ------
+    ConfigError
+        ``kafka.isolation.level`` is neither.
+    """
+    raw = client_config.get("isolation.level", DEFAULT_ISOLATION_LEVEL)
+    level = raw.strip().lower()
+    if level not in _ISOLATION_LEVELS:
+        raise ConfigError(
+            f"option 'kafka.isolation.level' must be read_committed (the default: aborted and open "
+            f"transactions are never read) or read_uncommitted (every record, as Spark's Kafka source), got '{raw}'"
+        )
+    return level
+
+
 def reader_config(client_config: Mapping[str, str], group_id: str | None) -> Dict[str, str]:
     """Settings of an executor's reader of planned offset ranges (``assign()`` only).
 
@@ -116,6 +160,9 @@ def reader_config(client_config: Mapping[str, str], group_id: str | None) -> Dic
             "enable.auto.offset.store": "false",
             "enable.partition.eof": "true",
             "auto.offset.reset": "error",
+            # Explicit, and the same as the driver's ListOffsets (cluster_metadata.ClusterView):
+            # a reader must never stop short of (or read past) the end its plan was made with.
+            "isolation.level": isolation_level(client_config),
         }
     )
     return config

@@ -15,6 +15,7 @@ from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from kafka_group.client_config import isolation_level
 from kafka_group.errors import BrokerUnavailableError, UnknownTopicOrPartitionError
 from kafka_group.offsets import TopicPartition
 from kafka_group.options import redact_client_config
@@ -61,9 +62,12 @@ class ClusterView:
     def __init__(self, client_config: Mapping[str, str], timeout_ms: int) -> None:
         self._servers = client_config.get("bootstrap.servers", "")
         self._timeout_s = timeout_ms / 1000
+        # The executors' readers use the same level (client_config.reader_config): with
+        # read_committed (the default) the latest offset is the last stable offset, so a plan
+        # never reaches into an open transaction the readers cannot see yet.
         self._isolation = (
             IsolationLevel.READ_COMMITTED
-            if client_config.get("isolation.level", "read_uncommitted") == "read_committed"
+            if isolation_level(client_config) == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
         config = {k: v for k, v in client_config.items() if k not in _ADMIN_KEYS_DROPPED}
@@ -132,9 +136,16 @@ class ClusterView:
         return self._list_offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
 
     def latest_offsets(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
-        """The end of each partition (the offset the next record will get; with
-        ``isolation.level=read_committed``, the last stable offset)."""
+        """The end of each partition a plan may reach: with ``isolation.level=read_committed``
+        (the default) the last stable offset (the first offset of the earliest open
+        transaction, else the high watermark); with read_uncommitted the high watermark."""
         return self._list_offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+
+    def high_watermarks(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The offset the next record of each partition will get, whatever the isolation level
+        (open transactions included)."""
+        return self._list_offsets(partitions, OffsetSpec.latest(),  # type: ignore[no-untyped-call]
+                                  isolation=IsolationLevel.READ_UNCOMMITTED)
 
     def offsets_for_timestamp(self, partitions: Iterable[TopicPartition], timestamp_ms: int) -> Dict[TopicPartition, int]:
         """The first offset whose record time is at or after ``timestamp_ms``, per partition
@@ -144,13 +155,14 @@ class ClusterView:
         latest = self.latest_offsets([tp for tp in partitions if found.get(tp, -1) < 0])
         return {tp: (found[tp] if found.get(tp, -1) >= 0 else latest[tp]) for tp in partitions if tp in found or tp in latest}
 
-    def _list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec) -> Dict[TopicPartition, int]:
+    def _list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec,
+                      isolation: Optional[IsolationLevel] = None) -> Dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
         if not request:
             return {}
         try:
             futures = self._admin.list_offsets(
-                request, isolation_level=self._isolation, request_timeout=self._timeout_s
+                request, isolation_level=isolation or self._isolation, request_timeout=self._timeout_s
             )
         except KafkaException as exc:
             raise BrokerUnavailableError(f"listing offsets at '{self._servers}' failed: {exc}") from None

@@ -308,6 +308,56 @@ class DeltaOffsetStore:
             f"writers kept winning ({last_error})"
         )
 
+    def move(self, tp: TopicPartition, expected: int, to: int, *, reason: str) -> bool:
+        """Move one partition from ``expected`` to ``to`` in a commit of its own (no data), only
+        if the table still has it at ``expected``.
+
+        The source calls this from its planning thread when it skips offsets the broker no
+        longer has (``failOnDataLoss=false``): the batch's range then starts at ``to``, and a
+        table left at ``expected`` would refuse every commit of the partition.
+
+        Parameters
+        ----------
+        tp : TopicPartition
+            The partition.
+        expected : int
+            Its position the caller planned from.
+        to : int
+            The new position.
+        reason : str
+            Recorded in the commit's metadata (``kafkaGroup.reason``) and the log.
+
+        Returns
+        -------
+        bool
+            Whether the table moved; False when its position is no longer ``expected``
+            (another member or a reset moved it) or it has never seen the partition.
+        """
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties, Transaction
+
+        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+            table = self._load(refresh=True)
+            if table is None or self._positions_in(table, [tp]).get(tp) != expected:
+                return False
+            properties = CommitProperties(
+                app_transactions=[Transaction(transaction_id(self.group, tp), to),
+                                  Transaction(group_marker_id(self.group), _MARKER_VERSION)],
+                custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "skip",
+                                 "kafkaGroup.reason": reason},
+                # No retry inside delta-rs: a concurrent commit makes this check run again.
+                max_commit_retries=0,
+            )
+            try:
+                table.create_write_transaction([], mode="append", schema=table.schema(), commit_properties=properties)
+            except CommitFailedError as exc:
+                logger.info("moving %s in %s lost a race (attempt %d: %s); checking again", tp, self.table_path,
+                            attempt, exc)
+                continue
+            logger.warning("offsets.table '%s': moved %s from %d to %d (%s)", self.table_path, tp, expected, to, reason)
+            return True
+        return False
+
     def reset(self, positions: Mapping[TopicPartition, int], *, reason: str) -> int:
         """Set partitions' positions in a Delta commit of their own (no data).
 

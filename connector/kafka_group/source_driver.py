@@ -247,6 +247,8 @@ class SourceDriver:
         if self._target is not None:
             latest = {tp: min(end, self._target.get(tp, 0)) for tp, end in latest.items()}
         checked = self._check_data_loss(plannable, latest)
+        if self._store is not None:
+            self._move_table_past_loss(plannable, checked)
         limits = None
         if self._alignment is not None:
             takes = [n for n in (max_records, self._options.flow_policy.max_per_partition) if n is not None]
@@ -469,14 +471,20 @@ class SourceDriver:
         if not new:
             return
         checkpointed = dict(start.positions)
+        # Resuming: Spark's checkpoint has positions (``start`` is a previous batch's end), or
+        # the offsets table holds positions of this group (it landed before; the checkpoint may
+        # be new). Decided before the table's partitions are taken out of ``start``: a restart
+        # whose checkpointed partitions are all in the table is still a restart, and a partition
+        # none of them knows was created since (CreatePartitions, a new topic of the pattern).
+        resumed = bool(start.positions)
         committed: Mapping[TopicPartition, int] = {}
         if self._store is not None:
             committed = self._store.positions(new)
+            resumed = resumed or bool(committed)
             start = BatchOffsets({tp: p for tp, p in start.positions.items() if tp not in committed}, {})
         elif self._member is not None:
             committed = self._member.committed(new, self._options.connect_timeout_ms / 1000)
         unseen = [tp for tp in new if tp not in start.positions and tp not in committed]
-        resumed = bool(start.positions)
         wants_earliest = [tp for tp in unseen if self._starting_spec(tp, resumed) == EARLIEST]
         wants_latest = [tp for tp in unseen if self._starting_spec(tp, resumed) == LATEST]
         earliest = self._cluster.earliest_offsets(wants_earliest)
@@ -525,7 +533,8 @@ class SourceDriver:
         """Where a partition the query never read starts: ``startingOffsets`` for the
         partitions of a new query; the earliest offset for partitions that appeared
         later (new topics of a pattern, added partitions, or any partition first seen
-        by a query resuming from its checkpoint), as in Spark's Kafka source."""
+        by a query resuming from its checkpoint or from its offsets table), as in
+        Spark's Kafka source."""
         if resumed or (self._known_at_start is not None and tp not in self._known_at_start):
             return EARLIEST
         return self._options.starting_offsets.for_partition(tp)
@@ -546,9 +555,19 @@ class SourceDriver:
     ) -> Dict[TopicPartition, int]:
         earliest = self._cluster.earliest_offsets(positions)
         checked = dict(positions)
+        # With read_committed, ``latest`` is the last stable offset: a position past it (read
+        # with read_uncommitted before a restart, or committed by a member that did) is not
+        # loss while the partition's high watermark is still at or past it: it waits there
+        # for the open transaction (plan_batch plans nothing for it meanwhile).
+        past_end = [tp for tp, pos in positions.items() if tp in latest and pos > latest[tp]]
+        high = self._cluster.high_watermarks(past_end) if past_end and self._target is None else {}
         for tp, pos in positions.items():
             first = earliest.get(tp)
             end = latest.get(tp)
+            if end is not None and tp in high and end < pos <= high[tp]:
+                logger.info("%s: position %d is past the last stable offset %d; waiting for the open "
+                            "transaction there to end", tp, pos, end)
+                continue
             if first is not None and pos < first:
                 self._report_loss(
                     f"data loss in {tp}: offsets [{pos}, {first}) were removed from the broker (retention or "
@@ -562,6 +581,32 @@ class SourceDriver:
                 )
                 checked[tp] = first if first is not None else 0
         return checked
+
+    def _move_table_past_loss(self, planned_from: Mapping[TopicPartition, int], checked: Dict[TopicPartition, int]) -> None:
+        """With ``offsets.table``: move the table's position of each partition whose lost offsets
+        were skipped (``failOnDataLoss=false``) to where its next range starts.
+
+        Runs in Spark's planning thread (``latestOffset``), before the batch is planned. The
+        sink lands a range only when the table is at its first offset; without this move the
+        table would stay at the old position and refuse every later batch of the partition,
+        so it would never advance again. A partition the table has not seen needs no move; one
+        whose table position changed meanwhile (another member, a reset) is left out of this
+        batch and follows the table at the next.
+        """
+        assert self._store is not None
+        moved = [tp for tp, pos in checked.items() if pos != planned_from[tp]]
+        if not moved:
+            return
+        held = self._store.positions(moved)
+        for tp in moved:
+            if tp not in held:
+                continue
+            old, new = planned_from[tp], checked[tp]
+            reason = (f"failOnDataLoss=false: offsets [{old}, {new}) of {tp} are no longer on the broker"
+                      if new > old else f"failOnDataLoss=false: {tp} ends before position {old}; restarting at {new}")
+            if not self._store.move(tp, old, new, reason=reason):
+                logger.warning("offsets.table no longer has %s at %d; not planning it in this batch", tp, old)
+                del checked[tp]
 
     def _report_loss(self, text: str) -> None:
         if self._options.fail_on_data_loss:

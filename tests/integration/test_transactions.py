@@ -1,8 +1,8 @@
 """Transactional producers: with read_committed the source moves past transaction markers, gaps are not data loss.
 
-Neither development broker filters aborted records for read_committed readers
-(docs/brokers.md), so aborted transactions are not part of this test; on Kafka,
-librdkafka drops them using the broker's aborted-transaction list.
+The mock cluster does not filter aborted records for read_committed readers
+(docs/brokers.md), so aborted and open transactions are tested on Apache Kafka
+only, in test_real_kafka_transactions.py; this test runs on either broker.
 """
 
 from __future__ import annotations

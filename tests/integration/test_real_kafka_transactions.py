@@ -1,0 +1,176 @@
+"""Transactional producers on real Apache Kafka: aborted records never land, committed ones all
+land once, and an open transaction is waited for (issue 13 finding 3).
+
+librdkafka's mock cluster does not filter aborted records, so these tests need
+Apache Kafka. A second transactional producer leaves a transaction open on
+partition 0 while a first one keeps committing and aborting transactions on both
+partitions; the query must land every committed record before the open
+transaction, none after it on that partition until it commits, and all of them
+once it has.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.conftest import group_stream, unique_name, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _real_kafka(kafka: Any) -> None:
+    if kafka.engine != "kafka":
+        pytest.skip("needs Apache Kafka: the mock cluster does not filter aborted transactions for read_committed")
+
+
+def transactional(servers: str) -> Any:
+    # The broker aborts a transaction open longer than transaction.timeout.ms (librdkafka: 60 s); the open
+    # one must outlive the query's start and the waits below.
+    producer = Producer({"bootstrap.servers": servers, "transactional.id": unique_name("txn"), "linger.ms": 5,
+                         "transaction.timeout.ms": 600000})
+    producer.init_transactions(30)
+    return producer
+
+
+def transaction(producer: Any, topic: str, label: str, partitions: Tuple[int, ...], count: int,
+                commit: bool) -> List[Tuple[int, bytes]]:
+    """One transaction of ``count`` records per partition; returns (partition, value) of each record."""
+    producer.begin_transaction()
+    sent = []
+    for p in partitions:
+        for i in range(count):
+            value = f"{label}-p{p}-{i}".encode()
+            producer.produce(topic, value=value, partition=p)
+            sent.append((p, value))
+    producer.flush(30)  # in the log before the end marker: an aborted one is there to be (not) read
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.abort_transaction(30)
+    return sent
+
+
+class Collector:
+    """A foreachBatch function keeping each batch's (partition, value) rows by batch id (a replay replaces)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: Dict[int, List[Tuple[int, bytes]]] = {}
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        found = [(r.partition, bytes(r.value)) for r in batch.select("partition", "value").collect()]
+        with self._lock:
+            self._batches[batch_id] = found
+
+    def rows(self) -> List[Tuple[int, bytes]]:
+        with self._lock:
+            return [row for _, rows in sorted(self._batches.items()) for row in rows]
+
+    def batches(self) -> int:
+        with self._lock:
+            return len(self._batches)
+
+
+def alive(query: Any) -> None:
+    """Fail at once with the query's own error when it died."""
+    if not query.isActive:
+        raise AssertionError(f"the query stopped: {query.exception()}")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"failOnDataLoss": "false"}, {"kafka.isolation.level": "read_committed"}],
+    ids=["defaults", "failOnDataLoss-false", "read_committed"],
+)
+def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark, kafka, options) -> None:  # type: ignore[no-untyped-def]
+    servers = kafka.bootstrap_servers
+    topic = unique_name("txn-topic")
+    kafka.create_topic(topic, 2)
+    busy, holder = transactional(servers), transactional(servers)
+    committed: List[Tuple[int, bytes]] = []
+    aborted: List[Tuple[int, bytes]] = []
+    for i in range(6):  # interleaved: c0 a1 c2 a3 c4 a5
+        sent = transaction(busy, topic, f"before{i}", (0, 1), 5, commit=i % 2 == 0)
+        (committed if i % 2 == 0 else aborted).extend(sent)
+    landable_while_open = list(committed)
+    # Left open on partition 0 while batches are planned; its records are in the log.
+    holder.begin_transaction()
+    held = []
+    for i in range(4):
+        value = f"open-p0-{i}".encode()
+        holder.produce(topic, value=value, partition=0)
+        held.append((0, value))
+    holder.flush(30)
+    for i in range(6):  # more after the open one, on both partitions
+        sent = transaction(busy, topic, f"after{i}", (0, 1), 5, commit=i % 2 == 1)
+        (committed if i % 2 == 1 else aborted).extend(sent)
+        if i % 2 == 1:
+            landable_while_open.extend(row for row in sent if row[0] == 1)  # partition 1 has no open transaction
+
+    land = Collector()
+    query = (group_stream(spark, servers, topic, unique_name("group"), maxOffsetsPerTrigger="7", **options).load()
+             .writeStream.foreachBatch(land).trigger(processingTime="500 milliseconds").start())
+    try:
+        def landed_while_open() -> bool:
+            alive(query)
+            return sorted(land.rows()) == sorted(landable_while_open)
+
+        try:
+            wait_for(landed_while_open, "every committed record not behind the open transaction", 180)
+        except AssertionError:
+            rows = land.rows()
+            print(f"after 180 s: {len(rows)} rows landed, {len(landable_while_open)} expected; missing "
+                  f"{sorted(set(landable_while_open) - set(rows))[:5]}; not expected "
+                  f"{sorted(set(rows) - set(landable_while_open))[:5]}; query exception: {query.exception()}")
+            raise
+        batches = land.batches()
+        # Later plans run while the transaction is still open: they add nothing and fail nothing.
+        busy_more = transaction(busy, topic, "later", (1,), 3, commit=True)
+        committed.extend(busy_more)
+        landable_while_open.extend(busy_more)
+        wait_for(landed_while_open, "a later committed transaction on partition 1 while 0 waits", 180)
+        assert land.batches() > batches
+        print(f"while open: {len(land.rows())} rows in {land.batches()} batches, none of the open transaction")
+        holder.commit_transaction(30)
+        committed.extend(held)
+
+        def landed_all() -> bool:
+            alive(query)
+            return len(land.rows()) >= len(committed)
+
+        wait_for(landed_all, "the committed records of the transaction that was open", 180)
+        alive(query)
+    finally:
+        query.stop()
+    rows = land.rows()
+    assert not set(rows) & set(aborted), "aborted records landed"
+    assert sorted(rows) == sorted(committed), "committed records missing or repeated"
+    print(f"landed {len(rows)} committed rows once, none of {len(aborted)} aborted")
+
+
+def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+    """``kafka.isolation.level=read_uncommitted`` (Spark's Kafka default) plans and reads everything, aborted too."""
+    servers = kafka.bootstrap_servers
+    topic = unique_name("txn-topic")
+    kafka.create_topic(topic, 1)
+    producer = transactional(servers)
+    sent: List[Tuple[int, bytes]] = []
+    for i in range(4):
+        sent.extend(transaction(producer, topic, f"t{i}", (0,), 3, commit=i % 2 == 0))
+    land = Collector()
+    query: Optional[Any] = None
+    try:
+        query = (group_stream(spark, servers, topic, unique_name("group"),
+                              **{"kafka.isolation.level": "read_uncommitted"}).load()
+                 .writeStream.foreachBatch(land).trigger(availableNow=True).start())
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+    finally:
+        if query is not None:
+            query.stop()
+    assert sorted(land.rows()) == sorted(sent)
