@@ -447,7 +447,7 @@ def describe_schema_mismatch(table_schema: Any, arrow_schema: Any) -> List[str]:
     for name, kind in batch_types.items():
         if name not in table_types:
             problems.append(f"column '{name}' is not in the table")
-        elif table_types[name] != kind:
+        elif _without_nullability(table_types[name]) != _without_nullability(kind):
             problems.append(f"column '{name}' is {_type_name(kind)} in the batch but {_type_name(table_types[name])} "
                             "in the table")
     problems += [f"column '{name}' of the table is missing from the batch" for name in table_types
@@ -455,8 +455,26 @@ def describe_schema_mismatch(table_schema: Any, arrow_schema: Any) -> List[str]:
     return problems
 
 
+def _without_nullability(kind: Any) -> Any:
+    """A Delta type as JSON data with every nullability flag (of fields, array elements,
+    map values) left out, at any depth."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items()
+                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    to_json = getattr(kind, "to_json", None)
+    return strip(json.loads(to_json())) if to_json is not None else str(kind)
+
+
 def _type_name(kind: Any) -> str:
-    return str(getattr(kind, "type", kind))
+    if hasattr(kind, "to_json"):
+        data = json.loads(kind.to_json())
+        return data if isinstance(data, str) else json.dumps(_without_nullability(kind), separators=(",", ":"))
+    return str(kind)
 
 
 def _raise_on_schema_mismatch(table_path: str, table_schema: Any, arrow_schema: Any, batch: str) -> None:

@@ -118,6 +118,8 @@ class GroupMember:
         self.group_id = group_id
         # Asynchronous commits (see commit()) report here, in the polling thread.
         self._last_async_commit: Optional[List[KafkaTopicPartition]] = None
+        # Positions queued by other threads for the polling thread to commit (guarded by _state).
+        self._queued_commit: Dict[TopicPartition, int] = {}
         self._async_commits_unanswered = 0
         settings: Dict[str, Any] = {**config, "on_commit": self._on_commit}
         try:
@@ -207,11 +209,12 @@ class GroupMember:
         thread inside a revoke callback, and on shutdown. From the polling thread
         (a revoke: the next owner should find these positions) it waits for the
         coordinator's answer, as a rebalance listener's commit does. From any
-        other thread it only queues the request and returns: waiting there would
-        hold the consumer lock, so planning and the polling thread, which must
-        serve the rebalance, would wait on the coordinator (issue 13, finding
-        10). Its outcome is logged when the polling thread next polls; a commit
-        still unanswered when the member closes is repeated synchronously then.
+        other thread it only queues the positions for the polling thread, which
+        sends them without waiting between two polls: waiting, or even taking the
+        consumer lock, there would make planning wait on the coordinator (issue
+        13, finding 10) or on a revoke callback that waits for the running batch
+        to land. Its outcome is logged when the polling thread next polls; a
+        commit still unanswered when the member closes is repeated synchronously.
 
         Returns
         -------
@@ -222,18 +225,34 @@ class GroupMember:
         """
         if threading.current_thread() is self._thread:
             return commit_positions(self._consumer, self._lock, self.group_id, positions)
-        if not positions:
-            return True
-        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
-        with self._lock:
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=True)
-            except KafkaException as exc:
-                logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
-                return False
-            self._last_async_commit = offsets
-            self._async_commits_unanswered += 1
+        if positions:
+            # Handed to the polling thread: taking the consumer lock here would wait for a
+            # revoke callback that is itself waiting for this very batch to land.
+            with self._state:
+                self._queued_commit.update(positions)
         return True
+
+    def _send_queued_commit(self) -> None:
+        """Send the queued positions of partitions still owned, without waiting for the answer.
+
+        Caller: the polling thread, under the consumer lock, between polls; so no
+        rebalance callback runs meanwhile, and a partition revoked since the positions
+        were queued is left out (its new owner's commits must not be overwritten).
+        """
+        with self._state:
+            queued, self._queued_commit = self._queued_commit, {}
+            owned = set(self._owned)
+        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos)
+                   for tp, pos in sorted(queued.items()) if tp in owned]
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
+            return
+        self._last_async_commit = offsets
+        self._async_commits_unanswered += 1
 
     def _on_commit(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> None:
         # Polling thread, inside poll(), under the consumer lock: the answer to an asynchronous commit.
@@ -255,6 +274,7 @@ class GroupMember:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
         with self._lock:
+            self._send_queued_commit()
             last, unanswered = self._last_async_commit, self._async_commits_unanswered
         if last is not None and unanswered:
             # The last positions must reach the group before it forgets this member.
@@ -279,6 +299,7 @@ class GroupMember:
                 with self._lock:
                     if self._closed.is_set():
                         return
+                    self._send_queued_commit()
                     message = self._consumer.poll(_POLL_TIMEOUT_S)
                 error = message.error() if message is not None else None
                 if error is not None:

@@ -416,7 +416,9 @@ class SourceDriver:
         batch; the member's poll thread reads the result in a revoke.
         """
         with self._lock:
-            self._in_flight = {tp: r for tp, r in end.ranges.items() if tp in self._positioned}
+            # Every range, owned or not yet: a batch Spark replays after a restart runs before
+            # this member has positioned anything, and a revoke of its partitions must wait too.
+            self._in_flight = dict(end.ranges)
 
     def on_batch_committed(self, end: BatchOffsets) -> None:
         """Commit the positions of the partitions still owned to the Kafka group, for lag tools.

@@ -142,7 +142,8 @@ class DeltaSink:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         # Before any file is written: a batch that does not fit the table is refused whole.
-        store.check_schema(to_arrow_schema(batch.schema), batch=f"batch {batch_id}")
+        # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
+        store.check_schema(to_arrow_schema(batch.schema, timezone="UTC"), batch=f"batch {batch_id}")
         crash_point("sink.before_write")
         files, schema, folder = self._write_files(batch, batch_id)
         if not ranges and not files:
@@ -249,7 +250,7 @@ class DeltaSink:
                 continue
             files.append(DataFile(f"{relative_dir}/{name}", os.path.getsize(full), meta.num_rows))
         if schema is None:
-            schema = to_arrow_schema(batch.schema)
+            schema = to_arrow_schema(batch.schema, timezone="UTC")
         return files, schema, target
 
 

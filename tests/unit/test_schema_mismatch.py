@@ -24,3 +24,12 @@ def test_each_difference_is_named() -> None:
         "column 'extra' is not in the table",
         "column 'timestamp' of the table is missing from the batch",
     ]
+
+
+def test_nullability_inside_nested_types_is_not_a_difference() -> None:
+    table = Schema.from_arrow(pa.schema([("tags", pa.list_(pa.field("item", pa.string(), nullable=False)))]))
+    assert describe_schema_mismatch(table, pa.schema([("tags", pa.list_(pa.string()))])) == []
+    assert describe_schema_mismatch(table, pa.schema([("tags", pa.list_(pa.int32()))])) == [
+        'column \'tags\' is {"type":"array","elementType":"integer"} in the batch but '
+        '{"type":"array","elementType":"string"} in the table'
+    ]

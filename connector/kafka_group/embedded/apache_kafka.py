@@ -91,6 +91,9 @@ logger.controller.name = org.apache.kafka.controller
 logger.controller.level = warn
 logger.raft.name = org.apache.kafka.raft
 logger.raft.level = warn
+# "Kafka Server started" tells the launcher a node is up, whatever the level of the rest.
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = info
 """
 
 
@@ -264,7 +267,8 @@ class ApacheKafka:
         self._extra_config = dict(broker_config or {})
         self._heap = heap
         self._start_timeout = start_timeout
-        self._log_level = log_level.upper()
+        # log4j2 spells Python's WARNING and CRITICAL as WARN and FATAL.
+        self._log_level = {"WARNING": "WARN", "CRITICAL": "FATAL"}.get(log_level.upper(), log_level.upper())
         self._nodes: list[_Node] = []
         self._folder: Optional[Path] = None
         self._classpath: Optional[str] = None
