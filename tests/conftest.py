@@ -14,7 +14,9 @@ The broker is Apache Kafka (KRaft, jars fetched by Maven on first use) unless
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import pathlib
 import os
 import sys
 import time
@@ -31,6 +33,22 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120) -
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def tmpfs(mount: "pathlib.Path", size: str) -> Iterator["pathlib.Path"]:
+    """Mount a tmpfs of ``size`` (``1m``, ``64m``) at ``mount`` for the block; skip the test where
+    mounting is not allowed (it needs root, as in CI)."""
+    import subprocess
+
+    mount.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def unique_name(prefix: str) -> str:

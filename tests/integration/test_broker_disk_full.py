@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import subprocess
-import sys
 import time
 from collections import Counter
 from typing import Iterator, List, Set, Tuple
@@ -19,33 +17,18 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 from deltalake import DeltaTable
 
-from tests.conftest import unique_name, wait_for
+from tests.conftest import tmpfs, unique_name, wait_for
+from tests.integration.test_delta_commit_failure import run_query
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def broker_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
     """A 64 MiB tmpfs for a broker's log folder (needs root, as in CI); skipped where it cannot be mounted."""
-    mount = tmp_path / "kafka-disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): needs root")
-    try:
+    with tmpfs(tmp_path / "kafka-disk", "64m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _drain(servers: str, topic: str, group: str, table: pathlib.Path, checkpoint: pathlib.Path,
-           log: pathlib.Path) -> int:
-    command = [sys.executable, "-m", "tests.integration.delta_query", servers, topic, group, str(table),
-               str(checkpoint), "--available-now"]
-    with open(log, "ab") as err:
-        return subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, timeout=600).returncode
 
 
 def _landed(table: pathlib.Path) -> "Counter[Tuple[int, int]]":
@@ -81,7 +64,7 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
         for i in range(200):
             producer.produce(topic, value=f"before-{i}".encode(), partition=i % 2, on_delivery=on_delivery)
         assert producer.flush(30) == 0
-        assert _drain(servers, topic, group, table, checkpoint, log) == 0
+        assert run_query(servers, topic, group, table, checkpoint, log) == 0
         assert _landed(table) == Counter(acked)
 
         # Fill the disk, leaving a little room, then write 10 KiB records until the broker fails.
@@ -108,7 +91,7 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
         for j in range(100):
             producer.produce(topic, value=f"after-{j}".encode(), partition=j % 2, on_delivery=on_delivery)
         assert producer.flush(60) == 0
-        wait_for(lambda: _drain(servers, topic, group, table, checkpoint, log) == 0,
+        wait_for(lambda: run_query(servers, topic, group, table, checkpoint, log) == 0,
                  "a drain of the restarted broker to succeed", 300)
         landed = _landed(table)
         assert max(landed.values()) == 1, "a record landed twice"

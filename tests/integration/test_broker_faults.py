@@ -24,56 +24,62 @@ FETCH, LIST_OFFSETS, OFFSET_COMMIT, HEARTBEAT = 1, 2, 8, 12
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, REBALANCE_IN_PROGRESS, TRANSPORT = 6, 7, 27, -195
 
 
+class KeptRunning:
+    """Query ``a`` of ``queries``, restarted whenever it fails, which it may only with the connector's own error."""
+
+    def __init__(self, queries: GroupQueries) -> None:
+        self._queries = queries
+        self.restarts = 0
+        self._query = queries.start("a", 600)
+
+    def check(self) -> None:
+        if self._query.poll() is not None:
+            log = self._queries.log("a")
+            assert "kafka_group.errors." in log, log[-3000:]
+            self.restarts += 1
+            self._query = self._queries.start("a", 600)
+
+    def ride_out(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.check()
+            time.sleep(1)
+
+    def settle(self, producer: BackgroundProducer) -> None:
+        def settled() -> bool:
+            self.check()
+            return self._queries.landed() == producer.expected()
+
+        wait_for(settled, "every record exactly once after the faults", 300)
+        assert all(n == 1 for n in self._queries.landed().values())
+        print(f"faults survived with {self.restarts} restart(s)")
+
+
 def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
     kafka = kafka_cluster
     topic = unique_name("faults")
     kafka.create_topic(topic, 6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
-    restarts = 0
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
         producer.produce(40)
-        query = queries.start("a", 600)
-
-        def keep_running() -> None:
-            nonlocal query, restarts
-            if query.poll() is not None:  # it failed: the error must be the connector's, then restart
-                log = queries.log("a")
-                assert "kafka_group.errors." in log, log[-3000:]
-                restarts += 1
-                query = queries.start("a", 600)
-
-        def ride_out(seconds: float) -> None:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                keep_running()
-                time.sleep(1)
-
+        query = KeptRunning(queries)
         wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
         try:
-            # A broker (leader of some partitions) down for 30 s, records produced meanwhile to the others.
+            # A broker (leader of some partitions) killed for 30 s, records produced meanwhile to the others.
             kafka.broker_down(2)
-            ride_out(30)
+            query.ride_out(30)
         finally:
             kafka.broker_up(2)
         producer.produce(20)
-        # The group coordinator (whichever broker it is) down briefly: every broker in turn.
+        # The group coordinator and the KRaft controller (whichever node they are on): every node in turn.
         for broker in (1, 3):
             try:
                 kafka.broker_down(broker)
-                time.sleep(8)
-                keep_running()
+                query.ride_out(8)
             finally:
                 kafka.broker_up(broker)
         producer.produce(20)
-
-        def settled() -> bool:
-            keep_running()
-            return queries.landed() == producer.expected()
-
-        wait_for(settled, "every record exactly once after the faults", 300)
-    landed = queries.landed()
-    assert all(n == 1 for n in landed.values())
-    print(f"faults survived with {restarts} restart(s)")
+        query.settle(producer)
 
 
 def test_query_survives_pushed_request_errors(mock_kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -82,25 +88,9 @@ def test_query_survives_pushed_request_errors(mock_kafka, tmp_path) -> None:  # 
     topic = unique_name("pushed")
     kafka.create_topic(topic, 6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
-    restarts = 0
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
         producer.produce(40)
-        query = queries.start("a", 600)
-
-        def keep_running() -> None:
-            nonlocal query, restarts
-            if query.poll() is not None:  # it failed: the error must be the connector's, then restart
-                log = queries.log("a")
-                assert "kafka_group.errors." in log, log[-3000:]
-                restarts += 1
-                query = queries.start("a", 600)
-
-        def ride_out(seconds: float) -> None:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                keep_running()
-                time.sleep(1)
-
+        query = KeptRunning(queries)
         wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
         # Request errors pushed for a while: fetches, offset listing, heartbeats, commits, dropped connections.
         try:
@@ -109,16 +99,8 @@ def test_query_survives_pushed_request_errors(mock_kafka, tmp_path) -> None:  # 
             kafka.push_request_errors(HEARTBEAT, [REBALANCE_IN_PROGRESS] * 5)
             kafka.push_request_errors(OFFSET_COMMIT, [REBALANCE_IN_PROGRESS] * 3)
             producer.produce(20)
-            ride_out(20)
+            query.ride_out(20)
         finally:
             for api in (FETCH, LIST_OFFSETS, HEARTBEAT, OFFSET_COMMIT):
                 kafka.clear_request_errors(api)
-
-        def settled() -> bool:
-            keep_running()
-            return queries.landed() == producer.expected()
-
-        wait_for(settled, "every record exactly once after the faults", 300)
-    landed = queries.landed()
-    assert all(n == 1 for n in landed.values())
-    print(f"faults survived with {restarts} restart(s)")
+        query.settle(producer)

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 from deltalake import DeltaTable
 
-from tests.conftest import produce, unique_name
+from tests.conftest import tmpfs, produce, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -24,15 +24,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 @pytest.fixture
 def tiny_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
     """A 1 MiB tmpfs (needs root, as in CI's container); skipped where it cannot be mounted."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): needs root")
-    try:
+    with tmpfs(tmp_path / "tiny", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def run_query(servers: str, topic: str, group: str, table: pathlib.Path, checkpoint: pathlib.Path,
