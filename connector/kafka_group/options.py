@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
-from kafka_group.client_config import CLASSIC_ONLY_KEYS, uses_consumer_protocol
+from kafka_group.client_config import CLASSIC_ONLY_KEYS, isolation_level, uses_consumer_protocol
 from kafka_group.errors import ConfigError
 from kafka_group.planning import SHARING_MODES, FlowPolicy, TaskSizing
 from kafka_group.rebalance_listener import check_listener_spec
@@ -392,6 +392,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
 
 def _check_group_protocol(client_config: Mapping[str, str]) -> None:
     """Refuse settings of one group protocol combined with the other (librdkafka would refuse them later)."""
+    isolation_level(client_config)  # refuses anything but read_committed/read_uncommitted, at load()
     protocol = client_config.get("group.protocol")
     if protocol is not None and protocol.strip().lower() not in ("classic", "consumer"):
         raise ConfigError(

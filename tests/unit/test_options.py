@@ -223,3 +223,9 @@ def test_bad_topic_priority(value: str) -> None:
 def test_bad_budget_sharing() -> None:
     with pytest.raises(ConfigError, match="option 'flow.budgetSharing' must be one of fair, proportional"):
         parse_source_options(opts(**{"flow.budgetSharing": "greedy"}))
+
+
+def test_unknown_isolation_level_is_refused_at_load_naming_both_choices() -> None:
+    with pytest.raises(ConfigError, match=r"'kafka.isolation.level'.*read_committed.*read_uncommitted.*'read_dirty'"):
+        parse_source_options({**BASE, "kafka.isolation.level": "read_dirty"})
+    assert parse_source_options({**BASE, "kafka.isolation.level": "READ_UNCOMMITTED"}) is not None
