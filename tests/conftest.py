@@ -63,6 +63,20 @@ if BROKER_ENGINE not in ("kafka", "mock"):
 
 _clusters: Dict[Tuple[str, int], Any] = {}
 
+#: The long tier: ``KAFKA_GROUP_SLOW_TESTS=1`` runs the tests marked ``slow`` too (CI's suite stays
+#: well inside its time budget on 2 cores without them).
+RUN_SLOW = os.environ.get("KAFKA_GROUP_SLOW_TESTS", "") not in ("", "0")
+
+
+def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
+    """Skip the ``slow`` tier unless ``KAFKA_GROUP_SLOW_TESTS=1``."""
+    if RUN_SLOW:
+        return
+    skip = pytest.mark.skip(reason="long tier: set KAFKA_GROUP_SLOW_TESTS=1 to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
 
 def _cluster(engine: str, brokers: int) -> Any:
     """A session-wide cluster of ``engine`` with ``brokers`` brokers, started on first use."""

@@ -445,10 +445,18 @@ class SourceDriver:
     def close(self) -> None:
         """Commit what has landed to the Kafka group, leave the group and release clients.
 
+        Caller: the SIGTERM handler on the runner's main thread, or Spark's ``stop()``.
+
         Spark commits a batch to its source only when it plans the next one, so the
         last batch of a run reaches the Kafka group here (from the offsets table;
         without one nothing more is committed, as Spark may not have finished it).
         """
+        # The query is stopping: Spark interrupts the running batch, which may never land.
+        # The revoke that closing the member fires must not wait for it (up to
+        # revokeTimeoutMs, while the group waits for this member to leave); if it does
+        # land, the table's commit check still keeps the next owner's batch apart.
+        with self._lock:
+            self._in_flight.clear()
         committer = self._member or self._committer
         if self._store is not None and committer is not None:
             try:
