@@ -88,8 +88,11 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark, kafka, make
     final = table_positions(table, group, topic, 4)
     assert final == {0: 300, 1: 120, 2: None, 3: 77}
     assert len(seen) >= 3
+    # Lag-tool commits are asynchronous (planning never waits for the coordinator): at a
+    # batch's start the group is never ahead of what the table holds, and it catches up.
     for kafka_offsets, table_offsets in seen:
-        assert kafka_offsets == table_offsets
+        for p, committed in kafka_offsets.items():
+            assert committed is None or (table_offsets[p] is not None and committed <= table_offsets[p]), seen
     # The last batch reaches the group when the stopped query's member leaves (asynchronously).
     deadline = time.monotonic() + 60
     while group_committed(kafka.bootstrap_servers, group, topic, 4) != final:
