@@ -237,15 +237,14 @@ def test_pause_restored_from_the_checkpoint_is_dropped_when_another_member_read_
         wait_for(lambda: paused_in_checkpoint(first), "the pause to reach query a's checkpoint", 120)
     finally:
         first.stop()
+    def run_until(checkpoint: str, records: int, what: str) -> None:
+        query = start(checkpoint)
+        try:
+            wait_for(lambda: landed() == expected(topic, {0: records}), what, 180)
+        finally:
+            query.stop()
+
     produce(kafka.bootstrap_servers, topic, {0: 10}, start=10)
-    second = start("chk-b")
-    try:
-        wait_for(lambda: landed() == expected(topic, {0: 20}), "query b reading the partition", 180)
-    finally:
-        second.stop()
+    run_until("chk-b", 20, "query b reading the partition")
     produce(kafka.bootstrap_servers, topic, {0: 10}, start=20)
-    restarted = start("chk-a")
-    try:
-        wait_for(lambda: landed() == expected(topic, {0: 30}), "query a, restarted, to read on", 180)
-    finally:
-        restarted.stop()
+    run_until("chk-a", 30, "query a, restarted, to read on")
