@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+import threading
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from confluent_kafka import IsolationLevel, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
@@ -70,9 +71,25 @@ class ClusterView:
             if isolation_level(client_config) == "read_committed"
             else IsolationLevel.READ_UNCOMMITTED
         )
-        config = {k: v for k, v in client_config.items() if k not in _ADMIN_KEYS_DROPPED}
-        logger.debug("admin client settings: %s", redact_client_config(config))
-        self._admin = AdminClient(dict[str, Any](config))
+        self._config = {k: v for k, v in client_config.items() if k not in _ADMIN_KEYS_DROPPED}
+        logger.debug("admin client settings: %s", redact_client_config(self._config))
+        self._admin_lock = threading.Lock()
+        self._admin = AdminClient(dict[str, Any](self._config))
+
+    def _renew_admin(self) -> AdminClient:
+        """Replace the admin client with a new one, whose metadata is fetched afresh.
+
+        librdkafka's admin client keeps sending ListOffsets to a partition's old leader after
+        a broker dies (measured on Apache Kafka 4.3: every later request for those partitions
+        timed out and answered offset -1001, for minutes, while a new client answered at once).
+        """
+        with self._admin_lock:
+            self._admin = AdminClient(dict[str, Any](self._config))
+            return self._admin
+
+    def _current_admin(self) -> AdminClient:
+        with self._admin_lock:
+            return self._admin
 
     def topic_partitions(self, topics: Optional[Iterable[str]] = None) -> Dict[str, int]:
         """Partition counts of ``topics`` (all topics when None); unknown topics are left out.
@@ -83,7 +100,7 @@ class ClusterView:
             The cluster did not answer within the timeout.
         """
         try:
-            metadata = self._admin.list_topics(timeout=self._timeout_s)
+            metadata = self._current_admin().list_topics(timeout=self._timeout_s)
         except KafkaException as exc:
             raise BrokerUnavailableError(
                 f"could not reach the Kafka cluster at '{self._servers}' (option 'kafka.bootstrap.servers') "
@@ -151,27 +168,66 @@ class ClusterView:
         """The first offset whose record time is at or after ``timestamp_ms``, per partition
         (the latest offset where no record is that recent)."""
         partitions = list(partitions)
-        found = self._list_offsets(partitions, OffsetSpec.for_timestamp(timestamp_ms))  # type: ignore[no-untyped-call]
+        found = self._list_offsets(partitions, OffsetSpec.for_timestamp(timestamp_ms),  # type: ignore[no-untyped-call]
+                                   lowest_valid=-1)
         latest = self.latest_offsets([tp for tp in partitions if found.get(tp, -1) < 0])
         return {tp: (found[tp] if found.get(tp, -1) >= 0 else latest[tp]) for tp in partitions if tp in found or tp in latest}
 
     def _list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec,
-                      isolation: Optional[IsolationLevel] = None) -> Dict[TopicPartition, int]:
+                      isolation: Optional[IsolationLevel] = None, lowest_valid: int = 0) -> Dict[TopicPartition, int]:
+        """Offsets per partition; partitions without an answer are left out.
+
+        ``lowest_valid`` is the lowest offset that is an answer: earliest and latest always
+        answer one >= 0; a timestamp no record reaches answers -1 (the caller falls back to
+        the end of the partition).
+
+        Partitions the current admin client could not answer for (an error, a timeout, or
+        a negative offset where a real one was asked) are asked once more through a new
+        admin client: after a broker dies its cached leaders go stale (see ``_renew_admin``).
+        """
+        wanted = list(partitions)
+        answered, unanswered = self._ask_offsets(self._current_admin(), wanted, spec, isolation, lowest_valid)
+        if unanswered:
+            logger.info("no offsets for %d partition(s) (%s...); asking again with fresh cluster metadata",
+                        len(unanswered), unanswered[0])
+            again, still = self._ask_offsets(self._renew_admin(), unanswered, spec, isolation, lowest_valid)
+            answered.update(again)
+            for tp in still:
+                logger.warning("no offsets for %s: the cluster did not answer; it is left out of this plan", tp)
+        return answered
+
+    def _ask_offsets(self, admin: AdminClient, partitions: Sequence[TopicPartition], spec: OffsetSpec,
+                     isolation: Optional[IsolationLevel], lowest_valid: int) -> Tuple[Dict[TopicPartition, int], List[TopicPartition]]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
         if not request:
-            return {}
+            return {}, []
         try:
-            futures = self._admin.list_offsets(
+            futures = admin.list_offsets(
                 request, isolation_level=isolation or self._isolation, request_timeout=self._timeout_s
             )
         except KafkaException as exc:
             raise BrokerUnavailableError(f"listing offsets at '{self._servers}' failed: {exc}") from None
-        result: Dict[TopicPartition, int] = {}
+        answered: Dict[TopicPartition, int] = {}
+        unanswered: List[TopicPartition] = []
         for ktp, future in futures.items():
+            tp = TopicPartition(ktp.topic, ktp.partition)
             try:
-                info = future.result(timeout=self._timeout_s + 5)
-            except (KafkaException, TimeoutError) as exc:
-                logger.warning("no offsets for %s-%d: %s", ktp.topic, ktp.partition, exc)
+                offset = int(future.result(timeout=self._timeout_s + 5).offset)
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    logger.warning("no offsets for %s: the cluster does not know it", tp)
+                else:
+                    logger.debug("no offsets for %s: %s", tp, exc)
+                    unanswered.append(tp)
                 continue
-            result[TopicPartition(ktp.topic, ktp.partition)] = int(info.offset)
-        return result
+            except TimeoutError:
+                logger.debug("no offsets for %s: no answer in time", tp)
+                unanswered.append(tp)
+                continue
+            if offset < lowest_valid:
+                logger.debug("no offsets for %s: answered offset %d", tp, offset)
+                unanswered.append(tp)
+                continue
+            answered[tp] = offset
+        return answered, unanswered
+

@@ -55,10 +55,6 @@ class KeptRunning:
         print(f"faults survived with {self.restarts} restart(s)")
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open real-Kafka defect: after node kills the driver's ListOffsets (cluster_metadata.ClusterView, an "
-    "AdminClient) answers FENCED_LEADER_EPOCH for every partition for ever (a stale leader epoch is never "
-    "refreshed), so the query plans nothing more; passes when the kills do not move leadership that way"))
 def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
     kafka = kafka_cluster
     topic = unique_name("faults")
