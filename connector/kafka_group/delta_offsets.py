@@ -333,17 +333,62 @@ class DeltaOffsetStore:
             Whether the table moved; False when its position is no longer ``expected``
             (another member or a reset moved it) or it has never seen the partition.
         """
+        moved = self._move_where({tp: expected}, {tp: to}, operation="skip", reason=reason)
+        if moved:
+            logger.warning("offsets.table '%s': moved %s from %d to %d (%s)", self.table_path, tp, expected, to, reason)
+        return moved
+
+    def hold_unseen(self, ranges: Sequence[OffsetRange], *, reason: str) -> List[TopicPartition]:
+        """Record each range's ``from`` as the position of its partition, for the partitions
+        the table has never seen, in a commit of its own (no data).
+
+        The sink calls this for a batch that lands nothing (its offsets conflict and its
+        rows cannot be told apart by partition): the source's next batch, and any other
+        member of the group, then plans those partitions from where this batch started
+        instead of applying ``startingOffsets`` to them as to partitions never read.
+
+        Parameters
+        ----------
+        ranges : sequence of OffsetRange
+            The batch's ranges the table agrees with (never seen, or at their ``from``).
+        reason : str
+            Recorded in the commit's metadata (``kafkaGroup.reason``) and the log.
+
+        Returns
+        -------
+        list of TopicPartition
+            The partitions whose position this recorded; none when the table does not exist,
+            already knows every partition, or another writer recorded them first.
+        """
+        table = self._load(refresh=True)
+        if table is None:
+            return []
+        known = self._positions_in(table, [r.topic_partition for r in ranges])
+        unseen = {r.topic_partition: r.from_offset for r in ranges if r.topic_partition not in known}
+        if not unseen:
+            return []
+        expected: Dict[TopicPartition, Optional[int]] = {tp: None for tp in unseen}
+        if not self._move_where(expected, unseen, operation="hold", reason=reason):
+            return []
+        logger.info("offsets.table '%s': recorded %s (%s)", self.table_path,
+                    ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
+        return sorted(unseen)
+
+    def _move_where(self, expected: Mapping[TopicPartition, Optional[int]], to: Mapping[TopicPartition, int], *,
+                    operation: str, reason: str) -> bool:
+        """Set partitions to ``to`` in a commit of its own (no data) only while the table has every
+        one of them at ``expected`` (None: never seen); False when it no longer has."""
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import CommitProperties, Transaction
 
         for attempt in range(1, _COMMIT_ATTEMPTS + 1):
             table = self._load(refresh=True)
-            if table is None or self._positions_in(table, [tp]).get(tp) != expected:
+            if table is None or any(self._positions_in(table, [tp]).get(tp) != pos for tp, pos in expected.items()):
                 return False
             properties = CommitProperties(
-                app_transactions=[Transaction(transaction_id(self.group, tp), to),
-                                  Transaction(group_marker_id(self.group), _MARKER_VERSION)],
-                custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "skip",
+                app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
+                + [Transaction(group_marker_id(self.group), _MARKER_VERSION)],
+                custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
                                  "kafkaGroup.reason": reason},
                 # No retry inside delta-rs: a concurrent commit makes this check run again.
                 max_commit_retries=0,
@@ -351,10 +396,9 @@ class DeltaOffsetStore:
             try:
                 table.create_write_transaction([], mode="append", schema=table.schema(), commit_properties=properties)
             except CommitFailedError as exc:
-                logger.info("moving %s in %s lost a race (attempt %d: %s); checking again", tp, self.table_path,
-                            attempt, exc)
+                logger.info("%s of %s in %s lost a race (attempt %d: %s); checking again", operation,
+                            ", ".join(map(str, sorted(to))), self.table_path, attempt, exc)
                 continue
-            logger.warning("offsets.table '%s': moved %s from %d to %d (%s)", self.table_path, tp, expected, to, reason)
             return True
         return False
 

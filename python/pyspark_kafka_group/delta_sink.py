@@ -7,8 +7,9 @@
    offsets there before it runs the batch);
 2. asks the table whether those ranges are still committable (see
    :mod:`kafka_group.delta_offsets`): a batch already committed (a replay after a
-   crash) is skipped, a batch whose partitions another member or a reset moved
-   is refused;
+   crash) is skipped; partitions another member or a reset moved are left out
+   (their rows dropped, or nothing of the batch landed when the rows cannot be
+   told apart), and the source plans what did not land again from the table;
 3. has the Spark executors write the batch's Parquet files into the table folder
    (invisible: they are in no Delta commit yet);
 4. commits those files together with the new position of every planned
@@ -103,18 +104,29 @@ class DeltaSink:
         self.storage_options = dict(storage_options or {})
 
     def __call__(self, batch: Any, batch_id: int) -> None:
-        """Land one micro-batch (Spark calls this through ``foreachBatch``)."""
+        """Land one micro-batch (Spark calls this through ``foreachBatch``).
+
+        A batch whose offsets conflict with the table (another member or a reset moved
+        some of its partitions) never fails the query: the partitions the table agrees
+        with land when the batch keeps ``topic`` and ``partition`` (or the transform is
+        given here); otherwise nothing of it lands. Either way the source's next batch
+        plans whatever did not land from the table's positions again (it follows the
+        table at every batch), so nothing is lost and nothing is written twice. Spark
+        replays a batch from its checkpoint without asking the source, so a conflict
+        that failed the batch would fail every restart.
+        """
         plan = self._plan(batch, batch_id)
         store = DeltaOffsetStore(self.path, plan.group, self.storage_options)
         for attempt in range(1, _LAND_ATTEMPTS + 1):
             try:
                 self._land(batch, batch_id, plan, store)
                 return
-            except OffsetConflictError:
+            except OffsetConflictError as exc:
                 # Another member committed some of these partitions while the files were
                 # being written (a rebalance): check again and land the rest.
                 if attempt == _LAND_ATTEMPTS or not self._can_drop_partitions(batch):
-                    raise
+                    self._land_nothing(store, plan, batch_id, str(exc))
+                    return
                 logger.warning("batch %d lost a race for some partitions; landing the others", batch_id)
 
     def _land(self, batch: Any, batch_id: int, plan: BatchPlan, store: DeltaOffsetStore) -> None:
@@ -125,12 +137,11 @@ class DeltaSink:
         ranges = list(plan.ranges)
         if check.conflicts:
             if not self._can_drop_partitions(batch):
-                raise OffsetConflictError(
-                    f"refusing batch {batch_id} for '{self.path}': {check.describe_conflicts(ranges)}. Another "
-                    "member committed these partitions meanwhile, or their offsets were reset; nothing of this "
-                    "batch is landed and the query replans from the table when it restarts (keep the 'topic' and "
-                    "'partition' columns, or pass transform= to DeltaSink, to land the other partitions)"
-                )
+                self._land_nothing(store, plan, batch_id,
+                                   f"{check.describe_conflicts(ranges)}; the batch has no 'topic' and 'partition' "
+                                   "columns to keep the other partitions' rows by (pass the transform as "
+                                   "DeltaSink(transform=...) to land them)")
+                return
             logger.warning(
                 "batch %d: %s; dropping those partitions' rows (their new owner has them) and landing the rest",
                 batch_id, check.describe_conflicts(ranges),
@@ -163,6 +174,22 @@ class DeltaSink:
             shutil.rmtree(folder, ignore_errors=True)  # in no commit: invisible, and now gone
             raise
         crash_point("sink.after_commit")
+
+    @staticmethod
+    def _land_nothing(store: DeltaOffsetStore, plan: BatchPlan, batch_id: int, why: str) -> None:
+        logger.warning(
+            "batch %d lands nothing: %s. Another member committed some of its partitions meanwhile, or their "
+            "offsets were reset; the source plans every offset of this batch that is not in the table again, "
+            "from the table's positions, in its next batch", batch_id, why,
+        )
+        check = store.check(plan.ranges)
+        if check.already_committed:
+            return
+        # Partitions the table never saw would look never read to the next plan (this
+        # query's or another member's) and start at 'startingOffsets', latest by default:
+        # past this batch. Their position is recorded where this batch started.
+        store.hold_unseen([r for r in check.committable if r.size > 0],
+                          reason=f"batch {batch_id} landed nothing (offset conflict)")
 
     @staticmethod
     def _can_drop_partitions(batch: Any) -> bool:

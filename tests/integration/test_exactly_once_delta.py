@@ -116,32 +116,77 @@ def test_deleted_checkpoint_repeats_and_misses_nothing(spark, kafka, make_topic,
     assert table_records(table) == expected(topic, {0: 60, 1: 40, 2: 35})
 
 
-def test_commit_of_a_member_whose_partitions_moved_is_refused(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Forced interleaving: after this query planned its batch, the partitions' new owner commits them."""
+def without_partition_columns(df: Any) -> Any:
+    """A transform that keeps no 'topic' and 'partition' columns: the sink cannot drop one partition's rows."""
+    return df.selectExpr("concat(topic, '-', CAST(partition AS STRING)) AS tp", "offset")
+
+
+def landed_by_partition(table: pathlib.Path) -> Counter[Tuple[str, int]]:
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["tp", "offset"])
+    return Counter(zip(data.column("tp").to_pylist(), data.column("offset").to_pylist()))
+
+
+def commit_as_new_owner(table: pathlib.Path, group: str, topic: str, partition: int, until: int) -> None:
+    """What another member of the group does after a rebalance: it lands [0, until) of the partition."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = pa.table({"tp": [f"{topic}-{partition}"] * until, "offset": pa.array(range(until), pa.int64())})
+    name = f"data/other-{partition}-{until}.parquet"
+    (table / "data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, table / name)
+    DeltaOffsetStore(str(table), group).commit([DataFile(name, (table / name).stat().st_size, until)],
+                                               rows.schema, [OffsetRange(TopicPartition(topic, partition), 0, until)])
+
+
+def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replanned(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Forced interleaving: after this query planned its batch, another member commits one of its partitions.
+
+    The sink cannot drop that partition's rows (the stream was transformed before foreachBatch),
+    so the batch lands nothing, the query goes on, and its next batch plans from the table:
+    every record lands once, none is lost, the query never fails.
+    """
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
     sink = DeltaSink(str(table))
+    batches: List[int] = []
 
     def land_after_the_new_owner(batch: Any, batch_id: int) -> None:
-        other = DeltaOffsetStore(str(table), group)
-        parquet = tmp_path / "table" / "other.parquet"
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        rows = pa.table({"topic": [topic], "partition": pa.array([0], pa.int32()), "offset": [0]})
-        parquet.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows, parquet)
-        other.commit([DataFile("other.parquet", parquet.stat().st_size, 1)], rows.schema,
-                     [OffsetRange(TopicPartition(topic, 0), 0, 1)])
+        if not batches:
+            commit_as_new_owner(table, group, topic, 0, 1)
+        batches.append(batch_id)
         sink(batch, batch_id)
 
-    # Without 'topic' and 'partition' the sink cannot drop one partition's rows: the whole batch is refused.
-    df = source(spark, kafka, topic, group, table).select("offset")
-    with pytest.raises(StreamingQueryException, match=rf"{topic}-0 planned \[0, 20\) but the table is at 1"):
-        run(df, land_after_the_new_owner, tmp_path / "chk")
-    # Only the new owner's commit is in the table: the stale batch landed nothing.
-    assert table_records(table) == Counter({(topic, 0, 0): 1})
-    assert table_positions(table, group, topic, 2) == {0: 1, 1: None}
+    df = without_partition_columns(source(spark, kafka, topic, group, table))
+    run(df, land_after_the_new_owner, tmp_path / "chk")
+    assert landed_by_partition(table) == Counter(
+        [(f"{topic}-0", o) for o in range(20)] + [(f"{topic}-1", o) for o in range(20)])
+    assert table_positions(table, group, topic, 2) == {0: 20, 1: 20}
+    assert len(batches) >= 2  # the refused batch, then the one planned from the table
+
+
+def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The replay case: the driver dies between Spark's offsets/N and the sink's commit, and
+    another member advances one of the batch's partitions before the restart. Spark replays
+    batch N from its checkpoint without asking the source; restarts must not fail for ever."""
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
+    sink = DeltaSink(str(table))
+    chk = tmp_path / "chk"
+
+    def die_before_landing(batch: Any, batch_id: int) -> None:
+        commit_as_new_owner(table, group, topic, 0, 5)
+        raise RuntimeError("driver lost before the sink committed")
+
+    with pytest.raises(StreamingQueryException, match="driver lost"):
+        run(without_partition_columns(source(spark, kafka, topic, group, table)), die_before_landing, chk)
+    assert (chk / "offsets" / "0").exists() and not (chk / "commits" / "0").exists()
+    produce(kafka.bootstrap_servers, topic, {0: 3, 1: 3}, start=10_000)
+    for _ in range(2):  # a second restart lands nothing new and fails nothing
+        run(without_partition_columns(source(spark, kafka, topic, group, table)), sink, chk)
+    assert landed_by_partition(table) == Counter(
+        [(f"{topic}-0", o) for o in range(23)] + [(f"{topic}-1", o) for o in range(23)])
+    assert table_positions(table, group, topic, 2) == {0: 23, 1: 23}
 
 
 def test_transform_lands_the_partitions_still_owned(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -180,6 +225,20 @@ def test_writers_of_one_partition_conflict_and_of_different_partitions_both_land
     with pytest.raises(OffsetConflictError, match="already holds exactly these ranges"):
         b.commit([], schema, [OffsetRange(p0, 0, 10)])  # the very same range again: refused too
     assert a.positions([p0, p1]) == {p0: 10, p1: 5}
+
+
+def test_holding_a_refused_batch_records_only_partitions_never_seen(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    store = DeltaOffsetStore(str(tmp_path / "t"), "g")
+    p0, p1, p2 = (TopicPartition("orders", p) for p in range(3))
+    assert store.hold_unseen([OffsetRange(p0, 3, 9)], reason="no table yet") == []
+    store.commit([], pa.schema([("offset", pa.int64())]), [OffsetRange(p0, 0, 10)])
+    held = store.hold_unseen([OffsetRange(p0, 4, 9), OffsetRange(p1, 7, 12), OffsetRange(p2, 0, 5)], reason="test")
+    assert held == [p1, p2]
+    assert store.positions([p0, p1, p2]) == {p0: 10, p1: 7, p2: 0}  # a known position is never moved
+    assert store.hold_unseen([OffsetRange(p1, 12, 20)], reason="again") == []
+    assert store.positions([p1]) == {p1: 7}
 
 
 def test_offsets_table_that_is_not_delta_or_of_another_group(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
