@@ -66,6 +66,16 @@ class DataLossError(KafkaGroupError):
     """
 
 
+class AvailableNowIncompleteError(KafkaGroupError):
+    """A ``Trigger.AvailableNow`` run could not reach its end offsets: partitions it does not
+    own stayed short of them for ``availableNowTimeoutMs`` with nothing changing.
+
+    Retriable: a later run continues from what landed.
+    """
+
+    retriable = True
+
+
 class FetchError(KafkaGroupError):
     """An executor could not read a planned offset range."""
 

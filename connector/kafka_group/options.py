@@ -90,6 +90,7 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {
     "kafkaconsumer.connecttimeoutms": "30000",
     "groupjointimeoutms": "60000",
     "revoketimeoutms": "60000",
+    "availablenowtimeoutms": "300000",
     "fetch.maxrecordsperbatch": "20000",
     "offsets.table": None,
     "rebalancelistener": None,
@@ -117,6 +118,7 @@ OPTION_SPELLING: Mapping[str, str] = {
     "kafkaconsumer.connecttimeoutms": "kafkaConsumer.connectTimeoutMs",
     "groupjointimeoutms": "groupJoinTimeoutMs",
     "revoketimeoutms": "revokeTimeoutMs",
+    "availablenowtimeoutms": "availableNowTimeoutMs",
     "fetch.maxrecordsperbatch": "fetch.maxRecordsPerBatch",
     "offsets.table": "offsets.table",
     "rebalancelistener": "rebalanceListener",
@@ -184,6 +186,11 @@ class SourceOptions:
     revoke_timeout_ms : int
         The bound on a revoke's wait for the running batch of the revoked
         partitions to commit (with ``offsets.table``).
+    available_now_timeout_ms : int
+        How long a ``Trigger.AvailableNow`` run waits, while nothing changes, for
+        partitions this query does not own to reach the run's end offsets (a dead
+        predecessor's member holding them until its session times out, another
+        query of the group landing them) before it fails.
     max_records_per_arrow_batch : int
         Records per Arrow batch returned to Spark.
     offsets_table : str or None
@@ -220,6 +227,7 @@ class SourceOptions:
     group_join_timeout_ms: int
     revoke_timeout_ms: int
     max_records_per_arrow_batch: int
+    available_now_timeout_ms: int = 300_000
     offsets_table: Optional[str] = None
     rebalance_listener: Optional[str] = None
     flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
@@ -369,6 +377,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         connect_timeout_ms=_required_positive_int(opts, "kafkaconsumer.connecttimeoutms"),
         group_join_timeout_ms=_required_positive_int(opts, "groupjointimeoutms"),
         revoke_timeout_ms=_required_positive_int(opts, "revoketimeoutms"),
+        available_now_timeout_ms=_required_positive_int(opts, "availablenowtimeoutms"),
         max_records_per_arrow_batch=_required_positive_int(opts, "fetch.maxrecordsperbatch"),
         offsets_table=offsets_table,
         rebalance_listener=listener,

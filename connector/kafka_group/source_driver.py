@@ -26,11 +26,11 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
 
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.delta_offsets import DeltaOffsetStore
-from kafka_group.errors import DataLossError, FlowControlError
+from kafka_group.errors import AvailableNowIncompleteError, DataLossError, FlowControlError
 from kafka_group.event_time import EventTimeAlignment
 from kafka_group.flow_channel import ControlChannel
 from kafka_group.flow_control import PauseState
@@ -72,6 +72,7 @@ class SourceDriver:
         self._latest: Dict[TopicPartition, int] = {}
         self._in_flight: Dict[TopicPartition, OffsetRange] = {}
         self._joined = False
+        self._closed = False
         self._member: Optional[GroupMember] = None
         self._store: Optional[DeltaOffsetStore] = None
         if options.offsets_table is not None:
@@ -228,6 +229,76 @@ class SourceDriver:
             The end of the next batch, or None when there is nothing to read (Spark
             then gets its ``start`` back unchanged).
         """
+        end = self._plan_next(start, max_records)
+        if end is not None or self._target is None:
+            return end
+        return self._await_available_now_end(start, max_records)
+
+    def _await_available_now_end(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
+        """An AvailableNow run with nothing to plan ends only when every partition of its target
+        has reached its end offset where positions are kept (the offsets table, else the
+        group's committed offsets), or could never be read (retention, or an owner that
+        starts at latest). Until then it waits, planning again as soon as the group gives it
+        partitions, and fails after ``availableNowTimeoutMs`` during which nothing changed.
+
+        Spark's planning thread calls this; the group's poll thread keeps serving rebalances.
+        """
+        wait_s = self._options.available_now_timeout_ms / 1000
+        last_state: Any = None
+        changed_at = time.monotonic()
+        logged = False
+        while True:
+            unfinished = self._unfinished_elsewhere(bool(start.positions))
+            if not unfinished:
+                return None
+            state = (self.owned(), tuple(sorted(unfinished.items())))
+            if state != last_state:
+                last_state, changed_at = state, time.monotonic()
+            elif time.monotonic() - changed_at > wait_s:
+                raise AvailableNowIncompleteError(
+                    f"the AvailableNow run of group '{self._options.group_id}' cannot reach its end offsets: "
+                    f"{_describe_unfinished(unfinished)} are owned elsewhere and did not move for "
+                    f"{self._options.available_now_timeout_ms} ms (option 'availableNowTimeoutMs'). Another member of "
+                    "the group holds them (a query still running, or a crashed one until its session times out); "
+                    "run again later (it continues from what landed), or raise 'availableNowTimeoutMs'"
+                )
+            if not logged:
+                logger.info("AvailableNow run waits for partitions owned elsewhere to reach the run's end: %s",
+                            _describe_unfinished(unfinished))
+                logged = True
+            if self._closed:
+                return None
+            time.sleep(1.0)
+            end = self._plan_next(start, max_records)
+            if end is not None:
+                return end
+
+    def _unfinished_elsewhere(self, resumed: bool) -> Dict[TopicPartition, Tuple[Optional[int], int]]:
+        """Partitions of the AvailableNow target this query does not own that have not reached
+        their end offset, with their kept position (None: never read) and that end."""
+        assert self._target is not None
+        owned = self.owned()
+        others = {tp: end for tp, end in self._target.items() if tp not in owned and end > 0}
+        if not others:
+            return {}
+        if self._store is not None:
+            positions: Mapping[TopicPartition, int] = self._store.positions(others)
+        elif self._member is not None:
+            positions = self._member.committed(others, self._options.connect_timeout_ms / 1000)
+        else:
+            return {}
+        short = {tp: end for tp, end in others.items() if positions.get(tp, -1) < end}
+        earliest = self._cluster.earliest_offsets(short)
+        unfinished: Dict[TopicPartition, Tuple[Optional[int], int]] = {}
+        for tp, end in short.items():
+            if earliest.get(tp, -1) >= end:
+                continue  # nothing below the end is left on the broker
+            if tp not in positions and self._starting_spec(tp, resumed) == LATEST:
+                continue  # its owner starts it at the latest offset, past this run's end
+            unfinished[tp] = (positions.get(tp), end)
+        return unfinished
+
+    def _plan_next(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
         self._ensure_joined()
         with self._lock:
             if not self._pauses_restored:
@@ -451,6 +522,7 @@ class SourceDriver:
         last batch of a run reaches the Kafka group here (from the offsets table;
         without one nothing more is committed, as Spark may not have finished it).
         """
+        self._closed = True
         # The query is stopping: Spark interrupts the running batch, which may never land.
         # The revoke that closing the member fires must not wait for it (up to
         # revokeTimeoutMs, while the group waits for this member to leave); if it does
@@ -626,6 +698,11 @@ class SourceDriver:
 
 def _iso(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _describe_unfinished(unfinished: Mapping[TopicPartition, Tuple[Optional[int], int]]) -> str:
+    return ", ".join(f"{tp} at {'nothing read' if pos is None else pos} of {end}"
+                     for tp, (pos, end) in sorted(unfinished.items()))
 
 
 def _describe_held(held: Mapping[TopicPartition, str]) -> str:
