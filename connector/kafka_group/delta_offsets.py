@@ -240,7 +240,6 @@ class DeltaOffsetStore:
             very version the commit is based on; a concurrent writer of the same
             partition makes Delta refuse the commit, and the check runs again).
         """
-        from deltalake import DeltaTable
         from deltalake.exceptions import CommitFailedError
         from deltalake.schema import Schema
         from deltalake.transaction import AddAction, CommitProperties, Transaction, create_table_with_add_actions
@@ -297,7 +296,8 @@ class DeltaOffsetStore:
                     f"committing to offsets.table '{self.table_path}' failed: {exc}. Nothing of this batch "
                     "is visible and no offset moved; the next run retries it"
                 ) from exc
-            version = int(DeltaTable(self.table_path, storage_options=self._storage_options or None).version())
+            # The cached table, brought up to date incrementally (not the whole log read again).
+            version = int(self._load(refresh=True).version())
             logger.info(
                 "committed version %d of %s: %d files, %s",
                 version, self.table_path, len(files), ", ".join(str(r) for r in ranges) or "no ranges",

@@ -256,6 +256,8 @@ class DeltaSink:
         import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        # The query's own session: Spark runs foreachBatch on a clone of the user's, so
+        # this never changes the user's setting (test_exactly_once_delta pins it).
         session = batch.sparkSession
         session.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         relative_dir = f"{DATA_FOLDER}/{batch_id:08d}-{uuid.uuid4().hex[:12]}"
@@ -278,6 +280,8 @@ class DeltaSink:
             files.append(DataFile(f"{relative_dir}/{name}", os.path.getsize(full), meta.num_rows))
         if schema is None:
             schema = to_arrow_schema(batch.schema, timezone="UTC")
+        if not files:  # nothing to add: leave no empty folder per empty batch behind
+            shutil.rmtree(target, ignore_errors=True)
         return files, schema, target
 
 

@@ -284,3 +284,22 @@ def test_killed_at_every_step_lands_each_record_exactly_once(kafka, make_topic, 
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     assert table_records(table) == expected(topic, counts)
     assert table_positions(table, group, topic, 4) == {p: (n or None) for p, n in counts.items()}
+
+
+def test_batches_that_land_no_rows_leave_no_files_and_the_session_untouched(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Smaller findings of issue 13: a batch whose rows are all filtered out moves the offsets
+    without leaving an empty data folder behind, and the sink's Parquet setting stays in the
+    query's own session (Spark runs foreachBatch on a clone), not the user's."""
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+    try:
+        run(source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=20),
+            DeltaSink(str(table), transform=lambda df: df.where("false")), tmp_path / "chk")
+        assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96"
+    finally:
+        spark.conf.unset("spark.sql.parquet.outputTimestampType")
+    assert table_positions(table, group, topic, 2) == {0: 30, 1: 30}
+    assert DeltaTable(str(table)).to_pyarrow_dataset().count_rows() == 0
+    leftovers = sorted(p.name for p in (table / "data").iterdir()) if (table / "data").exists() else []
+    assert leftovers == []
