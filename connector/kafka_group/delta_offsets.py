@@ -289,8 +289,13 @@ class DeltaOffsetStore:
                 logger.info("Delta commit attempt %d lost a race (%s); checking offsets again", attempt, exc)
                 continue
             except Exception as exc:
-                if table is None and "already exists" in str(exc).lower():
+                if table is None and self._load() is not None:
+                    # Another writer created the table after this one found none (delta-rs
+                    # 1.6.6 then says "SaveMode `append` is not allowed for create
+                    # operation"): check the offsets again against the table it created.
                     last_error = exc
+                    logger.info("offsets.table '%s' was created by another writer meanwhile; checking offsets "
+                                "again", self.table_path)
                     continue
                 raise OffsetStoreError(
                     f"committing to offsets.table '{self.table_path}' failed: {exc}. Nothing of this batch "

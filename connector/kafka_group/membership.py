@@ -408,13 +408,18 @@ def commit_positions(
 class GroupOffsetCommitter:
     """Commits positions to a group without joining it (for ``assign`` with ``kafka.group.id``).
 
+    Callers: Spark's planning calls and the SIGTERM handler, both on the runner's main thread.
+
     Kafka accepts such commits while the group has no active members; lag tools
     then show this query's progress under the group's name.
     """
 
     def __init__(self, client_config: Mapping[str, str], group_id: str) -> None:
         self.group_id = group_id
-        self._lock = threading.Lock()
+        # Reentrant: Spark's commit() calls commit() on the runner's main thread, and the
+        # SIGTERM handler (leave_group_on_sigterm) runs close() on that same thread, possibly
+        # between two bytecodes of commit()'s locked block; it must not wait on its own thread.
+        self._lock = threading.RLock()
         self._consumer = Consumer(member_config(client_config, group_id))
 
     def commit(self, positions: Mapping[TopicPartition, int]) -> bool:

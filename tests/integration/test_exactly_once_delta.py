@@ -227,6 +227,40 @@ def test_writers_of_one_partition_conflict_and_of_different_partitions_both_land
     assert a.positions([p0, p1]) == {p0: 10, p1: 5}
 
 
+class _CreatesAfterAnotherWriter(DeltaOffsetStore):
+    """A forced interleaving: ``other`` creates the table right after this store found none."""
+
+    def __init__(self, path: str, group: str, other: Any) -> None:
+        self._other = None
+        super().__init__(path, group)
+        self._other = other
+
+    def _load(self, refresh: bool = False) -> Any:
+        table = super()._load(refresh)
+        if table is None and self._other is not None:
+            other, self._other = self._other, None
+            other()
+        return table
+
+
+def test_two_writers_creating_the_table_at_once_both_check_their_offsets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13, smaller finding: both writers saw no table; the second one's create fails
+    (delta-rs 1.6.6: "SaveMode `append` is not allowed for create operation", with no
+    "already exists" in it) and must check its offsets again against the new table."""
+    import pyarrow as pa
+
+    schema = pa.schema([("offset", pa.int64())])
+    p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    path = str(tmp_path / "t")
+    first = lambda: DeltaOffsetStore(path, "g").commit([], schema, [OffsetRange(p0, 0, 10)])  # noqa: E731
+    _CreatesAfterAnotherWriter(path, "g", first).commit([], schema, [OffsetRange(p1, 0, 5)])
+    assert DeltaOffsetStore(path, "g").positions([p0, p1]) == {p0: 10, p1: 5}  # another partition: both land
+    path = str(tmp_path / "u")
+    first = lambda: DeltaOffsetStore(path, "g").commit([], schema, [OffsetRange(p0, 0, 10)])  # noqa: E731
+    with pytest.raises(OffsetConflictError, match=r"orders-0 planned \[0, 7\) but the table is at 10"):
+        _CreatesAfterAnotherWriter(path, "g", first).commit([], schema, [OffsetRange(p0, 0, 7)])
+
+
 def test_holding_a_refused_batch_records_only_partitions_never_seen(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import pyarrow as pa
 

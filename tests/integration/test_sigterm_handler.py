@@ -54,3 +54,64 @@ def test_second_sigterm_during_close_neither_deadlocks_nor_recloses() -> None:
     print(f"exit {child.returncode}, stdout {out!r}")
     assert out == "closed\n", err[-2000:]  # closed exactly once, and never went on running
     assert child.returncode == -signal.SIGTERM
+
+
+_ASSIGN_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from kafka_group.membership import GroupOffsetCommitter, leave_group_on_sigterm
+    from kafka_group.offsets import TopicPartition
+
+    servers, group, topic = sys.argv[1:4]
+    committer = GroupOffsetCommitter({"bootstrap.servers": servers}, group)
+
+    def close():                          # what SourceDriver.close does with 'assign' and kafka.group.id
+        committer.commit({TopicPartition(topic, 0): 7})
+        committer.close()
+        sys.stdout.write("closed\\n")
+        sys.stdout.flush()
+
+    leave_group_on_sigterm(close)
+    # Spark's commit() runs on the runner's main thread, the one Python runs signal
+    # handlers in: SIGTERM lands while that thread is inside GroupOffsetCommitter.commit,
+    # between two bytecodes of its locked block (the state is held here explicitly).
+    with committer._lock:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+    sys.stdout.write("still alive\\n")
+""")
+
+
+def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13, finding 8 (the rest): with ``assign`` and ``kafka.group.id`` the lag commits
+    go through a GroupOffsetCommitter on the main thread; the SIGTERM handler's close
+    commits through it again and must not wait on the lock its own thread holds."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    from tests.conftest import unique_name
+
+    topic, group = unique_name("sigterm-assign"), unique_name("group")
+    kafka.create_topic(topic, 1)
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:  # the group coordinator is up (a fresh broker creates __consumer_offsets on first use)
+        assert consumer.committed([KafkaTopicPartition(topic, 0)], timeout=30)[0].offset < 0
+    finally:
+        consumer.close()
+    child = subprocess.Popen([sys.executable, "-c", _ASSIGN_CHILD, kafka.bootstrap_servers, group, topic],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = child.communicate(timeout=60)  # a bound: a deadlocked child never ends by itself
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        pytest.fail(f"the process hung on SIGTERM during a commit (deadlock); stdout {out!r} stderr {err[-2000:]!r}")
+    print(f"exit {child.returncode}, stdout {out!r}")
+    assert out == "closed\n", err[-2000:]
+    assert child.returncode == -signal.SIGTERM
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:
+        committed = consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed[0].offset == 7, err[-2000:]  # the last positions reached the group before the process ended
