@@ -86,16 +86,23 @@ def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka)
     """Issue 13, finding 8 (the rest): with ``assign`` and ``kafka.group.id`` the lag commits
     go through a GroupOffsetCommitter on the main thread; the SIGTERM handler's close
     commits through it again and must not wait on the lock its own thread holds."""
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-    from tests.conftest import unique_name
+    from tests.conftest import unique_name, wait_for
 
     topic, group = unique_name("sigterm-assign"), unique_name("group")
     kafka.create_topic(topic, 1)
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
-    try:  # the group coordinator is up (a fresh broker creates __consumer_offsets on first use)
-        assert consumer.committed([KafkaTopicPartition(topic, 0)], timeout=30)[0].offset < 0
+
+    def coordinator_answers() -> bool:
+        try:
+            return consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)[0].offset < 0
+        except KafkaException:  # NOT_COORDINATOR while a fresh broker sets up __consumer_offsets
+            return False
+
+    try:  # the group coordinator is up, so the child's one commit is not refused for that
+        wait_for(coordinator_answers, "the group coordinator", 60)
     finally:
         consumer.close()
     child = subprocess.Popen([sys.executable, "-c", _ASSIGN_CHILD, kafka.bootstrap_servers, group, topic],
