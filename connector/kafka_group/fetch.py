@@ -286,6 +286,12 @@ def _take_one_by_one(
     range; return the offset to continue from."""
     until = offset_range.until_offset
     good: List[Message] = []
+    # The broker's earliest offset, asked at the first gap of these messages and kept for
+    # the others: they all came in one fetch, so one answer tells for every gap in it
+    # whether offsets below it were removed (retention) or never held records (transaction
+    # markers, compaction). One request per gap made a range of small transactions cost a
+    # round trip per record.
+    earliest: List[int] = []
     for message in messages:
         error = message.error()
         if error is not None:
@@ -298,7 +304,9 @@ def _take_one_by_one(
             next_offset = until
             break
         if offset > next_offset:
-            _check_gap(consumer, offset_range, next_offset, offset, settings)
+            if not earliest:
+                earliest.append(_watermarks(consumer, offset_range)[0])
+            _check_gap(consumer, offset_range, next_offset, offset, settings, earliest[0])
         good.append(message)
         next_offset = offset + 1
     if good:
@@ -349,8 +357,10 @@ def _handle_error(
     return next_offset
 
 
-def _check_gap(consumer: Consumer, offset_range: OffsetRange, expected: int, got: int, settings: ReadSettings) -> None:
-    low, _ = _watermarks(consumer, offset_range)
+def _check_gap(consumer: Consumer, offset_range: OffsetRange, expected: int, got: int, settings: ReadSettings,
+               low: int) -> None:
+    """A gap ``[expected, got)`` in the delivered records is data loss when the broker's
+    earliest offset ``low`` is past its start; else no record was ever there."""
     if low > expected:
         _lost(consumer, offset_range, expected, min(low, got), settings,
               why=f"the earliest offset on the broker is now {low} (retention or deleted records)",
