@@ -20,6 +20,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from kafka_group.client_config import CLASSIC_ONLY_KEYS, isolation_level, uses_consumer_protocol
 from kafka_group.errors import ConfigError
+from kafka_group.option_catalog import OPTIONS
 from kafka_group.planning import SHARING_MODES, FlowPolicy, TaskSizing
 from kafka_group.rebalance_listener import check_listener_spec
 from kafka_group.offsets import StartingOffsets, TopicPartition, parse_assign, parse_starting_offsets
@@ -76,61 +77,12 @@ REFUSED_CLIENT_KEYS: Mapping[str, str] = {
     "interceptor.classes": "Java interceptors do not run in the Python Kafka client. Remove the option",
 }
 
-#: Options of the source (lower-cased as Spark hands them) and their defaults.
-OPTION_DEFAULTS: Mapping[str, Optional[str]] = {
-    "subscribe": None,
-    "subscribepattern": None,
-    "assign": None,
-    "startingoffsets": "latest",
-    "maxoffsetspertrigger": None,
-    "failondataloss": "true",
-    "includeheaders": "false",
-    "minpartitions": None,
-    "kafkaconsumer.polltimeoutms": "120000",
-    "kafkaconsumer.connecttimeoutms": "30000",
-    "groupjointimeoutms": "60000",
-    "revoketimeoutms": "60000",
-    "availablenowtimeoutms": "300000",
-    "fetch.maxrecordsperbatch": "20000",
-    "offsets.table": None,
-    "rebalancelistener": None,
-    "maxoffsetsperpartition": None,
-    "flow.budgetsharing": "fair",
-    "flow.alignment.maxdrift": None,
-    "flow.topicpriority": None,
-    "flow.controldir": None,
-    "fetch.minrecordspertask": "50000",
-    "fetch.maxtasks": None,
-    "maxrecordsperpartition": None,
-}
+#: Options of the source (lower-cased as Spark hands them) and their defaults,
+#: from their one declaration in :mod:`kafka_group.option_catalog`.
+OPTION_DEFAULTS: Mapping[str, Optional[str]] = {o.key: o.default for o in OPTIONS if o.source_option}
 
-#: The camelCase spelling of each option, for messages.
-OPTION_SPELLING: Mapping[str, str] = {
-    "subscribe": "subscribe",
-    "subscribepattern": "subscribePattern",
-    "assign": "assign",
-    "startingoffsets": "startingOffsets",
-    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
-    "failondataloss": "failOnDataLoss",
-    "includeheaders": "includeHeaders",
-    "minpartitions": "minPartitions",
-    "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
-    "kafkaconsumer.connecttimeoutms": "kafkaConsumer.connectTimeoutMs",
-    "groupjointimeoutms": "groupJoinTimeoutMs",
-    "revoketimeoutms": "revokeTimeoutMs",
-    "availablenowtimeoutms": "availableNowTimeoutMs",
-    "fetch.maxrecordsperbatch": "fetch.maxRecordsPerBatch",
-    "offsets.table": "offsets.table",
-    "rebalancelistener": "rebalanceListener",
-    "maxoffsetsperpartition": "maxOffsetsPerPartition",
-    "flow.budgetsharing": "flow.budgetSharing",
-    "flow.alignment.maxdrift": "flow.alignment.maxDrift",
-    "flow.topicpriority": "flow.topicPriority",
-    "flow.controldir": "flow.controlDir",
-    "fetch.minrecordspertask": "fetch.minRecordsPerTask",
-    "fetch.maxtasks": "fetch.maxTasks",
-    "maxrecordsperpartition": "maxRecordsPerPartition",
-}
+#: The declared spelling of each option, for messages.
+OPTION_SPELLING: Mapping[str, str] = {o.key: o.name for o in OPTIONS if o.source_option}
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
     "startingoffsetsbytimestamp": "use 'startingOffsets' with explicit offsets",
