@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
@@ -22,6 +23,10 @@ from kafka_group.offsets import TopicPartition
 from kafka_group.options import redact_client_config
 
 __all__ = ["ClusterView"]
+
+#: The least time between two renewals of the admin client: a partition that stays without
+#: a leader must not cost every plan a new client and a second wait.
+_RENEW_INTERVAL_S = 10.0
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +79,7 @@ class ClusterView:
         self._config = {k: v for k, v in client_config.items() if k not in _ADMIN_KEYS_DROPPED}
         logger.debug("admin client settings: %s", redact_client_config(self._config))
         self._admin_lock = threading.Lock()
+        self._renewed_at = -_RENEW_INTERVAL_S
         self._admin = AdminClient(dict[str, Any](self._config))
 
     def _renew_admin(self) -> AdminClient:
@@ -83,9 +89,12 @@ class ClusterView:
         a broker dies (measured on Apache Kafka 4.3: every later request for those partitions
         timed out and answered offset -1001, for minutes, while a new client answered at once).
         """
+        fresh = AdminClient(dict[str, Any](self._config))
         with self._admin_lock:
-            self._admin = AdminClient(dict[str, Any](self._config))
-            return self._admin
+            stale, self._admin = self._admin, fresh
+            self._renewed_at = time.monotonic()
+        del stale  # destroyed here, outside the lock (it waits for its threads)
+        return fresh
 
     def _current_admin(self) -> AdminClient:
         with self._admin_lock:
@@ -187,13 +196,15 @@ class ClusterView:
         """
         wanted = list(partitions)
         answered, unanswered = self._ask_offsets(self._current_admin(), wanted, spec, isolation, lowest_valid)
-        if unanswered:
+        if unanswered and time.monotonic() - self._renewed_at >= _RENEW_INTERVAL_S:
             logger.info("no offsets for %d partition(s) (%s...); asking again with fresh cluster metadata",
                         len(unanswered), unanswered[0])
-            again, still = self._ask_offsets(self._renew_admin(), unanswered, spec, isolation, lowest_valid)
-            answered.update(again)
-            for tp in still:
-                logger.warning("no offsets for %s: the cluster did not answer; it is left out of this plan", tp)
+            unanswered_again = unanswered
+            answered_again, unanswered = self._ask_offsets(self._renew_admin(), unanswered_again, spec, isolation,
+                                                           lowest_valid)
+            answered.update(answered_again)
+        for tp in unanswered:
+            logger.warning("no offsets for %s: the cluster did not answer; it is left out of this plan", tp)
         return answered
 
     def _ask_offsets(self, admin: AdminClient, partitions: Sequence[TopicPartition], spec: OffsetSpec,

@@ -365,47 +365,60 @@ class DeltaOffsetStore:
             The partitions whose position this recorded; none when the table does not exist,
             already knows every partition, or another writer recorded them first.
         """
-        table = self._load(refresh=True)
-        if table is None:
-            return []
-        known = self._positions_in(table, [r.topic_partition for r in ranges])
-        unseen = {r.topic_partition: r.from_offset for r in ranges if r.topic_partition not in known}
-        if not unseen:
-            return []
-        expected: Dict[TopicPartition, Optional[int]] = {tp: None for tp in unseen}
-        if not self._move_where(expected, unseen, operation="hold", reason=reason):
-            return []
-        logger.info("offsets.table '%s': recorded %s (%s)", self.table_path,
-                    ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
-        return sorted(unseen)
+        recorded: List[TopicPartition] = []
+        for _ in range(_COMMIT_ATTEMPTS):
+            table = self._load(refresh=True)
+            if table is None:
+                return recorded
+            # Checked again on every attempt: a writer that won a race may have recorded some
+            # of them (its commit then holds them), and the others must still be recorded.
+            known = self._positions_in(table, [r.topic_partition for r in ranges])
+            unseen = {r.topic_partition: r.from_offset for r in ranges if r.topic_partition not in known}
+            if not unseen:
+                return recorded
+            if self._try_move(table, unseen, operation="hold", reason=reason):
+                logger.info("offsets.table '%s': recorded %s (%s)", self.table_path,
+                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
+                return recorded + sorted(unseen)
+        raise OffsetStoreError(
+            f"could not record where the partitions of a batch that landed nothing start in offsets.table "
+            f"'{self.table_path}': concurrent writers kept winning ({reason}). Nothing was landed; the batch is "
+            "retried when the query restarts"
+        )
 
     def _move_where(self, expected: Mapping[TopicPartition, Optional[int]], to: Mapping[TopicPartition, int], *,
                     operation: str, reason: str) -> bool:
         """Set partitions to ``to`` in a commit of its own (no data) only while the table has every
         one of them at ``expected`` (None: never seen); False when it no longer has."""
-        from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import CommitProperties, Transaction
-
-        for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+        for _ in range(_COMMIT_ATTEMPTS):
             table = self._load(refresh=True)
             if table is None or any(self._positions_in(table, [tp]).get(tp) != pos for tp, pos in expected.items()):
                 return False
-            properties = CommitProperties(
-                app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
-                + [Transaction(group_marker_id(self.group), _MARKER_VERSION)],
-                custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
-                                 "kafkaGroup.reason": reason},
-                # No retry inside delta-rs: a concurrent commit makes this check run again.
-                max_commit_retries=0,
-            )
-            try:
-                table.create_write_transaction([], mode="append", schema=table.schema(), commit_properties=properties)
-            except CommitFailedError as exc:
-                logger.info("%s of %s in %s lost a race (attempt %d: %s); checking again", operation,
-                            ", ".join(map(str, sorted(to))), self.table_path, attempt, exc)
-                continue
-            return True
+            if self._try_move(table, to, operation=operation, reason=reason):
+                return True
         return False
+
+    def _try_move(self, table: Any, to: Mapping[TopicPartition, int], *, operation: str, reason: str) -> bool:
+        """One data-less commit setting ``to`` on top of ``table`` (the caller checked what it
+        expects there); False when another writer committed first and Delta refused it."""
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties, Transaction
+
+        properties = CommitProperties(
+            app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
+            + [Transaction(group_marker_id(self.group), _MARKER_VERSION)],
+            custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
+                             "kafkaGroup.reason": reason},
+            # No retry inside delta-rs: a concurrent commit makes the caller check again.
+            max_commit_retries=0,
+        )
+        try:
+            table.create_write_transaction([], mode="append", schema=table.schema(), commit_properties=properties)
+        except CommitFailedError as exc:
+            logger.info("%s of %s in %s lost a race (%s); checking again", operation,
+                        ", ".join(map(str, sorted(to))), self.table_path, exc)
+            return False
+        return True
 
     def reset(self, positions: Mapping[TopicPartition, int], *, reason: str) -> int:
         """Set partitions' positions in a Delta commit of their own (no data).

@@ -106,7 +106,8 @@ class GroupMember:
         # _lock guards the consumer (poll runs under it, so rebalance callbacks do);
         # _state guards what planning reads, so it never waits for a rebalance callback.
         self._lock = threading.RLock()
-        self._state = threading.Lock()
+        # Reentrant too: the SIGTERM handler's close() may run on a thread inside a locked block.
+        self._state = threading.RLock()
         self._owned: set[TopicPartition] = set()
         self._generation = 0
         self._member_id = ""

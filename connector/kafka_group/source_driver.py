@@ -65,7 +65,9 @@ class SourceDriver:
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
         self._cluster = ClusterView(options.client_config, options.connect_timeout_ms)
-        self._lock = threading.Lock()
+        # Reentrant: the SIGTERM handler runs close() on the runner's main thread, which may be
+        # inside a locked block of a planning call at that moment.
+        self._lock = threading.RLock()
         self._positioned: Set[TopicPartition] = set()
         self._pending_positions: Dict[TopicPartition, int] = {}
         self._target: Optional[Dict[TopicPartition, int]] = None
@@ -73,6 +75,8 @@ class SourceDriver:
         self._in_flight: Dict[TopicPartition, OffsetRange] = {}
         self._joined = False
         self._closed = False
+        # Planning thread only: the positions the last plan started from (AvailableNow's end check).
+        self._last_positions: Dict[TopicPartition, int] = {}
         self._member: Optional[GroupMember] = None
         self._store: Optional[DeltaOffsetStore] = None
         if options.offsets_table is not None:
@@ -236,34 +240,41 @@ class SourceDriver:
 
     def _await_available_now_end(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
         """An AvailableNow run with nothing to plan ends only when every partition of its target
-        has reached its end offset where positions are kept (the offsets table, else the
-        group's committed offsets), or could never be read (retention, or an owner that
-        starts at latest). Until then it waits, planning again as soon as the group gives it
-        partitions, and fails after ``availableNowTimeoutMs`` during which nothing changed.
+        has reached its end offset, or can never be read (see ``_unfinished_target``). Until
+        then it waits, planning again each second (the group may hand it partitions), and
+        fails after ``availableNowTimeoutMs`` during which nothing changed.
 
-        Spark's planning thread calls this; the group's poll thread keeps serving rebalances.
+        Caller: Spark's planning thread (the runner's main thread); the group's poll thread
+        keeps serving rebalances meanwhile, and a SIGTERM's close ends the wait.
         """
         wait_s = self._options.available_now_timeout_ms / 1000
         last_state: Any = None
         changed_at = time.monotonic()
         logged = False
         while True:
-            unfinished = self._unfinished_elsewhere(bool(start.positions))
+            unfinished = self._unfinished_target(start)
             if not unfinished:
                 return None
-            state = (self.owned(), tuple(sorted(unfinished.items())))
+            owned = self.owned()
+            state = (owned, tuple(sorted(unfinished.items())))
             if state != last_state:
                 last_state, changed_at = state, time.monotonic()
             elif time.monotonic() - changed_at > wait_s:
+                elsewhere = {tp: v for tp, v in unfinished.items() if tp not in owned}
+                here = {tp: v for tp, v in unfinished.items() if tp in owned}
                 raise AvailableNowIncompleteError(
                     f"the AvailableNow run of group '{self._options.group_id}' cannot reach its end offsets: "
-                    f"{_describe_unfinished(unfinished)} are owned elsewhere and did not move for "
-                    f"{self._options.available_now_timeout_ms} ms (option 'availableNowTimeoutMs'). Another member of "
-                    "the group holds them (a query still running, or a crashed one until its session times out); "
-                    "run again later (it continues from what landed), or raise 'availableNowTimeoutMs'"
+                    + "; ".join(part for part in (
+                        f"{_describe_unfinished(elsewhere)} owned elsewhere (another query of the group still "
+                        "running, or a crashed one until its session times out)" if elsewhere else "",
+                        f"{_describe_unfinished(here)} owned here but held back by a flow rule" if here else "",
+                    ) if part)
+                    + f", and nothing moved for {self._options.available_now_timeout_ms} ms (option "
+                    "'availableNowTimeoutMs'). Run again later (it continues from what landed), or raise "
+                    "'availableNowTimeoutMs'"
                 )
             if not logged:
-                logger.info("AvailableNow run waits for partitions owned elsewhere to reach the run's end: %s",
+                logger.info("AvailableNow run waits for partitions to reach the run's end: %s",
                             _describe_unfinished(unfinished))
                 logged = True
             if self._closed:
@@ -273,30 +284,45 @@ class SourceDriver:
             if end is not None:
                 return end
 
-    def _unfinished_elsewhere(self, resumed: bool) -> Dict[TopicPartition, Tuple[Optional[int], int]]:
-        """Partitions of the AvailableNow target this query does not own that have not reached
-        their end offset, with their kept position (None: never read) and that end."""
+    def _unfinished_target(self, start: BatchOffsets) -> Dict[TopicPartition, Tuple[Optional[int], int]]:
+        """Partitions of the AvailableNow target short of their end offset, with their position
+        (None: never read) and that end.
+
+        Owned partitions are judged by this query's own positions from its last plan (a
+        partition just assigned and not positioned yet is short); paused ones count as done,
+        as they do in every trigger. Partitions owned elsewhere are judged by the offsets
+        table. Without one, by the group's committed offsets, and only while this member
+        owns nothing (the run after a crash): a live member's last batch reaches the group
+        only when it plans the next one, so its committed offsets may trail for ever.
+        Partitions whose records below the end are all gone from the broker are done, and
+        so are never-read ones whose owner starts them at the latest offset.
+        """
         assert self._target is not None
         owned = self.owned()
-        others = {tp: end for tp, end in self._target.items() if tp not in owned and end > 0}
-        if not others:
-            return {}
+        with self._lock:
+            paused = self._pauses.paused_among(owned)
+        others = [tp for tp in self._target if tp not in owned]
+        kept: Mapping[TopicPartition, int] = {}
         if self._store is not None:
-            positions: Mapping[TopicPartition, int] = self._store.positions(others)
-        elif self._member is not None:
-            positions = self._member.committed(others, self._options.connect_timeout_ms / 1000)
+            kept = self._store.positions(others)
+        elif self._member is not None and not owned:
+            kept = self._member.committed(others, self._options.connect_timeout_ms / 1000)
         else:
-            return {}
-        short = {tp: end for tp, end in others.items() if positions.get(tp, -1) < end}
+            others = []
+        resumed = bool(start.positions) or (self._store is not None and bool(self._store.positions(self._target)))
+        short: Dict[TopicPartition, Tuple[Optional[int], int]] = {}
+        for tp, end in self._target.items():
+            if end <= 0 or tp in paused or (tp not in owned and tp not in others):
+                continue
+            pos = self._last_positions.get(tp) if tp in owned else kept.get(tp)
+            if pos is None or pos < end:
+                short[tp] = (pos, end)
         earliest = self._cluster.earliest_offsets(short)
-        unfinished: Dict[TopicPartition, Tuple[Optional[int], int]] = {}
-        for tp, end in short.items():
-            if earliest.get(tp, -1) >= end:
-                continue  # nothing below the end is left on the broker
-            if tp not in positions and self._starting_spec(tp, resumed) == LATEST:
-                continue  # its owner starts it at the latest offset, past this run's end
-            unfinished[tp] = (positions.get(tp), end)
-        return unfinished
+        return {
+            tp: (pos, end) for tp, (pos, end) in short.items()
+            if earliest.get(tp, -1) < end  # records below the end are still on the broker
+            and not (pos is None and tp not in owned and self._starting_spec(tp, resumed) == LATEST)
+        }
 
     def _plan_next(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
         self._ensure_joined()
@@ -328,6 +354,7 @@ class SourceDriver:
             paused = self._pauses.paused_among(checked)
             flow = self._pauses.to_doc()
         plan = plan_batch(checked, latest, max_records, self._options.flow_policy, paused, limits)
+        self._last_positions = dict(checked)
         self._held = dict(plan.held)
         self._publish_status(checked, plan)
         if not plan.ranges and flow == dict(start.flow):

@@ -67,7 +67,8 @@ class DeltaSink:
         written. Prefer it to transforming the stream before ``foreachBatch``:
         the sink then still sees ``topic`` and ``partition``, and when one
         partition's offsets conflict (it moved to another member) it drops just
-        that partition's rows instead of failing the batch.
+        that partition's rows and lands the rest, instead of landing nothing of
+        the batch (the source then reads the rest again in its next batch).
     checkpoint_location : str, optional
         The query's checkpoint location; found from the running query when omitted.
     storage_options : dict, optional
