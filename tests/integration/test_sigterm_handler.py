@@ -43,17 +43,25 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def test_second_sigterm_during_close_neither_deadlocks_nor_recloses() -> None:
-    child = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def run_child_ended_by_sigterm(code: str, *args: str, hang: str) -> str:
+    """Run ``code`` in a child process; it must close exactly once and end by its SIGTERM.
+    Returns its stderr; fails naming ``hang`` when it deadlocks instead."""
+    child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
     try:
         out, err = child.communicate(timeout=60)  # a bound: a deadlocked child never ends by itself
     except subprocess.TimeoutExpired:
         child.kill()
         out, err = child.communicate()
-        pytest.fail(f"the process hung after a second SIGTERM during close (deadlock); stdout {out!r} stderr {err[-2000:]!r}")
+        pytest.fail(f"the process hung {hang} (deadlock); stdout {out!r} stderr {err[-2000:]!r}")
     print(f"exit {child.returncode}, stdout {out!r}")
     assert out == "closed\n", err[-2000:]  # closed exactly once, and never went on running
     assert child.returncode == -signal.SIGTERM
+    return err
+
+
+def test_second_sigterm_during_close_neither_deadlocks_nor_recloses() -> None:
+    run_child_ended_by_sigterm(_CHILD, hang="after a second SIGTERM during close")
 
 
 _ASSIGN_CHILD = textwrap.dedent("""
@@ -105,17 +113,8 @@ def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka)
         wait_for(coordinator_answers, "the group coordinator", 60)
     finally:
         consumer.close()
-    child = subprocess.Popen([sys.executable, "-c", _ASSIGN_CHILD, kafka.bootstrap_servers, group, topic],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = child.communicate(timeout=60)  # a bound: a deadlocked child never ends by itself
-    except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()
-        pytest.fail(f"the process hung on SIGTERM during a commit (deadlock); stdout {out!r} stderr {err[-2000:]!r}")
-    print(f"exit {child.returncode}, stdout {out!r}")
-    assert out == "closed\n", err[-2000:]
-    assert child.returncode == -signal.SIGTERM
+    err = run_child_ended_by_sigterm(_ASSIGN_CHILD, kafka.bootstrap_servers, group, topic,
+                                     hang="on SIGTERM during a commit")
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
     try:
         committed = consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)
