@@ -199,10 +199,8 @@ class ClusterView:
         if unanswered and time.monotonic() - self._renewed_at >= _RENEW_INTERVAL_S:
             logger.info("no offsets for %d partition(s) (%s...); asking again with fresh cluster metadata",
                         len(unanswered), unanswered[0])
-            unanswered_again = unanswered
-            answered_again, unanswered = self._ask_offsets(self._renew_admin(), unanswered_again, spec, isolation,
-                                                           lowest_valid)
-            answered.update(answered_again)
+            again, unanswered = self._ask_offsets(self._renew_admin(), unanswered, spec, isolation, lowest_valid)
+            answered.update(again)
         for tp in unanswered:
             logger.warning("no offsets for %s: the cluster did not answer; it is left out of this plan", tp)
         return answered

@@ -338,10 +338,15 @@ class DeltaOffsetStore:
             Whether the table moved; False when its position is no longer ``expected``
             (another member or a reset moved it) or it has never seen the partition.
         """
-        moved = self._move_where({tp: expected}, {tp: to}, operation="skip", reason=reason)
-        if moved:
-            logger.warning("offsets.table '%s': moved %s from %d to %d (%s)", self.table_path, tp, expected, to, reason)
-        return moved
+        for _ in range(_COMMIT_ATTEMPTS):
+            table = self._load(refresh=True)
+            if table is None or self._positions_in(table, [tp]).get(tp) != expected:
+                return False
+            if self._try_move(table, {tp: to}, operation="skip", reason=reason):
+                logger.warning("offsets.table '%s': moved %s from %d to %d (%s)", self.table_path, tp, expected, to,
+                               reason)
+                return True
+        return False
 
     def hold_unseen(self, ranges: Sequence[OffsetRange], *, reason: str) -> List[TopicPartition]:
         """Record each range's ``from`` as the position of its partition, for the partitions
@@ -355,7 +360,8 @@ class DeltaOffsetStore:
         Parameters
         ----------
         ranges : sequence of OffsetRange
-            The batch's ranges the table agrees with (never seen, or at their ``from``).
+            The batch's ranges; only those of partitions the table has never seen are
+            recorded (conflicting and already committed ones have a position).
         reason : str
             Recorded in the commit's metadata (``kafkaGroup.reason``) and the log.
 
@@ -365,38 +371,25 @@ class DeltaOffsetStore:
             The partitions whose position this recorded; none when the table does not exist,
             already knows every partition, or another writer recorded them first.
         """
-        recorded: List[TopicPartition] = []
         for _ in range(_COMMIT_ATTEMPTS):
             table = self._load(refresh=True)
             if table is None:
-                return recorded
+                return []
             # Checked again on every attempt: a writer that won a race may have recorded some
             # of them (its commit then holds them), and the others must still be recorded.
             known = self._positions_in(table, [r.topic_partition for r in ranges])
             unseen = {r.topic_partition: r.from_offset for r in ranges if r.topic_partition not in known}
             if not unseen:
-                return recorded
+                return []
             if self._try_move(table, unseen, operation="hold", reason=reason):
                 logger.info("offsets.table '%s': recorded %s (%s)", self.table_path,
                             ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
-                return recorded + sorted(unseen)
+                return sorted(unseen)
         raise OffsetStoreError(
             f"could not record where the partitions of a batch that landed nothing start in offsets.table "
             f"'{self.table_path}': concurrent writers kept winning ({reason}). Nothing was landed; the batch is "
             "retried when the query restarts"
         )
-
-    def _move_where(self, expected: Mapping[TopicPartition, Optional[int]], to: Mapping[TopicPartition, int], *,
-                    operation: str, reason: str) -> bool:
-        """Set partitions to ``to`` in a commit of its own (no data) only while the table has every
-        one of them at ``expected`` (None: never seen); False when it no longer has."""
-        for _ in range(_COMMIT_ATTEMPTS):
-            table = self._load(refresh=True)
-            if table is None or any(self._positions_in(table, [tp]).get(tp) != pos for tp, pos in expected.items()):
-                return False
-            if self._try_move(table, to, operation=operation, reason=reason):
-                return True
-        return False
 
     def _try_move(self, table: Any, to: Mapping[TopicPartition, int], *, operation: str, reason: str) -> bool:
         """One data-less commit setting ``to`` on top of ``table`` (the caller checked what it

@@ -291,7 +291,7 @@ def _take_one_by_one(
     # whether offsets below it were removed (retention) or never held records (transaction
     # markers, compaction). One request per gap made a range of small transactions cost a
     # round trip per record.
-    earliest: List[int] = []
+    earliest: Optional[int] = None
     for message in messages:
         error = message.error()
         if error is not None:
@@ -304,9 +304,9 @@ def _take_one_by_one(
             next_offset = until
             break
         if offset > next_offset:
-            if not earliest:
-                earliest.append(_watermarks(consumer, offset_range)[0])
-            _check_gap(consumer, offset_range, next_offset, offset, settings, earliest[0])
+            if earliest is None:
+                earliest = _watermarks(consumer, offset_range)[0]
+            _check_gap(consumer, offset_range, next_offset, offset, settings, earliest)
         good.append(message)
         next_offset = offset + 1
     if good:

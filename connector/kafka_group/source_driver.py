@@ -303,13 +303,15 @@ class SourceDriver:
             paused = self._pauses.paused_among(owned)
         others = [tp for tp in self._target if tp not in owned]
         kept: Mapping[TopicPartition, int] = {}
+        resumed = bool(start.positions)
         if self._store is not None:
-            kept = self._store.positions(others)
+            in_table = self._store.positions(self._target)  # one table read for both uses
+            kept = {tp: pos for tp, pos in in_table.items() if tp not in owned}
+            resumed = resumed or bool(in_table)
         elif self._member is not None and not owned:
             kept = self._member.committed(others, self._options.connect_timeout_ms / 1000)
         else:
             others = []
-        resumed = bool(start.positions) or (self._store is not None and bool(self._store.positions(self._target)))
         short: Dict[TopicPartition, Tuple[Optional[int], int]] = {}
         for tp, end in self._target.items():
             if end <= 0 or tp in paused or (tp not in owned and tp not in others):

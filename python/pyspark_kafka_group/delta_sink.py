@@ -183,13 +183,11 @@ class DeltaSink:
             "offsets were reset; the source plans every offset of this batch that is not in the table again, "
             "from the table's positions, in its next batch", batch_id, why,
         )
-        check = store.check(plan.ranges)
-        if check.already_committed:
-            return
         # Partitions the table never saw would look never read to the next plan (this
         # query's or another member's) and start at 'startingOffsets', latest by default:
-        # past this batch. Their position is recorded where this batch started.
-        store.hold_unseen([r for r in check.committable if r.size > 0],
+        # past this batch. Their position is recorded where this batch started (the store
+        # leaves out every partition the table has a position for).
+        store.hold_unseen([r for r in plan.ranges if r.size > 0],
                           reason=f"batch {batch_id} landed nothing (offset conflict)")
 
     @staticmethod
