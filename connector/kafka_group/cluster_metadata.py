@@ -111,11 +111,11 @@ class ClusterView:
         try:
             metadata = self._current_admin().list_topics(timeout=self._timeout_s)
         except KafkaException as exc:
-            raise BrokerUnavailableError(
+            raise BrokerUnavailableError.from_kafka(
                 f"could not reach the Kafka cluster at '{self._servers}' (option 'kafka.bootstrap.servers') "
                 f"within {self._timeout_s:g} s: {exc.args[0].str() if exc.args else exc}. Check the servers "
-                "and the network, or raise 'kafkaConsumer.connectTimeoutMs'"
-            ) from None
+                "and the network, or raise 'kafkaConsumer.connectTimeoutMs'", exc
+            ) from exc
         wanted = None if topics is None else set(topics)
         return {
             name: len(topic.partitions)
@@ -215,7 +215,7 @@ class ClusterView:
                 request, isolation_level=isolation or self._isolation, request_timeout=self._timeout_s
             )
         except KafkaException as exc:
-            raise BrokerUnavailableError(f"listing offsets at '{self._servers}' failed: {exc}") from None
+            raise BrokerUnavailableError.from_kafka(f"listing offsets at '{self._servers}' failed: {exc}", exc) from exc
         answered: Dict[TopicPartition, int] = {}
         unanswered: List[TopicPartition] = []
         for ktp, future in futures.items():

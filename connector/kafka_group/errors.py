@@ -7,25 +7,81 @@ Each class says whether retrying the same call can succeed (``retriable``).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Self, Tuple
+
+from confluent_kafka import KafkaError, KafkaException
 
 
 class KafkaGroupError(Exception):
     """Base class of every error raised by pyspark-kafka-group.
+
+    An error caused by the Kafka client keeps the Kafka error: its code and name are
+    attributes (build it with :meth:`from_kafka`), and it is raised ``from`` the
+    client's exception, so the traceback shows both.
 
     Parameters
     ----------
     message : str
         What went wrong, naming the option, topic or partition, and the fix.
     kafka_error_code : int, optional
-        The Kafka protocol error code behind this error, when there is one.
+        The Kafka error code behind this error (a protocol error such as 3,
+        ``UNKNOWN_TOPIC_OR_PART``, or a negative librdkafka one such as -195,
+        ``_TRANSPORT``), when there is one.
+    kafka_error_name : str, optional
+        That code's name, such as ``_TRANSPORT``.
+
+    Attributes
+    ----------
+    retriable : bool
+        Whether retrying the same call can succeed.
+    kafka_error_code : int or None
+        See the parameter of that name.
+    kafka_error_name : str or None
+        See the parameter of that name.
     """
 
     retriable: bool = False
 
-    def __init__(self, message: str, *, kafka_error_code: Optional[int] = None) -> None:
+    def __init__(
+        self, message: str, *, kafka_error_code: Optional[int] = None, kafka_error_name: Optional[str] = None
+    ) -> None:
         super().__init__(message)
         self.kafka_error_code = kafka_error_code
+        self.kafka_error_name = kafka_error_name
+
+    @classmethod
+    def from_kafka(cls, message: str, cause: BaseException | KafkaError) -> Self:
+        """This error for ``message``, caused by a Kafka client error.
+
+        The message gets the Kafka error's name appended (``... (Kafka error _TRANSPORT)``)
+        and the error keeps its code and name. Raise the result ``from`` the client's
+        exception to keep the cause in the traceback::
+
+            except KafkaException as exc:
+                raise BrokerUnavailableError.from_kafka("listing offsets failed", exc) from exc
+
+        Parameters
+        ----------
+        message : str
+            What went wrong and the fix (no secrets: the Kafka error's text is the caller's to add).
+        cause : KafkaException or KafkaError
+            The client's error; anything else adds nothing to the message.
+        """
+        code, name = kafka_error_details(cause)
+        if name is not None:
+            message = f"{message} (Kafka error {name})"
+        return cls(message, kafka_error_code=code, kafka_error_name=name)
+
+
+def kafka_error_details(cause: BaseException | KafkaError) -> Tuple[Optional[int], Optional[str]]:
+    """The Kafka error code and name of ``cause`` (a KafkaError, or a KafkaException carrying one).
+
+    Returns ``(None, None)`` for anything else.
+    """
+    error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else cause
+    if not isinstance(error, KafkaError):
+        return None, None
+    return int(error.code()), str(error.name())
 
 
 class ConfigError(KafkaGroupError, ValueError):

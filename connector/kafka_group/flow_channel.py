@@ -158,10 +158,10 @@ def read_status(control: str) -> Dict[str, Any]:
     try:
         with open(os.path.join(control, "status.json")) as handle:
             status: Dict[str, Any] = json.load(handle)
-    except (OSError, ValueError):
+    except (OSError, ValueError) as exc:  # kept: a missing file is the usual cause, not the only one
         raise FlowControlError(
             f"no flow status at '{control}': the query has stopped or not planned a batch yet"
-        ) from None
+        ) from exc
     return status
 
 

@@ -126,7 +126,9 @@ class GroupMember:
         try:
             self._consumer = Consumer(settings, logger=logging.getLogger("kafka_group.librdkafka"))
         except KafkaException as exc:
-            raise GroupMembershipError(f"could not create the group member of group '{group_id}': {exc}") from None
+            raise GroupMembershipError.from_kafka(
+                f"could not create the group member of group '{group_id}': {exc}", exc
+            ) from exc
         subscription = [f"^({pattern})$"] if pattern is not None else list(topics)
         self._consumer.subscribe(
             subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
@@ -198,9 +200,9 @@ class GroupMember:
             try:
                 answer = self._consumer.committed(request, timeout=timeout_s)
             except KafkaException as exc:
-                raise GroupMembershipError(
-                    f"could not read the committed offsets of group '{self.group_id}': {exc}"
-                ) from None
+                raise GroupMembershipError.from_kafka(
+                    f"could not read the committed offsets of group '{self.group_id}': {exc}", exc
+                ) from exc
         return {TopicPartition(k.topic, k.partition): k.offset for k in answer if k.offset >= 0}
 
     def commit(self, positions: Mapping[TopicPartition, int]) -> bool:

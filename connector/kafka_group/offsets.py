@@ -171,7 +171,7 @@ def parse_assign(text: str) -> Tuple[TopicPartition, ...]:
 def _load_json(option: str, text: str, expected: str) -> Dict[str, Any]:
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except json.JSONDecodeError as exc:  # its text and position are in the message; its traceback is noise
         raise OffsetFormatError(f"option '{option}' is not valid JSON ({exc.msg} at character {exc.pos}): expected {expected}") from None
     if not isinstance(doc, dict) or not doc:
         raise OffsetFormatError(f"option '{option}' must be a non-empty JSON object: expected {expected}, got {text!r}")

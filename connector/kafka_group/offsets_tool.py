@@ -127,7 +127,7 @@ def parse_timestamp(text: str) -> int:
         return int(value)
     try:
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+    except ValueError:  # fromisoformat's error repeats the value the message names
         raise ConfigError(
             f"--to-timestamp '{text}' is neither ISO-8601 (2026-11-23T08:00:00Z) nor milliseconds since the epoch"
         ) from None

@@ -5,6 +5,13 @@ values. :func:`parse_source_options` turns them into a frozen
 :class:`SourceOptions`, refusing anything missing, malformed or harmful with a
 :class:`~kafka_group.errors.ConfigError` that names the option and the fix.
 
+Each option is declared once, with its parser and default, in
+:mod:`kafka_group.option_catalog`; this module reads the options through those
+declarations and adds what no single declaration can say: the client settings the
+connector refuses, the Spark options it does not support, and the rules between
+options (exactly one of ``subscribe``/``subscribePattern``/``assign``, a group for
+the options that need one, the two group protocols' settings).
+
 Option names follow Spark's built-in Kafka source wherever the meaning is the
 same; every ``kafka.*`` option is handed to the Kafka client without the prefix.
 """
@@ -12,18 +19,16 @@ same; every ``kafka.*`` option is handed to the Kafka client without the prefix.
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
-from kafka_group.client_config import CLASSIC_ONLY_KEYS, isolation_level, uses_consumer_protocol
+from kafka_group import option_catalog as catalog
+from kafka_group.client_config import CLASSIC_ONLY_KEYS, uses_consumer_protocol
 from kafka_group.errors import ConfigError
-from kafka_group.option_catalog import OPTIONS
-from kafka_group.planning import SHARING_MODES, FlowPolicy, TaskSizing
-from kafka_group.rebalance_listener import check_listener_spec
-from kafka_group.offsets import StartingOffsets, TopicPartition, parse_assign, parse_starting_offsets
+from kafka_group.option_catalog import OPTIONS, default_control_dir, parse_duration_ms
+from kafka_group.planning import FlowPolicy, TaskSizing
+from kafka_group.offsets import StartingOffsets, TopicPartition
 
 __all__ = [
     "SourceOptions",
@@ -77,11 +82,13 @@ REFUSED_CLIENT_KEYS: Mapping[str, str] = {
     "interceptor.classes": "Java interceptors do not run in the Python Kafka client. Remove the option",
 }
 
-#: Options of the source (lower-cased as Spark hands them) and their defaults,
-#: from their one declaration in :mod:`kafka_group.option_catalog`.
+#: Options of the source (lower-cased as Spark hands them) and their fixed defaults
+#: (None: no default, or one computed at parse time), from their one declaration in
+#: :mod:`kafka_group.option_catalog`.
 OPTION_DEFAULTS: Mapping[str, Optional[str]] = {o.key: o.default for o in OPTIONS if o.source_option}
 
-#: The declared spelling of each option, for messages.
+#: The declared spelling of each option of the source, for messages and the
+#: "did you mean" hint of an unknown option.
 OPTION_SPELLING: Mapping[str, str] = {o.key: o.name for o in OPTIONS if o.source_option}
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
@@ -91,9 +98,6 @@ _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
     "groupidprefix": "the connector joins the group named by 'kafka.group.id'",
     "kafka.consumer.cache.enabled": "executor readers are created per task",
 }
-
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-
 
 class SubscriptionKind:
     """How the partitions to read are chosen (constants, like Spark's strategies)."""
@@ -107,61 +111,21 @@ class SubscriptionKind:
 class SourceOptions:
     """The validated options of one ``kafka-group`` source.
 
+    Each attribute holds the parsed value of one option, or of a few related ones
+    (``flow_policy``, ``task_sizing``); the options' meanings, accepted values and
+    defaults are declared once, in :mod:`kafka_group.option_catalog` (the README's
+    option table is rendered from it), and :func:`parse_source_options` shows which
+    option fills which attribute. Attributes not read from one option:
+
     Attributes
     ----------
     subscription_kind : str
-        One of :class:`SubscriptionKind`'s values.
-    topics : tuple of str
-        The topics named by ``subscribe`` (empty otherwise).
-    pattern : str or None
-        The regular expression of ``subscribePattern``.
-    assigned : tuple of TopicPartition
-        The partitions named by ``assign``.
-    group_id : str or None
-        ``kafka.group.id``: the consumer group the driver joins.
-    starting_offsets : StartingOffsets
-        Where partitions never seen before start.
-    max_offsets_per_trigger : int or None
-        The batch budget in records, or None for no limit.
-    fail_on_data_loss : bool
-        Whether planned offsets missing on the broker fail the query.
-    include_headers : bool
-        Whether the ``headers`` column is part of the schema.
-    min_partitions : int or None
-        The least number of Spark tasks a non-empty batch is split into.
-    poll_timeout_ms : int
-        The bound on an executor's wait for a planned record.
-    connect_timeout_ms : int
-        The bound on the driver's wait for the cluster to answer.
-    group_join_timeout_ms : int
-        The bound on the wait for the group's first assignment.
-    revoke_timeout_ms : int
-        The bound on a revoke's wait for the running batch of the revoked
-        partitions to commit (with ``offsets.table``).
-    available_now_timeout_ms : int
-        How long a ``Trigger.AvailableNow`` run waits, while nothing changes, for
-        partitions this query does not own to reach the run's end offsets (a dead
-        predecessor's member holding them until its session times out, another
-        query of the group landing them) before it fails.
-    max_records_per_arrow_batch : int
-        Records per Arrow batch returned to Spark.
-    offsets_table : str or None
-        ``offsets.table``: the Delta table whose commits hold the offsets (the
-        source of truth for positions when set).
-    rebalance_listener : str or None
-        ``rebalanceListener``: ``module:callable`` called on every rebalance event.
-    flow_policy : FlowPolicy
-        ``maxOffsetsPerPartition``, ``flow.budgetSharing`` and ``flow.topicPriority``.
-    max_drift_ms : int or None
-        ``flow.alignment.maxDrift``: event-time alignment of partitions, or None for off.
-    task_sizing : TaskSizing
-        ``fetch.minRecordsPerTask``, ``fetch.maxTasks``, ``minPartitions`` and
-        ``maxRecordsPerPartition``: how a batch's ranges become Spark tasks.
-    control_dir : str
-        ``flow.controlDir``: the folder on the driver holding the control channels
-        of running queries (``flow.pause``, ``flow.status``).
+        One of :class:`SubscriptionKind`'s values: which of ``subscribe``,
+        ``subscribePattern`` and ``assign`` was given (``topics``, ``pattern`` and
+        ``assigned`` hold its value; the other two are empty).
     client_config : dict
-        The ``kafka.*`` options without the prefix.
+        The ``kafka.*`` options without the prefix, as given (secrets included:
+        show them only through :meth:`redacted_client_config`).
     """
 
     subscription_kind: str
@@ -257,19 +221,48 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         and says how to fix it.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
+    # Keys first: refused client settings, Spark options with a pointer, unknown spellings.
     client_config = _client_config(opts)
     _refuse_unknown(opts)
 
-    if not client_config.get("bootstrap.servers", "").strip():
-        raise ConfigError(
-            "option 'kafka.bootstrap.servers' is required: set it to the Kafka brokers "
-            "to read from, for example .option(\"kafka.bootstrap.servers\", \"host1:9092,host2:9092\")"
-        )
+    # Each option on its own, by its declaration's parser (its default when it is not set).
+    servers = catalog.BOOTSTRAP_SERVERS.get(opts)
+    topics = catalog.SUBSCRIBE.get(opts) or ()
+    pattern = catalog.SUBSCRIBE_PATTERN.get(opts)
+    assigned = catalog.ASSIGN.get(opts) or ()
+    group_id = catalog.GROUP_ID.get(opts)
+    catalog.ISOLATION_LEVEL.get(opts)  # refuses a bad level at load(); the clients read it from client_config
+    offsets_table = catalog.OFFSETS_TABLE.get(opts)
+    listener = catalog.REBALANCE_LISTENER.get(opts)
+    starting = catalog.STARTING_OFFSETS.value(opts)
+    min_partitions = catalog.MIN_PARTITIONS.get(opts)
+    flow_policy = FlowPolicy(
+        max_per_partition=catalog.MAX_OFFSETS_PER_PARTITION.get(opts),
+        sharing=catalog.BUDGET_SHARING.value(opts),
+        topic_priority=catalog.TOPIC_PRIORITY.get(opts) or {},
+    )
+    task_sizing = TaskSizing(
+        min_records_per_task=catalog.FETCH_MIN_RECORDS_PER_TASK.value(opts),
+        max_tasks=catalog.FETCH_MAX_TASKS.value(opts),
+        min_tasks=min_partitions,
+        max_records_per_task=catalog.MAX_RECORDS_PER_PARTITION.get(opts),
+    )
+    max_offsets_per_trigger = catalog.MAX_OFFSETS_PER_TRIGGER.get(opts)
+    fail_on_data_loss = catalog.FAIL_ON_DATA_LOSS.value(opts)
+    include_headers = catalog.INCLUDE_HEADERS.value(opts)
+    poll_timeout_ms = catalog.POLL_TIMEOUT_MS.value(opts)
+    connect_timeout_ms = catalog.CONNECT_TIMEOUT_MS.value(opts)
+    group_join_timeout_ms = catalog.GROUP_JOIN_TIMEOUT_MS.value(opts)
+    revoke_timeout_ms = catalog.REVOKE_TIMEOUT_MS.value(opts)
+    available_now_timeout_ms = catalog.AVAILABLE_NOW_TIMEOUT_MS.value(opts)
+    max_records_per_arrow_batch = catalog.FETCH_MAX_RECORDS_PER_BATCH.value(opts)
+    max_drift_ms = catalog.MAX_DRIFT.get(opts)
+    control_dir = catalog.CONTROL_DIR.value(opts)
 
-    kind, topics, pattern, assigned = _subscription(opts)
-    group_id = client_config.get("group.id")
-    if group_id is not None and not group_id.strip():
-        raise ConfigError("option 'kafka.group.id' is empty: name the consumer group to join")
+    # Then the rules between options.
+    if servers is None:
+        raise ConfigError(catalog.BOOTSTRAP_SERVERS_REQUIRED)
+    kind = _subscription_kind(opts)
     if kind != SubscriptionKind.ASSIGN and not group_id:
         raise ConfigError(
             f"option 'kafka.group.id' is required with '{kind}': the driver joins this "
@@ -290,28 +283,16 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
                 "option 'kafka.group.instance.id' is empty: give each query of the group "
                 "its own stable id, or remove the option"
             )
-
-    offsets_table = opts.get("offsets.table")
-    if offsets_table is not None:
-        offsets_table = offsets_table.strip()
-        if not offsets_table:
-            raise ConfigError("option 'offsets.table' is empty: give the path of the Delta table the query writes")
-        if not group_id:
-            raise ConfigError(
-                "option 'offsets.table' needs 'kafka.group.id': the table keeps offsets per consumer group. "
-                "Set .option(\"kafka.group.id\", \"<your-group>\")"
-            )
-
-    listener = opts.get("rebalancelistener")
-    if listener is not None:
-        if kind == SubscriptionKind.ASSIGN:
-            raise ConfigError(
-                "option 'rebalanceListener' needs a consumer group ('subscribe' or 'subscribePattern'): with "
-                "'assign' there are no rebalances. Remove the option"
-            )
-        listener = check_listener_spec(listener)
-
-    starting = parse_starting_offsets(opts.get("startingoffsets", "latest"))
+    if offsets_table is not None and not group_id:
+        raise ConfigError(
+            "option 'offsets.table' needs 'kafka.group.id': the table keeps offsets per consumer group. "
+            "Set .option(\"kafka.group.id\", \"<your-group>\")"
+        )
+    if listener is not None and kind == SubscriptionKind.ASSIGN:
+        raise ConfigError(
+            "option 'rebalanceListener' needs a consumer group ('subscribe' or 'subscribePattern'): with "
+            "'assign' there are no rebalances. Remove the option"
+        )
     _check_starting_offsets_topics(starting, kind, topics, pattern, assigned)
 
     return SourceOptions(
@@ -321,39 +302,28 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         assigned=assigned,
         group_id=group_id,
         starting_offsets=starting,
-        max_offsets_per_trigger=_positive_int(opts, "maxoffsetspertrigger"),
-        fail_on_data_loss=_boolean(opts, "failondataloss"),
-        include_headers=_boolean(opts, "includeheaders"),
-        min_partitions=_positive_int(opts, "minpartitions"),
-        poll_timeout_ms=_required_positive_int(opts, "kafkaconsumer.polltimeoutms"),
-        connect_timeout_ms=_required_positive_int(opts, "kafkaconsumer.connecttimeoutms"),
-        group_join_timeout_ms=_required_positive_int(opts, "groupjointimeoutms"),
-        revoke_timeout_ms=_required_positive_int(opts, "revoketimeoutms"),
-        available_now_timeout_ms=_required_positive_int(opts, "availablenowtimeoutms"),
-        max_records_per_arrow_batch=_required_positive_int(opts, "fetch.maxrecordsperbatch"),
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        fail_on_data_loss=fail_on_data_loss,
+        include_headers=include_headers,
+        min_partitions=min_partitions,
+        poll_timeout_ms=poll_timeout_ms,
+        connect_timeout_ms=connect_timeout_ms,
+        group_join_timeout_ms=group_join_timeout_ms,
+        revoke_timeout_ms=revoke_timeout_ms,
+        available_now_timeout_ms=available_now_timeout_ms,
+        max_records_per_arrow_batch=max_records_per_arrow_batch,
         offsets_table=offsets_table,
         rebalance_listener=listener,
-        flow_policy=FlowPolicy(
-            max_per_partition=_positive_int(opts, "maxoffsetsperpartition"),
-            sharing=_choice(opts, "flow.budgetsharing", SHARING_MODES),
-            topic_priority=_topic_priority(opts.get("flow.topicpriority")),
-        ),
-        max_drift_ms=(parse_duration_ms("flow.alignment.maxDrift", opts["flow.alignment.maxdrift"])
-                      if "flow.alignment.maxdrift" in opts else None),
-        control_dir=opts.get("flow.controldir", "").strip() or default_control_dir(),
-        task_sizing=TaskSizing(
-            min_records_per_task=_required_positive_int(opts, "fetch.minrecordspertask"),
-            max_tasks=_positive_int(opts, "fetch.maxtasks") or 2 * (os.cpu_count() or 1),
-            min_tasks=_positive_int(opts, "minpartitions"),
-            max_records_per_task=_positive_int(opts, "maxrecordsperpartition"),
-        ),
+        flow_policy=flow_policy,
+        max_drift_ms=max_drift_ms,
+        control_dir=control_dir,
+        task_sizing=task_sizing,
         client_config=client_config,
     )
 
 
 def _check_group_protocol(client_config: Mapping[str, str]) -> None:
     """Refuse settings of one group protocol combined with the other (librdkafka would refuse them later)."""
-    isolation_level(client_config)  # refuses anything but read_committed/read_uncommitted, at load()
     protocol = client_config.get("group.protocol")
     if protocol is not None and protocol.strip().lower() not in ("classic", "consumer"):
         raise ConfigError(
@@ -400,7 +370,7 @@ def _refuse_unknown(opts: Mapping[str, str]) -> None:
             )
         if key in _OPTIONS_OF_OTHER_MODULES:
             continue
-        close = difflib.get_close_matches(key, list(OPTION_DEFAULTS), n=1)
+        close = difflib.get_close_matches(key, list(OPTION_SPELLING), n=1)
         hint = f"; did you mean '{OPTION_SPELLING[close[0]]}'?" if close else ""
         raise ConfigError(
             f"unknown option '{key}'{hint} Kafka client settings take the prefix 'kafka.', "
@@ -412,42 +382,18 @@ def _refuse_unknown(opts: Mapping[str, str]) -> None:
 _OPTIONS_OF_OTHER_MODULES: FrozenSet[str] = frozenset({"path"})
 
 
-def _subscription(
-    opts: Mapping[str, str],
-) -> Tuple[str, Tuple[str, ...], Optional[str], Tuple[TopicPartition, ...]]:
-    given = [name for name in ("subscribe", "subscribepattern", "assign") if name in opts]
+def _subscription_kind(opts: Mapping[str, str]) -> str:
+    """Which one of ``subscribe``, ``subscribePattern`` and ``assign`` is given (exactly one must be)."""
+    kinds = (SubscriptionKind.SUBSCRIBE, SubscriptionKind.PATTERN, SubscriptionKind.ASSIGN)
+    given = [kind for kind in kinds if kind.lower() in opts]
     if len(given) != 1:
-        which = "none" if not given else " and ".join(f"'{OPTION_SPELLING[g]}'" for g in given)
+        which = "none" if not given else " and ".join(f"'{g}'" for g in given)
         raise ConfigError(
             f"exactly one of 'subscribe', 'subscribePattern' or 'assign' must be set, got {which}: "
             "use 'subscribe' for a comma-separated topic list, 'subscribePattern' for a regular "
             "expression, or 'assign' for JSON such as {\"orders\":[0,1]}"
         )
-    name = given[0]
-    value = opts[name].strip()
-    if name == "subscribe":
-        topics = tuple(t.strip() for t in value.split(",") if t.strip())
-        if not topics:
-            raise ConfigError("option 'subscribe' is empty: name one or more topics, comma-separated")
-        for topic in topics:
-            if not _TOPIC_NAME.match(topic):
-                raise ConfigError(
-                    f"option 'subscribe' names '{topic}', which is not a valid Kafka topic name "
-                    "(letters, digits, '.', '_' and '-', at most 249 characters)"
-                )
-        return SubscriptionKind.SUBSCRIBE, tuple(dict.fromkeys(topics)), None, ()
-    if name == "subscribepattern":
-        if not value:
-            raise ConfigError("option 'subscribePattern' is empty: give a regular expression such as 'orders-.*'")
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ConfigError(
-                f"option 'subscribePattern' is not a valid regular expression ({exc}): "
-                "give one such as 'orders-.*'"
-            ) from None
-        return SubscriptionKind.PATTERN, (), value, ()
-    return SubscriptionKind.ASSIGN, (), None, parse_assign(value)
+    return given[0]
 
 
 def _check_starting_offsets_topics(
@@ -475,100 +421,3 @@ def _check_starting_offsets_topics(
                 f"option 'startingOffsets' names {tp}, which 'assign' does not include: "
                 "remove it or assign that partition"
             )
-
-
-def _spelling(key: str) -> str:
-    return OPTION_SPELLING.get(key, key)
-
-
-def _boolean(opts: Mapping[str, str], key: str) -> bool:
-    raw = opts.get(key, OPTION_DEFAULTS[key] or "").strip().lower()
-    if raw in ("true", "false"):
-        return raw == "true"
-    raise ConfigError(f"option '{_spelling(key)}' must be 'true' or 'false', got '{opts.get(key)}'")
-
-
-def _positive_int(opts: Mapping[str, str], key: str) -> Optional[int]:
-    raw = opts.get(key, OPTION_DEFAULTS.get(key))
-    if raw is None:
-        return None
-    return _parse_positive_int(key, raw)
-
-
-def _required_positive_int(opts: Mapping[str, str], key: str) -> int:
-    raw = opts.get(key, OPTION_DEFAULTS.get(key))
-    assert raw is not None, key
-    return _parse_positive_int(key, raw)
-
-
-def _parse_positive_int(key: str, raw: str) -> int:
-    text = raw.strip()
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(
-            f"option '{_spelling(key)}' must be a positive whole number, got '{raw}'"
-        ) from None
-    if value <= 0:
-        raise ConfigError(f"option '{_spelling(key)}' must be a positive whole number, got {value}")
-    return value
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
-_DURATION_UNITS_MS: Mapping[str, float] = {
-    "ms": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
-    "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
-}
-
-
-def parse_duration_ms(option: str, text: str) -> int:
-    """Parse a duration such as ``30 minutes``, ``90s``, ``2h`` or ``500ms`` into milliseconds.
-
-    Raises
-    ------
-    ConfigError
-        ``text`` is not a positive number followed by a unit; the message names ``option``.
-    """
-    match = _DURATION.match(text.lower())
-    unit = _DURATION_UNITS_MS.get(match.group(2)) if match else None
-    if match is None or unit is None or float(match.group(1)) * unit < 1:
-        raise ConfigError(
-            f"option '{option}' must be a positive duration with a unit, such as '30 minutes', '90s', '2h' or "
-            f"'500ms', got '{text}'"
-        )
-    return int(float(match.group(1)) * unit)
-
-
-def default_control_dir() -> str:
-    """The default ``flow.controlDir``: a folder of this user in the driver's temporary directory."""
-    return os.path.join(tempfile.gettempdir(), f"pyspark-kafka-group-{os.getuid()}")
-
-
-def _choice(opts: Mapping[str, str], key: str, choices: Tuple[str, ...]) -> str:
-    raw = opts.get(key, OPTION_DEFAULTS[key] or "").strip().lower()
-    if raw not in choices:
-        raise ConfigError(f"option '{_spelling(key)}' must be one of {', '.join(choices)}, got '{opts.get(key)}'")
-    return raw
-
-
-def _topic_priority(text: Optional[str]) -> Dict[str, int]:
-    """``orders:10,audit:1`` to ``{"orders": 10, "audit": 1}``."""
-    if text is None:
-        return {}
-    priorities: Dict[str, int] = {}
-    for item in text.split(","):
-        topic, _, level = item.strip().rpartition(":")
-        try:
-            number = int(level)
-        except ValueError:
-            number = None
-        if not _TOPIC_NAME.match(topic) or number is None:
-            raise ConfigError(
-                "option 'flow.topicPriority' must list topic:priority pairs with whole-number priorities, "
-                f"such as 'orders:10,audit:1', got '{text}'"
-            )
-        priorities[topic] = number
-    return priorities

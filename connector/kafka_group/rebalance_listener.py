@@ -73,7 +73,7 @@ def load_rebalance_listener(spec: str) -> Callable[["RebalanceEvent"], None]:
         raise ConfigError(
             f"option '{_OPTION}': cannot import module '{module_name}' on the driver ({exc}). Install it in the "
             "driver's Python environment or put it on its PYTHONPATH"
-        ) from None
+        ) from exc
     target = getattr(module, attribute, None)
     if target is None or not callable(target):
         raise ConfigError(f"option '{_OPTION}': '{module_name}' has no callable named '{attribute}'")

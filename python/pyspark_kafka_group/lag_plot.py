@@ -194,6 +194,6 @@ def _timestamp(text: Any, index: int) -> datetime:
         raise ValueError(f"progress event {index} has no 'timestamp'")
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    except ValueError:  # fromisoformat's error repeats the value the message names
         raise ValueError(f"progress event {index}: 'timestamp' {text!r} is not an ISO 8601 time") from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)

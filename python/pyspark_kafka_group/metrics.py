@@ -201,7 +201,7 @@ def shim_jar(*, cache_dir: Optional[PathLike] = None) -> pathlib.Path:
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise JavaRuntimeError(f"could not run '{javac}' to build the kafka-group JVM shim: {exc}") from None
+            raise JavaRuntimeError(f"could not run '{javac}' to build the kafka-group JVM shim: {exc}") from exc
         if result.returncode != 0:
             raise JavaRuntimeError(
                 f"'{javac}' failed (exit {result.returncode}) compiling the kafka-group JVM shim from {root} "
@@ -362,6 +362,6 @@ def add_metrics_listener(spark: "SparkSession") -> None:
         raise JavaRuntimeError(
             f"the kafka-group metrics listener {LISTENER_CLASS} is not on the driver's classpath ({exc}): "
             "start the session with configure_spark_with_kafka_group_metrics(builder)"
-        ) from None
+        ) from exc
     jsession.streams().addListener(listener)
     logger.info("kafka-group metrics listener registered")

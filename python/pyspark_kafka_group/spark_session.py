@@ -34,7 +34,7 @@ def check_java() -> int:
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise JavaRuntimeError(f"could not run '{java} -version': {exc}") from None
+        raise JavaRuntimeError(f"could not run '{java} -version': {exc}") from exc
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
     if not match:
         raise JavaRuntimeError(f"could not read the version of '{java}': {out.stderr.strip()[:200]}")

@@ -1,11 +1,26 @@
-"""Options are declared once (kafka_group.option_catalog): the parser's defaults and spellings and the
-README's table all come from that declaration."""
+"""Options are declared once (kafka_group.option_catalog): each declaration's parser, default and spelling
+are what parse_source_options uses, its "did you mean" hints come from them, and the README's table is
+rendered from them."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import re
+from typing import Any
 
-from kafka_group.option_catalog import OPTIONS, readme_table_block, render_markdown_table
+import pytest
+
+from kafka_group.errors import ConfigError
+from kafka_group.option_catalog import (
+    CONTROL_DIR,
+    FETCH_MAX_TASKS,
+    OPTIONS,
+    OptionSpec,
+    default_control_dir,
+    readme_table_block,
+    render_markdown_table,
+)
 from kafka_group.options import OPTION_DEFAULTS, OPTION_SPELLING, parse_source_options
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -31,3 +46,93 @@ def test_declared_defaults_are_the_parsed_defaults() -> None:
     assert parsed.revoke_timeout_ms == int(OPTION_DEFAULTS["revoketimeoutms"] or 0)
     assert parsed.available_now_timeout_ms == int(OPTION_DEFAULTS["availablenowtimeoutms"] or 0)
     assert parsed.poll_timeout_ms == int(OPTION_DEFAULTS["kafkaconsumer.polltimeoutms"] or 0)
+
+
+# A value each option's parser refuses. An option added to the catalog without one here fails
+# test_every_checked_option_has_a_bad_value_here: give it one (or list it as free text).
+BAD_VALUES = {
+    "kafka.bootstrap.servers": " ",
+    "subscribe": "not a topic",
+    "subscribePattern": "orders-(",
+    "assign": '{"orders":',
+    "kafka.group.id": " ",
+    "startingOffsets": "soonest",
+    "maxOffsetsPerTrigger": "0",
+    "failOnDataLoss": "yes",
+    "includeHeaders": "1",
+    "minPartitions": "-2",
+    "maxRecordsPerPartition": "many",
+    "fetch.minRecordsPerTask": "1.5",
+    "fetch.maxTasks": "0",
+    "kafkaConsumer.pollTimeoutMs": "2m",
+    "kafkaConsumer.connectTimeoutMs": "-1",
+    "groupJoinTimeoutMs": "",
+    "availableNowTimeoutMs": "ten",
+    "revokeTimeoutMs": "0",
+    "rebalanceListener": "module",
+    "maxOffsetsPerPartition": "0",
+    "flow.budgetSharing": "greedy",
+    "flow.topicPriority": "orders:high",
+    "flow.alignment.maxDrift": "30",
+    "fetch.maxRecordsPerBatch": "0",
+    "offsets.table": " ",
+    "kafka.isolation.level": "read_dirty",
+}
+
+#: Options whose every string is a value: a path whose blank means the default, client settings as given.
+FREE_TEXT = {"flow.controlDir", "kafka.*"}
+
+BASE = {"kafka.bootstrap.servers": "h:9092", "subscribe": "orders", "kafka.group.id": "g"}
+
+
+def test_every_declared_option_has_a_parser_that_accepts_its_default() -> None:
+    for spec in OPTIONS:
+        assert callable(spec.parser), spec.name
+        raw = spec.raw({})
+        if raw is not None:
+            spec.parse(raw)  # a declared default the parser refuses would fail every query
+        if spec.default is not None:
+            assert spec.default in spec.default_text, f"{spec.name}: the README's default is not the parser's"
+    assert {o.name for o in OPTIONS if o.default_text not in ("none", "-", "off", "required")
+            and not o.default_text.startswith("required ")} <= {o.name for o in OPTIONS if o.raw({}) is not None}
+
+
+def test_every_checked_option_has_a_bad_value_here() -> None:
+    assert set(BAD_VALUES) | FREE_TEXT == {o.name for o in OPTIONS}
+
+
+@pytest.mark.parametrize("spec", [o for o in OPTIONS if o.name in BAD_VALUES], ids=lambda o: o.name)
+def test_a_bad_value_of_each_option_fails_naming_it(spec: OptionSpec[Any]) -> None:
+    bad = BAD_VALUES[spec.name]
+    with pytest.raises(ConfigError, match=re.escape(f"'{spec.name}'")):
+        spec.parse(bad)
+    # parse_source_options reads every option through its declaration: the same refusal, at load().
+    options = {k.lower(): v for k, v in BASE.items()}
+    if spec.key in ("subscribepattern", "assign"):
+        del options["subscribe"]
+    options[spec.key] = bad
+    with pytest.raises(ConfigError, match=re.escape(f"'{spec.name}'")) as excinfo:
+        parse_source_options(options)
+    if bad.strip() and spec.key not in ("assign", "startingoffsets"):  # JSON errors name the position instead
+        assert bad in str(excinfo.value)
+
+
+@pytest.mark.parametrize("spec", [o for o in OPTIONS if o.source_option], ids=lambda o: o.name)
+def test_unknown_option_suggests_the_declared_spelling(spec: OptionSpec[Any]) -> None:
+    near_miss = spec.key + "s"
+    with pytest.raises(ConfigError, match=re.escape(f"unknown option '{near_miss}'; did you mean '{spec.name}'?")):
+        parse_source_options({**BASE, near_miss: "1"})
+
+
+def test_suggestions_are_the_declared_source_options_only() -> None:
+    assert set(OPTION_SPELLING.values()) == {o.name for o in OPTIONS if o.source_option}
+    with pytest.raises(ConfigError) as excinfo:
+        parse_source_options({**BASE, "completely_unrelated": "1"})
+    assert "did you mean" not in str(excinfo.value)
+
+
+def test_computed_defaults_come_from_the_declarations() -> None:
+    parsed = parse_source_options(BASE)
+    assert parsed.task_sizing.max_tasks == FETCH_MAX_TASKS.value({}) == 2 * (os.cpu_count() or 1)
+    assert parsed.control_dir == CONTROL_DIR.value({}) == default_control_dir()
+    assert parse_source_options({**BASE, "flow.controldir": " "}).control_dir == default_control_dir()

@@ -69,7 +69,7 @@ def parse_topic_spec(spec: str) -> tuple[str, int]:
         raise ValueError(f"topic spec {spec!r}: empty topic name, expected name:partitions")
     try:
         partitions = int(count)
-    except ValueError:
+    except ValueError:  # int()'s error repeats what the message says
         raise ValueError(f"topic spec {spec!r}: partitions {count!r} is not an integer") from None
     if partitions < 1:
         raise ValueError(f"topic spec {spec!r}: partitions must be at least 1")

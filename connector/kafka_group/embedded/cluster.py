@@ -264,6 +264,7 @@ class EmbeddedKafka:
             try:
                 info = json.loads(line)
             except json.JSONDecodeError:
+                # The message shows the line itself; the decoder's position in it adds nothing.
                 raise self._start_error(f"unexpected output from the host: {line!r}") from None
             if not isinstance(info, dict) or "bootstrap_servers" not in info or "control_port" not in info:
                 raise self._start_error(f"unexpected ready line from the host: {line!r}")

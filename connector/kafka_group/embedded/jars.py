@@ -211,7 +211,7 @@ def classpath(name: str, *, refresh: bool = False) -> list[str]:
     """
     try:
         bundle = BUNDLES[name]
-    except KeyError:
+    except KeyError:  # the message names the bundle and the choices; the KeyError is noise
         raise EmbeddedBrokerError(f"unknown jar bundle {name!r}: choose one of {sorted(BUNDLES)}") from None
     folder = cache_dir() / "maven" / f"{bundle.name}-{bundle.key()}"
     folder.mkdir(parents=True, exist_ok=True)
