@@ -1,11 +1,27 @@
-"""Packaging for pyspark-kafka-group.
+"""Packaging for pyspark-kafka-group: what ships, and from which folder.
 
-Two packages ship: ``pyspark_kafka_group`` (the Spark glue; its ``pyspark_``
-prefix lets Spark register the ``kafka-group`` format by itself) and
-``kafka_group`` (the Spark-independent core). ``pyspark_kafka_group`` sits under
-a plain source root (``python/``, where ``kafka_group`` is a link to
-``connector/kafka_group``) so that ``pkgutil.iter_modules`` sees it in
-editable installs too; Spark's data source lookup depends on that.
+One distribution, two packages, no symbolic links:
+
+- ``pyspark_kafka_group`` (the Spark glue) from ``python/pyspark_kafka_group``.
+  Its ``pyspark_`` prefix lets Spark register the ``kafka-group`` format by itself.
+- ``kafka_group`` (the Spark-independent core) from ``connector/kafka_group``.
+- The Java sources of the optional metrics shim, ``jvm-shim/src/main/java/**/*.java``,
+  installed as ``pyspark_kafka_group/jvm_shim/main/java/...``: ``metrics.shim_jar()``
+  compiles them on first use after a regular install. Nothing else of ``jvm-shim/``
+  ships (its tests and Maven build stay in the repository).
+
+The development brokers (Apache Kafka launcher, librdkafka mock cluster host, Maven jar
+fetcher, the ``kafka-group-broker`` command) are a separate distribution in
+``devbroker/`` (``kafka-group-devbroker``, import name ``kafka_group_devbroker``):
+``pip install pyspark-kafka-group`` brings only the connector.
+
+Editable installs: two source roots cannot be one plain path entry, and setuptools'
+default editable mode for such a mapping is an import hook that
+``pkgutil.iter_modules`` (which Spark uses to find ``pyspark_*`` data sources) cannot
+see. ``editable_wheel`` therefore defaults to ``strict`` here: ``pip install -e .``
+builds a tree of links to the sources under ``build/__editable__.*`` and puts that
+plain folder on ``sys.path``. Edits to existing files show at once; a new or deleted
+module needs the ``pip install -e .`` again (README.md, "Developing").
 """
 
 from setuptools import setup
@@ -17,12 +33,20 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    # python/kafka_group is a symbolic link to connector/kafka_group: one plain source root.
-    package_dir={"": "python"},
-    packages=["pyspark_kafka_group", "kafka_group", "kafka_group.embedded"],
-    # pyspark_kafka_group/jvm_shim links to jvm-shim/src: the Java sources ship, so the
-    # optional metrics shim can be compiled on first use after a regular install.
-    package_data={"kafka_group": ["py.typed"], "pyspark_kafka_group": ["py.typed", "jvm_shim/**/*.java"]},
+    package_dir={
+        "kafka_group": "connector/kafka_group",
+        "pyspark_kafka_group": "python/pyspark_kafka_group",
+        # A data-only package (no __init__.py): the shim's Java sources at the path
+        # pyspark_kafka_group.metrics looks in, pyspark_kafka_group/jvm_shim.
+        "pyspark_kafka_group.jvm_shim": "jvm-shim/src",
+    },
+    packages=["kafka_group", "pyspark_kafka_group", "pyspark_kafka_group.jvm_shim"],
+    package_data={
+        "kafka_group": ["py.typed"],
+        "pyspark_kafka_group": ["py.typed"],
+        "pyspark_kafka_group.jvm_shim": ["main/java/**/*.java"],
+    },
+    options={"editable_wheel": {"mode": "strict"}},
     install_requires=[
         "pyspark>=4.2",
         "confluent-kafka>=2.12",
@@ -34,12 +58,9 @@ setup(
                  # the test environment pins the Spark that delta-spark supports; delta-spark 4.4.0 because
                  # Maven Central has no Spark 4.2 jar of 4.4.1 (io.delta:delta-spark_4.2_2.13)
                  "pyspark==4.2.0", "delta-spark==4.4.0",
-                 "nbclient", "nbformat", "ipykernel", "matplotlib"],
+                 "nbclient", "nbformat", "ipykernel", "matplotlib",
+                 # tests/unit/test_packaging.py builds the wheel without build isolation
+                 "setuptools>=64", "wheel"],
         "plot": ["matplotlib"],
-    },
-    entry_points={
-        "console_scripts": [
-            "kafka-group-broker=kafka_group.embedded.__main__:main",
-        ]
     },
 )

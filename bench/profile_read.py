@@ -44,7 +44,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     from pyinstrument import Profiler
 
-    from kafka_group.embedded import start_cluster
+    from kafka_group_devbroker import start_cluster
 
     read = _load(args.fetch_module)
     workload = Workload("profile", args.partitions, args.records, value_bytes=args.value_bytes)

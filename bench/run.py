@@ -113,7 +113,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     repeat = args.repeat or (1 if quick else 2)
     tiny_batches = args.tiny_batches or (12 if quick else 25)
 
-    from kafka_group.embedded import DevelopmentCluster, start_cluster
+    from kafka_group_devbroker import DevelopmentCluster, start_cluster
 
     report = Report()
     started = time.time()

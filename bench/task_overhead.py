@@ -28,7 +28,7 @@ from bench.workload import Workload, produce
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the comparison and print one line per case."""
-    from kafka_group.embedded import start_cluster
+    from kafka_group_devbroker import start_cluster
     from pyspark_kafka_group.spark_session import local_session
 
     records = 240_000

@@ -155,7 +155,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from kafka_group.embedded import EmbeddedKafka
+    from kafka_group_devbroker import EmbeddedKafka
     from pyspark_kafka_group.spark_session import local_session
 
     output = os.path.abspath(args.output)

@@ -231,7 +231,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for noisy in ("py4j", "kafka_group", "pyspark_kafka_group"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    from kafka_group.embedded import EmbeddedKafka
+    from kafka_group_devbroker import EmbeddedKafka
     from pyspark_kafka_group.spark_session import local_session
 
     embedded: Optional[EmbeddedKafka] = None

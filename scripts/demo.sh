@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the embedded broker: installs the package into .venv, then produces
-# 200,000 order events over 8 partitions and lands them in Delta with Trigger.AvailableNow.
+# The main job on the embedded broker: installs the package and the development brokers
+# (devbroker/) into .venv, then produces 200,000 order events over 8 partitions and
+# lands them in Delta with Trigger.AvailableNow.
 # Extra arguments go to examples/orders_to_delta.py (for example --records 1000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."

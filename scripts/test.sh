@@ -9,5 +9,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh test
 .venv/bin/python -m mypy
-.venv/bin/python -c "from kafka_group.embedded.jars import main; main([\"kafka\", \"spark-kafka\"])" > /dev/null
+.venv/bin/python -c "from kafka_group_devbroker.jars import main; main([\"kafka\", \"spark-kafka\"])" > /dev/null
 exec .venv/bin/python -m pytest -q "$@"

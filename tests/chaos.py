@@ -84,7 +84,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
-    from kafka_group.embedded import start_cluster
+    from kafka_group_devbroker import start_cluster
     from tests.conftest import BROKER_ENGINE
 
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kafka-group-chaos-"))

@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
 
 def _cluster(engine: str, brokers: int) -> Any:
     """A session-wide cluster of ``engine`` with ``brokers`` brokers, started on first use."""
-    from kafka_group.embedded import start_cluster
+    from kafka_group_devbroker import start_cluster
 
     key = (engine, brokers)
     if key not in _clusters:
@@ -124,7 +124,7 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
     Spark's own Kafka source (``format("kafka")``, jars fetched by Maven on first
     use) is on its classpath, for the parity tests.
     """
-    from kafka_group.embedded.jars import classpath
+    from kafka_group_devbroker.jars import classpath
     from pyspark_kafka_group.spark_session import local_session
 
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -73,7 +73,7 @@ def local_session(
     extra_jars : sequence of str, optional
         Local jar paths put on the driver's and executors' classpath
         (``spark.jars``), for example
-        ``kafka_group.embedded.jars.classpath("spark-kafka")`` so that Spark's
+        ``kafka_group_devbroker.jars.classpath("spark-kafka")`` so that Spark's
         own ``format("kafka")`` works in the same session. Joined with any
         ``spark.jars`` given in ``extra_conf``.
 

@@ -37,7 +37,7 @@ def _children(pid: int) -> List[int]:
 
 def _cli(*args: str) -> "subprocess.Popen[str]":
     return subprocess.Popen(
-        [sys.executable, "-m", "kafka_group.embedded", *args],
+        [sys.executable, "-m", "kafka_group_devbroker", *args],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
 

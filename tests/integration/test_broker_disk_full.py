@@ -43,7 +43,7 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
 
     if BROKER_ENGINE != "kafka":
         pytest.skip("a broker's own disk exists only on Apache Kafka")
-    from kafka_group.embedded import ApacheKafka
+    from kafka_group_devbroker import ApacheKafka
 
     topic, group = unique_name("diskfull"), unique_name("group")
     table, checkpoint, log = tmp_path / "table", tmp_path / "chk", tmp_path / "query.log"

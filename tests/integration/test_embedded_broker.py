@@ -1,6 +1,6 @@
 """Integration tests of the embedded Kafka cluster (librdkafka mock brokers).
 
-Run with ``PYTHONPATH=connector python -m pytest tests/integration/test_embedded_broker.py``.
+Needs the ``kafka-group-devbroker`` distribution installed (``scripts/venv.sh`` does).
 Waits are bounded so a broken cluster fails instead of hanging; nothing asserts
 how long an operation takes.
 """
@@ -23,7 +23,7 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition  # noqa: E402
 
-from kafka_group.embedded import EmbeddedKafka  # noqa: E402
+from kafka_group_devbroker import EmbeddedKafka  # noqa: E402
 from kafka_group.errors import EmbeddedBrokerError  # noqa: E402
 
 BOUND_S = 60.0  # upper bound for any wait; only there to avoid hanging
@@ -129,7 +129,7 @@ def host_process() -> Iterator["subprocess.Popen[bytes]"]:
     """A broker host launched the way a parent would, with stdin as a pipe."""
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kafka_group.embedded.broker_host", "--exit-on-stdin-eof", "--brokers", "1"],
+            [sys.executable, "-m", "kafka_group_devbroker.broker_host", "--exit-on-stdin-eof", "--brokers", "1"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=child_env(),
         )
         try:
@@ -316,7 +316,7 @@ def test_host_exits_on_sigterm(host_process: "subprocess.Popen[bytes]") -> None:
 def test_host_exits_when_parent_is_killed() -> None:
     script = (
         "import sys, time\n"
-        "from kafka_group.embedded import EmbeddedKafka\n"
+        "from kafka_group_devbroker import EmbeddedKafka\n"
         "k = EmbeddedKafka().start()\n"
         "print(k.pid, flush=True)\n"
         "time.sleep(600)\n"

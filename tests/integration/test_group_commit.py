@@ -28,7 +28,7 @@ pytestmark = [
 @pytest.fixture()
 def own_kafka() -> Any:
     """A one-node Apache Kafka of this test alone: it is killed and restarted."""
-    from kafka_group.embedded import start_cluster
+    from kafka_group_devbroker import start_cluster
 
     cluster = start_cluster("kafka", 1)
     try:

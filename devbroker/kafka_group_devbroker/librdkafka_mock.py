@@ -8,7 +8,7 @@ override the lookup.
 
 A mock cluster lives inside the process that created it (its brokers are
 threads of that process): create it in the process meant to host it, see
-:mod:`kafka_group.embedded.broker_host`.
+:mod:`kafka_group_devbroker.broker_host`.
 
 The C signatures follow ``src/rdkafka_mock.h`` and ``src/rdkafka.h`` of
 librdkafka 2.16. The mock API is experimental upstream and not covered by the

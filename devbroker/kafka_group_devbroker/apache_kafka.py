@@ -1,7 +1,7 @@
 """Apache Kafka on loopback: N KRaft nodes (combined broker and controller), one JVM each.
 
-The jars come from Maven Central on first use (:mod:`kafka_group.embedded.jars`,
-pinned to :data:`~kafka_group.embedded.jars.KAFKA_VERSION`); nothing is committed
+The jars come from Maven Central on first use (:mod:`kafka_group_devbroker.jars`,
+pinned to :data:`~kafka_group_devbroker.jars.KAFKA_VERSION`); nothing is committed
 or downloaded by hand. Each node gets free ports on ``127.0.0.1`` and a log
 folder under a temporary directory that :meth:`ApacheKafka.stop` removes.
 
@@ -9,7 +9,7 @@ Every JVM is started with ``PR_SET_PDEATHSIG`` (SIGKILL) from one long-lived
 launcher thread, so the brokers die with the process that owns them, even when
 it is killed; :meth:`ApacheKafka.stop` is also registered with :mod:`atexit`.
 
-The class has the methods of :class:`~kafka_group.embedded.cluster.EmbeddedKafka`
+The class has the methods of :class:`~kafka_group_devbroker.cluster.EmbeddedKafka`
 that real Kafka can honour (topics, partitions, records, broker down and up),
 plus real faults: :meth:`ApacheKafka.kill_broker` (SIGKILL, the controller
 included) and :meth:`ApacheKafka.start_broker`. Pushed protocol errors exist
@@ -36,7 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from kafka_group.embedded.jars import KAFKA_VERSION, classpath
+from kafka_group_devbroker.jars import KAFKA_VERSION, classpath
 from kafka_group.errors import EmbeddedBrokerError
 
 __all__ = ["ApacheKafka"]

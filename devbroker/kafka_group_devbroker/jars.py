@@ -17,10 +17,10 @@ Bundles:
 
 Example::
 
-    from kafka_group.embedded.jars import classpath
+    from kafka_group_devbroker.jars import classpath
     jars = classpath("kafka")          # list of jar paths, fetched on first call
 
-From a shell: ``python -m kafka_group.embedded.jars kafka spark-kafka delta-spark``
+From a shell: ``python -m kafka_group_devbroker.jars kafka spark-kafka delta-spark``
 fetches all three and prints their classpaths.
 """
 
@@ -254,7 +254,7 @@ def _read_classpath(path: Path) -> Optional[list[str]]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Fetch the named bundles and print each classpath (``python -m kafka_group.embedded.jars``)."""
+    """Fetch the named bundles and print each classpath (``python -m kafka_group_devbroker.jars``)."""
     names = list(argv if argv is not None else sys.argv[1:]) or sorted(BUNDLES)
     logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
     for name in names:

@@ -1,6 +1,6 @@
 """Client side of the embedded Kafka cluster: :class:`EmbeddedKafka`.
 
-The cluster runs in a child process (:mod:`kafka_group.embedded.broker_host`)
+The cluster runs in a child process (:mod:`kafka_group_devbroker.broker_host`)
 because a librdkafka mock cluster lives in the process that creates it; this
 module launches that process, reads its ready line and drives it over its
 JSON-lines control channel.
@@ -30,7 +30,7 @@ __all__ = ["EmbeddedKafka"]
 logger = logging.getLogger(__name__)
 _child_logger = logging.getLogger(__name__ + ".host")
 
-_HOST_MODULE = "kafka_group.embedded.broker_host"
+_HOST_MODULE = "kafka_group_devbroker.broker_host"
 _STDERR_TAIL_LINES = 60
 
 

@@ -1,4 +1,4 @@
-"""Host process of an embedded Kafka cluster: ``python -m kafka_group.embedded.broker_host``.
+"""Host process of an embedded Kafka cluster: ``python -m kafka_group_devbroker.broker_host``.
 
 It creates a librdkafka mock cluster (see :mod:`.librdkafka_mock`) and serves a
 control channel on ``127.0.0.1``: a TCP server speaking JSON lines, one request
@@ -30,11 +30,11 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Optional, Sequence
 
-from kafka_group.embedded.librdkafka_mock import MockCluster
+from kafka_group_devbroker.librdkafka_mock import MockCluster
 from kafka_group.errors import EmbeddedBrokerError, KafkaGroupError
 
 # Run as ``-m`` this module is ``__main__``; log under its package name anyway.
-logger = logging.getLogger(__name__ if __name__ != "__main__" else "kafka_group.embedded.broker_host")
+logger = logging.getLogger(__name__ if __name__ != "__main__" else "kafka_group_devbroker.broker_host")
 
 #: Seconds the process may spend tearing down before it exits regardless.
 SHUTDOWN_GRACE_S = 10.0
@@ -320,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         The parser.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_group.embedded.broker_host",
+        prog="python -m kafka_group_devbroker.broker_host",
         description="Host a librdkafka mock Kafka cluster with a JSON-lines control channel.",
     )
     add_cluster_arguments(parser)

@@ -1,5 +1,8 @@
 """Development Kafka clusters for tests, demos and benchmarks, on 127.0.0.1.
 
+A separate distribution (``kafka-group-devbroker``, folder ``devbroker/``): the
+connector's wheel does not ship it.
+
 Two engines with one set of methods (``bootstrap_servers``, ``create_topic``,
 ``delete_topic``, ``delete_records``, ``broker_down``/``broker_up``, ``stop``):
 
@@ -11,7 +14,7 @@ Two engines with one set of methods (``bootstrap_servers``, ``create_topic``,
 
 ::
 
-    from kafka_group.embedded import start_cluster
+    from kafka_group_devbroker import start_cluster
 
     with start_cluster("kafka", brokers=3, topics={"orders": 8}) as kafka:
         print(kafka.bootstrap_servers)
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Union
 
-from kafka_group.embedded.apache_kafka import ApacheKafka
-from kafka_group.embedded.cluster import EmbeddedKafka
+from kafka_group_devbroker.apache_kafka import ApacheKafka
+from kafka_group_devbroker.cluster import EmbeddedKafka
 from kafka_group.errors import EmbeddedBrokerError
 
 __all__ = ["ApacheKafka", "EmbeddedKafka", "DevelopmentCluster", "ENGINES", "start_cluster"]

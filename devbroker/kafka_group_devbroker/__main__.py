@@ -1,4 +1,4 @@
-"""Run a development Kafka cluster in the foreground: ``kafka-group-broker`` (``python -m kafka_group.embedded``).
+"""Run a development Kafka cluster in the foreground: ``kafka-group-broker`` (``python -m kafka_group_devbroker``).
 
 Examples::
 
@@ -21,12 +21,12 @@ import threading
 from types import FrameType
 from typing import Optional, Sequence
 
-from kafka_group.embedded.apache_kafka import ApacheKafka
-from kafka_group.embedded.broker_host import add_cluster_arguments, parse_topic_spec
-from kafka_group.embedded.cluster import EmbeddedKafka
+from kafka_group_devbroker.apache_kafka import ApacheKafka
+from kafka_group_devbroker.broker_host import add_cluster_arguments, parse_topic_spec
+from kafka_group_devbroker.cluster import EmbeddedKafka
 from kafka_group.errors import EmbeddedBrokerError
 
-logger = logging.getLogger("kafka_group.embedded")
+logger = logging.getLogger("kafka_group_devbroker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         The parser.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_group.embedded",
+        prog="python -m kafka_group_devbroker",
         description="Run a development Kafka cluster on 127.0.0.1 until Ctrl-C.",
     )
     parser.add_argument(
