@@ -37,6 +37,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from kafka_group.formats import read_progress
 from pyspark_kafka_group.query_errors import failure_reason
 
 logger = logging.getLogger("scheduled_job")
@@ -117,18 +118,11 @@ def planned_ends(progress: List[Any]) -> Dict[TopicPartitionKey, int]:
     """The end of the last range planned for each partition, from the query's progress ``endOffset``."""
     ends: Dict[TopicPartitionKey, int] = {}
     for event in progress:
-        for source in event.get("sources", []):
-            try:
-                doc = json.loads(source.get("endOffset") or "{}")
-            except ValueError:
-                continue
-            for topic, partitions in doc.items():
-                if topic.startswith("@") or not isinstance(partitions, dict):
-                    continue
-                for partition, value in partitions.items():
-                    if isinstance(value, list) and len(value) == 2 and value[1] > value[0]:
-                        key = (topic, int(partition))
-                        ends[key] = max(ends.get(key, 0), int(value[1]))
+        for source in read_progress(event).sources:
+            for r in source.end.planned_ranges() if source.end is not None else []:
+                if r.size > 0:
+                    key = (r.topic_partition.topic, r.topic_partition.partition)
+                    ends[key] = max(ends.get(key, 0), r.until_offset)
     return ends
 
 

@@ -172,3 +172,15 @@ class FlowControlError(KafkaGroupError):
 
     The running query is never disturbed by it.
     """
+
+
+class FormatError(OffsetFormatError):
+    """A document the connector reads is not of the form :mod:`kafka_group.formats` knows.
+
+    The documents are the source's offset document (Spark's checkpoint and query
+    progress), a query progress event's source offsets (with the ``@member`` and
+    ``@flow`` reports) and Spark's checkpoint offsets file
+    (``<checkpointLocation>/offsets/<batchId>``). The message names the document,
+    what was expected and what was found. Not retriable: the document is what it is
+    (written by another version of Spark or of this connector, or by another source).
+    """

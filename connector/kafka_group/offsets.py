@@ -14,6 +14,9 @@ range ``[500, 600)``; a partition whose value is a number was not planned and
 is at that position. A document alone therefore says exactly which records its
 batch holds, even when a partition's range does not start where the previous
 batch ended (it moved between group members meanwhile).
+
+This module is the in-memory model; the document's JSON form (and its ``@`` keys)
+is written and read by :mod:`kafka_group.formats`, its one owner.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tup
 from kafka_group.errors import OffsetFormatError
 
 __all__ = [
+    "FLOW_KEY",
+    "GROUP_KEY",
+    "MEMBER_KEY",
+    "OFFSETS_TABLE_KEY",
     "TopicPartition",
     "OffsetRange",
     "StartingOffsets",
@@ -35,15 +42,6 @@ __all__ = [
     "parse_starting_offsets",
     "partitions_by_topic",
 ]
-
-#: The offset document's key naming the consumer group.
-GROUP_KEY = "@group"
-#: The offset document's key naming the Delta table that holds the offsets.
-OFFSETS_TABLE_KEY = "@offsetsTable"
-#: The offset document's key holding the query's manual pauses (kept by Spark's checkpoint).
-FLOW_KEY = "@flow"
-#: Key of the group membership report in the ``latestOffset`` of query progress.
-MEMBER_KEY = "@member"
 
 #: Spark's sentinel for "the earliest offset" in offsets JSON.
 EARLIEST = -2
@@ -252,67 +250,28 @@ class BatchOffsets:
         return [self.ranges[tp] for tp in sorted(self.ranges)]
 
     def to_json_dict(self) -> Dict[str, Any]:
-        """The JSON-ready form: ``{"topic": {"0": [from, until] or position}}``."""
-        doc: Dict[str, Any] = {}
-        if self.group is not None:
-            doc[GROUP_KEY] = self.group
-        if self.offsets_table is not None:
-            doc[OFFSETS_TABLE_KEY] = self.offsets_table
-        if self.flow:
-            doc[FLOW_KEY] = dict(self.flow)
-        for tp in sorted(self.positions):
-            r = self.ranges.get(tp)
-            value: Any = [r.from_offset, r.until_offset] if r is not None else self.positions[tp]
-            doc.setdefault(tp.topic, {})[str(tp.partition)] = value
-        return doc
+        """The JSON-ready offset document: ``{"topic": {"0": [from, until] or position}}``.
+
+        Written by :func:`kafka_group.formats.write_offset_document`, the format's owner.
+        """
+        from kafka_group.formats import write_offset_document
+
+        return write_offset_document(self)
 
     @staticmethod
     def from_json_dict(doc: Mapping[str, Any]) -> "BatchOffsets":
         """Read a document written by :meth:`to_json_dict` (e.g. from Spark's checkpoint).
 
+        Read by :func:`kafka_group.formats.read_offset_document`, the format's owner.
+
         Raises
         ------
-        OffsetFormatError
-            The document is not of that form.
+        FormatError
+            The document is not of that form (an :class:`~kafka_group.errors.OffsetFormatError`).
         """
-        if not isinstance(doc, Mapping):
-            raise OffsetFormatError(f"source offsets must be a JSON object, got {json.dumps(doc)}")
-        positions: Dict[TopicPartition, int] = {}
-        ranges: Dict[TopicPartition, OffsetRange] = {}
-        group = doc.get(GROUP_KEY)
-        table = doc.get(OFFSETS_TABLE_KEY)
-        for topic, partitions in doc.items():
-            if str(topic).startswith("@"):
-                continue
-            if not isinstance(partitions, Mapping):
-                raise OffsetFormatError(
-                    f"source offsets: topic '{topic}' must map partitions to offsets, got {json.dumps(partitions)}"
-                )
-            for key, value in partitions.items():
-                tp = TopicPartition(str(topic), _partition_number("source offsets", str(topic), key))
-                if _is_offset(value):
-                    positions[tp] = value
-                elif (
-                    isinstance(value, list)
-                    and len(value) == 2
-                    and all(_is_offset(v) for v in value)
-                    and value[0] <= value[1]
-                ):
-                    ranges[tp] = OffsetRange(tp, value[0], value[1])
-                    positions[tp] = value[1]
-                else:
-                    raise OffsetFormatError(
-                        f"source offsets: {tp} must be an offset >= 0 or a range [from, until], "
-                        f"got {json.dumps(value)}"
-                    )
-        flow = doc.get(FLOW_KEY)
-        return BatchOffsets(
-            positions,
-            ranges,
-            group if isinstance(group, str) else None,
-            table if isinstance(table, str) else None,
-            dict(flow) if isinstance(flow, Mapping) else {},
-        )
+        from kafka_group.formats import read_offset_document
+
+        return read_offset_document(doc)
 
 
 def partitions_by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[int]]:
@@ -323,5 +282,6 @@ def partitions_by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[
     return grouped
 
 
-def _is_offset(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+# The offset document's keys are owned by kafka_group.formats (which imports this module);
+# re-exported here for the code that names them through the model.
+from kafka_group.formats import FLOW_KEY, GROUP_KEY, MEMBER_KEY, OFFSETS_TABLE_KEY  # noqa: E402

@@ -21,7 +21,6 @@ commits the offsets to the Kafka group, for lag tools; losing that loses nothing
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -32,7 +31,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence
 from kafka_group.delta_offsets import DATA_FOLDER, DataFile, DeltaOffsetStore, normalize_table_path
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
-from kafka_group.offsets import GROUP_KEY, BatchOffsets, OffsetRange
+from kafka_group.formats import read_checkpoint_offsets
+from kafka_group.offsets import OffsetRange
 
 __all__ = ["DeltaSink"]
 
@@ -198,14 +198,7 @@ class DeltaSink:
 
     def _plan(self, batch: Any, batch_id: int) -> BatchPlan:
         text = self._read_offsets_file(batch, batch_id)
-        docs = []
-        for line in text.splitlines()[2:]:
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(doc, dict) and GROUP_KEY in doc:
-                docs.append(BatchOffsets.from_json_dict(doc))
+        docs = read_checkpoint_offsets(text, where=f"the checkpoint offsets file of batch {batch_id}").offsets_table_sources()
         if len(docs) != 1:
             raise ConfigError(
                 f"DeltaSink('{self.path}') needs exactly one kafka-group source with option 'offsets.table' "

@@ -18,13 +18,12 @@ the query; :func:`queries` lists them.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from kafka_group.errors import FlowControlError
 from kafka_group.flow_channel import find_controls, read_status, send_request
-from kafka_group.offsets import FLOW_KEY
+from kafka_group.formats import read_progress
 from kafka_group.options import default_control_dir
 
 __all__ = ["pause", "resume", "status", "queries"]
@@ -155,19 +154,11 @@ def _control_of(query: QueryOrControl, timeout_s: float) -> str:
 
 
 def _controls_in_progress(query: Any) -> List[str]:
-    for progress in reversed(query.recentProgress or []):
-        found = []
-        for source in progress.get("sources", []) if isinstance(progress, dict) else progress.sources:
-            latest = source.get("latestOffset") if isinstance(source, dict) else source.latestOffset
-            if not latest:
-                continue
-            try:
-                doc = json.loads(latest) if isinstance(latest, str) else latest
-            except ValueError:
-                continue
-            control = doc.get(FLOW_KEY, {}).get("control") if isinstance(doc, dict) else None
-            if control:
-                found.append(control)
+    """The control folders reported by the ``kafka-group`` sources of the query's latest progress that has one."""
+    for index, progress in enumerate(reversed(query.recentProgress or [])):
+        found = [source.latest.control
+                 for source in read_progress(progress, what=f"recent progress event -{index + 1}").sources
+                 if source.latest.control]
         if found:
             return found
     return []

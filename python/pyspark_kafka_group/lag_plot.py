@@ -11,6 +11,7 @@ source,
   batch, either a number or the planned range ``[from, until]`` (the position is
   then ``until``).
 
+Both documents are read by :func:`kafka_group.formats.read_progress`, their one owner.
 The lag of a partition at that event is ``latest - position``: the records the
 broker had that the query had not planned yet. :func:`lag_history` computes it
 without Spark (pure, on plain dicts); :func:`plot_lag` draws it with matplotlib,
@@ -23,10 +24,11 @@ one line per partition.
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
+
+from kafka_group.formats import read_progress
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -35,7 +37,7 @@ __all__ = ["LagRow", "lag_history", "plot_lag"]
 
 logger = logging.getLogger(__name__)
 
-#: One progress event: a dict (``StreamingQueryProgress`` is one) or its JSON text.
+#: One progress event: a dict, pyspark's ``StreamingQueryProgress``, or its JSON text.
 Progress = Union[Mapping[str, Any], str]
 
 
@@ -71,8 +73,11 @@ def lag_history(progress_list: Iterable[Progress]) -> List[LagRow]:
 
     Raises
     ------
+    kafka_group.errors.FormatError
+        An event is not a progress event, or a ``kafka-group`` source's offsets in it
+        are malformed (read by :func:`kafka_group.formats.read_progress`).
     ValueError
-        An event is not a JSON object, or its ``timestamp`` is not an ISO time.
+        An event with ``kafka-group`` offsets has no ``timestamp`` or not an ISO time.
 
     Examples
     --------
@@ -84,18 +89,16 @@ def lag_history(progress_list: Iterable[Progress]) -> List[LagRow]:
     """
     rows: List[LagRow] = []
     for index, event in enumerate(progress_list):
-        progress = _as_mapping(event, f"progress event {index}")
-        sources = progress.get("sources") or []
+        progress = read_progress(event, what=f"progress event {index}")
         at: Optional[datetime] = None
-        for source in sources:
-            latest = _offsets_of(source.get("latestOffset"), lambda v: v)
-            positions = _offsets_of(source.get("endOffset"), _position)
-            if not latest or not positions:
+        for source in progress.sources:
+            lag = source.lag()
+            if not lag:
                 continue
             if at is None:
-                at = _timestamp(progress.get("timestamp"), index)
-            for tp in sorted(latest.keys() & positions.keys()):
-                rows.append(LagRow(at, tp[0], tp[1], max(0, latest[tp] - positions[tp])))
+                at = _timestamp(progress.timestamp, index)
+            for tp, value in lag.items():
+                rows.append(LagRow(at, tp.topic, tp.partition, max(0, value)))
         if at is None:
             logger.debug("progress event %d has no kafka-group offsets yet; skipped", index)
     rows.sort(key=lambda r: (r.timestamp, r.topic, r.partition))
@@ -152,41 +155,6 @@ def plot_lag(progress_list: Iterable[Progress], ax: Optional["Axes"] = None, *,
     if series:
         ax.legend(loc="upper right", fontsize="small")
     return ax
-
-
-def _as_mapping(event: Progress, what: str) -> Mapping[str, Any]:
-    doc: Any = json.loads(event) if isinstance(event, str) else event
-    if not isinstance(doc, Mapping):
-        raise ValueError(f"{what} must be a JSON object or a dict, got {type(doc).__name__}")
-    return doc
-
-
-def _offsets_of(text: Any, value_of: Callable[[Any], Any]) -> Dict[Tuple[str, int], int]:
-    """``{(topic, partition): offset}`` of a source offset document (``@`` keys skipped)."""
-    if not text:
-        return {}
-    try:
-        doc = json.loads(text) if isinstance(text, str) else text
-    except ValueError:
-        return {}  # another source's offsets, not JSON
-    if not isinstance(doc, Mapping):
-        return {}
-    found: Dict[Tuple[str, int], int] = {}
-    for topic, partitions in doc.items():
-        if str(topic).startswith("@") or not isinstance(partitions, Mapping):
-            continue
-        for key, value in partitions.items():
-            offset = value_of(value)
-            if isinstance(offset, int) and not isinstance(offset, bool) and str(key).lstrip("-").isdigit():
-                found[(str(topic), int(key))] = offset
-    return found
-
-
-def _position(value: Any) -> Any:
-    """The position after the batch: the number, or ``until`` of a planned ``[from, until]``."""
-    if isinstance(value, list) and len(value) == 2:
-        return value[1]
-    return value
 
 
 def _timestamp(text: Any, index: int) -> datetime:

@@ -8,10 +8,13 @@ configured sink exposes: Spark's Prometheus servlet at ``/metrics/prometheus`` o
 the UI port, JMX, and the others. The gauge names are listed in
 ``docs/metrics.md``.
 
-It is optional: the connector never needs it. It is compiled with ``javac``
-against the jars inside the pyspark installation on first use and cached in
-``~/.cache/pyspark-kafka-group/jvm-shim-<hash>.jar``; a prebuilt jar can be
-named with ``PYSPARK_KAFKA_GROUP_SHIM_JAR`` instead.
+It is optional: the connector never needs it. This module is the Spark side
+(the settings that load the jar, register the listener and enable the sinks);
+making the jar (finding ``javac``, compiling against the jars inside the pyspark
+installation on first use, caching it in
+``~/.cache/pyspark-kafka-group/jvm-shim-<hash>.jar``, or taking a prebuilt jar
+named by ``PYSPARK_KAFKA_GROUP_SHIM_JAR``) is :mod:`pyspark_kafka_group.shim_build`.
+:func:`shim_jar` is re-exported here.
 
 Examples
 --------
@@ -25,17 +28,13 @@ Then ``curl http://127.0.0.1:4050/metrics/prometheus | grep kafka_group``.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import pathlib
-import shutil
-import subprocess
-import tempfile
-import zipfile
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
 
 from kafka_group.errors import JavaRuntimeError
+from pyspark_kafka_group.shim_build import shim_jar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,165 +57,7 @@ SOURCE_NAME = "kafka_group"
 #: Where Spark's Prometheus servlet answers, on the UI port.
 PROMETHEUS_PATH = "/metrics/prometheus"
 
-_JAR_ENV = "PYSPARK_KAFKA_GROUP_SHIM_JAR"
-_SOURCES_ENV = "PYSPARK_KAFKA_GROUP_SHIM_SOURCES"
-_JAVA_RELEASE = "17"
-
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def _source_dir() -> pathlib.Path:
-    """The folder holding the shim's Java sources.
-
-    Looked up in this order: ``PYSPARK_KAFKA_GROUP_SHIM_SOURCES``, a ``jvm_shim``
-    folder shipped inside this package, the ``jvm-shim/src`` folder of the
-    repository checkout this module is installed from (editable installs).
-    """
-    candidates: List[pathlib.Path] = []
-    configured = os.environ.get(_SOURCES_ENV)
-    if configured:
-        candidates.append(pathlib.Path(configured))
-    here = pathlib.Path(__file__).resolve().parent
-    candidates.append(here / "jvm_shim")
-    candidates.append(here.parent.parent / "jvm-shim" / "src")
-    for candidate in candidates:
-        if candidate.is_dir() and any(candidate.rglob("*.java")):
-            return candidate
-    raise JavaRuntimeError(
-        "the kafka-group JVM shim's Java sources were not found (looked in "
-        + ", ".join(str(c) for c in candidates)
-        + "): install pyspark-kafka-group from a checkout with 'pip install -e .', point "
-        f"{_SOURCES_ENV} at the checkout's jvm-shim/src folder, or set {_JAR_ENV} to a prebuilt jar"
-    )
-
-
-def _spark_jars_dir() -> pathlib.Path:
-    """The ``jars`` folder of the Spark the session will run: ``$SPARK_HOME/jars``, else the pyspark wheel's."""
-    spark_home = os.environ.get("SPARK_HOME")
-    if spark_home and (pathlib.Path(spark_home) / "jars").is_dir():
-        return pathlib.Path(spark_home) / "jars"
-    import pyspark
-
-    jars = pathlib.Path(pyspark.__file__).resolve().parent / "jars"
-    if not jars.is_dir():
-        raise JavaRuntimeError(
-            f"no Spark jars folder found to compile the kafka-group JVM shim against ({jars} does not exist): "
-            "install pyspark from PyPI or set SPARK_HOME to a Spark distribution"
-        )
-    return jars
-
-
-def _find_javac() -> str:
-    """The ``javac`` of ``JAVA_HOME``, else the one on ``PATH``.
-
-    Raises
-    ------
-    JavaRuntimeError
-        Neither has a ``javac`` (a JRE without the JDK), with how to fix it.
-    """
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        javac = pathlib.Path(java_home) / "bin" / "javac"
-        if javac.exists():
-            return str(javac)
-    found = shutil.which("javac")
-    if found:
-        return found
-    where = f"JAVA_HOME ({java_home}) has no bin/javac and " if java_home else ""
-    raise JavaRuntimeError(
-        f"building the kafka-group metrics shim needs a Java {_JAVA_RELEASE}+ compiler, but {where}"
-        "no 'javac' is on PATH: install a JDK (for example 'apt-get install openjdk-17-jdk-headless') "
-        f"or point JAVA_HOME at one, or set {_JAR_ENV} to a prebuilt shim jar. The kafka-group source "
-        "itself does not need the shim."
-    )
-
-
-def _cache_dir() -> pathlib.Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "pyspark-kafka-group"
-
-
-def _build_key(sources: List[pathlib.Path], root: pathlib.Path, jars: pathlib.Path) -> str:
-    """A hash of the Java sources and the Spark jars they compile against."""
-    digest = hashlib.sha256()
-    for source in sources:
-        digest.update(str(source.relative_to(root)).encode())
-        digest.update(b"\0")
-        digest.update(source.read_bytes())
-        digest.update(b"\0")
-    for jar in sorted(p.name for p in jars.glob("*.jar")):
-        digest.update(jar.encode())
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
-
-
-def shim_jar(*, cache_dir: Optional[PathLike] = None) -> pathlib.Path:
-    """The shim jar, compiled on first use.
-
-    ``PYSPARK_KAFKA_GROUP_SHIM_JAR`` names a prebuilt jar and skips the build.
-    Otherwise the jar is ``<cache_dir>/jvm-shim-<hash>.jar``, where the hash
-    covers the Java sources and the names of the Spark jars: it is compiled with
-    ``javac --release 17`` against those jars when it does not exist yet, and
-    written atomically, so concurrent first uses are safe.
-
-    Parameters
-    ----------
-    cache_dir : str or path-like, optional
-        Where built jars are kept. Default ``$XDG_CACHE_HOME/pyspark-kafka-group``
-        (``~/.cache/pyspark-kafka-group``).
-
-    Returns
-    -------
-    pathlib.Path
-        The jar to put on the driver's classpath.
-
-    Raises
-    ------
-    JavaRuntimeError
-        No ``javac`` (install a JDK), the sources or Spark's jars were not found,
-        or the compilation failed (the compiler's output is in the message).
-    """
-    prebuilt = os.environ.get(_JAR_ENV)
-    if prebuilt:
-        jar = pathlib.Path(prebuilt)
-        if not jar.is_file():
-            raise JavaRuntimeError(f"{_JAR_ENV} names {jar}, which is not a file: build it or unset {_JAR_ENV}")
-        return jar
-    root = _source_dir()
-    jars = _spark_jars_dir()
-    sources = sorted(root.rglob("*.java"))
-    target_dir = pathlib.Path(cache_dir) if cache_dir is not None else _cache_dir()
-    jar = target_dir / f"jvm-shim-{_build_key(sources, root, jars)}.jar"
-    if jar.is_file():
-        return jar
-    javac = _find_javac()
-    target_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kafka-group-shim-") as work:
-        classes = pathlib.Path(work) / "classes"
-        command = [
-            javac, "--release", _JAVA_RELEASE, "-encoding", "UTF-8", "-nowarn", "-Xlint:-path",
-            "-cp", str(jars / "*"), "-d", str(classes), *(str(s) for s in sources),
-        ]
-        logger.info("compiling the kafka-group JVM shim (%d sources) into %s", len(sources), jar)
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise JavaRuntimeError(f"could not run '{javac}' to build the kafka-group JVM shim: {exc}") from exc
-        if result.returncode != 0:
-            raise JavaRuntimeError(
-                f"'{javac}' failed (exit {result.returncode}) compiling the kafka-group JVM shim from {root} "
-                f"against {jars}; is it Java {_JAVA_RELEASE} or newer? Output:\n"
-                + (result.stderr or result.stdout).strip()[-4000:]
-            )
-        partial = pathlib.Path(work) / jar.name
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: pyspark-kafka-group\r\n\r\n")
-            for path in sorted(classes.rglob("*.class")):
-                archive.write(path, path.relative_to(classes).as_posix())
-        staged = target_dir / f".{jar.name}.{os.getpid()}.tmp"
-        shutil.copyfile(partial, staged)
-        os.replace(staged, jar)
-    return jar
 
 
 def _append(existing: Optional[str], value: str, separator: str) -> str:

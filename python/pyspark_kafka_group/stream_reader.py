@@ -22,7 +22,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafka_group.client_config import reader_config
-from kafka_group.offsets import FLOW_KEY, MEMBER_KEY, BatchOffsets, OffsetRange
+from kafka_group.formats import write_latest_report
+from kafka_group.offsets import BatchOffsets, OffsetRange
 from kafka_group.options import SourceOptions
 from kafka_group.planning import pack_ranges
 
@@ -101,10 +102,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         pauses, the partitions held back by a flow rule and the control channel."""
         if self._driver is None:
             return None
-        report = BatchOffsets(self._driver.latest_report(), {}).to_json_dict()
-        report[MEMBER_KEY] = self._driver.membership_report()
-        report[FLOW_KEY] = self._driver.flow_report()
-        return report  # type: ignore[no-any-return]
+        return write_latest_report(  # type: ignore[no-any-return]
+            self._driver.latest_report(), self._driver.membership_report(), self._driver.flow_report())
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:  # type: ignore[type-arg]
         """The batch's ranges packed onto a few tasks of near-equal size (see ``pack_ranges``):

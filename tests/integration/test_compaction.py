@@ -88,7 +88,8 @@ def test_compacted_gaps_read_cleanly_and_available_now_ends(spark, kafka) -> Non
     assert landed == survivors
     progress = query.recentProgress
     print(f"{len(rows)} batches, {len(landed)} rows = the survivors")
-    import json
+    from kafka_group.formats import read_progress
+    from kafka_group.offsets import TopicPartition
 
-    end = json.loads(progress[-1]["sources"][0]["endOffset"])[topic]["0"]
-    assert (end[1] if isinstance(end, list) else end) == written[-1][0] + 1
+    end = read_progress(progress[-1]).sources[0].end
+    assert end is not None and end.positions[TopicPartition(topic, 0)] == written[-1][0] + 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
@@ -12,6 +11,8 @@ import pytest
 from confluent_kafka import Producer
 
 from kafka_group.errors import FlowControlError
+from kafka_group.formats import read_progress
+from kafka_group.offsets import TopicPartition
 from pyspark_kafka_group import flow
 from tests.conftest import group_stream, produce, unique_name, wait_for
 
@@ -54,9 +55,9 @@ class Collector:
 
 def member_generation(query: Any) -> int:
     for progress in reversed(query.recentProgress):
-        latest = progress["sources"][0].get("latestOffset")
-        if latest:
-            return int(json.loads(latest)["@member"]["generation"])
+        sources = read_progress(progress).sources
+        if sources and sources[0].latest.generation is not None:
+            return sources[0].latest.generation
     raise AssertionError("no progress with a member report")
 
 
@@ -127,9 +128,8 @@ def test_per_partition_cap_under_skew_keeps_every_partition_moving(spark, kafka,
         assert all(per_partition[p] > 0 for p in waiting), (batch_id, per_partition, read)
         for p, n in per_partition.items():
             read[p] += n
-    held = [json.loads(p["sources"][0]["latestOffset"])["@flow"].get("held", {})
-            for p in query.recentProgress if p["sources"][0].get("latestOffset")]
-    assert any(h.get(topic, {}).get("0") == "maxOffsetsPerPartition" for h in held)
+    held = [source.latest.held for p in query.recentProgress for source in read_progress(p).sources]
+    assert any(h.get(TopicPartition(topic, 0)) == "maxOffsetsPerPartition" for h in held)
 
 
 def produce_timed(servers: str, topic: str, partition: int, timestamps: List[int]) -> None:
@@ -228,7 +228,8 @@ def test_pause_restored_from_the_checkpoint_is_dropped_when_another_member_read_
 
     def paused_in_checkpoint(query: Any) -> bool:
         progress = query.lastProgress
-        return bool(progress) and '"paused"' in (progress["sources"][0].get("endOffset") or "")
+        sources = read_progress(progress).sources if progress else ()
+        return bool(sources) and sources[0].end is not None and "paused" in sources[0].end.flow
 
     first = start("chk-a")
     try:

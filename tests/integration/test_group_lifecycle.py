@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Dict, List
 
 import pytest
 
+from kafka_group.formats import read_progress
 from kafka_group.membership import GroupMember
 from tests.conftest import BROKER_ENGINE, group_stream, produce, unique_name, wait_for
 from tests.integration.listener_probe import events_file, recorded
@@ -18,9 +18,8 @@ pytestmark = pytest.mark.integration
 def member_report(query: Any) -> Dict[str, Any]:
     """The ``@member`` report of the source in the query's last progress."""
     progress = query.lastProgress
-    if not progress or not progress["sources"] or not progress["sources"][0].get("latestOffset"):
-        return {}
-    return json.loads(progress["sources"][0]["latestOffset"]).get("@member", {})  # type: ignore[no-any-return]
+    sources = read_progress(progress).sources if progress else ()
+    return dict(sources[0].latest.member) if sources else {}
 
 
 def test_batch_slower_than_max_poll_interval_keeps_membership(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
 from typing import List, Tuple
 
 import pytest
 
+from kafka_group.formats import read_checkpoint_offsets
 from tests.conftest import unique_name, wait_for
 from tests.integration.group_harness import BackgroundProducer, GroupQueries
 
@@ -24,13 +24,8 @@ def planned_ranges(checkpoint: pathlib.Path) -> List[Tuple[int, int, int]]:
     for path in (checkpoint / "offsets").glob("[0-9]*"):
         if not (checkpoint / "commits" / path.name).exists():
             continue
-        doc = json.loads(path.read_text().splitlines()[2])
-        for topic, partitions in doc.items():
-            if topic.startswith("@"):
-                continue
-            for p, value in partitions.items():
-                if isinstance(value, list):
-                    ranges.append((int(p), value[0], value[1]))
+        doc = read_checkpoint_offsets(path.read_text(), where=str(path)).source(0)
+        ranges.extend((r.topic_partition.partition, r.from_offset, r.until_offset) for r in doc.ranges.values())
     return ranges
 
 

@@ -171,8 +171,10 @@ def _child(args: Dict[str, Any]) -> None:
             return all(name in seen["after_batch_0"] for name in lag_names)
 
         wait_for(batch_0_gauges, "the gauges of batch 0's progress", 60)
-        offsets = (pathlib.Path(args["checkpoint"]) / "offsets" / "0").read_text().splitlines()
-        end0 = {p: (v[1] if isinstance(v, list) else v) for p, v in json.loads(offsets[2])[topic].items()}
+        from kafka_group.formats import read_checkpoint_offsets
+
+        batch_0 = read_checkpoint_offsets((pathlib.Path(args["checkpoint"]) / "offsets" / "0").read_text()).source(0)
+        end0 = {str(tp.partition): position for tp, position in batch_0.positions.items() if tp.topic == topic}
         release.set()
 
         def drained() -> bool:

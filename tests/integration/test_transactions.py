@@ -7,12 +7,13 @@ only, in test_real_kafka_transactions.py; this test runs on either broker.
 
 from __future__ import annotations
 
-import json
 from typing import Any, List, Tuple
 
 import pytest
 from confluent_kafka import Producer
 
+from kafka_group.formats import read_progress
+from kafka_group.offsets import TopicPartition
 from tests.conftest import group_stream, unique_name
 
 pytestmark = pytest.mark.integration
@@ -42,5 +43,5 @@ def test_read_committed_moves_past_transaction_markers(spark, kafka, make_topic)
     assert [v for _, v in sorted(rows)] == sent
     offsets = [o for o, _ in sorted(rows)]
     assert offsets == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13]  # a commit marker after each transaction
-    end = json.loads(query.lastProgress["sources"][0]["endOffset"])[topic]["0"]
-    assert (end[1] if isinstance(end, list) else end) == 15  # past the last marker, no data loss raised
+    end = read_progress(query.lastProgress).sources[0].end
+    assert end is not None and end.positions[TopicPartition(topic, 0)] == 15  # past the last marker, no data loss raised
