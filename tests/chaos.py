@@ -21,8 +21,8 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
-from tests.conftest import unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
+from tests.support import unique_name, wait_for
+from tests.support import BackgroundProducer, GroupQueries
 
 QUERIES = ("a", "b", "c")
 
@@ -85,7 +85,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     from kafka_group.embedded import start_cluster
-    from tests.conftest import BROKER_ENGINE
+    from tests.support import BROKER_ENGINE
 
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kafka-group-chaos-"))
     with start_cluster(BROKER_ENGINE, brokers=3) as kafka:

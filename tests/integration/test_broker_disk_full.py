@@ -7,6 +7,7 @@ into Delta lands every record the producer had acknowledged exactly once.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import time
@@ -17,7 +18,7 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 from deltalake import DeltaTable
 
-from tests.conftest import tmpfs, unique_name, wait_for
+from tests.support import tmpfs, unique_name, wait_for
 from tests.integration.test_delta_commit_failure import run_query
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,7 @@ def _landed(table: pathlib.Path) -> "Counter[Tuple[int, int]]":
 def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_lands_once(
     tmp_path: pathlib.Path, broker_disk: pathlib.Path
 ) -> None:
-    from tests.conftest import BROKER_ENGINE
+    from tests.support import BROKER_ENGINE
 
     if BROKER_ENGINE != "kafka":
         pytest.skip("a broker's own disk exists only on Apache Kafka")
@@ -76,13 +77,18 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
                 pass
         os.truncate(broker_disk / "filler", (broker_disk / "filler").stat().st_size - (2 << 20))
         payload = b"x" * 10_240
-        deadline = time.monotonic() + 120
-        i = 0
-        while kafka.running and time.monotonic() < deadline:
+        numbers = itertools.count()
+
+        def broker_halted() -> bool:
+            i = next(numbers)
             producer.produce(topic, value=payload + str(i).encode(), partition=i % 2, on_delivery=on_delivery)
             producer.poll(0.01)
-            i += 1
-        producer.flush(30)
+            return not kafka.running
+
+        try:
+            wait_for(broker_halted, "the broker to halt on its full disk", 120, interval_s=0)
+        finally:
+            producer.flush(30)
         assert not kafka.running, "the broker should halt when its only log folder fails"
         assert failures, "some records must have failed with the broker"
 

@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from tests.conftest import group_stream, unique_name, wait_for
+from tests.support import Cluster, apache, group_stream, unique_name, wait_for
+from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -45,9 +46,9 @@ def read_log(servers: str, topic: str) -> List[Record]:
         consumer.close()
 
 
-def test_compacted_gaps_read_cleanly_and_available_now_ends(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_compacted_gaps_read_cleanly_and_available_now_ends(spark: SparkSession, kafka: Cluster) -> None:
     servers, topic = kafka.bootstrap_servers, unique_name("compacted")
-    kafka.create_topic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": "100",
+    apache(kafka).create_topic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": "100",
                                          "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 5})
     for round_ in range(20):

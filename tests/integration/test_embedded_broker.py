@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from kafka_group.embedded import EmbeddedKafka  # noqa: E402
 from kafka_group.errors import EmbeddedBrokerError  # noqa: E402
+from tests.support import wait_for  # noqa: E402
 
 BOUND_S = 60.0  # upper bound for any wait; only there to avoid hanging
 CLIENT_CONF = {"fetch.queue.backoff.ms": 20}
@@ -47,14 +48,6 @@ def process_gone(pid: int) -> bool:
         except ProcessLookupError:
             return True
         return False
-
-
-def wait_until(condition: Callable[[], bool], what: str, bound: float = BOUND_S) -> None:
-    deadline = time.monotonic() + bound
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what} after {bound:g} s")
-        time.sleep(0.05)
 
 
 def child_env() -> dict[str, str]:
@@ -101,11 +94,14 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> l
     try:
         consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
         messages: list[Message] = []
-        deadline = time.monotonic() + BOUND_S
-        while len(messages) < expected and time.monotonic() < deadline:
+
+        def read_all() -> bool:
             for msg in consumer.consume(num_messages=expected - len(messages), timeout=1.0):
                 assert msg.error() is None, msg.error()
                 messages.append(msg)
+            return len(messages) >= expected
+
+        wait_for(read_all, f"{expected} messages of {topic}", BOUND_S, interval_s=0)
         return messages
     finally:
         consumer.close()
@@ -329,7 +325,7 @@ def test_host_exits_when_parent_is_killed() -> None:
         assert not process_gone(host_pid)
         parent.kill()  # SIGKILL: no atexit, no cleanup in the parent
         parent.wait(timeout=BOUND_S)
-        wait_until(lambda: process_gone(host_pid or 0), f"host pid {host_pid} to exit")
+        wait_for(lambda: process_gone(host_pid or 0), f"host pid {host_pid} to exit", BOUND_S, interval_s=0.05)
     finally:
         kill_if_running(parent)
         if parent.stdout is not None:

@@ -15,6 +15,7 @@ partitions on at once, so these tests run on Apache Kafka only.
 
 from __future__ import annotations
 
+import pathlib
 import datetime
 import re
 import time
@@ -23,9 +24,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from tests.conftest import BROKER_ENGINE, unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
-from tests.integration.listener_probe import events_file, recorded
+from tests.support import BROKER_ENGINE, Cluster, MakeTopic, unique_name, wait_for
+from tests.support import BackgroundProducer, GroupQueries
+from tests.support import RECORD_REBALANCE, events_file, recorded
 from tests.integration.test_group_membership import planned_ranges
 
 pytestmark = [
@@ -101,14 +102,14 @@ class LandingLog:
 
 
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(  # type: ignore[no-untyped-def]
-    kafka, make_topic, tmp_path, protocol
+def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, protocol: str
 ) -> None:
     topic = make_topic(PARTITIONS)
     group = unique_name("group")
     events_file(group).unlink(missing_ok=True)
     options = [f"{k}={v}" for k, v in PROTOCOLS[protocol].items()]
-    options.append("rebalanceListener=tests.integration.listener_probe:record")
+    options.append(f"rebalanceListener={RECORD_REBALANCE}")
     everything = list(range(PARTITIONS))
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, PARTITIONS, per_tick=3)
     with GroupQueries(kafka.bootstrap_servers, topic, group, tmp_path, max_offsets=100) as queries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from collections import Counter
 from typing import Any
 
@@ -13,7 +14,8 @@ from kafka_group.errors import ConfigError
 from kafka_group.offsets import TopicPartition
 from kafka_group.offsets_tool import main, reset_offsets, show_offsets
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, MakeTopic, group_stream, produce, unique_name, wait_for
+from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +27,7 @@ def offsets_in(table: Any) -> Counter[Any]:
     return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
 
 
-def test_running_query_follows_a_reset(spark, kafka, make_topic, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_running_query_follows_a_reset(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 30})
     df = group_stream(spark, kafka.bootstrap_servers, topic, group, **{"offsets.table": str(table)}).load()
@@ -57,7 +59,7 @@ def test_running_query_follows_a_reset(spark, kafka, make_topic, tmp_path, capsy
         query.stop()
 
 
-def test_reset_refuses_offsets_outside_the_partition(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_reset_refuses_offsets_outside_the_partition(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
     from kafka_group.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange
     import pyarrow as pa

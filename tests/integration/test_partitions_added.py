@@ -18,7 +18,8 @@ import pytest
 from deltalake import DeltaTable
 
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, apache, group_stream, produce, unique_name, wait_for
+from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +86,7 @@ def alive(query: Any) -> None:
 
 
 @pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
-def test_partitions_added_while_the_query_runs_land_once(spark, kafka, tmp_path, with_table) -> None:  # type: ignore[no-untyped-def]
+def test_partitions_added_while_the_query_runs_land_once(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool) -> None:
     servers, topic, group = kafka.bootstrap_servers, unique_name("grow"), unique_name("group")
     kafka.create_topic(topic, 2)
     landing = Landing(tmp_path, with_table)
@@ -95,7 +96,7 @@ def test_partitions_added_while_the_query_runs_land_once(spark, kafka, tmp_path,
         produce(servers, topic, {0: 10, 1: 10})
         wait_for(lambda: (alive(query), landing.landed() == offsets({0: range(10), 1: range(10)}))[1],
                  "the first records", 180)
-        kafka.create_partitions(topic, 4)
+        apache(kafka).create_partitions(topic, 4)
         produce(servers, topic, {0: 10, 1: 10, 2: 15, 3: 15}, start=10)  # before the member sees 2 and 3
         want = offsets({0: range(20), 1: range(20), 2: range(15), 3: range(15)})
         wait_for(lambda: (alive(query), sum(landing.landed().values()) >= sum(want.values()))[1],
@@ -108,7 +109,7 @@ def test_partitions_added_while_the_query_runs_land_once(spark, kafka, tmp_path,
 
 
 @pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
-def test_partitions_added_while_the_query_is_stopped_start_at_earliest(spark, kafka, tmp_path, with_table) -> None:  # type: ignore[no-untyped-def]
+def test_partitions_added_while_the_query_is_stopped_start_at_earliest(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool) -> None:
     servers, topic, group = kafka.bootstrap_servers, unique_name("grow"), unique_name("group")
     kafka.create_topic(topic, 2)
     produce(servers, topic, {0: 10, 1: 10})  # before the query: startingOffsets=latest skips these
@@ -121,7 +122,7 @@ def test_partitions_added_while_the_query_is_stopped_start_at_earliest(spark, ka
                  "the records produced after the start", 180)
     finally:
         query.stop()
-    kafka.create_partitions(topic, 4)
+    apache(kafka).create_partitions(topic, 4)
     produce(servers, topic, {0: 5, 1: 5, 2: 12, 3: 12}, start=20)
     query = landing.start(spark, servers, topic, group, available_now=True)  # restart from the checkpoint
     try:

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import group_stream, unique_name, wait_for
+from tests.support import Cluster, group_stream, unique_name, wait_for
+from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,7 @@ def alive(query: Any) -> None:
     [{}, {"failOnDataLoss": "false"}, {"kafka.isolation.level": "read_committed"}],
     ids=["defaults", "failOnDataLoss-false", "read_committed"],
 )
-def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark, kafka, options) -> None:  # type: ignore[no-untyped-def]
+def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark: SparkSession, kafka: Cluster, options: Dict[str, str]) -> None:
     servers = kafka.bootstrap_servers
     topic = unique_name("txn-topic")
     kafka.create_topic(topic, 2)
@@ -153,7 +154,7 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark, kafka, 
     print(f"landed {len(rows)} committed rows once, none of {len(aborted)} aborted")
 
 
-def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark: SparkSession, kafka: Cluster) -> None:
     """``kafka.isolation.level=read_uncommitted`` (Spark's Kafka default) plans and reads everything, aborted too."""
     servers = kafka.bootstrap_servers
     topic = unique_name("txn-topic")

@@ -30,7 +30,8 @@ from pyspark.errors import StreamingQueryException
 
 from kafka_group.delta_offsets import transaction_id
 from kafka_group.offsets import TopicPartition
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, group_stream, produce, unique_name, wait_for
+from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +121,7 @@ def run_in_process(spark: Any, kafka: Any, topic: str, group: str, checkpoint: p
 
 @pytest.mark.parametrize("how", ["size", "time"])
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_retention_without_offsets_table(spark, kafka, tmp_path, how, fail_on_data_loss) -> None:  # type: ignore[no-untyped-def]
+def test_retention_without_offsets_table(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str) -> None:
     topic, group, checkpoint = new_topic(kafka), unique_name("group"), tmp_path / "chk"
     sink = Collector()
     assert run_in_process(spark, kafka, topic, group, checkpoint, sink, fail_on_data_loss) is None
@@ -173,7 +174,7 @@ def table_position(table: pathlib.Path, group: str, topic: str) -> Any:
 
 @pytest.mark.parametrize("how", ["size", "time"])
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_retention_with_offsets_table(kafka, tmp_path, how, fail_on_data_loss) -> None:  # type: ignore[no-untyped-def]
+def test_retention_with_offsets_table(kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str) -> None:
     topic, group, table = new_topic(kafka), unique_name("group"), tmp_path / "table"
     code, log = run_delta_query(kafka, topic, group, tmp_path, fail_on_data_loss)
     assert code == 0, log[-3000:]

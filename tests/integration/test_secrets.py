@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.conftest import produce, unique_name
+from tests.support import Cluster, MakeTopic, produce, unique_name
+from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def files_containing(root: pathlib.Path, needle: bytes) -> list[str]:
     return [str(path) for path in root.rglob("*") if path.is_file() and needle in path.read_bytes()]
 
 
-def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
     """The mock cluster speaks PLAINTEXT, so the SASL settings are carried (to the member, the
     admin client and every reader) but not used for authentication."""
     topic = make_topic(2)
@@ -55,7 +56,7 @@ def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(kafka, mak
     assert list((table / "_delta_log").glob("*.json"))
 
 
-def test_password_is_not_in_error_messages(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_password_is_not_in_error_messages(spark: SparkSession, tmp_path: pathlib.Path) -> None:
     reader: Any = (spark.readStream.format("kafka-group").option("kafka.bootstrap.servers", "127.0.0.1:1")
                    .option("subscribe", "orders").option("kafka.group.id", unique_name("group"))
                    .option("kafkaConsumer.connectTimeoutMs", "3000"))

@@ -17,6 +17,7 @@ import sys
 import textwrap
 
 import pytest
+from tests.support import Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -90,14 +91,14 @@ _ASSIGN_CHILD = textwrap.dedent("""
 """)
 
 
-def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka: Cluster) -> None:
     """Issue 13, finding 8 (the rest): with ``assign`` and ``kafka.group.id`` the lag commits
     go through a GroupOffsetCommitter on the main thread; the SIGTERM handler's close
     commits through it again and must not wait on the lock its own thread holds."""
     from confluent_kafka import Consumer, KafkaException
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-    from tests.conftest import unique_name, wait_for
+    from tests.support import unique_name, wait_for
 
     topic, group = unique_name("sigterm-assign"), unique_name("group")
     kafka.create_topic(topic, 1)
