@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 OPTIONS = ["kafka.session.timeout.ms=30000", "groupJoinTimeoutMs=2000"]
 
 
+@pytest.mark.crash
 def test_available_now_run_after_a_crash_lands_everything(kafka: Cluster, tmp_path: pathlib.Path) -> None:
     topic = unique_name("after-crash")
     kafka.create_topic(topic, 4)

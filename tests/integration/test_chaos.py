@@ -8,7 +8,7 @@ import pytest
 from tests.chaos import run_chaos
 from tests.support import Cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def test_short_chaos_run_loses_and_duplicates_nothing(kafka: Cluster, tmp_path: pathlib.Path) -> None:

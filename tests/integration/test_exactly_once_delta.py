@@ -267,6 +267,7 @@ def test_offsets_table_that_is_not_delta_or_of_another_group(spark: SparkSession
         DeltaOffsetStore(str(table), "group-b")
 
 
+@pytest.mark.crash
 def test_killed_at_every_step_lands_each_record_exactly_once(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
     """SIGKILL the whole query (driver, JVM, workers) at each step of the commit protocol, many times."""
     kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "12"))

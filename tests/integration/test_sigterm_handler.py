@@ -19,7 +19,7 @@ import textwrap
 import pytest
 from tests.support import Cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 _CHILD = textwrap.dedent("""
     import os, signal, sys, threading
