@@ -106,8 +106,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             if args.stop_file and os.path.exists(args.stop_file):
                 break
             query.awaitTermination(0.5)
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
+        error = query.exception()
+        if error is not None:
+            raise error
         query.stop()
     spark.stop()
     return 0

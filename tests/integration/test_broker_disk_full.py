@@ -12,7 +12,7 @@ import os
 import pathlib
 import time
 from collections import Counter
-from typing import Iterator, List, Set, Tuple
+from typing import Iterator, List, Optional, Set, Tuple
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
@@ -51,11 +51,13 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
     acked: Set[Tuple[int, int]] = set()
     failures: List[str] = []
 
-    def on_delivery(error: KafkaError, message: Message) -> None:
-        if error is None:
-            acked.add((message.partition(), message.offset()))
-        else:
+    def on_delivery(error: Optional[KafkaError], message: Message) -> None:
+        if error is not None:
             failures.append(error.str())
+            return
+        partition, offset = message.partition(), message.offset()
+        assert partition is not None and offset is not None, message
+        acked.add((partition, offset))
 
     with ApacheKafka(brokers=1, broker_config={"log.dirs": str(broker_disk)}) as kafka:
         kafka.create_topic(topic, 2)

@@ -38,10 +38,13 @@ def read_log(servers: str, topic: str) -> List[Record]:
         while True:
             message = consumer.poll(10)
             assert message is not None, "no end of partition within 10 s"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+            error = message.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
                 return records
-            records.append((message.offset(), message.key(), message.value()))
+            offset = message.offset()
+            assert offset is not None, message
+            records.append((offset, message.key(), message.value()))
     finally:
         consumer.close()
 

@@ -86,6 +86,27 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int) -> list[Opt
     return errors
 
 
+def key(message: Message) -> bytes:
+    """The key of a consumed record (every record here has one)."""
+    found = message.key()
+    assert found is not None, message
+    return found
+
+
+def partition(message: Message) -> int:
+    """The partition of a consumed record."""
+    found = message.partition()
+    assert found is not None, message
+    return found
+
+
+def offset(message: Message) -> int:
+    """The offset of a consumed record."""
+    found = message.offset()
+    assert found is not None, message
+    return found
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Message]:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"test-{topic}", "enable.auto.commit": False,
@@ -152,12 +173,12 @@ def test_produce_and_consume_1000_messages_on_8_partitions(kafka: EmbeddedKafka)
 
     messages = consume_all(kafka.bootstrap_servers, "orders", 8, 1000)
     assert len(messages) == 1000
-    assert sorted(int(m.key()) for m in messages) == list(range(1000))
+    assert sorted(int(key(m)) for m in messages) == list(range(1000))
     per_partition: dict[int, list[int]] = {}
     for msg in messages:
-        assert msg.value() == f"value-{int(msg.key())}".encode()
-        assert int(msg.key()) % 8 == msg.partition()
-        per_partition.setdefault(msg.partition(), []).append(msg.offset())
+        assert msg.value() == f"value-{int(key(msg))}".encode()
+        assert int(key(msg)) % 8 == msg.partition()
+        per_partition.setdefault(partition(msg), []).append(offset(msg))
     assert {p: sorted(offsets) for p, offsets in per_partition.items()} == {p: list(range(125)) for p in range(8)}
 
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "wm", **CLIENT_CONF})

@@ -68,7 +68,8 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark: SparkSessio
     # batch's start the group is never ahead of what the table holds, and it catches up.
     for kafka_offsets, table_offsets in seen:
         for p, committed in kafka_offsets.items():
-            assert committed is None or (table_offsets[p] is not None and committed <= table_offsets[p]), seen
+            in_table = table_offsets[p]
+            assert committed is None or (in_table is not None and committed <= in_table), seen
     # The last batch reaches the group when the stopped query's member leaves (asynchronously).
     wait_for(lambda: group_committed(kafka.bootstrap_servers, group, topic, 4) == final,
              "the group's offsets to reach the table's", 60)

@@ -51,8 +51,11 @@ def test_commit_from_the_planning_thread_does_not_wait_for_the_coordinator(own_k
         own_kafka.kill_broker(1)
         returned: List[float] = []
         started = time.monotonic()
-        planning = threading.Thread(target=lambda: (member.commit({tp: 5}), returned.append(time.monotonic())),
-                                    name="planning", daemon=True)
+        def plan() -> None:
+            member.commit({tp: 5})
+            returned.append(time.monotonic())
+
+        planning = threading.Thread(target=plan, name="planning", daemon=True)
         planning.start()
         # Generous: a synchronous commit waited 45 s here for the coordinator of a dead cluster.
         wait_for(lambda: bool(returned), "the commit to return while the coordinator is down", 15)

@@ -134,8 +134,11 @@ def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(
             wait_for(b_landed, "the second query to land records", 400)
             assert second.poll() is None, f"query b ended: {queries.log('b')[-4000:]}"
             b_first_rows = time.monotonic()
-            wait_for(lambda: (landing.sample(), time.monotonic() > b_first_rows + 10)[1],
-                     "ten more seconds of landing", 60)
+            def ten_more_seconds_sampled() -> bool:
+                landing.sample()
+                return time.monotonic() > b_first_rows + 10
+
+            wait_for(ten_more_seconds_sampled, "ten more seconds of landing", 60)
             split = owners(group)
             b_member = next(m for m in split if m != a_member)
             assert split[a_member] and split[b_member], split

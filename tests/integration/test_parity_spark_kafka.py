@@ -16,7 +16,7 @@ import pathlib
 import datetime
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -119,9 +119,12 @@ def run_available_now(reader: Any, *, checkpoint: Optional[str] = None, count_pa
 
 def read_both(
     spark: Any, kafka: Any, topic: str, *, checkpoints: Optional[Tuple[str, str]] = None,
-    count_partitions: bool = False, group: Optional[str] = None, **options: Any,
+    count_partitions: bool = False, group: Optional[str] = None, dotted: Optional[Mapping[str, str]] = None,
+    **options: Any,
 ) -> Tuple[Run, Run]:
-    """``topic`` read by Spark's source and by kafka-group with the same ``options``: (spark, group)."""
+    """``topic`` read by Spark's source and by kafka-group with the same ``options`` and ``dotted`` options
+    (names such as ``kafka.isolation.level`` that are no Python keywords): (spark, group)."""
+    options = {**options, **(dotted or {})}
     reference = run_available_now(
         spark_stream(spark, kafka.bootstrap_servers, topic, **options),
         checkpoint=checkpoints[0] if checkpoints else None, count_partitions=count_partitions,
@@ -161,11 +164,14 @@ def partition_offsets(servers: str, topic: str, partition: int, isolation: str =
         while True:
             message = consumer.poll(30)
             assert message is not None, f"no record from {topic}[{partition}] within 30 s"
-            if message.error():
-                if message.error().code() == -191:  # _PARTITION_EOF
+            error = message.error()
+            if error:
+                if error.code() == -191:  # _PARTITION_EOF
                     return offsets
-                raise AssertionError(f"reading {topic}[{partition}]: {message.error()}")
-            offsets.append(message.offset())
+                raise AssertionError(f"reading {topic}[{partition}]: {error}")
+            offset = message.offset()
+            assert offset is not None, message
+            offsets.append(offset)
     finally:
         consumer.close()
 
@@ -194,7 +200,7 @@ def test_rows_null_keys_values_headers_and_create_time(spark: SparkSession, kafk
     # An hour ago, at an odd millisecond: not the broker's clock, and within the topic's retention
     # (records older than retention.ms are deleted at once, the active segment too).
     base_ms = (int(time.time()) - 3600) * 1000 + 123
-    cases: Sequence[Tuple[Optional[bytes], Optional[bytes], List[Tuple[str, Optional[bytes]]]]] = [
+    cases: List[Tuple[Optional[bytes], Optional[bytes], List[Tuple[str, Optional[bytes]]]]] = [
         (None, b"value, no key", []),
         (b"key, no value", None, []),
         (None, None, []),
@@ -204,7 +210,7 @@ def test_rows_null_keys_values_headers_and_create_time(spark: SparkSession, kafk
     ]
     for partition in (0, 1):
         for i, (key, value, headers) in enumerate(cases * 3):
-            producer.produce(topic, key=key, value=value, partition=partition, headers=headers,
+            producer.produce(topic, key=key, value=value, partition=partition, headers=list(headers),
                              timestamp=base_ms + 1000 * i + partition)
     assert producer.flush(30) == 0
     reference, ours = read_both(spark, kafka, topic, includeHeaders="true")
@@ -297,7 +303,7 @@ def _transactional_topic(kafka: Any, partitions: int = 2) -> Tuple[str, List[byt
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 def test_rows_transactions_same_isolation_level(spark: SparkSession, kafka: Cluster, isolation: str) -> None:
     topic, committed, aborted = _transactional_topic(kafka)
-    reference, ours = read_both(spark, kafka, topic, **{"kafka.isolation.level": isolation})
+    reference, ours = read_both(spark, kafka, topic, dotted={"kafka.isolation.level": isolation})
     assert_same_rows(reference, ours)
     values = {r[ours.columns.index("value")] for r in ours.rows}
     assert set(committed) <= values
@@ -327,13 +333,13 @@ def test_rows_transaction_open_at_planning_read_committed(spark: SparkSession, k
         checkpoints = (str(tmp_path / "kafka"), str(tmp_path / "group"))
         group = unique_name("parity")
         options = {"kafka.isolation.level": "read_committed"}
-        first = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, **options)
+        first = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, dotted=options)
         open_txn.commit_transaction(60)
         committed = True
     finally:
         if not committed:
             open_txn.abort_transaction(30)  # leave no transaction open behind a failed test
-    second = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, **options)
+    second = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, dotted=options)
     value = first[0].columns.index("value")
     print(f"while open: kafka {[r[value] for r in first[0].rows]}, kafka-group {[r[value] for r in first[1].rows]}; "
           f"after the commit: {len(second[0].rows)} and {len(second[1].rows)} more")

@@ -80,9 +80,11 @@ def offsets(partitions: Dict[int, range]) -> Counter[Key]:
     return Counter((p, o) for p, r in partitions.items() for o in r)
 
 
-def alive(query: Any) -> None:
+def alive(query: Any) -> bool:
+    """True while ``query`` runs; fails naming its error once it stopped."""
     if not query.isActive:
         raise AssertionError(f"the query stopped: {query.exception()}")
+    return True
 
 
 @pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
@@ -94,12 +96,12 @@ def test_partitions_added_while_the_query_runs_land_once(spark: SparkSession, ka
     try:
         wait_for(lambda: query.lastProgress is not None, "the query's first trigger", 180)
         produce(servers, topic, {0: 10, 1: 10})
-        wait_for(lambda: (alive(query), landing.landed() == offsets({0: range(10), 1: range(10)}))[1],
+        wait_for(lambda: alive(query) and landing.landed() == offsets({0: range(10), 1: range(10)}),
                  "the first records", 180)
         apache(kafka).create_partitions(topic, 4)
         produce(servers, topic, {0: 10, 1: 10, 2: 15, 3: 15}, start=10)  # before the member sees 2 and 3
         want = offsets({0: range(20), 1: range(20), 2: range(15), 3: range(15)})
-        wait_for(lambda: (alive(query), sum(landing.landed().values()) >= sum(want.values()))[1],
+        wait_for(lambda: alive(query) and sum(landing.landed().values()) >= sum(want.values()),
                  "the records of the added partitions", 180)
         alive(query)
     finally:
@@ -118,7 +120,7 @@ def test_partitions_added_while_the_query_is_stopped_start_at_earliest(spark: Sp
     try:
         wait_for(lambda: query.lastProgress is not None, "the query's first trigger", 180)
         produce(servers, topic, {0: 10, 1: 10}, start=10)
-        wait_for(lambda: (alive(query), landing.landed() == offsets({0: range(10, 20), 1: range(10, 20)}))[1],
+        wait_for(lambda: alive(query) and landing.landed() == offsets({0: range(10, 20), 1: range(10, 20)}),
                  "the records produced after the start", 180)
     finally:
         query.stop()

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType  # type: ignore[attr-defined]  # re-exported without __all__
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 
@@ -52,7 +52,8 @@ def _real_kafka(kafka: Any) -> None:
 
 
 def earliest(kafka: Any, topic: str) -> int:
-    futures = kafka.admin().list_offsets({KafkaTopicPartition(topic, 0): OffsetSpec.earliest()}, request_timeout=10)
+    spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]  # confluent-kafka leaves it unannotated
+    futures = kafka.admin().list_offsets({KafkaTopicPartition(topic, 0): spec}, request_timeout=10)
     return int(next(iter(futures.values())).result(15).offset)
 
 
