@@ -41,7 +41,9 @@ def test_available_now_run_after_a_crash_lands_everything(kafka: Cluster, tmp_pa
         assert queries.landed() == producer.expected(), Counter(p for p, _ in queries.landed())
 
 
-def test_available_now_run_fails_clearly_when_partitions_owned_elsewhere_never_move(kafka: Cluster, tmp_path: pathlib.Path) -> None:
+def test_available_now_run_fails_clearly_when_partitions_owned_elsewhere_never_move(
+    kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
     """Another query of the group holds two partitions and lands nothing (its batch is held):
     the AvailableNow run reads the partitions it gets, then fails naming the ones it waited
     for and the option, instead of ending as if it had read everything."""

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
+from pyspark.sql import SparkSession
 
 from tests.support import Cluster, MakeTopic, unique_name
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,10 @@ def test_unreachable_broker_fails_naming_the_servers(spark: SparkSession, tmp_pa
     ("missing", "names topic '{missing}', which does not exist"),
     ("partition", "names partition 9 of topic '{topic}', which has partitions 0 to 1"),
 ])
-def test_assign_of_missing_topic_or_partition(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, partition_spec: str, message: str) -> None:
+def test_assign_of_missing_topic_or_partition(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, partition_spec: str,
+    message: str
+) -> None:
     topic = make_topic(2)
     missing = unique_name("no-such-topic")
     assign = f'{{"{missing}":[0]}}' if partition_spec == "missing" else f'{{"{topic}":[0,9]}}'
@@ -78,7 +81,9 @@ def test_assign_of_missing_topic_or_partition(spark: SparkSession, kafka: Cluste
         query.awaitTermination()
 
 
-def test_rebalance_listener_that_cannot_be_imported_fails_before_reading(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_rebalance_listener_that_cannot_be_imported_fails_before_reading(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     df = (
         spark.readStream.format("kafka-group")

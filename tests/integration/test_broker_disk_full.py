@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 import pathlib
-import time
 from collections import Counter
 from typing import Iterator, List, Optional, Set, Tuple
 

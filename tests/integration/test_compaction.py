@@ -13,9 +13,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pyspark.sql import SparkSession
 
 from tests.support import Cluster, apache, group_stream, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 

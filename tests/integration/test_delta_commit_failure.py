@@ -44,7 +44,9 @@ def state(table: pathlib.Path, topic: str, group: str) -> tuple[Counter[tuple[in
     return rows, positions
 
 
-def test_commit_on_a_full_disk_changes_nothing_and_the_next_run_recovers(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, tiny_disk: pathlib.Path) -> None:
+def test_commit_on_a_full_disk_changes_nothing_and_the_next_run_recovers(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, tiny_disk: pathlib.Path
+) -> None:
     topic, group = make_topic(2), unique_name("group")
     table, checkpoint, log = tmp_path / "table", tmp_path / "chk", tmp_path / "query.log"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 50})

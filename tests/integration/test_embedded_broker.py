@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import pytest
 

@@ -8,23 +8,19 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
-from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, transaction_id
+from kafka_group.delta_offsets import DataFile, DeltaOffsetStore
 from kafka_group.errors import OffsetConflictError, OffsetStoreError
 from kafka_group.faults import POINTS
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
-from pyspark.sql import SparkSession
 from tests.support import (
     Cluster,
     MakeTopic,
@@ -46,7 +42,9 @@ pytestmark = pytest.mark.integration
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_batches_land_once_and_kafka_offsets_follow_the_table(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_batches_land_once_and_kafka_offsets_follow_the_table(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group, table = make_topic(4), unique_name("group"), tmp_path / "table"
     counts = {0: 300, 1: 120, 2: 0, 3: 77}
     produce(kafka.bootstrap_servers, topic, counts)
@@ -59,7 +57,8 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark: SparkSessio
                          table_positions(table, group, topic, 4)))
         sink(batch, batch_id)
 
-    land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=150), land, tmp_path / "chk")
+    land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=150), land,
+                       tmp_path / "chk")
     assert table_records(table) == expected(topic, counts)
     final = table_positions(table, group, topic, 4)
     assert final == {0: 300, 1: 120, 2: None, 3: 77}
@@ -81,7 +80,9 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark: SparkSessio
     assert polars.read_delta(str(table)).height == sum(counts.values())
 
 
-def test_deleted_checkpoint_repeats_and_misses_nothing(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_deleted_checkpoint_repeats_and_misses_nothing(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group, table = make_topic(3), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 40, 2: 30})
     land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table)), tmp_path / "chk")
@@ -114,7 +115,9 @@ def commit_as_new_owner(table: pathlib.Path, group: str, topic: str, partition: 
                                                rows.schema, [OffsetRange(TopicPartition(topic, partition), 0, until)])
 
 
-def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replanned(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replanned(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """Forced interleaving: after this query planned its batch, another member commits one of its partitions.
 
     The sink cannot drop that partition's rows (the stream was transformed before foreachBatch),
@@ -140,7 +143,9 @@ def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replan
     assert len(batches) >= 2  # the refused batch, then the one planned from the table
 
 
-def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """The replay case: the driver dies between Spark's offsets/N and the sink's commit, and
     another member advances one of the batch's partitions before the restart. Spark replays
     batch N from its checkpoint without asking the source; restarts must not fail for ever."""
@@ -154,7 +159,8 @@ def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query
         raise RuntimeError("driver lost before the sink committed")
 
     with pytest.raises(StreamingQueryException, match="driver lost"):
-        land_available_now(without_partition_columns(delta_source(spark, kafka, topic, group, table)), die_before_landing, chk)
+        land_available_now(without_partition_columns(delta_source(spark, kafka, topic, group, table)),
+                           die_before_landing, chk)
     assert (chk / "offsets" / "0").exists() and not (chk / "commits" / "0").exists()
     produce(kafka.bootstrap_servers, topic, {0: 3, 1: 3}, start=10_000)
     for _ in range(2):  # a second restart lands nothing new and fails nothing
@@ -164,7 +170,9 @@ def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query
     assert table_positions(table, group, topic, 2) == {0: 23, 1: 23}
 
 
-def test_transform_lands_the_partitions_still_owned(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_transform_lands_the_partitions_still_owned(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
     store = DeltaOffsetStore(str(table), group)
@@ -250,7 +258,9 @@ def test_holding_a_refused_batch_records_only_partitions_never_seen(tmp_path: pa
     assert store.positions([p1]) == {p1: 7}
 
 
-def test_offsets_table_that_is_not_delta_or_of_another_group(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_offsets_table_that_is_not_delta_or_of_another_group(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     produce(kafka.bootstrap_servers, topic, {0: 5})
     not_delta = tmp_path / "plain"
@@ -263,13 +273,16 @@ def test_offsets_table_that_is_not_delta_or_of_another_group(spark: SparkSession
     table = tmp_path / "table"
     land_available_now(delta_source(spark, kafka, topic, "group-a", table), DeltaSink(str(table)), tmp_path / "chk2")
     with pytest.raises(StreamingQueryException, match="holds the offsets of consumer group 'group-a', not 'group-b'"):
-        land_available_now(delta_source(spark, kafka, topic, "group-b", table), DeltaSink(str(table)), tmp_path / "chk3")
+        land_available_now(delta_source(spark, kafka, topic, "group-b", table), DeltaSink(str(table)),
+                           tmp_path / "chk3")
     with pytest.raises(OffsetStoreError, match="holds the offsets of consumer group 'group-a'"):
         DeltaOffsetStore(str(table), "group-b")
 
 
 @pytest.mark.crash
-def test_killed_at_every_step_lands_each_record_exactly_once(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_killed_at_every_step_lands_each_record_exactly_once(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """SIGKILL the whole query (driver, JVM, workers) at each step of the commit protocol, many times."""
     kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "12"))
     rng = random.Random(20261123)
@@ -295,7 +308,9 @@ def test_killed_at_every_step_lands_each_record_exactly_once(kafka: Cluster, mak
     assert table_positions(table, group, topic, 4) == {p: (n or None) for p, n in counts.items()}
 
 
-def test_batches_that_land_no_rows_leave_no_files_and_the_session_untouched(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_batches_that_land_no_rows_leave_no_files_and_the_session_untouched(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """Smaller findings of issue 13: a batch whose rows are all filtered out moves the offsets
     without leaving an empty data folder behind, and the sink's Parquet setting stays in the
     query's own session (Spark runs foreachBatch on a clone), not the user's."""

@@ -22,7 +22,9 @@ from tests.support import Cluster, unique_name
 pytestmark = pytest.mark.integration
 
 
-def test_a_range_of_small_transactions_reads_every_record_with_few_watermark_requests(kafka: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_range_of_small_transactions_reads_every_record_with_few_watermark_requests(
+    kafka: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster writes no transaction markers")
     topic = unique_name("gaps")

@@ -11,11 +11,11 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from kafka_group.errors import FlowControlError
 from pyspark_kafka_group import flow
 from tests.support import Cluster, MakeTopic, group_stream, produce, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,9 @@ def member_generation(query: Any) -> int:
     raise AssertionError("no progress with a member report")
 
 
-def test_pause_and_resume_partitions_of_a_running_query(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_pause_and_resume_partitions_of_a_running_query(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group = make_topic(4), unique_name("group")
     produce(kafka.bootstrap_servers, topic, {p: 20 for p in range(4)})
     collector = Collector()
@@ -110,7 +112,9 @@ def test_pause_and_resume_partitions_of_a_running_query(spark: SparkSession, kaf
     assert collector.landed() == Counter((p, o) for p in range(4) for o in range(35))
 
 
-def test_per_partition_cap_under_skew_keeps_every_partition_moving(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_per_partition_cap_under_skew_keeps_every_partition_moving(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(4)
     sizes = {0: 1800, 1: 200, 2: 200, 3: 200}  # partition 0 holds 90% of the backlog
     produce(kafka.bootstrap_servers, topic, sizes)
@@ -174,7 +178,9 @@ def test_event_time_alignment_holds_partitions_that_run_ahead(spark: SparkSessio
     assert fast_started
 
 
-def test_pause_survives_an_eager_rebalance_that_gives_the_partition_straight_back(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_pause_survives_an_eager_rebalance_that_gives_the_partition_straight_back(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """Issue 13, finding 7: an eager strategy revokes every partition at each rebalance; a pause of a
     partition that comes straight back must not be lost."""
     from confluent_kafka import Consumer

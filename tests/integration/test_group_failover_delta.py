@@ -14,7 +14,9 @@ from tests.support import BackgroundProducer, GroupQueries
 pytestmark = pytest.mark.integration
 
 
-def test_two_queries_one_group_one_killed_and_restarted(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_two_queries_one_group_one_killed_and_restarted(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=5)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=200) as queries:

@@ -7,11 +7,11 @@ import time
 from typing import Any, Dict, List
 
 import pytest
+from pyspark.sql import SparkSession
 
 from kafka_group.membership import GroupMember
 from tests.support import BROKER_ENGINE, Cluster, MakeTopic, group_stream, produce, unique_name, wait_for
 from tests.support import RECORD_REBALANCE, events_file, recorded
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,9 @@ def member_report(query: Any) -> Dict[str, Any]:
     return json.loads(progress["sources"][0]["latestOffset"]).get("@member", {})  # type: ignore[no-any-return]
 
 
-def test_batch_slower_than_max_poll_interval_keeps_membership(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_batch_slower_than_max_poll_interval_keeps_membership(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(3)
     produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20, 2: 20})
     seen: List[Any] = []
@@ -55,7 +57,9 @@ def test_batch_slower_than_max_poll_interval_keeps_membership(spark: SparkSessio
     assert report["memberId"]
 
 
-def test_user_rebalance_listener_sees_assign_and_revoke(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_user_rebalance_listener_sees_assign_and_revoke(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(4)
     group = unique_name("group")
     events_file(group).unlink(missing_ok=True)
@@ -84,7 +88,9 @@ def test_user_rebalance_listener_sees_assign_and_revoke(spark: SparkSession, kaf
     assert [e["generation"] for e in events] == list(range(1, len(events) + 1))
 
 
-def test_static_member_restarted_within_session_timeout_gets_its_partitions_back(kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_static_member_restarted_within_session_timeout_gets_its_partitions_back(
+    kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """KIP-345 on Apache Kafka: a member with the same ``group.instance.id`` that comes back within
     the session timeout gets exactly its partitions back and the group does not rebalance: the other
     member sees no event at all (no revoke, no assign) and its generation stays. The mock cluster

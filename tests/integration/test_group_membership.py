@@ -34,7 +34,9 @@ def planned_ranges(checkpoint: pathlib.Path) -> List[Tuple[int, int, int]]:
     return ranges
 
 
-def test_three_queries_split_partitions_and_never_plan_the_same_offsets(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_three_queries_split_partitions_and_never_plan_the_same_offsets(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=3)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=100) as queries:

@@ -20,7 +20,7 @@ import datetime
 import re
 import time
 from collections import Counter
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 

@@ -14,10 +14,10 @@ import time
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from pyspark.sql import SparkSession
 
 from kafka_group.membership import GroupMember, RebalanceEvent
 from tests.support import BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = [
     pytest.mark.integration,
@@ -45,7 +45,9 @@ def kinds(events: List[RebalanceEvent]) -> List[Tuple[str, List[int]]]:
 
 @pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_member_restarted_within_session_timeout(kafka: Cluster, make_topic: MakeTopic, protocol: str, static: bool) -> None:
+def test_member_restarted_within_session_timeout(
+    kafka: Cluster, make_topic: MakeTopic, protocol: str, static: bool
+) -> None:
     topic = make_topic(6)
     group = unique_name("group")
 

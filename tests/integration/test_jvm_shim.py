@@ -66,7 +66,9 @@ def _has_javac() -> bool:
 
 
 @pytest.mark.skipif(not _has_javac(), reason="the JVM shim is compiled with javac: no JDK (javac) in JAVA_HOME or on PATH")
-def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     from tests.support import produce, unique_name
 
     topic = make_topic(len(PARTITIONS))
@@ -107,7 +109,9 @@ def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(kafka
     assert final["generation"] == first["generation"]
 
 
-def test_building_the_shim_without_javac_names_what_is_missing(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_building_the_shim_without_javac_names_what_is_missing(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kafka_group.errors import JavaRuntimeError
     from pyspark_kafka_group.metrics import shim_jar
 

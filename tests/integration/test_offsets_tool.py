@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.errors import ConfigError
@@ -15,7 +16,6 @@ from kafka_group.offsets import TopicPartition
 from kafka_group.offsets_tool import main, reset_offsets, show_offsets
 from pyspark_kafka_group import DeltaSink
 from tests.support import Cluster, MakeTopic, group_stream, produce, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,10 @@ def offsets_in(table: Any) -> Counter[Any]:
     return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
 
 
-def test_running_query_follows_a_reset(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_running_query_follows_a_reset(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 30})
     df = group_stream(spark, kafka.bootstrap_servers, topic, group, **{"offsets.table": str(table)}).load()
@@ -59,7 +62,9 @@ def test_running_query_follows_a_reset(spark: SparkSession, kafka: Cluster, make
         query.stop()
 
 
-def test_reset_refuses_offsets_outside_the_partition(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_reset_refuses_offsets_outside_the_partition(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     from kafka_group.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange
     import pyarrow as pa

@@ -16,13 +16,13 @@ import pathlib
 import datetime
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql import SparkSession
 
 from tests.support import BROKER_ENGINE, Cluster, MakeTopic, apache, group_stream, produce, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = [
     pytest.mark.integration,
@@ -193,7 +193,9 @@ def test_schema_is_identical(spark: SparkSession, kafka: Cluster, make_topic: Ma
 # -- rows ---------------------------------------------------------------------------------------
 
 
-def test_rows_null_keys_values_headers_and_create_time(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_rows_null_keys_values_headers_and_create_time(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """Null keys and values, headers (null values, repeated keys, none) and producer-set CreateTime timestamps."""
     topic = make_topic(2)
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
@@ -311,7 +313,9 @@ def test_rows_transactions_same_isolation_level(spark: SparkSession, kafka: Clus
     print(f"{isolation}: {len(ours.rows)} rows, aborted records included: {bool(set(aborted) & values)}")
 
 
-def test_rows_transaction_open_at_planning_read_committed(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path) -> None:
+def test_rows_transaction_open_at_planning_read_committed(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
     """An open transaction under read_committed: both stop before it, then read it once it commits."""
     topic = unique_name("txn-open")
     kafka.create_topic(topic, 1)
@@ -448,7 +452,9 @@ def test_min_partitions(spark: SparkSession, kafka: Cluster, make_topic: MakeTop
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_fail_on_data_loss(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, fail_on_data_loss: str) -> None:
+def test_fail_on_data_loss(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, fail_on_data_loss: str
+) -> None:
     """Records deleted below the checkpointed position while the query is stopped."""
     from pyspark.errors import StreamingQueryException
 
@@ -502,7 +508,9 @@ def test_difference_group_id_required(spark: SparkSession, kafka: Cluster, make_
          .option("subscribe", topic).load())
 
 
-def test_difference_starting_offsets_by_timestamp_refused(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_difference_starting_offsets_by_timestamp_refused(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(1)
     spec = f'{{"{topic}":{{"0":0}}}}'
     spark_stream(spark, kafka.bootstrap_servers, topic, startingOffsetsByTimestamp=spec).load()  # accepted
@@ -511,7 +519,9 @@ def test_difference_starting_offsets_by_timestamp_refused(spark: SparkSession, k
                      startingOffsetsByTimestamp=spec).load()
 
 
-def test_difference_starting_offsets_json_missing_partition(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_difference_starting_offsets_json_missing_partition(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """Spark refuses a ``startingOffsets`` JSON that leaves out a partition; kafka-group starts it at earliest."""
     from pyspark.errors import StreamingQueryException
 

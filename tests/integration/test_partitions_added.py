@@ -16,10 +16,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
 from tests.support import Cluster, apache, group_stream, produce, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +88,9 @@ def alive(query: Any) -> bool:
 
 
 @pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
-def test_partitions_added_while_the_query_runs_land_once(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool) -> None:
+def test_partitions_added_while_the_query_runs_land_once(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool
+) -> None:
     servers, topic, group = kafka.bootstrap_servers, unique_name("grow"), unique_name("group")
     kafka.create_topic(topic, 2)
     landing = Landing(tmp_path, with_table)
@@ -111,7 +113,9 @@ def test_partitions_added_while_the_query_runs_land_once(spark: SparkSession, ka
 
 
 @pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
-def test_partitions_added_while_the_query_is_stopped_start_at_earliest(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool) -> None:
+def test_partitions_added_while_the_query_is_stopped_start_at_earliest(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool
+) -> None:
     servers, topic, group = kafka.bootstrap_servers, unique_name("grow"), unique_name("group")
     kafka.create_topic(topic, 2)
     produce(servers, topic, {0: 10, 1: 10})  # before the query: startingOffsets=latest skips these

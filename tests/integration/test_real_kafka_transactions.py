@@ -16,9 +16,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from tests.support import Cluster, group_stream, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +88,9 @@ def alive(query: Any) -> None:
     [{}, {"failOnDataLoss": "false"}, {"kafka.isolation.level": "read_committed"}],
     ids=["defaults", "failOnDataLoss-false", "read_committed"],
 )
-def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark: SparkSession, kafka: Cluster, options: Dict[str, str]) -> None:
+def test_aborted_never_land_and_an_open_transaction_is_waited_for(
+    spark: SparkSession, kafka: Cluster, options: Dict[str, str]
+) -> None:
     servers = kafka.bootstrap_servers
     topic = unique_name("txn-topic")
     kafka.create_topic(topic, 2)

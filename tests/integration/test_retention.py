@@ -27,11 +27,11 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType  # type: ignore[attr-defined]  # re-exported without __all__
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
 from kafka_group.delta_offsets import transaction_id
 from kafka_group.offsets import TopicPartition
 from tests.support import Cluster, group_stream, produce, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,9 @@ def run_in_process(spark: Any, kafka: Any, topic: str, group: str, checkpoint: p
 
 @pytest.mark.parametrize("how", ["size", "time"])
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_retention_without_offsets_table(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str) -> None:
+def test_retention_without_offsets_table(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str
+) -> None:
     topic, group, checkpoint = new_topic(kafka), unique_name("group"), tmp_path / "chk"
     sink = Collector()
     assert run_in_process(spark, kafka, topic, group, checkpoint, sink, fail_on_data_loss) is None

@@ -23,7 +23,9 @@ def _plans(log: str) -> int:
     return log.count("kafka_group.source_driver: planned ")
 
 
-def test_second_query_joining_mid_batch_waits_and_nothing_is_read_twice(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_second_query_joining_mid_batch_waits_and_nothing_is_read_twice(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(4)
     hold = tmp_path / "hold"
     hold.touch()

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
 from tests.support import Cluster, MakeTopic, produce, unique_name
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,9 @@ def files_containing(root: pathlib.Path, needle: bytes) -> list[str]:
     return [str(path) for path in root.rglob("*") if path.is_file() and needle in path.read_bytes()]
 
 
-def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """The mock cluster speaks PLAINTEXT, so the SASL settings are carried (to the member, the
     admin client and every reader) but not used for authentication."""
     topic = make_topic(2)

@@ -18,9 +18,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 from pyspark.errors import StreamingQueryException
-
-from tests.support import Cluster, MakeTopic, expected, group_stream, produce, progress, run_available_now as run_to_end, unique_name, wait_for
 from pyspark.sql import SparkSession
+
+from tests import support
+from tests.support import Cluster, MakeTopic, expected, group_stream, produce, progress, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -31,8 +32,8 @@ def reader(spark: Any, kafka: Any, topic: str, **options: Any) -> Any:
 
 def run_available_now(df: Any, out: pathlib.Path, checkpoint: pathlib.Path) -> List[Dict[str, Any]]:
     """Run ``df`` into Parquet files at ``out`` until it ends; the progress of each batch that read rows."""
-    query = run_to_end(df.writeStream.format("parquet").option("path", str(out))
-                       .option("checkpointLocation", str(checkpoint)))
+    query = support.run_available_now(df.writeStream.format("parquet").option("path", str(out))
+                                      .option("checkpointLocation", str(checkpoint)))
     return [p for p in progress(query) if p["numInputRows"] > 0]
 
 
@@ -41,7 +42,9 @@ def landed(spark: Any, out: pathlib.Path) -> Counter[Tuple[str, int, int]]:
     return Counter((r.topic, r.partition, r.offset) for r in rows)
 
 
-def test_available_now_lands_every_record_exactly_once(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_available_now_lands_every_record_exactly_once(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(4)
     counts = {0: 120, 1: 80, 2: 0, 3: 55}
     produce(kafka.bootstrap_servers, topic, counts)
@@ -49,7 +52,9 @@ def test_available_now_lands_every_record_exactly_once(spark: SparkSession, kafk
     assert landed(spark, tmp_path / "out") == expected(topic, counts)
 
 
-def test_restart_continues_from_the_checkpoint(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_restart_continues_from_the_checkpoint(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(3)
     group = unique_name("group")
     first = {0: 50, 1: 50, 2: 50}
@@ -63,7 +68,9 @@ def test_restart_continues_from_the_checkpoint(spark: SparkSession, kafka: Clust
     assert landed(spark, tmp_path / "out") == want
 
 
-def test_max_offsets_per_trigger_splits_the_backlog(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_max_offsets_per_trigger_splits_the_backlog(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(4)
     counts = {0: 400, 1: 100, 2: 250, 3: 250}
     produce(kafka.bootstrap_servers, topic, counts)
@@ -107,14 +114,18 @@ def test_schema_equals_sparks_kafka_source(spark: SparkSession, kafka: Cluster, 
     assert reader(spark, kafka, topic, includeHeaders="true").load().schema == StructType(base + [headers])
 
 
-def test_latest_starts_after_what_is_there(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_latest_starts_after_what_is_there(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(2)
     produce(kafka.bootstrap_servers, topic, {0: 10, 1: 10})
     df = reader(spark, kafka, topic, startingOffsets="latest").load()
     assert run_available_now(df, tmp_path / "out", tmp_path / "chk") == []
 
 
-def test_assign_reads_only_the_named_partitions(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_assign_reads_only_the_named_partitions(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(3)
     produce(kafka.bootstrap_servers, topic, {0: 10, 1: 20, 2: 30})
     df = (
@@ -129,7 +140,9 @@ def test_assign_reads_only_the_named_partitions(spark: SparkSession, kafka: Clus
     assert landed(spark, tmp_path / "out") == want
 
 
-def test_data_loss_fails_with_topic_partition_and_offsets(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_data_loss_fails_with_topic_partition_and_offsets(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     produce(kafka.bootstrap_servers, topic, {0: 100})
     kafka.delete_records(topic, 0, 40)
@@ -138,7 +151,9 @@ def test_data_loss_fails_with_topic_partition_and_offsets(spark: SparkSession, k
         run_available_now(df, tmp_path / "out", tmp_path / "chk")
 
 
-def test_data_loss_is_skipped_when_allowed(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+def test_data_loss_is_skipped_when_allowed(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     produce(kafka.bootstrap_servers, topic, {0: 100})
     kafka.delete_records(topic, 0, 40)
@@ -147,7 +162,9 @@ def test_data_loss_is_skipped_when_allowed(spark: SparkSession, kafka: Cluster, 
     assert landed(spark, tmp_path / "out") == Counter((topic, 0, o) for o in range(40, 100))
 
 
-def test_pattern_picks_up_a_topic_created_while_running(spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path) -> None:
+def test_pattern_picks_up_a_topic_created_while_running(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
     prefix = unique_name("pattern")
     first, later = f"{prefix}-a", f"{prefix}-b"
     kafka.create_topic(first, 2)

@@ -7,9 +7,9 @@ from typing import Any, List, Tuple
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
 from tests.support import Cluster, group_stream, produce, unique_name, wait_for
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 

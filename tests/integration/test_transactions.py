@@ -12,14 +12,16 @@ from typing import Any, List, Tuple
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from tests.support import Cluster, MakeTopic, group_stream, unique_name
-from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.integration
 
 
-def test_read_committed_moves_past_transaction_markers(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+def test_read_committed_moves_past_transaction_markers(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(1)
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("txn")})
     producer.init_transactions(30)
