@@ -9,7 +9,7 @@ per thing the tests repeat.
   (a fresh group id unless one is given), :func:`group_committed`.
 - Spark: :func:`group_stream` (a ``kafka-group`` reader), :func:`run_available_now`,
   :func:`progress` (a query's progress as plain dicts).
-- Delta: :func:`table_records`, :func:`table_positions`, :func:`expected`,
+- Delta: :func:`table_records`, :func:`table_offsets`, :func:`table_positions`, :func:`expected`,
   :func:`keep_columns`, :func:`delta_query_command` (a DeltaSink query as its own process).
 - Several queries of one group as processes: :class:`BackgroundProducer`, :class:`GroupQueries`.
 - A rebalance listener that records to a file: :func:`record_rebalance`, :func:`recorded`.
@@ -251,6 +251,16 @@ def table_records(table: pathlib.Path) -> Records:
     data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["topic", "partition", "offset"])
     return Counter(zip(data.column("topic").to_pylist(), data.column("partition").to_pylist(),
                        data.column("offset").to_pylist()))
+
+
+def table_offsets(table: pathlib.Path) -> Counter[Tuple[int, int]]:
+    """How often each (partition, offset) is in the Delta table at ``table`` (empty before its first commit)."""
+    from deltalake import DeltaTable
+
+    if not (table / "_delta_log").exists():
+        return Counter()
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
+    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
 
 
 def expected(topic: str, counts: Mapping[int, int], start: int = 0) -> Records:

@@ -11,7 +11,7 @@ from typing import List
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support import Cluster, apache, unique_name, wait_for
+from tests.support import Cluster, apache, create_topic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -81,8 +81,7 @@ def test_brokers_die_with_a_killed_parent() -> None:
 def test_killed_broker_restarts_on_its_data_and_replicas_keep_every_record(kafka_cluster: Cluster) -> None:
     if kafka_cluster.engine != "kafka":
         pytest.skip("real kills need Apache Kafka")
-    topic = unique_name("restart")
-    kafka_cluster.create_topic(topic, 3)
+    topic = create_topic(kafka_cluster, 3, "restart")
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
     for i in range(300):
         producer.produce(topic, value=str(i).encode(), partition=i % 3)

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from tests.support import Cluster, unique_name, wait_for
+from tests.support import Cluster, create_topic, unique_name, wait_for
 from tests.support import BackgroundProducer, GroupQueries
 
 pytestmark = pytest.mark.integration
@@ -25,8 +25,7 @@ OPTIONS = ["kafka.session.timeout.ms=30000", "groupJoinTimeoutMs=2000"]
 
 @pytest.mark.crash
 def test_available_now_run_after_a_crash_lands_everything(kafka: Cluster, tmp_path: pathlib.Path) -> None:
-    topic = unique_name("after-crash")
-    kafka.create_topic(topic, 4)
+    topic = create_topic(kafka, 4, "after-crash")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 4, per_tick=0)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=40) as queries:
         producer.produce(50)
@@ -47,8 +46,7 @@ def test_available_now_run_fails_clearly_when_partitions_owned_elsewhere_never_m
     """Another query of the group holds two partitions and lands nothing (its batch is held):
     the AvailableNow run reads the partitions it gets, then fails naming the ones it waited
     for and the option, instead of ending as if it had read everything."""
-    topic = unique_name("never-moves")
-    kafka.create_topic(topic, 4)
+    topic = create_topic(kafka, 4, "never-moves")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 4, per_tick=0)
     hold = tmp_path / "hold"
     hold.touch()

@@ -15,9 +15,8 @@ from typing import Iterator, List, Optional, Set, Tuple
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
-from deltalake import DeltaTable
 
-from tests.support import tmpfs, unique_name, wait_for
+from tests.support import table_offsets, tmpfs, unique_name, wait_for
 from tests.integration.test_delta_commit_failure import run_query
 
 pytestmark = pytest.mark.integration
@@ -29,11 +28,6 @@ def broker_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
     """A 64 MiB tmpfs for a broker's log folder (needs root, as in CI); skipped where it cannot be mounted."""
     with tmpfs(tmp_path / "kafka-disk", "64m") as mount:
         yield mount
-
-
-def _landed(table: pathlib.Path) -> "Counter[Tuple[int, int]]":
-    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
 
 
 def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_lands_once(
@@ -67,7 +61,7 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
             producer.produce(topic, value=f"before-{i}".encode(), partition=i % 2, on_delivery=on_delivery)
         assert producer.flush(30) == 0
         assert run_query(servers, topic, group, table, checkpoint, log) == 0
-        assert _landed(table) == Counter(acked)
+        assert table_offsets(table) == Counter(acked)
 
         # Fill the disk, leaving a little room, then write 10 KiB records until the broker fails.
         with open(broker_disk / "filler", "wb", buffering=0) as filler:
@@ -100,7 +94,7 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
         assert producer.flush(60) == 0
         wait_for(lambda: run_query(servers, topic, group, table, checkpoint, log) == 0,
                  "a drain of the restarted broker to succeed", 300)
-        landed = _landed(table)
+        landed = table_offsets(table)
         assert max(landed.values()) == 1, "a record landed twice"
         assert acked <= set(landed), sorted(acked - set(landed))[:10]
         print(f"acked {len(acked)}, landed {len(landed)}, failed deliveries {len(failures)}")

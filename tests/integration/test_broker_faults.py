@@ -17,7 +17,7 @@ import time
 import pytest
 
 from kafka_group.embedded import EmbeddedKafka
-from tests.support import BackgroundProducer, Cluster, GroupQueries, unique_name, wait_for
+from tests.support import BackgroundProducer, Cluster, GroupQueries, create_topic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -58,8 +58,7 @@ class KeptRunning:
 
 def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster: Cluster, tmp_path: pathlib.Path) -> None:
     kafka = kafka_cluster
-    topic = unique_name("faults")
-    kafka.create_topic(topic, 6)
+    topic = create_topic(kafka, 6, "faults")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
         producer.produce(40)
@@ -86,8 +85,7 @@ def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster: C
 def test_query_survives_pushed_request_errors(mock_kafka: EmbeddedKafka, tmp_path: pathlib.Path) -> None:
     """Mock only: real Kafka cannot be made to answer requests with chosen errors."""
     kafka = mock_kafka
-    topic = unique_name("pushed")
-    kafka.create_topic(topic, 6)
+    topic = create_topic(kafka, 6, "pushed")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
         producer.produce(40)

@@ -24,6 +24,7 @@ from pyspark_kafka_group import DeltaSink
 from tests.support import (
     Cluster,
     MakeTopic,
+    REPO,
     delta_query_command,
     delta_source,
     expected,
@@ -38,8 +39,6 @@ from tests.support import (
 )
 
 pytestmark = pytest.mark.integration
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_batches_land_once_and_kafka_offsets_follow_the_table(

@@ -22,7 +22,17 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
-from tests.support import BROKER_ENGINE, Cluster, MakeTopic, apache, group_stream, produce, unique_name, wait_for
+from tests.support import (
+    BROKER_ENGINE,
+    Cluster,
+    MakeTopic,
+    apache,
+    create_topic,
+    group_stream,
+    produce,
+    unique_name,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -225,8 +235,7 @@ def test_rows_null_keys_values_headers_and_create_time(
 
 
 def test_rows_log_append_time(spark: SparkSession, kafka: Cluster) -> None:
-    topic = unique_name("logappend")
-    apache(kafka).create_topic(topic, 2, config={"message.timestamp.type": "LogAppendTime"})
+    topic = create_topic(apache(kafka), 2, "logappend", config={"message.timestamp.type": "LogAppendTime"})
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
     for i in range(20):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
@@ -240,8 +249,7 @@ def test_rows_log_append_time(spark: SparkSession, kafka: Cluster) -> None:
 
 
 def test_rows_compacted_topic_with_offset_gaps(spark: SparkSession, kafka: Cluster) -> None:
-    topic = unique_name("compacted")
-    apache(kafka).create_topic(topic, 1, config={
+    topic = create_topic(apache(kafka), 1, "compacted", config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
     })
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
@@ -317,8 +325,7 @@ def test_rows_transaction_open_at_planning_read_committed(
     spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path
 ) -> None:
     """An open transaction under read_committed: both stop before it, then read it once it commits."""
-    topic = unique_name("txn-open")
-    kafka.create_topic(topic, 1)
+    topic = create_topic(kafka, 1, "txn-open")
     done = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("txn-id")})
     done.init_transactions(60)
     done.begin_transaction()

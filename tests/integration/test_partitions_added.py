@@ -15,11 +15,10 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
-from tests.support import Cluster, apache, group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, apache, group_stream, produce, table_offsets, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,10 +62,7 @@ class Landing:
         if self.table is None:
             with self._lock:
                 return Counter(k for rows in self._batches.values() for k in rows)
-        if not (self.table / "_delta_log").exists():
-            return Counter()
-        data = DeltaTable(str(self.table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-        return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
+        return table_offsets(self.table)
 
     def start(self, spark: Any, servers: str, topic: str, group: str, available_now: bool) -> Any:
         writer = (group_stream(spark, servers, topic, group, **self.options()).load()

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from tests.support import Cluster, group_stream, unique_name, wait_for
+from tests.support import Cluster, create_topic, group_stream, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -92,8 +92,7 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(
     spark: SparkSession, kafka: Cluster, options: Dict[str, str]
 ) -> None:
     servers = kafka.bootstrap_servers
-    topic = unique_name("txn-topic")
-    kafka.create_topic(topic, 2)
+    topic = create_topic(kafka, 2, "txn-topic")
     busy, holder = transactional(servers), transactional(servers)
     committed: List[Tuple[int, bytes]] = []
     aborted: List[Tuple[int, bytes]] = []
@@ -159,8 +158,7 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(
 def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark: SparkSession, kafka: Cluster) -> None:
     """``kafka.isolation.level=read_uncommitted`` (Spark's Kafka default) plans and reads everything, aborted too."""
     servers = kafka.bootstrap_servers
-    topic = unique_name("txn-topic")
-    kafka.create_topic(topic, 1)
+    topic = create_topic(kafka, 1, "txn-topic")
     producer = transactional(servers)
     sent: List[Tuple[int, bytes]] = []
     for i in range(4):

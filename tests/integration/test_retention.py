@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -29,13 +28,21 @@ from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from kafka_group.delta_offsets import transaction_id
-from kafka_group.offsets import TopicPartition
-from tests.support import Cluster, group_stream, produce, unique_name, wait_for
+from tests.support import (
+    REPO,
+    Cluster,
+    create_topic,
+    delta_query_command,
+    group_stream,
+    produce,
+    table_offsets,
+    table_positions,
+    unique_name,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 Key = Tuple[int, int]
 
 #: How each kind of retention is switched on, and back off.
@@ -82,8 +89,7 @@ def lose_offsets(kafka: Any, topic: str, how: str) -> int:
 
 
 def new_topic(kafka: Any) -> str:
-    topic = unique_name("retained")
-    kafka.create_topic(topic, 1, config={"segment.ms": "100", "retention.ms": "604800000"})
+    topic = create_topic(kafka, 1, "retained", config={"segment.ms": "100", "retention.ms": "604800000"})
     produce(kafka.bootstrap_servers, topic, {0: 50})
     return topic
 
@@ -148,9 +154,9 @@ def run_delta_query(kafka: Any, topic: str, group: str, workdir: pathlib.Path,
                     fail_on_data_loss: str) -> Tuple[int, str]:
     """One AvailableNow run of tests.integration.delta_query into ``workdir/table``; its exit code and log."""
     log = workdir / "query.log"
-    command = [sys.executable, "-m", "tests.integration.delta_query", kafka.bootstrap_servers, topic, group,
-               str(workdir / "table"), str(workdir / "chk"), "--available-now", "--max-offsets", "40",
-               "--option", f"failOnDataLoss={fail_on_data_loss}"]
+    command = delta_query_command(kafka.bootstrap_servers, topic, group, workdir / "table", workdir / "chk",
+                                  "--available-now", "--max-offsets", "40",
+                                  "--option", f"failOnDataLoss={fail_on_data_loss}")
     with open(log, "ab") as out:
         out.write(b"\n==== run ====\n")
         out.flush()
@@ -166,13 +172,9 @@ def run_delta_query(kafka: Any, topic: str, group: str, workdir: pathlib.Path,
     return code, text[text.rfind("==== run ===="):]
 
 
-def table_rows(table: pathlib.Path) -> Counter[Key]:
-    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
-
-
-def table_position(table: pathlib.Path, group: str, topic: str) -> Any:
-    return DeltaTable(str(table)).transaction_version(transaction_id(group, TopicPartition(topic, 0)))
+def table_position(table: pathlib.Path, group: str, topic: str) -> Optional[int]:
+    """The offset the table holds for partition 0 of ``topic``."""
+    return table_positions(table, group, topic, 1)[0]
 
 
 @pytest.mark.parametrize("how", ["size", "time"])
@@ -181,18 +183,18 @@ def test_retention_with_offsets_table(kafka: Cluster, tmp_path: pathlib.Path, ho
     topic, group, table = new_topic(kafka), unique_name("group"), tmp_path / "table"
     code, log = run_delta_query(kafka, topic, group, tmp_path, fail_on_data_loss)
     assert code == 0, log[-3000:]
-    assert table_rows(table) == Counter((0, o) for o in range(50))
+    assert table_offsets(table) == Counter((0, o) for o in range(50))
     first = lose_offsets(kafka, topic, how)
     code, log = run_delta_query(kafka, topic, group, tmp_path, fail_on_data_loss)
     skipped = f"data loss in {topic}-0: offsets [50, {first}) were removed"
     if fail_on_data_loss == "true":
         assert code != 0, "the run ended without failing"
         assert skipped in log, log[-3000:]
-        assert table_rows(table) == Counter((0, o) for o in range(50))
+        assert table_offsets(table) == Counter((0, o) for o in range(50))
         assert table_position(table, group, topic) == 50
         print(f"failed as expected: {skipped}")
     else:
-        landed = table_rows(table)
+        landed = table_offsets(table)
         print(f"exit {code}; table at {table_position(table, group, topic)}; {sum(landed.values())} rows; "
               f"skip logged: {skipped in log}")
         assert code == 0, log[-3000:]

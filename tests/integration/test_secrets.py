@@ -7,18 +7,16 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from tests.support import Cluster, MakeTopic, produce, unique_name
+from tests.support import Cluster, MakeTopic, REPO, delta_query_command, produce, unique_name
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 SECRET = "Canary-Pa55word-7731"
 SECRET_OPTIONS = {
     "kafka.sasl.mechanism": "PLAIN",
@@ -40,8 +38,8 @@ def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(
     topic = make_topic(2)
     produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
     table, checkpoint, report = tmp_path / "table", tmp_path / "chk", tmp_path / "report.json"
-    command = [sys.executable, "-m", "tests.integration.delta_query", kafka.bootstrap_servers, topic,
-               unique_name("group"), str(table), str(checkpoint), "--available-now", "--report", str(report)]
+    command = delta_query_command(kafka.bootstrap_servers, topic, unique_name("group"), table, checkpoint,
+                                  "--available-now", "--report", str(report))
     for key, value in SECRET_OPTIONS.items():
         command += ["--option", f"{key}={value}"]
     env = {**os.environ, "KAFKA_GROUP_LOG_LEVEL": "DEBUG"}
