@@ -5,7 +5,7 @@ per thing the tests repeat.
 
 - Names and waiting: :func:`unique_name`, :func:`wait_for` (a bound that fails naming
   what it waited for; never an asserted timing), :func:`tmpfs`.
-- Kafka: :func:`create_topic`, :func:`produce` (``seed_topic``), :func:`consumer`
+- Kafka: :func:`create_topic`, :func:`produce` (``seed_topic``), :func:`new_consumer`
   (a fresh group id unless one is given), :func:`group_committed`.
 - Spark: :func:`group_stream` (a ``kafka-group`` reader), :func:`run_available_now`,
   :func:`progress` (a query's progress as plain dicts).
@@ -170,24 +170,21 @@ def produce(
     return sent
 
 
-def consumer(bootstrap_servers: str, group: Optional[str] = None, **conf: Any) -> "Consumer":
-    """A confluent-kafka consumer of group ``group`` (a fresh group id when ``None``); close it after use.
-
-    ``conf`` keys are librdkafka's with ``_`` for ``.`` (``auto_offset_reset="earliest"``).
-    """
+def new_consumer(bootstrap_servers: str, conf: Optional[Mapping[str, Any]] = None, *,
+                 group: Optional[str] = None) -> "Consumer":
+    """A confluent-kafka consumer of group ``group`` (a fresh group id when ``None``) with the further
+    librdkafka settings ``conf``; close it after use."""
     from confluent_kafka import Consumer
 
-    settings: Dict[str, Any] = {"bootstrap.servers": bootstrap_servers,
-                                "group.id": group if group is not None else unique_name("group")}
-    settings.update({key.replace("_", "."): value for key, value in conf.items()})
-    return Consumer(settings)
+    return Consumer({"bootstrap.servers": bootstrap_servers,
+                     "group.id": group if group is not None else unique_name("group"), **(conf or {})})
 
 
 def group_committed(servers: str, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
     """The offsets ``group`` has committed in Kafka for each partition of ``topic`` (``None``: none)."""
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-    reader = consumer(servers, group)
+    reader = new_consumer(servers, group=group)
     try:
         answer = reader.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=10)
     finally:

@@ -11,7 +11,7 @@ from typing import List
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support import Cluster, apache, create_topic, unique_name, wait_for
+from tests.support import Cluster, apache, create_topic, new_consumer, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -91,8 +91,7 @@ def test_killed_broker_restarts_on_its_data_and_replicas_keep_every_record(kafka
         producer.produce(topic, value=str(i).encode(), partition=i % 3)
     assert producer.flush(60) == 0
     apache(kafka_cluster).start_broker(2)
-    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": unique_name("g"),
-                         "enable.auto.commit": False})
+    consumer = new_consumer(kafka_cluster.bootstrap_servers, {"enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
     seen: set[int] = set()
 

@@ -21,6 +21,7 @@ import sys
 from typing import Any, Dict
 
 import pytest
+
 from tests.support import Cluster, MakeTopic
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 from tests.support import (
@@ -29,6 +29,7 @@ from tests.support import (
     apache,
     create_topic,
     group_stream,
+    new_consumer,
     produce,
     unique_name,
     wait_for,
@@ -161,10 +162,8 @@ def assert_same_rows(reference: Run, ours: Run) -> None:
 
 def partition_offsets(servers: str, topic: str, partition: int, isolation: str = "read_uncommitted") -> List[int]:
     """Every offset a plain consumer reads from ``topic[partition]``, earliest to the end."""
-    consumer = Consumer({
-        "bootstrap.servers": servers, "group.id": unique_name("probe"), "enable.auto.commit": False,
-        "isolation.level": isolation, "enable.partition.eof": True,
-    })
+    consumer = new_consumer(servers, {"enable.auto.commit": False, "isolation.level": isolation,
+                                      "enable.partition.eof": True})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
         if low >= high:
