@@ -15,8 +15,7 @@ from collections import Counter
 
 import pytest
 
-from tests.support import Cluster, create_topic, unique_name, wait_for
-from tests.support import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, create_topic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 

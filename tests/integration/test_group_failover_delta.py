@@ -8,8 +8,7 @@ import signal
 
 import pytest
 
-from tests.support import Cluster, MakeTopic, unique_name, wait_for
-from tests.support import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, MakeTopic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,18 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafka_group.membership import GroupMember
-from tests.support import BROKER_ENGINE, Cluster, MakeTopic, group_stream, produce, unique_name, wait_for
-from tests.support import RECORD_REBALANCE, events_file, recorded
+from tests.support import (
+    BROKER_ENGINE,
+    Cluster,
+    MakeTopic,
+    RECORD_REBALANCE,
+    events_file,
+    group_stream,
+    produce,
+    recorded,
+    unique_name,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 

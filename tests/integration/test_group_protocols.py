@@ -24,9 +24,18 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from tests.support import BROKER_ENGINE, Cluster, MakeTopic, unique_name, wait_for
-from tests.support import BackgroundProducer, GroupQueries
-from tests.support import RECORD_REBALANCE, events_file, recorded
+from tests.support import (
+    BROKER_ENGINE,
+    BackgroundProducer,
+    Cluster,
+    GroupQueries,
+    MakeTopic,
+    RECORD_REBALANCE,
+    events_file,
+    recorded,
+    unique_name,
+    wait_for,
+)
 from tests.integration.test_group_membership import planned_ranges
 
 pytestmark = [

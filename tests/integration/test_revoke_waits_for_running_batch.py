@@ -13,8 +13,7 @@ import pathlib
 import pytest
 from deltalake import DeltaTable
 
-from tests.support import Cluster, MakeTopic, unique_name, wait_for
-from tests.support import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, MakeTopic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
