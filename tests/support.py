@@ -7,7 +7,7 @@ per thing the tests repeat.
   what it waited for; never an asserted timing), :func:`tmpfs`.
 - Kafka: :func:`create_topic`, :func:`produce` (``seed_topic``), :func:`new_consumer`
   (a fresh group id unless one is given), :func:`group_committed`.
-- Spark: :func:`group_stream` (a ``kafka-group`` reader), :func:`run_available_now`,
+- Spark: :func:`group_stream` (a ``kafka-group`` reader), :func:`run_available_now`, :class:`OffsetCollector`,
   :func:`progress` (a query's progress as plain dicts).
 - Delta: :func:`table_records`, :func:`table_offsets`, :func:`table_positions`, :func:`expected`,
   :func:`keep_columns`, :func:`delta_query_command` (a DeltaSink query as its own process).
@@ -209,6 +209,28 @@ def group_stream(spark: Any, servers: str, topic: str, group: str, **options: An
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader
+
+
+class OffsetCollector:
+    """A ``foreachBatch`` function that keeps the (partition, offset) of every row, per batch id.
+
+    A batch Spark replays after a restart (same id, same data) replaces its first delivery.
+    Caller: Spark's ``foreachBatch`` (its own thread) and the test's thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: Dict[int, List[Tuple[int, int]]] = {}
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        found = [(r.partition, r.offset) for r in batch.select("partition", "offset").collect()]
+        with self._lock:
+            self._batches[batch_id] = found
+
+    def landed(self) -> Counter[Tuple[int, int]]:
+        """How often each (partition, offset) was delivered (a replay counted once)."""
+        with self._lock:
+            return Counter(k for rows in self._batches.values() for k in rows)
 
 
 def progress(query: Any) -> List[Dict[str, Any]]:

@@ -23,7 +23,7 @@ Record = Tuple[int, Optional[bytes], Optional[bytes]]  # (offset, key, value)
 
 
 @pytest.fixture(autouse=True)
-def _real_kafka(kafka: Any) -> None:
+def _real_kafka(kafka: Cluster) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster does not compact")
 

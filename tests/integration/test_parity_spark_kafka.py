@@ -51,7 +51,7 @@ Record = Tuple[Any, ...]
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def spark_stream(spark: Any, servers: str, topic: str, **options: Any) -> Any:
+def spark_stream(spark: SparkSession, servers: str, topic: str, **options: Any) -> Any:
     """A ``format("kafka")`` stream reader (not loaded) subscribed to ``topic`` from the earliest offsets."""
     reader = (
         spark.readStream.format("kafka")
@@ -129,7 +129,7 @@ def run_available_now(reader: Any, *, checkpoint: Optional[str] = None, count_pa
 
 
 def read_both(
-    spark: Any, kafka: Any, topic: str, *, checkpoints: Optional[Tuple[str, str]] = None,
+    spark: SparkSession, kafka: Cluster, topic: str, *, checkpoints: Optional[Tuple[str, str]] = None,
     count_partitions: bool = False, group: Optional[str] = None, dotted: Optional[Mapping[str, str]] = None,
     **options: Any,
 ) -> Tuple[Run, Run]:
@@ -284,7 +284,7 @@ def test_rows_compacted_topic_with_offset_gaps(spark: SparkSession, kafka: Clust
     print(f"{written[0]} written, {len(offsets)} left after compaction, last offset {offsets[-1]}")
 
 
-def _transactional_topic(kafka: Any, partitions: int = 2) -> Tuple[str, List[bytes], List[bytes]]:
+def _transactional_topic(kafka: Cluster, partitions: int = 2) -> Tuple[str, List[bytes], List[bytes]]:
     """A topic with committed and aborted transactions interleaved; returns (topic, committed, aborted)."""
     topic = unique_name("txn")
     kafka.create_topic(topic, partitions)

@@ -10,15 +10,14 @@ source.
 from __future__ import annotations
 
 import pathlib
-import threading
 from collections import Counter
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
-from tests.support import Cluster, apache, group_stream, produce, table_offsets, unique_name, wait_for
+from tests.support import Cluster, OffsetCollector, apache, group_stream, produce, table_offsets, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +25,7 @@ Key = Tuple[int, int]  # (partition, offset)
 
 
 @pytest.fixture(autouse=True)
-def _real_kafka(kafka: Any) -> None:
+def _real_kafka(kafka: Cluster) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster has no CreatePartitions")
 
@@ -37,8 +36,7 @@ class Landing:
     def __init__(self, tmp_path: pathlib.Path, with_table: bool) -> None:
         self.table: Optional[pathlib.Path] = tmp_path / "table" if with_table else None
         self.checkpoint = tmp_path / "chk"
-        self._lock = threading.Lock()
-        self._batches: Dict[int, List[Key]] = {}
+        self._collector = OffsetCollector()
 
     def options(self) -> Dict[str, str]:
         # Partitions added to a topic reach the group member within this interval.
@@ -51,20 +49,14 @@ class Landing:
         if self.table is not None:
             return DeltaSink(str(self.table))
 
-        def collect(batch: Any, batch_id: int) -> None:
-            found = [(r.partition, r.offset) for r in batch.select("partition", "offset").collect()]
-            with self._lock:
-                self._batches[batch_id] = found  # a batch replayed after a restart replaces its first delivery
-
-        return collect
+        return self._collector
 
     def landed(self) -> Counter[Key]:
         if self.table is None:
-            with self._lock:
-                return Counter(k for rows in self._batches.values() for k in rows)
+            return self._collector.landed()
         return table_offsets(self.table)
 
-    def start(self, spark: Any, servers: str, topic: str, group: str, available_now: bool) -> Any:
+    def start(self, spark: SparkSession, servers: str, topic: str, group: str, available_now: bool) -> Any:
         writer = (group_stream(spark, servers, topic, group, **self.options()).load()
                   .writeStream.foreachBatch(self.sink()).option("checkpointLocation", str(self.checkpoint)))
         if available_now:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(autouse=True)
-def _real_kafka(kafka: Any) -> None:
+def _real_kafka(kafka: Cluster) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster does not filter aborted transactions for read_committed")
 

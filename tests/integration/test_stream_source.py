@@ -26,7 +26,7 @@ from tests.support import Cluster, MakeTopic, expected, group_stream, produce, p
 pytestmark = pytest.mark.integration
 
 
-def reader(spark: Any, kafka: Any, topic: str, **options: Any) -> Any:
+def reader(spark: SparkSession, kafka: Cluster, topic: str, **options: Any) -> Any:
     return group_stream(spark, kafka.bootstrap_servers, topic, options.pop("group", unique_name("group")), **options)
 
 
@@ -37,7 +37,7 @@ def run_available_now(df: Any, out: pathlib.Path, checkpoint: pathlib.Path) -> L
     return [p for p in progress(query) if p["numInputRows"] > 0]
 
 
-def landed(spark: Any, out: pathlib.Path) -> Counter[Tuple[str, int, int]]:
+def landed(spark: SparkSession, out: pathlib.Path) -> Counter[Tuple[str, int, int]]:
     rows = spark.read.parquet(str(out)).select("topic", "partition", "offset").collect()
     return Counter((r.topic, r.partition, r.offset) for r in rows)
 

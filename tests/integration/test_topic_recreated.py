@@ -14,7 +14,7 @@ from tests.support import Cluster, group_stream, produce, unique_name, wait_for
 pytestmark = pytest.mark.integration
 
 
-def start(spark: Any, kafka: Any, topic: str, fail_on_data_loss: str, rows: List[Tuple[int, int, bytes]]) -> Any:
+def start(spark: SparkSession, kafka: Cluster, topic: str, fail_on_data_loss: str, rows: List[Tuple[int, int, bytes]]) -> Any:
     lock = threading.Lock()
 
     def land(batch: Any, batch_id: int) -> None:
@@ -28,7 +28,7 @@ def start(spark: Any, kafka: Any, topic: str, fail_on_data_loss: str, rows: List
             .writeStream.foreachBatch(land).trigger(processingTime="500 milliseconds").start())
 
 
-def recreate_under(spark: Any, kafka: Any, partitions: int, fail_on_data_loss: str,
+def recreate_under(spark: SparkSession, kafka: Cluster, partitions: int, fail_on_data_loss: str,
                    rows: List[Tuple[int, int, bytes]]) -> Tuple[Any, str]:
     """Start a query on a topic of 30 records per partition, then delete the topic and recreate it
     with 5 records per partition (values numbered from 1000); return the running query and the topic."""
