@@ -52,6 +52,9 @@ from kafka_group.embedded import ApacheKafka, DevelopmentCluster, EmbeddedKafka
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from kafka_group.membership import RebalanceEvent
 
@@ -195,8 +198,11 @@ def group_committed(servers: str, group: str, topic: str, partitions: int) -> Di
 # -- Spark --------------------------------------------------------------------------------------------------------
 
 
-def group_stream(spark: Any, servers: str, topic: str, group: str, **options: Any) -> Any:
-    """A ``kafka-group`` stream reader (not loaded) subscribed to ``topic`` from the earliest offsets."""
+def group_stream(spark: "SparkSession", servers: str, topic: str, group: str, **options: Any) -> Any:
+    """A ``kafka-group`` stream reader (not loaded) subscribed to ``topic`` from the earliest offsets.
+
+    Typed ``Any``: the tests chain Spark's builder calls freely (``.load().writeStream...``).
+    """
     reader = (
         spark.readStream.format("kafka-group")
         .option("kafka.bootstrap.servers", servers)
@@ -233,24 +239,26 @@ class OffsetCollector:
             return Counter(k for rows in self._batches.values() for k in rows)
 
 
-def progress(query: Any) -> List[Dict[str, Any]]:
+def progress(query: "StreamingQuery") -> List[Dict[str, Any]]:
     """The query's recent progress, each as the plain dict of its JSON (oldest first)."""
     return [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
 
 
-def delta_source(spark: Any, kafka: Cluster, topic: str, group: str, table: pathlib.Path, **options: Any) -> Any:
+def delta_source(spark: "SparkSession", kafka: Cluster, topic: str, group: str, table: pathlib.Path,
+                 **options: Any) -> "DataFrame":
     """A loaded ``kafka-group`` stream of ``topic`` whose offsets live in the Delta table ``table``."""
-    return group_stream(spark, kafka.bootstrap_servers, topic, group,
-                        **{"offsets.table": str(table), **options}).load()
+    loaded: DataFrame = group_stream(spark, kafka.bootstrap_servers, topic, group,
+                                     **{"offsets.table": str(table), **options}).load()
+    return loaded
 
 
-def land_available_now(df: Any, sink: Callable[[Any, int], None], checkpoint: pathlib.Path) -> Any:
+def land_available_now(df: "DataFrame", sink: Callable[[Any, int], None], checkpoint: pathlib.Path) -> "StreamingQuery":
     """Run ``df`` into ``sink`` (a ``foreachBatch`` function, such as a DeltaSink) with
     ``Trigger.AvailableNow`` until it ends; return the query (a failure raises ``StreamingQueryException``)."""
     return run_available_now(df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)))
 
 
-def run_available_now(writer: Any) -> Any:
+def run_available_now(writer: "DataStreamWriter") -> "StreamingQuery":
     """Start ``writer`` (a ``DataStreamWriter``) with ``Trigger.AvailableNow``, wait for it to end; return the query.
 
     A failed query raises ``StreamingQueryException`` here.
