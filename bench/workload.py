@@ -111,8 +111,11 @@ def watermarks(servers: str, topic: str, partitions: int) -> Dict[int, Tuple[int
     """Low and high watermark of every partition of ``topic``."""
     consumer = Consumer({"bootstrap.servers": servers, "group.id": "bench-watermarks"})
     try:
-        return {p: tuple(consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10))  # type: ignore[misc]
-                for p in range(partitions)}
+        found: Dict[int, Tuple[int, int]] = {}
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10)
+            found[p] = (low, high)
+        return found
     finally:
         consumer.close()
 

@@ -19,20 +19,18 @@ import signal
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
-from tests.conftest import unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, create_topic, unique_name, wait_for
 
 QUERIES = ("a", "b", "c")
 
 
-def run_chaos(kafka: Any, workdir: pathlib.Path, seconds: float, seed: int, partitions: int = 16) -> Dict[str, int]:
+def run_chaos(kafka: Cluster, workdir: pathlib.Path, seconds: float, seed: int, partitions: int = 16) -> Dict[str, int]:
     """Run the chaos scenario on the cluster ``kafka`` (Apache Kafka or the mock); return its figures."""
     rng = random.Random(seed)
     servers = kafka.bootstrap_servers
-    topic = unique_name("chaos")
-    kafka.create_topic(topic, partitions)
+    topic = create_topic(kafka, partitions, "chaos")
     group = unique_name("chaos-group")
     producer = BackgroundProducer(servers, topic, partitions, per_tick=2)
     kills = restarts = 0
@@ -85,7 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     from kafka_group_devbroker import start_cluster
-    from tests.conftest import BROKER_ENGINE
+    from tests.support import BROKER_ENGINE
 
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="kafka-group-chaos-"))
     with start_cluster(BROKER_ENGINE, brokers=3) as kafka:

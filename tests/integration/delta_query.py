@@ -42,6 +42,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from pyspark_kafka_group import DeltaSink
     from pyspark_kafka_group.spark_session import local_session
+    from tests.support import progress
 
     extra = dict(item.partition("=")[::2] for item in args.option)
     spark = local_session("delta-query", extra_conf={"spark.sql.streaming.noDataMicroBatches.enabled": "false"})
@@ -97,8 +98,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             with contextlib.redirect_stdout(explained):
                 query.explain(extended=True)
             with open(args.report, "w") as out:
-                json.dump({"progress": [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress],
-                           "explain": explained.getvalue()}, out)
+                json.dump({"progress": progress(query), "explain": explained.getvalue()}, out)
     else:
         query = writer.trigger(processingTime="500 milliseconds").start()
         deadline = time.monotonic() + args.run_seconds
@@ -106,8 +106,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             if args.stop_file and os.path.exists(args.stop_file):
                 break
             query.awaitTermination(0.5)
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
+        error = query.exception()
+        if error is not None:
+            raise error
         query.stop()
     spark.stop()
     return 0

@@ -6,13 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from typing import List
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.conftest import unique_name, wait_for
+from tests.support import Cluster, apache, create_topic, new_consumer, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -79,28 +78,32 @@ def test_brokers_die_with_a_killed_parent() -> None:
             cli.wait()
 
 
-def test_killed_broker_restarts_on_its_data_and_replicas_keep_every_record(kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+def test_killed_broker_restarts_on_its_data_and_replicas_keep_every_record(kafka_cluster: Cluster) -> None:
     if kafka_cluster.engine != "kafka":
         pytest.skip("real kills need Apache Kafka")
-    topic = unique_name("restart")
-    kafka_cluster.create_topic(topic, 3)
+    topic = create_topic(kafka_cluster, 3, "restart")
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
     for i in range(300):
         producer.produce(topic, value=str(i).encode(), partition=i % 3)
     assert producer.flush(30) == 0
-    kafka_cluster.kill_broker(2)
+    apache(kafka_cluster).kill_broker(2)
     for i in range(300, 600):  # written while node 2 is dead: the others lead
         producer.produce(topic, value=str(i).encode(), partition=i % 3)
     assert producer.flush(60) == 0
-    kafka_cluster.start_broker(2)
-    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": unique_name("g"),
-                         "enable.auto.commit": False})
+    apache(kafka_cluster).start_broker(2)
+    consumer = new_consumer(kafka_cluster.bootstrap_servers, {"enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
-    seen: set = set()
-    deadline = time.monotonic() + 60
-    while len(seen) < 600 and time.monotonic() < deadline:
+    seen: set[int] = set()
+
+    def read_all() -> bool:
         for message in consumer.consume(600, timeout=1):
-            if message.error() is None:
-                seen.add(int(message.value()))
-    consumer.close()
+            value = message.value()
+            if message.error() is None and value is not None:
+                seen.add(int(value))
+        return len(seen) >= 600
+
+    try:
+        wait_for(read_all, "the 600 records", 60, interval_s=0)
+    finally:
+        consumer.close()
     assert seen == set(range(600))

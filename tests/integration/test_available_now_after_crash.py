@@ -8,23 +8,23 @@ and reads them once the group gives them to it.
 
 from __future__ import annotations
 
+import pathlib
 import os
 import signal
 from collections import Counter
 
 import pytest
 
-from tests.conftest import unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, create_topic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 OPTIONS = ["kafka.session.timeout.ms=30000", "groupJoinTimeoutMs=2000"]
 
 
-def test_available_now_run_after_a_crash_lands_everything(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    topic = unique_name("after-crash")
-    kafka.create_topic(topic, 4)
+@pytest.mark.crash
+def test_available_now_run_after_a_crash_lands_everything(kafka: Cluster, tmp_path: pathlib.Path) -> None:
+    topic = create_topic(kafka, 4, "after-crash")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 4, per_tick=0)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=40) as queries:
         producer.produce(50)
@@ -39,12 +39,13 @@ def test_available_now_run_after_a_crash_lands_everything(kafka, tmp_path) -> No
         assert queries.landed() == producer.expected(), Counter(p for p, _ in queries.landed())
 
 
-def test_available_now_run_fails_clearly_when_partitions_owned_elsewhere_never_move(kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_available_now_run_fails_clearly_when_partitions_owned_elsewhere_never_move(
+    kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
     """Another query of the group holds two partitions and lands nothing (its batch is held):
     the AvailableNow run reads the partitions it gets, then fails naming the ones it waited
     for and the option, instead of ending as if it had read everything."""
-    topic = unique_name("never-moves")
-    kafka.create_topic(topic, 4)
+    topic = create_topic(kafka, 4, "never-moves")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 4, per_tick=0)
     hold = tmp_path / "hold"
     hold.touch()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
+from pyspark.sql import SparkSession
 
-from tests.conftest import unique_name
+from tests.support import Cluster, MakeTopic, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +24,7 @@ def start(df: Any, tmp_path: Any) -> Any:
     )
 
 
-def test_option_errors_surface_at_load(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_option_errors_surface_at_load(spark: SparkSession, kafka: Cluster) -> None:
     def stream(**options: str) -> Any:
         builder = spark.readStream.format("kafka-group")
         for key, value in {"subscribe": "orders", "kafka.group.id": "g", **options}.items():
@@ -42,7 +44,7 @@ def test_option_errors_surface_at_load(spark, kafka) -> None:  # type: ignore[no
         stream(**servers, startingOffsets='{"orders":').load()
 
 
-def test_unreachable_broker_fails_naming_the_servers(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_unreachable_broker_fails_naming_the_servers(spark: SparkSession, tmp_path: pathlib.Path) -> None:
     df = (
         spark.readStream.format("kafka-group")
         .option("kafka.bootstrap.servers", "127.0.0.1:1")
@@ -61,7 +63,10 @@ def test_unreachable_broker_fails_naming_the_servers(spark, tmp_path) -> None:  
     ("missing", "names topic '{missing}', which does not exist"),
     ("partition", "names partition 9 of topic '{topic}', which has partitions 0 to 1"),
 ])
-def test_assign_of_missing_topic_or_partition(spark, kafka, make_topic, tmp_path, partition_spec, message) -> None:  # type: ignore[no-untyped-def]
+def test_assign_of_missing_topic_or_partition(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, partition_spec: str,
+    message: str
+) -> None:
     topic = make_topic(2)
     missing = unique_name("no-such-topic")
     assign = f'{{"{missing}":[0]}}' if partition_spec == "missing" else f'{{"{topic}":[0,9]}}'
@@ -76,7 +81,9 @@ def test_assign_of_missing_topic_or_partition(spark, kafka, make_topic, tmp_path
         query.awaitTermination()
 
 
-def test_rebalance_listener_that_cannot_be_imported_fails_before_reading(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rebalance_listener_that_cannot_be_imported_fails_before_reading(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     df = (
         spark.readStream.format("kafka-group")

@@ -7,17 +7,16 @@ into Delta lands every record the producer had acknowledged exactly once.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
-import time
 from collections import Counter
-from typing import Iterator, List, Set, Tuple
+from typing import Iterator, List, Optional, Set, Tuple
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
-from deltalake import DeltaTable
 
-from tests.conftest import tmpfs, unique_name, wait_for
+from tests.support import table_offsets, tmpfs, unique_name, wait_for
 from tests.integration.test_delta_commit_failure import run_query
 
 pytestmark = pytest.mark.integration
@@ -31,15 +30,10 @@ def broker_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
         yield mount
 
 
-def _landed(table: pathlib.Path) -> "Counter[Tuple[int, int]]":
-    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
-
-
 def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_lands_once(
     tmp_path: pathlib.Path, broker_disk: pathlib.Path
 ) -> None:
-    from tests.conftest import BROKER_ENGINE
+    from tests.support import BROKER_ENGINE
 
     if BROKER_ENGINE != "kafka":
         pytest.skip("a broker's own disk exists only on Apache Kafka")
@@ -50,11 +44,13 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
     acked: Set[Tuple[int, int]] = set()
     failures: List[str] = []
 
-    def on_delivery(error: KafkaError, message: Message) -> None:
-        if error is None:
-            acked.add((message.partition(), message.offset()))
-        else:
+    def on_delivery(error: Optional[KafkaError], message: Message) -> None:
+        if error is not None:
             failures.append(error.str())
+            return
+        partition, offset = message.partition(), message.offset()
+        assert partition is not None and offset is not None, message
+        acked.add((partition, offset))
 
     with ApacheKafka(brokers=1, broker_config={"log.dirs": str(broker_disk)}) as kafka:
         kafka.create_topic(topic, 2)
@@ -65,7 +61,7 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
             producer.produce(topic, value=f"before-{i}".encode(), partition=i % 2, on_delivery=on_delivery)
         assert producer.flush(30) == 0
         assert run_query(servers, topic, group, table, checkpoint, log) == 0
-        assert _landed(table) == Counter(acked)
+        assert table_offsets(table) == Counter(acked)
 
         # Fill the disk, leaving a little room, then write 10 KiB records until the broker fails.
         with open(broker_disk / "filler", "wb", buffering=0) as filler:
@@ -76,13 +72,18 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
                 pass
         os.truncate(broker_disk / "filler", (broker_disk / "filler").stat().st_size - (2 << 20))
         payload = b"x" * 10_240
-        deadline = time.monotonic() + 120
-        i = 0
-        while kafka.running and time.monotonic() < deadline:
+        numbers = itertools.count()
+
+        def broker_halted() -> bool:
+            i = next(numbers)
             producer.produce(topic, value=payload + str(i).encode(), partition=i % 2, on_delivery=on_delivery)
             producer.poll(0.01)
-            i += 1
-        producer.flush(30)
+            return not kafka.running
+
+        try:
+            wait_for(broker_halted, "the broker to halt on its full disk", 120, interval_s=0)
+        finally:
+            producer.flush(30)
         assert not kafka.running, "the broker should halt when its only log folder fails"
         assert failures, "some records must have failed with the broker"
 
@@ -93,7 +94,7 @@ def test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_la
         assert producer.flush(60) == 0
         wait_for(lambda: run_query(servers, topic, group, table, checkpoint, log) == 0,
                  "a drain of the restarted broker to succeed", 300)
-        landed = _landed(table)
+        landed = table_offsets(table)
         assert max(landed.values()) == 1, "a record landed twice"
         assert acked <= set(landed), sorted(acked - set(landed))[:10]
         print(f"acked {len(acked)}, landed {len(landed)}, failed deliveries {len(failures)}")

@@ -11,12 +11,13 @@ told to answer a request with a chosen error.
 
 from __future__ import annotations
 
+import pathlib
 import time
 
 import pytest
 
-from tests.conftest import unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
+from kafka_group_devbroker import EmbeddedKafka
+from tests.support import BackgroundProducer, Cluster, GroupQueries, create_topic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -55,10 +56,9 @@ class KeptRunning:
         print(f"faults survived with {self.restarts} restart(s)")
 
 
-def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster: Cluster, tmp_path: pathlib.Path) -> None:
     kafka = kafka_cluster
-    topic = unique_name("faults")
-    kafka.create_topic(topic, 6)
+    topic = create_topic(kafka, 6, "faults")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
         producer.produce(40)
@@ -82,11 +82,10 @@ def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster, t
         query.settle(producer)
 
 
-def test_query_survives_pushed_request_errors(mock_kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_query_survives_pushed_request_errors(mock_kafka: EmbeddedKafka, tmp_path: pathlib.Path) -> None:
     """Mock only: real Kafka cannot be made to answer requests with chosen errors."""
     kafka = mock_kafka
-    topic = unique_name("pushed")
-    kafka.create_topic(topic, 6)
+    topic = create_topic(kafka, 6, "pushed")
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
         producer.produce(40)

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.offsets import TopicPartition
-from tests.conftest import unique_name, wait_for
+from tests.support import Cluster, create_topic, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +29,9 @@ def _produce(servers: str, topic: str, partitions: int, per_partition: int) -> N
     assert producer.flush(60) == 0
 
 
-def test_offsets_answered_for_every_partition_after_each_node_kill(kafka_cluster) -> None:  # type: ignore[no-untyped-def]
+def test_offsets_answered_for_every_partition_after_each_node_kill(kafka_cluster: Cluster) -> None:
     kafka = kafka_cluster
-    topic = unique_name("view-faults")
-    kafka.create_topic(topic, 6)
+    topic = create_topic(kafka, 6, "view-faults")
     partitions = [TopicPartition(topic, p) for p in range(6)]
     view = ClusterView({"bootstrap.servers": kafka.bootstrap_servers}, 10_000)
     produced = 0

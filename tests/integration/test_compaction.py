@@ -13,8 +13,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from pyspark.sql import SparkSession
 
-from tests.conftest import group_stream, unique_name, wait_for
+from tests.support import Cluster, apache, group_stream, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ Record = Tuple[int, Optional[bytes], Optional[bytes]]  # (offset, key, value)
 
 
 @pytest.fixture(autouse=True)
-def _real_kafka(kafka: Any) -> None:
+def _real_kafka(kafka: Cluster) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster does not compact")
 
@@ -37,17 +38,20 @@ def read_log(servers: str, topic: str) -> List[Record]:
         while True:
             message = consumer.poll(10)
             assert message is not None, "no end of partition within 10 s"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+            error = message.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
                 return records
-            records.append((message.offset(), message.key(), message.value()))
+            offset = message.offset()
+            assert offset is not None, message
+            records.append((offset, message.key(), message.value()))
     finally:
         consumer.close()
 
 
-def test_compacted_gaps_read_cleanly_and_available_now_ends(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_compacted_gaps_read_cleanly_and_available_now_ends(spark: SparkSession, kafka: Cluster) -> None:
     servers, topic = kafka.bootstrap_servers, unique_name("compacted")
-    kafka.create_topic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": "100",
+    apache(kafka).create_topic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": "100",
                                          "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 5})
     for round_ in range(20):

@@ -7,18 +7,15 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from typing import Iterator
 
 import pytest
 from deltalake import DeltaTable
 
-from tests.conftest import tmpfs, produce, unique_name
+from tests.support import Cluster, MakeTopic, REPO, delta_query_command, produce, table_offsets, tmpfs, unique_name
 
 pytestmark = pytest.mark.integration
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -30,21 +27,21 @@ def tiny_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
 
 def run_query(servers: str, topic: str, group: str, table: pathlib.Path, checkpoint: pathlib.Path,
               log: pathlib.Path) -> int:
-    command = [sys.executable, "-m", "tests.integration.delta_query", servers, topic, group, str(table),
-               str(checkpoint), "--available-now"]
+    command = delta_query_command(servers, topic, group, table, checkpoint, "--available-now")
     with open(log, "ab") as err:
         return subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, timeout=300).returncode
 
 
 def state(table: pathlib.Path, topic: str, group: str) -> tuple[Counter[tuple[int, int]], dict[int, int | None]]:
     dt = DeltaTable(str(table))
-    data = dt.to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    rows = Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
+    rows = table_offsets(table)
     positions = {p: dt.transaction_version(f"kafka-group:{group}:{topic}:{p}") for p in range(2)}
     return rows, positions
 
 
-def test_commit_on_a_full_disk_changes_nothing_and_the_next_run_recovers(kafka, make_topic, tmp_path, tiny_disk) -> None:  # type: ignore[no-untyped-def]
+def test_commit_on_a_full_disk_changes_nothing_and_the_next_run_recovers(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, tiny_disk: pathlib.Path
+) -> None:
     topic, group = make_topic(2), unique_name("group")
     table, checkpoint, log = tmp_path / "table", tmp_path / "chk", tmp_path / "query.log"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 50})

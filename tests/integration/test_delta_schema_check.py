@@ -13,10 +13,20 @@ from typing import Any, Callable
 import pytest
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import produce, unique_name
-from tests.integration.test_exactly_once_delta import expected, keep_columns, run, source, table_records
+from tests.support import (
+    Cluster,
+    MakeTopic,
+    delta_source,
+    expected,
+    keep_columns,
+    land_available_now,
+    produce,
+    table_records,
+    unique_name,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -34,22 +44,26 @@ def narrowed(df: Any) -> Any:  # a column of the table left out
 
 
 @pytest.mark.parametrize("transform, named", [(retyped, "offset"), (widened, "value_length"), (narrowed, "value")])
-def test_batch_with_other_columns_is_refused_and_the_table_is_unchanged(  # type: ignore[no-untyped-def]
-    spark, kafka, make_topic, tmp_path, transform: Callable[[Any], Any], named: str
+def test_batch_with_other_columns_is_refused_and_the_table_is_unchanged(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
+    transform: Callable[[Any], Any], named: str,
 ) -> None:
     topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 10})
-    run(source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=keep_columns), tmp_path / "chk")
+    land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=keep_columns),
+                       tmp_path / "chk")
     version = DeltaTable(str(table)).version()
 
     produce(kafka.bootstrap_servers, topic, {0: 10}, start=10)
     with pytest.raises(StreamingQueryException) as failure:
-        run(source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=transform), tmp_path / "chk")
+        land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=transform),
+                           tmp_path / "chk")
     message = str(failure.value)
     assert "schema" in message and f"'{named}'" in message, message[-2000:]
     assert DeltaTable(str(table)).version() == version
     assert not list(pathlib.Path(table, "data").glob("00000001-*")), "the refused batch left files behind"
 
     # The user puts the transform back: the same batch lands, exactly once.
-    run(source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=keep_columns), tmp_path / "chk")
+    land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=keep_columns),
+                       tmp_path / "chk")
     assert table_records(table) == expected(topic, {0: 20})

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from kafka_group_devbroker import EmbeddedKafka  # noqa: E402
 from kafka_group.errors import EmbeddedBrokerError  # noqa: E402
+from tests.support import wait_for  # noqa: E402
 
 BOUND_S = 60.0  # upper bound for any wait; only there to avoid hanging
 CLIENT_CONF = {"fetch.queue.backoff.ms": 20}
@@ -47,14 +48,6 @@ def process_gone(pid: int) -> bool:
         except ProcessLookupError:
             return True
         return False
-
-
-def wait_until(condition: Callable[[], bool], what: str, bound: float = BOUND_S) -> None:
-    deadline = time.monotonic() + bound
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what} after {bound:g} s")
-        time.sleep(0.05)
 
 
 def child_env() -> dict[str, str]:
@@ -93,6 +86,27 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int) -> list[Opt
     return errors
 
 
+def key(message: Message) -> bytes:
+    """The key of a consumed record (every record here has one)."""
+    found = message.key()
+    assert found is not None, message
+    return found
+
+
+def partition(message: Message) -> int:
+    """The partition of a consumed record."""
+    found = message.partition()
+    assert found is not None, message
+    return found
+
+
+def offset(message: Message) -> int:
+    """The offset of a consumed record."""
+    found = message.offset()
+    assert found is not None, message
+    return found
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Message]:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"test-{topic}", "enable.auto.commit": False,
@@ -101,11 +115,14 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> l
     try:
         consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)])
         messages: list[Message] = []
-        deadline = time.monotonic() + BOUND_S
-        while len(messages) < expected and time.monotonic() < deadline:
+
+        def read_all() -> bool:
             for msg in consumer.consume(num_messages=expected - len(messages), timeout=1.0):
                 assert msg.error() is None, msg.error()
                 messages.append(msg)
+            return len(messages) >= expected
+
+        wait_for(read_all, f"{expected} messages of {topic}", BOUND_S, interval_s=0)
         return messages
     finally:
         consumer.close()
@@ -156,12 +173,12 @@ def test_produce_and_consume_1000_messages_on_8_partitions(kafka: EmbeddedKafka)
 
     messages = consume_all(kafka.bootstrap_servers, "orders", 8, 1000)
     assert len(messages) == 1000
-    assert sorted(int(m.key()) for m in messages) == list(range(1000))
+    assert sorted(int(key(m)) for m in messages) == list(range(1000))
     per_partition: dict[int, list[int]] = {}
     for msg in messages:
-        assert msg.value() == f"value-{int(msg.key())}".encode()
-        assert int(msg.key()) % 8 == msg.partition()
-        per_partition.setdefault(msg.partition(), []).append(msg.offset())
+        assert msg.value() == f"value-{int(key(msg))}".encode()
+        assert int(key(msg)) % 8 == msg.partition()
+        per_partition.setdefault(partition(msg), []).append(offset(msg))
     assert {p: sorted(offsets) for p, offsets in per_partition.items()} == {p: list(range(125)) for p in range(8)}
 
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "wm", **CLIENT_CONF})
@@ -329,7 +346,7 @@ def test_host_exits_when_parent_is_killed() -> None:
         assert not process_gone(host_pid)
         parent.kill()  # SIGKILL: no atexit, no cleanup in the parent
         parent.wait(timeout=BOUND_S)
-        wait_until(lambda: process_gone(host_pid or 0), f"host pid {host_pid} to exit")
+        wait_for(lambda: process_gone(host_pid or 0), f"host pid {host_pid} to exit", BOUND_S, interval_s=0.05)
     finally:
         kill_if_running(parent)
         if parent.stdout is not None:

@@ -8,69 +8,42 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
-from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, transaction_id
+from kafka_group.delta_offsets import DataFile, DeltaOffsetStore
 from kafka_group.errors import OffsetConflictError, OffsetStoreError
 from kafka_group.faults import POINTS
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import group_stream, produce, unique_name
+from tests.support import (
+    Cluster,
+    MakeTopic,
+    REPO,
+    delta_query_command,
+    delta_source,
+    expected,
+    group_committed,
+    keep_columns,
+    land_available_now,
+    produce,
+    table_positions,
+    table_records,
+    unique_name,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
-
-def source(spark: Any, kafka: Any, topic: str, group: str, table: pathlib.Path, **options: Any) -> Any:
-    return group_stream(spark, kafka.bootstrap_servers, topic, group, **{"offsets.table": str(table), **options}).load()
-
-
-def run(df: Any, sink: Any, checkpoint: pathlib.Path) -> None:
-    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).trigger(
-        availableNow=True
-    ).start()
-    query.awaitTermination()
-
-
-def table_records(table: pathlib.Path) -> Counter[Tuple[str, int, int]]:
-    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["topic", "partition", "offset"])
-    return Counter(zip(data.column("topic").to_pylist(), data.column("partition").to_pylist(),
-                       data.column("offset").to_pylist()))
-
-
-def expected(topic: str, counts: Dict[int, int]) -> Counter[Tuple[str, int, int]]:
-    return Counter((topic, p, o) for p, n in counts.items() for o in range(n))
-
-
-def table_positions(table: pathlib.Path, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
-    dt = DeltaTable(str(table))
-    return {p: dt.transaction_version(transaction_id(group, TopicPartition(topic, p))) for p in range(partitions)}
-
-
-def group_committed(servers: str, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
-    try:
-        answer = consumer.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=10)
-    finally:
-        consumer.close()
-    return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
-
-
-def keep_columns(df: Any) -> Any:
-    return df.selectExpr("CAST(value AS STRING) AS value", "topic", "partition", "offset")
-
-
-def test_batches_land_once_and_kafka_offsets_follow_the_table(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_batches_land_once_and_kafka_offsets_follow_the_table(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group, table = make_topic(4), unique_name("group"), tmp_path / "table"
     counts = {0: 300, 1: 120, 2: 0, 3: 77}
     produce(kafka.bootstrap_servers, topic, counts)
@@ -83,7 +56,8 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark, kafka, make
                          table_positions(table, group, topic, 4)))
         sink(batch, batch_id)
 
-    run(source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=150), land, tmp_path / "chk")
+    land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=150), land,
+                       tmp_path / "chk")
     assert table_records(table) == expected(topic, counts)
     final = table_positions(table, group, topic, 4)
     assert final == {0: 300, 1: 120, 2: None, 3: 77}
@@ -92,12 +66,11 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark, kafka, make
     # batch's start the group is never ahead of what the table holds, and it catches up.
     for kafka_offsets, table_offsets in seen:
         for p, committed in kafka_offsets.items():
-            assert committed is None or (table_offsets[p] is not None and committed <= table_offsets[p]), seen
+            in_table = table_offsets[p]
+            assert committed is None or (in_table is not None and committed <= in_table), seen
     # The last batch reaches the group when the stopped query's member leaves (asynchronously).
-    deadline = time.monotonic() + 60
-    while group_committed(kafka.bootstrap_servers, group, topic, 4) != final:
-        assert time.monotonic() < deadline, "the group's offsets never reached the table's"
-        time.sleep(0.5)
+    wait_for(lambda: group_committed(kafka.bootstrap_servers, group, topic, 4) == final,
+             "the group's offsets to reach the table's", 60)
     history = DeltaTable(str(table)).history()
     assert all(entry.get("kafkaGroup.groupId") == group for entry in history)
     # A standard Delta table: another reader sees the same rows.
@@ -106,13 +79,15 @@ def test_batches_land_once_and_kafka_offsets_follow_the_table(spark, kafka, make
     assert polars.read_delta(str(table)).height == sum(counts.values())
 
 
-def test_deleted_checkpoint_repeats_and_misses_nothing(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_deleted_checkpoint_repeats_and_misses_nothing(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group, table = make_topic(3), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 40, 2: 30})
-    run(source(spark, kafka, topic, group, table), DeltaSink(str(table)), tmp_path / "chk")
+    land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table)), tmp_path / "chk")
     shutil.rmtree(tmp_path / "chk")
     produce(kafka.bootstrap_servers, topic, {0: 10, 1: 0, 2: 5}, start=10_000)
-    run(source(spark, kafka, topic, group, table), DeltaSink(str(table)), tmp_path / "chk")
+    land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table)), tmp_path / "chk")
     assert table_records(table) == expected(topic, {0: 60, 1: 40, 2: 35})
 
 
@@ -139,7 +114,9 @@ def commit_as_new_owner(table: pathlib.Path, group: str, topic: str, partition: 
                                                rows.schema, [OffsetRange(TopicPartition(topic, partition), 0, until)])
 
 
-def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replanned(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replanned(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """Forced interleaving: after this query planned its batch, another member commits one of its partitions.
 
     The sink cannot drop that partition's rows (the stream was transformed before foreachBatch),
@@ -157,15 +134,17 @@ def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replan
         batches.append(batch_id)
         sink(batch, batch_id)
 
-    df = without_partition_columns(source(spark, kafka, topic, group, table))
-    run(df, land_after_the_new_owner, tmp_path / "chk")
+    df = without_partition_columns(delta_source(spark, kafka, topic, group, table))
+    land_available_now(df, land_after_the_new_owner, tmp_path / "chk")
     assert landed_by_partition(table) == Counter(
         [(f"{topic}-0", o) for o in range(20)] + [(f"{topic}-1", o) for o in range(20)])
     assert table_positions(table, group, topic, 2) == {0: 20, 1: 20}
     assert len(batches) >= 2  # the refused batch, then the one planned from the table
 
 
-def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """The replay case: the driver dies between Spark's offsets/N and the sink's commit, and
     another member advances one of the batch's partitions before the restart. Spark replays
     batch N from its checkpoint without asking the source; restarts must not fail for ever."""
@@ -179,17 +158,20 @@ def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query
         raise RuntimeError("driver lost before the sink committed")
 
     with pytest.raises(StreamingQueryException, match="driver lost"):
-        run(without_partition_columns(source(spark, kafka, topic, group, table)), die_before_landing, chk)
+        land_available_now(without_partition_columns(delta_source(spark, kafka, topic, group, table)),
+                           die_before_landing, chk)
     assert (chk / "offsets" / "0").exists() and not (chk / "commits" / "0").exists()
     produce(kafka.bootstrap_servers, topic, {0: 3, 1: 3}, start=10_000)
     for _ in range(2):  # a second restart lands nothing new and fails nothing
-        run(without_partition_columns(source(spark, kafka, topic, group, table)), sink, chk)
+        land_available_now(without_partition_columns(delta_source(spark, kafka, topic, group, table)), sink, chk)
     assert landed_by_partition(table) == Counter(
         [(f"{topic}-0", o) for o in range(23)] + [(f"{topic}-1", o) for o in range(23)])
     assert table_positions(table, group, topic, 2) == {0: 23, 1: 23}
 
 
-def test_transform_lands_the_partitions_still_owned(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_transform_lands_the_partitions_still_owned(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
     store = DeltaOffsetStore(str(table), group)
@@ -207,12 +189,12 @@ def test_transform_lands_the_partitions_still_owned(spark, kafka, make_topic, tm
             committed_by_other = True
         sink(batch, batch_id)
 
-    run(source(spark, kafka, topic, group, table), land, tmp_path / "chk")
+    land_available_now(delta_source(spark, kafka, topic, group, table), land, tmp_path / "chk")
     assert table_records(table) == expected(topic, {1: 20})
     assert table_positions(table, group, topic, 2) == {0: 20, 1: 20}
 
 
-def test_writers_of_one_partition_conflict_and_of_different_partitions_both_land(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_writers_of_one_partition_conflict_and_of_different_partitions_both_land(tmp_path: pathlib.Path) -> None:
     import pyarrow as pa
 
     schema = pa.schema([("offset", pa.int64())])
@@ -243,7 +225,7 @@ class _CreatesAfterAnotherWriter(DeltaOffsetStore):
         return table
 
 
-def test_two_writers_creating_the_table_at_once_both_check_their_offsets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_two_writers_creating_the_table_at_once_both_check_their_offsets(tmp_path: pathlib.Path) -> None:
     """Issue 13, smaller finding: both writers saw no table; the second one's create fails
     (delta-rs 1.6.6: "SaveMode `append` is not allowed for create operation", with no
     "already exists" in it) and must check its offsets again against the new table."""
@@ -261,7 +243,7 @@ def test_two_writers_creating_the_table_at_once_both_check_their_offsets(tmp_pat
         _CreatesAfterAnotherWriter(path, "g", first).commit([], schema, [OffsetRange(p0, 0, 7)])
 
 
-def test_holding_a_refused_batch_records_only_partitions_never_seen(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_holding_a_refused_batch_records_only_partitions_never_seen(tmp_path: pathlib.Path) -> None:
     import pyarrow as pa
 
     store = DeltaOffsetStore(str(tmp_path / "t"), "g")
@@ -275,34 +257,39 @@ def test_holding_a_refused_batch_records_only_partitions_never_seen(tmp_path) ->
     assert store.positions([p1]) == {p1: 7}
 
 
-def test_offsets_table_that_is_not_delta_or_of_another_group(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_offsets_table_that_is_not_delta_or_of_another_group(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     produce(kafka.bootstrap_servers, topic, {0: 5})
     not_delta = tmp_path / "plain"
     not_delta.mkdir()
     (not_delta / "data.csv").write_text("a,b\n")
-    df = source(spark, kafka, topic, unique_name("group"), not_delta)
+    df = delta_source(spark, kafka, topic, unique_name("group"), not_delta)
     with pytest.raises(StreamingQueryException, match="is not a Delta table"):
-        run(df, DeltaSink(str(not_delta)), tmp_path / "chk1")
+        land_available_now(df, DeltaSink(str(not_delta)), tmp_path / "chk1")
 
     table = tmp_path / "table"
-    run(source(spark, kafka, topic, "group-a", table), DeltaSink(str(table)), tmp_path / "chk2")
+    land_available_now(delta_source(spark, kafka, topic, "group-a", table), DeltaSink(str(table)), tmp_path / "chk2")
     with pytest.raises(StreamingQueryException, match="holds the offsets of consumer group 'group-a', not 'group-b'"):
-        run(source(spark, kafka, topic, "group-b", table), DeltaSink(str(table)), tmp_path / "chk3")
+        land_available_now(delta_source(spark, kafka, topic, "group-b", table), DeltaSink(str(table)),
+                           tmp_path / "chk3")
     with pytest.raises(OffsetStoreError, match="holds the offsets of consumer group 'group-a'"):
         DeltaOffsetStore(str(table), "group-b")
 
 
-def test_killed_at_every_step_lands_each_record_exactly_once(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.crash
+def test_killed_at_every_step_lands_each_record_exactly_once(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """SIGKILL the whole query (driver, JVM, workers) at each step of the commit protocol, many times."""
     kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "12"))
     rng = random.Random(20261123)
     topic, group, table, checkpoint = make_topic(4), unique_name("group"), tmp_path / "table", tmp_path / "chk"
     counts = {0: 0, 1: 0, 2: 0, 3: 0}
     kills = runs = 0
-    command = [sys.executable, "-m", "tests.integration.delta_query", kafka.bootstrap_servers, topic, group,
-               str(table), str(checkpoint), "--available-now", "--max-offsets", "60",
-               "--assign", f'{{"{topic}":[0,1,2,3]}}']
+    command = delta_query_command(kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
+                                  "--max-offsets", "60", "--assign", f'{{"{topic}":[0,1,2,3]}}')
     while kills < kills_wanted:
         more = {p: rng.randint(0, 40) for p in counts}
         produce(kafka.bootstrap_servers, topic, more, start=0)
@@ -320,7 +307,9 @@ def test_killed_at_every_step_lands_each_record_exactly_once(kafka, make_topic, 
     assert table_positions(table, group, topic, 4) == {p: (n or None) for p, n in counts.items()}
 
 
-def test_batches_that_land_no_rows_leave_no_files_and_the_session_untouched(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_batches_that_land_no_rows_leave_no_files_and_the_session_untouched(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """Smaller findings of issue 13: a batch whose rows are all filtered out moves the offsets
     without leaving an empty data folder behind, and the sink's Parquet setting stays in the
     query's own session (Spark runs foreachBatch on a clone), not the user's."""
@@ -328,7 +317,7 @@ def test_batches_that_land_no_rows_leave_no_files_and_the_session_untouched(spar
     produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
     spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
     try:
-        run(source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=20),
+        land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=20),
             DeltaSink(str(table), transform=lambda df: df.where("false")), tmp_path / "chk")
         assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96"
     finally:

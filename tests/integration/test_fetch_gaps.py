@@ -17,16 +17,17 @@ from kafka_group import fetch
 from kafka_group.client_config import reader_config
 from kafka_group.fetch import ReadSettings, read_range
 from kafka_group.offsets import OffsetRange, TopicPartition
-from tests.conftest import unique_name
+from tests.support import Cluster, create_topic, unique_name
 
 pytestmark = pytest.mark.integration
 
 
-def test_a_range_of_small_transactions_reads_every_record_with_few_watermark_requests(kafka, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_range_of_small_transactions_reads_every_record_with_few_watermark_requests(
+    kafka: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster writes no transaction markers")
-    topic = unique_name("gaps")
-    kafka.create_topic(topic, 1)
+    topic = create_topic(kafka, 1, "gaps")
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("txn")})
     producer.init_transactions(60)
     for i in range(60):  # one record per transaction: a commit marker after each, a gap before the next

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import threading
 import time
 from collections import Counter
@@ -9,12 +10,13 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from kafka_group.errors import FlowControlError
 from kafka_group.formats import read_progress
 from kafka_group.offsets import TopicPartition
 from pyspark_kafka_group import flow
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, MakeTopic, group_stream, produce, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +63,9 @@ def member_generation(query: Any) -> int:
     raise AssertionError("no progress with a member report")
 
 
-def test_pause_and_resume_partitions_of_a_running_query(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_pause_and_resume_partitions_of_a_running_query(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic, group = make_topic(4), unique_name("group")
     produce(kafka.bootstrap_servers, topic, {p: 20 for p in range(4)})
     collector = Collector()
@@ -109,7 +113,9 @@ def test_pause_and_resume_partitions_of_a_running_query(spark, kafka, make_topic
     assert collector.landed() == Counter((p, o) for p in range(4) for o in range(35))
 
 
-def test_per_partition_cap_under_skew_keeps_every_partition_moving(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_per_partition_cap_under_skew_keeps_every_partition_moving(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(4)
     sizes = {0: 1800, 1: 200, 2: 200, 3: 200}  # partition 0 holds 90% of the backlog
     produce(kafka.bootstrap_servers, topic, sizes)
@@ -139,7 +145,7 @@ def produce_timed(servers: str, topic: str, partition: int, timestamps: List[int
     assert producer.flush(30) == 0
 
 
-def test_event_time_alignment_holds_partitions_that_run_ahead(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_event_time_alignment_holds_partitions_that_run_ahead(spark: SparkSession, kafka: Cluster) -> None:
     slow, fast = unique_name("slow"), unique_name("fast")
     kafka.create_topic(slow, 2)
     kafka.create_topic(fast, 2)
@@ -172,7 +178,9 @@ def test_event_time_alignment_holds_partitions_that_run_ahead(spark, kafka) -> N
     assert fast_started
 
 
-def test_pause_survives_an_eager_rebalance_that_gives_the_partition_straight_back(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_pause_survives_an_eager_rebalance_that_gives_the_partition_straight_back(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """Issue 13, finding 7: an eager strategy revokes every partition at each rebalance; a pause of a
     partition that comes straight back must not be lost."""
     from confluent_kafka import Consumer
@@ -206,19 +214,19 @@ def test_pause_survives_an_eager_rebalance_that_gives_the_partition_straight_bac
             stranger.close()
 
 
-def test_pause_restored_from_the_checkpoint_is_dropped_when_another_member_read_the_partition(  # type: ignore[no-untyped-def]
-    spark, kafka, make_topic, tmp_path
+def test_pause_restored_from_the_checkpoint_is_dropped_when_another_member_read_the_partition(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
     """Issue 13, finding 7: a pause kept in query a's checkpoint must not hold the partition when a
     restarts after query b of the same group has read it meanwhile (b knew nothing of the pause)."""
     from pyspark_kafka_group import DeltaSink
-    from tests.integration.test_exactly_once_delta import expected, keep_columns, source, table_records
+    from tests.support import delta_source, expected, keep_columns, table_records
 
     topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 10})
 
     def start(checkpoint: str) -> Any:
-        return (source(spark, kafka, topic, group, table).writeStream
+        return (delta_source(spark, kafka, topic, group, table).writeStream
                 .foreachBatch(DeltaSink(str(table), transform=keep_columns))
                 .option("checkpointLocation", str(tmp_path / checkpoint))
                 .trigger(processingTime="500 milliseconds").start())

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, List
+from typing import Iterator, List
 
 import pytest
 
+from kafka_group_devbroker import ApacheKafka
 from kafka_group.membership import GroupMember
 from kafka_group.offsets import TopicPartition
-from tests.conftest import BROKER_ENGINE, unique_name, wait_for
+from tests.support import BROKER_ENGINE, apache, unique_name, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -26,18 +27,18 @@ pytestmark = [
 
 
 @pytest.fixture()
-def own_kafka() -> Any:
+def own_kafka() -> Iterator[ApacheKafka]:
     """A one-node Apache Kafka of this test alone: it is killed and restarted."""
     from kafka_group_devbroker import start_cluster
 
-    cluster = start_cluster("kafka", 1)
+    cluster = apache(start_cluster("kafka", 1))
     try:
         yield cluster
     finally:
         cluster.stop()
 
 
-def test_commit_from_the_planning_thread_does_not_wait_for_the_coordinator(own_kafka) -> None:  # type: ignore[no-untyped-def]
+def test_commit_from_the_planning_thread_does_not_wait_for_the_coordinator(own_kafka: ApacheKafka) -> None:
     topic, group = unique_name("topic"), unique_name("group")
     own_kafka.create_topic(topic, 2)
     member = GroupMember({"bootstrap.servers": own_kafka.bootstrap_servers}, group, [topic])
@@ -50,8 +51,11 @@ def test_commit_from_the_planning_thread_does_not_wait_for_the_coordinator(own_k
         own_kafka.kill_broker(1)
         returned: List[float] = []
         started = time.monotonic()
-        planning = threading.Thread(target=lambda: (member.commit({tp: 5}), returned.append(time.monotonic())),
-                                    name="planning", daemon=True)
+        def plan() -> None:
+            member.commit({tp: 5})
+            returned.append(time.monotonic())
+
+        planning = threading.Thread(target=plan, name="planning", daemon=True)
         planning.start()
         # Generous: a synchronous commit waited 45 s here for the coordinator of a dead cluster.
         wait_for(lambda: bool(returned), "the commit to return while the coordinator is down", 15)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import pathlib
 import os
 import signal
 
 import pytest
 
-from tests.conftest import unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, MakeTopic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def test_two_queries_one_group_one_killed_and_restarted(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_two_queries_one_group_one_killed_and_restarted(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=5)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=200) as queries:

@@ -6,11 +6,22 @@ import time
 from typing import Any, Dict, List
 
 import pytest
+from pyspark.sql import SparkSession
 
 from kafka_group.formats import read_progress
 from kafka_group.membership import GroupMember
-from tests.conftest import BROKER_ENGINE, group_stream, produce, unique_name, wait_for
-from tests.integration.listener_probe import events_file, recorded
+from tests.support import (
+    BROKER_ENGINE,
+    Cluster,
+    MakeTopic,
+    RECORD_REBALANCE,
+    events_file,
+    group_stream,
+    produce,
+    recorded,
+    unique_name,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +33,9 @@ def member_report(query: Any) -> Dict[str, Any]:
     return dict(sources[0].latest.member) if sources else {}
 
 
-def test_batch_slower_than_max_poll_interval_keeps_membership(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_batch_slower_than_max_poll_interval_keeps_membership(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(3)
     produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20, 2: 20})
     seen: List[Any] = []
@@ -53,13 +66,15 @@ def test_batch_slower_than_max_poll_interval_keeps_membership(spark, kafka, make
     assert report["memberId"]
 
 
-def test_user_rebalance_listener_sees_assign_and_revoke(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_user_rebalance_listener_sees_assign_and_revoke(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(4)
     group = unique_name("group")
     events_file(group).unlink(missing_ok=True)
     produce(kafka.bootstrap_servers, topic, {p: 5 for p in range(4)})
     df = group_stream(spark, kafka.bootstrap_servers, topic, group,
-                      rebalanceListener="tests.integration.listener_probe:record").load()
+                      rebalanceListener=RECORD_REBALANCE).load()
     query = df.writeStream.format("noop").trigger(processingTime="500 milliseconds").start()
     other = None
     try:
@@ -82,7 +97,9 @@ def test_user_rebalance_listener_sees_assign_and_revoke(spark, kafka, make_topic
     assert [e["generation"] for e in events] == list(range(1, len(events) + 1))
 
 
-def test_static_member_restarted_within_session_timeout_gets_its_partitions_back(kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_static_member_restarted_within_session_timeout_gets_its_partitions_back(
+    kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """KIP-345 on Apache Kafka: a member with the same ``group.instance.id`` that comes back within
     the session timeout gets exactly its partitions back and the group does not rebalance: the other
     member sees no event at all (no revoke, no assign) and its generation stays. The mock cluster

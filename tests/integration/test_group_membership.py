@@ -8,8 +8,7 @@ from typing import List, Tuple
 import pytest
 
 from kafka_group.formats import read_checkpoint_offsets
-from tests.conftest import unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, MakeTopic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +19,7 @@ def planned_ranges(checkpoint: pathlib.Path) -> List[Tuple[int, int, int]]:
     A batch planned when its query was stopped never ran (no ``commits/<n>``): its
     partitions were released with it, so another owner planning them later is fine.
     """
-    ranges = []
+    ranges: List[Tuple[int, int, int]] = []
     for path in (checkpoint / "offsets").glob("[0-9]*"):
         if not (checkpoint / "commits" / path.name).exists():
             continue
@@ -29,7 +28,9 @@ def planned_ranges(checkpoint: pathlib.Path) -> List[Tuple[int, int, int]]:
     return ranges
 
 
-def test_three_queries_split_partitions_and_never_plan_the_same_offsets(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_three_queries_split_partitions_and_never_plan_the_same_offsets(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=3)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=100) as queries:

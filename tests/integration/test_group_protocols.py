@@ -15,17 +15,27 @@ partitions on at once, so these tests run on Apache Kafka only.
 
 from __future__ import annotations
 
+import pathlib
 import datetime
 import re
 import time
 from collections import Counter
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from tests.conftest import BROKER_ENGINE, unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
-from tests.integration.listener_probe import events_file, recorded
+from tests.support import (
+    BROKER_ENGINE,
+    BackgroundProducer,
+    Cluster,
+    GroupQueries,
+    MakeTopic,
+    RECORD_REBALANCE,
+    events_file,
+    recorded,
+    unique_name,
+    wait_for,
+)
 from tests.integration.test_group_membership import planned_ranges
 
 pytestmark = [
@@ -101,14 +111,14 @@ class LandingLog:
 
 
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(  # type: ignore[no-untyped-def]
-    kafka, make_topic, tmp_path, protocol
+def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, protocol: str
 ) -> None:
     topic = make_topic(PARTITIONS)
     group = unique_name("group")
     events_file(group).unlink(missing_ok=True)
     options = [f"{k}={v}" for k, v in PROTOCOLS[protocol].items()]
-    options.append("rebalanceListener=tests.integration.listener_probe:record")
+    options.append(f"rebalanceListener={RECORD_REBALANCE}")
     everything = list(range(PARTITIONS))
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, PARTITIONS, per_tick=3)
     with GroupQueries(kafka.bootstrap_servers, topic, group, tmp_path, max_offsets=100) as queries:
@@ -133,8 +143,11 @@ def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(  #
             wait_for(b_landed, "the second query to land records", 400)
             assert second.poll() is None, f"query b ended: {queries.log('b')[-4000:]}"
             b_first_rows = time.monotonic()
-            wait_for(lambda: (landing.sample(), time.monotonic() > b_first_rows + 10)[1],
-                     "ten more seconds of landing", 60)
+            def ten_more_seconds_sampled() -> bool:
+                landing.sample()
+                return time.monotonic() > b_first_rows + 10
+
+            wait_for(ten_more_seconds_sampled, "ten more seconds of landing", 60)
             split = owners(group)
             b_member = next(m for m in split if m != a_member)
             assert split[a_member] and split[b_member], split

@@ -9,13 +9,15 @@ not implement static membership, so these tests need Apache Kafka.
 
 from __future__ import annotations
 
+import pathlib
 import time
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from pyspark.sql import SparkSession
 
 from kafka_group.membership import GroupMember, RebalanceEvent
-from tests.conftest import BROKER_ENGINE, produce, unique_name, wait_for
+from tests.support import BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -43,7 +45,9 @@ def kinds(events: List[RebalanceEvent]) -> List[Tuple[str, List[int]]]:
 
 @pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_member_restarted_within_session_timeout(kafka, make_topic, protocol, static) -> None:  # type: ignore[no-untyped-def]
+def test_member_restarted_within_session_timeout(
+    kafka: Cluster, make_topic: MakeTopic, protocol: str, static: bool
+) -> None:
     topic = make_topic(6)
     group = unique_name("group")
 
@@ -91,8 +95,8 @@ def test_member_restarted_within_session_timeout(kafka, make_topic, protocol, st
             member.close()
 
 
-def test_static_query_restarted_within_session_timeout_keeps_the_group_still(  # type: ignore[no-untyped-def]
-    spark, kafka, make_topic, tmp_path
+def test_static_query_restarted_within_session_timeout_keeps_the_group_still(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
     """A Spark query with ``kafka.group.instance.id`` stopped and started again from its checkpoint:
     its member does not leave on stop, the restarted one gets the same partitions back, the other

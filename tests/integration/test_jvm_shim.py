@@ -22,6 +22,8 @@ from typing import Any, Dict
 
 import pytest
 
+from tests.support import Cluster, MakeTopic
+
 pytestmark = pytest.mark.integration
 
 QUERY = "shim_metrics"
@@ -65,8 +67,10 @@ def _has_javac() -> bool:
 
 
 @pytest.mark.skipif(not _has_javac(), reason="the JVM shim is compiled with javac: no JDK (javac) in JAVA_HOME or on PATH")
-def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.conftest import produce, unique_name
+def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    from tests.support import produce, unique_name
 
     topic = make_topic(len(PARTITIONS))
     produce(kafka.bootstrap_servers, topic, PARTITIONS)
@@ -106,7 +110,9 @@ def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(kafka
     assert final["generation"] == first["generation"]
 
 
-def test_building_the_shim_without_javac_names_what_is_missing(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_building_the_shim_without_javac_names_what_is_missing(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kafka_group.errors import JavaRuntimeError
     from pyspark_kafka_group.metrics import shim_jar
 
@@ -129,7 +135,7 @@ def _child(args: Dict[str, Any]) -> None:
     from pyspark.sql import SparkSession
 
     from pyspark_kafka_group.metrics import configure_spark_with_kafka_group_metrics
-    from tests.conftest import group_stream, wait_for
+    from tests.support import group_stream, wait_for
 
     builder = (
         SparkSession.builder.master("local[2]").appName("kafka-group-jvm-shim-test")

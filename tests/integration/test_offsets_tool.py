@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
+import pathlib
 
 import pytest
-from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from kafka_group.cluster_metadata import ClusterView
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import TopicPartition
 from kafka_group.offsets_tool import main, reset_offsets, show_offsets
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, MakeTopic, group_stream, produce, table_offsets, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def offsets_in(table: Any) -> Counter[Any]:
-    if not (table / "_delta_log").exists():
-        return Counter()
-    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
-
-
-def test_running_query_follows_a_reset(spark, kafka, make_topic, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_running_query_follows_a_reset(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 50, 1: 30})
     df = group_stream(spark, kafka.bootstrap_servers, topic, group, **{"offsets.table": str(table)}).load()
@@ -36,7 +31,7 @@ def test_running_query_follows_a_reset(spark, kafka, make_topic, tmp_path, capsy
         .start()
     )
     try:
-        wait_for(lambda: sum(offsets_in(table).values()) == 80, "the first 80 records")
+        wait_for(lambda: sum(table_offsets(table).values()) == 80, "the first 80 records")
         cluster = ClusterView({"bootstrap.servers": kafka.bootstrap_servers}, 10_000)
         assert main(["show", "--table", str(table), "--group", group, "--bootstrap-servers",
                      kafka.bootstrap_servers, "--topic", topic]) == 0
@@ -48,16 +43,18 @@ def test_running_query_follows_a_reset(spark, kafka, make_topic, tmp_path, capsy
                      kafka.bootstrap_servers, "--topic", topic, "--partitions", "0",
                      "--to-offsets", f'{{"{topic}":{{"0":40}}}}']) == 0
         # The running query re-reads partition 0 from 40 at its next batch; partition 1 is untouched.
-        wait_for(lambda: offsets_in(table)[(0, 45)] == 2, "the re-read of partition 0 from offset 40")
-        wait_for(lambda: sum(offsets_in(table).values()) == 90, "exactly the 10 re-read records", 30)
-        landed = offsets_in(table)
+        wait_for(lambda: table_offsets(table)[(0, 45)] == 2, "the re-read of partition 0 from offset 40")
+        wait_for(lambda: sum(table_offsets(table).values()) == 90, "exactly the 10 re-read records", 30)
+        landed = table_offsets(table)
         assert all(landed[(0, o)] == (2 if o >= 40 else 1) for o in range(50))
         assert all(landed[(1, o)] == 1 for o in range(30))
     finally:
         query.stop()
 
 
-def test_reset_refuses_offsets_outside_the_partition(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_reset_refuses_offsets_outside_the_partition(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     from kafka_group.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange
     import pyarrow as pa

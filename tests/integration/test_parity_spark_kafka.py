@@ -12,15 +12,28 @@ README.md ("Differences from Spark's Kafka source") says so.
 
 from __future__ import annotations
 
+import pathlib
 import datetime
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
+from pyspark.sql import SparkSession
 
-from tests.conftest import BROKER_ENGINE, group_stream, produce, unique_name, wait_for
+from tests.support import (
+    BROKER_ENGINE,
+    Cluster,
+    MakeTopic,
+    apache,
+    create_topic,
+    group_stream,
+    new_consumer,
+    produce,
+    unique_name,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -38,7 +51,7 @@ Record = Tuple[Any, ...]
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def spark_stream(spark: Any, servers: str, topic: str, **options: Any) -> Any:
+def spark_stream(spark: SparkSession, servers: str, topic: str, **options: Any) -> Any:
     """A ``format("kafka")`` stream reader (not loaded) subscribed to ``topic`` from the earliest offsets."""
     reader = (
         spark.readStream.format("kafka")
@@ -116,10 +129,13 @@ def run_available_now(reader: Any, *, checkpoint: Optional[str] = None, count_pa
 
 
 def read_both(
-    spark: Any, kafka: Any, topic: str, *, checkpoints: Optional[Tuple[str, str]] = None,
-    count_partitions: bool = False, group: Optional[str] = None, **options: Any,
+    spark: SparkSession, kafka: Cluster, topic: str, *, checkpoints: Optional[Tuple[str, str]] = None,
+    count_partitions: bool = False, group: Optional[str] = None, dotted: Optional[Mapping[str, str]] = None,
+    **options: Any,
 ) -> Tuple[Run, Run]:
-    """``topic`` read by Spark's source and by kafka-group with the same ``options``: (spark, group)."""
+    """``topic`` read by Spark's source and by kafka-group with the same ``options`` and ``dotted`` options
+    (names such as ``kafka.isolation.level`` that are no Python keywords): (spark, group)."""
+    options = {**options, **(dotted or {})}
     reference = run_available_now(
         spark_stream(spark, kafka.bootstrap_servers, topic, **options),
         checkpoint=checkpoints[0] if checkpoints else None, count_partitions=count_partitions,
@@ -146,10 +162,8 @@ def assert_same_rows(reference: Run, ours: Run) -> None:
 
 def partition_offsets(servers: str, topic: str, partition: int, isolation: str = "read_uncommitted") -> List[int]:
     """Every offset a plain consumer reads from ``topic[partition]``, earliest to the end."""
-    consumer = Consumer({
-        "bootstrap.servers": servers, "group.id": unique_name("probe"), "enable.auto.commit": False,
-        "isolation.level": isolation, "enable.partition.eof": True,
-    })
+    consumer = new_consumer(servers, {"enable.auto.commit": False, "isolation.level": isolation,
+                                      "enable.partition.eof": True})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
         if low >= high:
@@ -159,11 +173,14 @@ def partition_offsets(servers: str, topic: str, partition: int, isolation: str =
         while True:
             message = consumer.poll(30)
             assert message is not None, f"no record from {topic}[{partition}] within 30 s"
-            if message.error():
-                if message.error().code() == -191:  # _PARTITION_EOF
+            error = message.error()
+            if error:
+                if error.code() == -191:  # _PARTITION_EOF
                     return offsets
-                raise AssertionError(f"reading {topic}[{partition}]: {message.error()}")
-            offsets.append(message.offset())
+                raise AssertionError(f"reading {topic}[{partition}]: {error}")
+            offset = message.offset()
+            assert offset is not None, message
+            offsets.append(offset)
     finally:
         consumer.close()
 
@@ -172,7 +189,7 @@ def partition_offsets(servers: str, topic: str, partition: int, isolation: str =
 
 
 @pytest.mark.parametrize("include_headers", ["false", "true"])
-def test_schema_is_identical(spark, kafka, make_topic, include_headers) -> None:  # type: ignore[no-untyped-def]
+def test_schema_is_identical(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, include_headers: str) -> None:
     topic = make_topic(1)
     reference = spark_stream(spark, kafka.bootstrap_servers, topic, includeHeaders=include_headers).load().schema
     ours = group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
@@ -185,14 +202,16 @@ def test_schema_is_identical(spark, kafka, make_topic, include_headers) -> None:
 # -- rows ---------------------------------------------------------------------------------------
 
 
-def test_rows_null_keys_values_headers_and_create_time(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_rows_null_keys_values_headers_and_create_time(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """Null keys and values, headers (null values, repeated keys, none) and producer-set CreateTime timestamps."""
     topic = make_topic(2)
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
     # An hour ago, at an odd millisecond: not the broker's clock, and within the topic's retention
     # (records older than retention.ms are deleted at once, the active segment too).
     base_ms = (int(time.time()) - 3600) * 1000 + 123
-    cases: Sequence[Tuple[Optional[bytes], Optional[bytes], List[Tuple[str, Optional[bytes]]]]] = [
+    cases: List[Tuple[Optional[bytes], Optional[bytes], List[Tuple[str, Optional[bytes]]]]] = [
         (None, b"value, no key", []),
         (b"key, no value", None, []),
         (None, None, []),
@@ -202,7 +221,7 @@ def test_rows_null_keys_values_headers_and_create_time(spark, kafka, make_topic)
     ]
     for partition in (0, 1):
         for i, (key, value, headers) in enumerate(cases * 3):
-            producer.produce(topic, key=key, value=value, partition=partition, headers=headers,
+            producer.produce(topic, key=key, value=value, partition=partition, headers=list(headers),
                              timestamp=base_ms + 1000 * i + partition)
     assert producer.flush(30) == 0
     reference, ours = read_both(spark, kafka, topic, includeHeaders="true")
@@ -214,9 +233,8 @@ def test_rows_null_keys_values_headers_and_create_time(spark, kafka, make_topic)
     assert {r[ours.columns.index("timestampType")] for r in ours.rows} == {0}
 
 
-def test_rows_log_append_time(spark, kafka) -> None:  # type: ignore[no-untyped-def]
-    topic = unique_name("logappend")
-    kafka.create_topic(topic, 2, config={"message.timestamp.type": "LogAppendTime"})
+def test_rows_log_append_time(spark: SparkSession, kafka: Cluster) -> None:
+    topic = create_topic(apache(kafka), 2, "logappend", config={"message.timestamp.type": "LogAppendTime"})
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
     for i in range(20):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
@@ -229,9 +247,8 @@ def test_rows_log_append_time(spark, kafka) -> None:  # type: ignore[no-untyped-
     print(f"{len(ours.rows)} rows, timestampType 1, first {ours.rows[0]}")
 
 
-def test_rows_compacted_topic_with_offset_gaps(spark, kafka) -> None:  # type: ignore[no-untyped-def]
-    topic = unique_name("compacted")
-    kafka.create_topic(topic, 1, config={
+def test_rows_compacted_topic_with_offset_gaps(spark: SparkSession, kafka: Cluster) -> None:
+    topic = create_topic(apache(kafka), 1, "compacted", config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
     })
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
@@ -251,7 +268,7 @@ def test_rows_compacted_topic_with_offset_gaps(spark, kafka) -> None:  # type: i
 
     wait_for(write_and_check_gaps, "the log cleaner to compact away offsets", timeout_s=300)
     # Freeze the log: no more cleaning (and nothing deleted), then wait until a pass in progress is done.
-    kafka.alter_topic_config(topic, {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"})
+    apache(kafka).alter_topic_config(topic, {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"})
     seen: List[List[int]] = [[]]
 
     def stable() -> bool:
@@ -267,7 +284,7 @@ def test_rows_compacted_topic_with_offset_gaps(spark, kafka) -> None:  # type: i
     print(f"{written[0]} written, {len(offsets)} left after compaction, last offset {offsets[-1]}")
 
 
-def _transactional_topic(kafka: Any, partitions: int = 2) -> Tuple[str, List[bytes], List[bytes]]:
+def _transactional_topic(kafka: Cluster, partitions: int = 2) -> Tuple[str, List[bytes], List[bytes]]:
     """A topic with committed and aborted transactions interleaved; returns (topic, committed, aborted)."""
     topic = unique_name("txn")
     kafka.create_topic(topic, partitions)
@@ -293,9 +310,9 @@ def _transactional_topic(kafka: Any, partitions: int = 2) -> Tuple[str, List[byt
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_rows_transactions_same_isolation_level(spark, kafka, isolation) -> None:  # type: ignore[no-untyped-def]
+def test_rows_transactions_same_isolation_level(spark: SparkSession, kafka: Cluster, isolation: str) -> None:
     topic, committed, aborted = _transactional_topic(kafka)
-    reference, ours = read_both(spark, kafka, topic, **{"kafka.isolation.level": isolation})
+    reference, ours = read_both(spark, kafka, topic, dotted={"kafka.isolation.level": isolation})
     assert_same_rows(reference, ours)
     values = {r[ours.columns.index("value")] for r in ours.rows}
     assert set(committed) <= values
@@ -303,10 +320,11 @@ def test_rows_transactions_same_isolation_level(spark, kafka, isolation) -> None
     print(f"{isolation}: {len(ours.rows)} rows, aborted records included: {bool(set(aborted) & values)}")
 
 
-def test_rows_transaction_open_at_planning_read_committed(spark, kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rows_transaction_open_at_planning_read_committed(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
     """An open transaction under read_committed: both stop before it, then read it once it commits."""
-    topic = unique_name("txn-open")
-    kafka.create_topic(topic, 1)
+    topic = create_topic(kafka, 1, "txn-open")
     done = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("txn-id")})
     done.init_transactions(60)
     done.begin_transaction()
@@ -325,13 +343,13 @@ def test_rows_transaction_open_at_planning_read_committed(spark, kafka, tmp_path
         checkpoints = (str(tmp_path / "kafka"), str(tmp_path / "group"))
         group = unique_name("parity")
         options = {"kafka.isolation.level": "read_committed"}
-        first = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, **options)
+        first = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, dotted=options)
         open_txn.commit_transaction(60)
         committed = True
     finally:
         if not committed:
             open_txn.abort_transaction(30)  # leave no transaction open behind a failed test
-    second = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, **options)
+    second = read_both(spark, kafka, topic, checkpoints=checkpoints, group=group, dotted=options)
     value = first[0].columns.index("value")
     print(f"while open: kafka {[r[value] for r in first[0].rows]}, kafka-group {[r[value] for r in first[1].rows]}; "
           f"after the commit: {len(second[0].rows)} and {len(second[1].rows)} more")
@@ -342,7 +360,7 @@ def test_rows_transaction_open_at_planning_read_committed(spark, kafka, tmp_path
         f'{{"n":{i},"p":0}}'.encode() for i in range(2)])
 
 
-def test_rows_transactions_default_isolation_level_differs_deliberately(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_rows_transactions_default_isolation_level_differs_deliberately(spark: SparkSession, kafka: Cluster) -> None:
     """A deliberate difference (README, "Differences from Spark's Kafka source"): with no
     isolation level set, Spark's source reads uncommitted (aborted records land) and
     kafka-group reads committed (they never do); every committed record is in both."""
@@ -359,7 +377,7 @@ def test_rows_transactions_default_isolation_level_differs_deliberately(spark, k
 # -- shared options -----------------------------------------------------------------------------
 
 
-def test_starting_offsets_json(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_starting_offsets_json(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
     topic = make_topic(3)
     produce(kafka.bootstrap_servers, topic, {0: 10, 1: 10, 2: 10})
     starting = f'{{"{topic}":{{"0":5,"1":-2,"2":-1}}}}'
@@ -370,7 +388,7 @@ def test_starting_offsets_json(spark, kafka, make_topic) -> None:  # type: ignor
     print(f"startingOffsets {starting}: {len(ours.rows)} rows in both")
 
 
-def test_default_starting_offsets_is_latest_in_both(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_default_starting_offsets_is_latest_in_both(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
     topic = make_topic(1)
     produce(kafka.bootstrap_servers, topic, {0: 5})
     reference = run_available_now(spark.readStream.format("kafka")
@@ -382,7 +400,7 @@ def test_default_starting_offsets_is_latest_in_both(spark, kafka, make_topic) ->
     assert reference.rows == ours.rows == []
 
 
-def test_max_offsets_per_trigger_even_backlog(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_max_offsets_per_trigger_even_backlog(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
     topic = make_topic(2)
     produce(kafka.bootstrap_servers, topic, {0: 25, 1: 25})
     reference, ours = read_both(spark, kafka, topic, maxOffsetsPerTrigger="20")
@@ -391,7 +409,7 @@ def test_max_offsets_per_trigger_even_backlog(spark, kafka, make_topic) -> None:
     assert ours.sizes == reference.sizes == [20, 20, 10]
 
 
-def test_max_offsets_per_trigger_skewed_backlog(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_max_offsets_per_trigger_skewed_backlog(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
     """Difference (pinned): Spark shares the budget by backlog; kafka-group's default ``fair`` shares it equally.
 
     ``flow.budgetSharing=proportional`` gives Spark's batches.
@@ -419,7 +437,7 @@ def test_max_offsets_per_trigger_skewed_backlog(spark, kafka, make_topic) -> Non
     assert per_partition(fair)[0] == (6, 6)  # an equal share for each partition with a backlog
 
 
-def test_min_partitions(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_min_partitions(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
     """Both split a batch into at least ``minPartitions`` tasks; the counts differ when Spark rounds up.
 
     Difference (pinned): Spark gives each Kafka partition ``round(size / total * minPartitions)``
@@ -440,7 +458,9 @@ def test_min_partitions(spark, kafka, make_topic) -> None:  # type: ignore[no-un
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_fail_on_data_loss(spark, kafka, make_topic, tmp_path, fail_on_data_loss) -> None:  # type: ignore[no-untyped-def]
+def test_fail_on_data_loss(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, fail_on_data_loss: str
+) -> None:
     """Records deleted below the checkpointed position while the query is stopped."""
     from pyspark.errors import StreamingQueryException
 
@@ -484,7 +504,7 @@ def test_fail_on_data_loss(spark, kafka, make_topic, tmp_path, fail_on_data_loss
 # -- deliberate differences ---------------------------------------------------------------------
 
 
-def test_difference_group_id_required(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_difference_group_id_required(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
     """Spark's source makes up a group per query; kafka-group joins the group you name, so it needs one."""
     topic = make_topic(1)
     (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
@@ -494,7 +514,9 @@ def test_difference_group_id_required(spark, kafka, make_topic) -> None:  # type
          .option("subscribe", topic).load())
 
 
-def test_difference_starting_offsets_by_timestamp_refused(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_difference_starting_offsets_by_timestamp_refused(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(1)
     spec = f'{{"{topic}":{{"0":0}}}}'
     spark_stream(spark, kafka.bootstrap_servers, topic, startingOffsetsByTimestamp=spec).load()  # accepted
@@ -503,7 +525,9 @@ def test_difference_starting_offsets_by_timestamp_refused(spark, kafka, make_top
                      startingOffsetsByTimestamp=spec).load()
 
 
-def test_difference_starting_offsets_json_missing_partition(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_difference_starting_offsets_json_missing_partition(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     """Spark refuses a ``startingOffsets`` JSON that leaves out a partition; kafka-group starts it at earliest."""
     from pyspark.errors import StreamingQueryException
 

@@ -10,15 +10,14 @@ source.
 from __future__ import annotations
 
 import pathlib
-import threading
 from collections import Counter
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
-from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, OffsetCollector, apache, group_stream, produce, table_offsets, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +25,7 @@ Key = Tuple[int, int]  # (partition, offset)
 
 
 @pytest.fixture(autouse=True)
-def _real_kafka(kafka: Any) -> None:
+def _real_kafka(kafka: Cluster) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster has no CreatePartitions")
 
@@ -37,8 +36,7 @@ class Landing:
     def __init__(self, tmp_path: pathlib.Path, with_table: bool) -> None:
         self.table: Optional[pathlib.Path] = tmp_path / "table" if with_table else None
         self.checkpoint = tmp_path / "chk"
-        self._lock = threading.Lock()
-        self._batches: Dict[int, List[Key]] = {}
+        self._collector = OffsetCollector()
 
     def options(self) -> Dict[str, str]:
         # Partitions added to a topic reach the group member within this interval.
@@ -51,23 +49,14 @@ class Landing:
         if self.table is not None:
             return DeltaSink(str(self.table))
 
-        def collect(batch: Any, batch_id: int) -> None:
-            found = [(r.partition, r.offset) for r in batch.select("partition", "offset").collect()]
-            with self._lock:
-                self._batches[batch_id] = found  # a batch replayed after a restart replaces its first delivery
-
-        return collect
+        return self._collector
 
     def landed(self) -> Counter[Key]:
         if self.table is None:
-            with self._lock:
-                return Counter(k for rows in self._batches.values() for k in rows)
-        if not (self.table / "_delta_log").exists():
-            return Counter()
-        data = DeltaTable(str(self.table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-        return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
+            return self._collector.landed()
+        return table_offsets(self.table)
 
-    def start(self, spark: Any, servers: str, topic: str, group: str, available_now: bool) -> Any:
+    def start(self, spark: SparkSession, servers: str, topic: str, group: str, available_now: bool) -> Any:
         writer = (group_stream(spark, servers, topic, group, **self.options()).load()
                   .writeStream.foreachBatch(self.sink()).option("checkpointLocation", str(self.checkpoint)))
         if available_now:
@@ -79,13 +68,17 @@ def offsets(partitions: Dict[int, range]) -> Counter[Key]:
     return Counter((p, o) for p, r in partitions.items() for o in r)
 
 
-def alive(query: Any) -> None:
+def alive(query: Any) -> bool:
+    """True while ``query`` runs; fails naming its error once it stopped."""
     if not query.isActive:
         raise AssertionError(f"the query stopped: {query.exception()}")
+    return True
 
 
 @pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
-def test_partitions_added_while_the_query_runs_land_once(spark, kafka, tmp_path, with_table) -> None:  # type: ignore[no-untyped-def]
+def test_partitions_added_while_the_query_runs_land_once(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool
+) -> None:
     servers, topic, group = kafka.bootstrap_servers, unique_name("grow"), unique_name("group")
     kafka.create_topic(topic, 2)
     landing = Landing(tmp_path, with_table)
@@ -93,12 +86,12 @@ def test_partitions_added_while_the_query_runs_land_once(spark, kafka, tmp_path,
     try:
         wait_for(lambda: query.lastProgress is not None, "the query's first trigger", 180)
         produce(servers, topic, {0: 10, 1: 10})
-        wait_for(lambda: (alive(query), landing.landed() == offsets({0: range(10), 1: range(10)}))[1],
+        wait_for(lambda: alive(query) and landing.landed() == offsets({0: range(10), 1: range(10)}),
                  "the first records", 180)
-        kafka.create_partitions(topic, 4)
+        apache(kafka).create_partitions(topic, 4)
         produce(servers, topic, {0: 10, 1: 10, 2: 15, 3: 15}, start=10)  # before the member sees 2 and 3
         want = offsets({0: range(20), 1: range(20), 2: range(15), 3: range(15)})
-        wait_for(lambda: (alive(query), sum(landing.landed().values()) >= sum(want.values()))[1],
+        wait_for(lambda: alive(query) and sum(landing.landed().values()) >= sum(want.values()),
                  "the records of the added partitions", 180)
         alive(query)
     finally:
@@ -108,7 +101,9 @@ def test_partitions_added_while_the_query_runs_land_once(spark, kafka, tmp_path,
 
 
 @pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
-def test_partitions_added_while_the_query_is_stopped_start_at_earliest(spark, kafka, tmp_path, with_table) -> None:  # type: ignore[no-untyped-def]
+def test_partitions_added_while_the_query_is_stopped_start_at_earliest(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool
+) -> None:
     servers, topic, group = kafka.bootstrap_servers, unique_name("grow"), unique_name("group")
     kafka.create_topic(topic, 2)
     produce(servers, topic, {0: 10, 1: 10})  # before the query: startingOffsets=latest skips these
@@ -117,11 +112,11 @@ def test_partitions_added_while_the_query_is_stopped_start_at_earliest(spark, ka
     try:
         wait_for(lambda: query.lastProgress is not None, "the query's first trigger", 180)
         produce(servers, topic, {0: 10, 1: 10}, start=10)
-        wait_for(lambda: (alive(query), landing.landed() == offsets({0: range(10, 20), 1: range(10, 20)}))[1],
+        wait_for(lambda: alive(query) and landing.landed() == offsets({0: range(10, 20), 1: range(10, 20)}),
                  "the records produced after the start", 180)
     finally:
         query.stop()
-    kafka.create_partitions(topic, 4)
+    apache(kafka).create_partitions(topic, 4)
     produce(servers, topic, {0: 5, 1: 5, 2: 12, 3: 12}, start=20)
     query = landing.start(spark, servers, topic, group, available_now=True)  # restart from the checkpoint
     try:

@@ -16,14 +16,15 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
-from tests.conftest import group_stream, unique_name, wait_for
+from tests.support import Cluster, create_topic, group_stream, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(autouse=True)
-def _real_kafka(kafka: Any) -> None:
+def _real_kafka(kafka: Cluster) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: the mock cluster does not filter aborted transactions for read_committed")
 
@@ -87,10 +88,11 @@ def alive(query: Any) -> None:
     [{}, {"failOnDataLoss": "false"}, {"kafka.isolation.level": "read_committed"}],
     ids=["defaults", "failOnDataLoss-false", "read_committed"],
 )
-def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark, kafka, options) -> None:  # type: ignore[no-untyped-def]
+def test_aborted_never_land_and_an_open_transaction_is_waited_for(
+    spark: SparkSession, kafka: Cluster, options: Dict[str, str]
+) -> None:
     servers = kafka.bootstrap_servers
-    topic = unique_name("txn-topic")
-    kafka.create_topic(topic, 2)
+    topic = create_topic(kafka, 2, "txn-topic")
     busy, holder = transactional(servers), transactional(servers)
     committed: List[Tuple[int, bytes]] = []
     aborted: List[Tuple[int, bytes]] = []
@@ -153,11 +155,10 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark, kafka, 
     print(f"landed {len(rows)} committed rows once, none of {len(aborted)} aborted")
 
 
-def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark: SparkSession, kafka: Cluster) -> None:
     """``kafka.isolation.level=read_uncommitted`` (Spark's Kafka default) plans and reads everything, aborted too."""
     servers = kafka.bootstrap_servers
-    topic = unique_name("txn-topic")
-    kafka.create_topic(topic, 1)
+    topic = create_topic(kafka, 1, "txn-topic")
     producer = transactional(servers)
     sent: List[Tuple[int, bytes]] = []
     for i in range(4):

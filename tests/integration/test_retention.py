@@ -16,25 +16,35 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
-import sys
-import threading
 import time
 from collections import Counter
-from typing import Any, Dict, List, Tuple
+from typing import Any, Optional, Tuple
 
 import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType  # type: ignore[attr-defined]  # re-exported without __all__
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
-from kafka_group.delta_offsets import transaction_id
-from kafka_group.offsets import TopicPartition
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from kafka_group_devbroker import ApacheKafka
+from tests.support import (
+    Cluster,
+    OffsetCollector,
+    REPO,
+    apache,
+    create_topic,
+    delta_query_command,
+    group_stream,
+    produce,
+    table_offsets,
+    table_positions,
+    unique_name,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 Key = Tuple[int, int]
 
 #: How each kind of retention is switched on, and back off.
@@ -45,22 +55,23 @@ RETENTION = {
 
 
 @pytest.fixture(autouse=True)
-def _real_kafka(kafka: Any) -> None:
+def _real_kafka(kafka: Cluster) -> None:
     if kafka.engine != "kafka":
         pytest.skip("needs Apache Kafka: retention by size and time of real log segments")
 
 
-def earliest(kafka: Any, topic: str) -> int:
-    futures = kafka.admin().list_offsets({KafkaTopicPartition(topic, 0): OffsetSpec.earliest()}, request_timeout=10)
+def earliest(kafka: ApacheKafka, topic: str) -> int:
+    spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]  # confluent-kafka leaves it unannotated
+    futures = kafka.admin().list_offsets({KafkaTopicPartition(topic, 0): spec}, request_timeout=10)
     return int(next(iter(futures.values())).result(15).offset)
 
 
-def topic_config(kafka: Any, topic: str, key: str) -> str:
+def topic_config(kafka: ApacheKafka, topic: str, key: str) -> str:
     futures = kafka.admin().describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=10)
     return str(next(iter(futures.values())).result(15)[key].value)
 
 
-def lose_offsets(kafka: Any, topic: str, how: str) -> int:
+def lose_offsets(kafka: ApacheKafka, topic: str, how: str) -> int:
     """Produce offsets [50, 110) in two segments, let retention delete past offset 50, switch it
     off again, then produce 20 more; return the partition's earliest offset afterwards."""
     servers = kafka.bootstrap_servers
@@ -79,29 +90,13 @@ def lose_offsets(kafka: Any, topic: str, how: str) -> int:
     return first
 
 
-def new_topic(kafka: Any) -> str:
-    topic = unique_name("retained")
-    kafka.create_topic(topic, 1, config={"segment.ms": "100", "retention.ms": "604800000"})
+def new_topic(kafka: Cluster) -> str:
+    topic = create_topic(kafka, 1, "retained", config={"segment.ms": "100", "retention.ms": "604800000"})
     produce(kafka.bootstrap_servers, topic, {0: 50})
     return topic
 
 
-class Collector:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._batches: Dict[int, List[Key]] = {}
-
-    def __call__(self, batch: Any, batch_id: int) -> None:
-        found = [(r.partition, r.offset) for r in batch.select("partition", "offset").collect()]
-        with self._lock:
-            self._batches[batch_id] = found
-
-    def landed(self) -> Counter[Key]:
-        with self._lock:
-            return Counter(k for rows in self._batches.values() for k in rows)
-
-
-def run_in_process(spark: Any, kafka: Any, topic: str, group: str, checkpoint: pathlib.Path, sink: Collector,
+def run_in_process(spark: SparkSession, kafka: Cluster, topic: str, group: str, checkpoint: pathlib.Path, sink: OffsetCollector,
                    fail_on_data_loss: str) -> Any:
     query = (group_stream(spark, kafka.bootstrap_servers, topic, group, failOnDataLoss=fail_on_data_loss,
                           maxOffsetsPerTrigger="40").load()
@@ -120,12 +115,14 @@ def run_in_process(spark: Any, kafka: Any, topic: str, group: str, checkpoint: p
 
 @pytest.mark.parametrize("how", ["size", "time"])
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_retention_without_offsets_table(spark, kafka, tmp_path, how, fail_on_data_loss) -> None:  # type: ignore[no-untyped-def]
+def test_retention_without_offsets_table(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str
+) -> None:
     topic, group, checkpoint = new_topic(kafka), unique_name("group"), tmp_path / "chk"
-    sink = Collector()
+    sink = OffsetCollector()
     assert run_in_process(spark, kafka, topic, group, checkpoint, sink, fail_on_data_loss) is None
     assert sink.landed() == Counter((0, o) for o in range(50))
-    first = lose_offsets(kafka, topic, how)
+    first = lose_offsets(apache(kafka), topic, how)
     error = run_in_process(spark, kafka, topic, group, checkpoint, sink, fail_on_data_loss)
     if fail_on_data_loss == "true":
         assert error is not None, "the run ended without failing"
@@ -140,13 +137,13 @@ def test_retention_without_offsets_table(spark, kafka, tmp_path, how, fail_on_da
         print(f"skipped [50, {first}), landed {sum(sink.landed().values())} rows once")
 
 
-def run_delta_query(kafka: Any, topic: str, group: str, workdir: pathlib.Path,
+def run_delta_query(kafka: Cluster, topic: str, group: str, workdir: pathlib.Path,
                     fail_on_data_loss: str) -> Tuple[int, str]:
     """One AvailableNow run of tests.integration.delta_query into ``workdir/table``; its exit code and log."""
     log = workdir / "query.log"
-    command = [sys.executable, "-m", "tests.integration.delta_query", kafka.bootstrap_servers, topic, group,
-               str(workdir / "table"), str(workdir / "chk"), "--available-now", "--max-offsets", "40",
-               "--option", f"failOnDataLoss={fail_on_data_loss}"]
+    command = delta_query_command(kafka.bootstrap_servers, topic, group, workdir / "table", workdir / "chk",
+                                  "--available-now", "--max-offsets", "40",
+                                  "--option", f"failOnDataLoss={fail_on_data_loss}")
     with open(log, "ab") as out:
         out.write(b"\n==== run ====\n")
         out.flush()
@@ -162,33 +159,29 @@ def run_delta_query(kafka: Any, topic: str, group: str, workdir: pathlib.Path,
     return code, text[text.rfind("==== run ===="):]
 
 
-def table_rows(table: pathlib.Path) -> Counter[Key]:
-    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
-
-
-def table_position(table: pathlib.Path, group: str, topic: str) -> Any:
-    return DeltaTable(str(table)).transaction_version(transaction_id(group, TopicPartition(topic, 0)))
+def table_position(table: pathlib.Path, group: str, topic: str) -> Optional[int]:
+    """The offset the table holds for partition 0 of ``topic``."""
+    return table_positions(table, group, topic, 1)[0]
 
 
 @pytest.mark.parametrize("how", ["size", "time"])
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_retention_with_offsets_table(kafka, tmp_path, how, fail_on_data_loss) -> None:  # type: ignore[no-untyped-def]
+def test_retention_with_offsets_table(kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str) -> None:
     topic, group, table = new_topic(kafka), unique_name("group"), tmp_path / "table"
     code, log = run_delta_query(kafka, topic, group, tmp_path, fail_on_data_loss)
     assert code == 0, log[-3000:]
-    assert table_rows(table) == Counter((0, o) for o in range(50))
-    first = lose_offsets(kafka, topic, how)
+    assert table_offsets(table) == Counter((0, o) for o in range(50))
+    first = lose_offsets(apache(kafka), topic, how)
     code, log = run_delta_query(kafka, topic, group, tmp_path, fail_on_data_loss)
     skipped = f"data loss in {topic}-0: offsets [50, {first}) were removed"
     if fail_on_data_loss == "true":
         assert code != 0, "the run ended without failing"
         assert skipped in log, log[-3000:]
-        assert table_rows(table) == Counter((0, o) for o in range(50))
+        assert table_offsets(table) == Counter((0, o) for o in range(50))
         assert table_position(table, group, topic) == 50
         print(f"failed as expected: {skipped}")
     else:
-        landed = table_rows(table)
+        landed = table_offsets(table)
         print(f"exit {code}; table at {table_position(table, group, topic)}; {sum(landed.values())} rows; "
               f"skip logged: {skipped in log}")
         assert code == 0, log[-3000:]

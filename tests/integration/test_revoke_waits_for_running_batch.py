@@ -13,8 +13,7 @@ import pathlib
 import pytest
 from deltalake import DeltaTable
 
-from tests.conftest import unique_name, wait_for
-from tests.integration.group_harness import BackgroundProducer, GroupQueries
+from tests.support import BackgroundProducer, Cluster, GroupQueries, MakeTopic, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +22,9 @@ def _plans(log: str) -> int:
     return log.count("kafka_group.source_driver: planned ")
 
 
-def test_second_query_joining_mid_batch_waits_and_nothing_is_read_twice(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_second_query_joining_mid_batch_waits_and_nothing_is_read_twice(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(4)
     hold = tmp_path / "hold"
     hold.touch()

@@ -7,17 +7,16 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
-from tests.conftest import produce, unique_name
+from tests.support import Cluster, MakeTopic, REPO, delta_query_command, produce, unique_name
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 SECRET = "Canary-Pa55word-7731"
 SECRET_OPTIONS = {
     "kafka.sasl.mechanism": "PLAIN",
@@ -31,14 +30,16 @@ def files_containing(root: pathlib.Path, needle: bytes) -> list[str]:
     return [str(path) for path in root.rglob("*") if path.is_file() and needle in path.read_bytes()]
 
 
-def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     """The mock cluster speaks PLAINTEXT, so the SASL settings are carried (to the member, the
     admin client and every reader) but not used for authentication."""
     topic = make_topic(2)
     produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
     table, checkpoint, report = tmp_path / "table", tmp_path / "chk", tmp_path / "report.json"
-    command = [sys.executable, "-m", "tests.integration.delta_query", kafka.bootstrap_servers, topic,
-               unique_name("group"), str(table), str(checkpoint), "--available-now", "--report", str(report)]
+    command = delta_query_command(kafka.bootstrap_servers, topic, unique_name("group"), table, checkpoint,
+                                  "--available-now", "--report", str(report))
     for key, value in SECRET_OPTIONS.items():
         command += ["--option", f"{key}={value}"]
     env = {**os.environ, "KAFKA_GROUP_LOG_LEVEL": "DEBUG"}
@@ -55,7 +56,7 @@ def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(kafka, mak
     assert list((table / "_delta_log").glob("*.json"))
 
 
-def test_password_is_not_in_error_messages(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_password_is_not_in_error_messages(spark: SparkSession, tmp_path: pathlib.Path) -> None:
     reader: Any = (spark.readStream.format("kafka-group").option("kafka.bootstrap.servers", "127.0.0.1:1")
                    .option("subscribe", "orders").option("kafka.group.id", unique_name("group"))
                    .option("kafkaConsumer.connectTimeoutMs", "3000"))

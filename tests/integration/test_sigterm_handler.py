@@ -18,7 +18,9 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests.support import Cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 _CHILD = textwrap.dedent("""
     import os, signal, sys, threading
@@ -90,18 +92,18 @@ _ASSIGN_CHILD = textwrap.dedent("""
 """)
 
 
-def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka: Cluster) -> None:
     """Issue 13, finding 8 (the rest): with ``assign`` and ``kafka.group.id`` the lag commits
     go through a GroupOffsetCommitter on the main thread; the SIGTERM handler's close
     commits through it again and must not wait on the lock its own thread holds."""
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import KafkaException
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-    from tests.conftest import unique_name, wait_for
+    from tests.support import new_consumer, unique_name, wait_for
 
     topic, group = unique_name("sigterm-assign"), unique_name("group")
     kafka.create_topic(topic, 1)
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    consumer = new_consumer(kafka.bootstrap_servers, group=group)
 
     def coordinator_answers() -> bool:
         try:
@@ -115,7 +117,7 @@ def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka)
         consumer.close()
     err = run_child_ended_by_sigterm(_ASSIGN_CHILD, kafka.bootstrap_servers, group, topic,
                                      hang="on SIGTERM during a commit")
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    consumer = new_consumer(kafka.bootstrap_servers, group=group)
     try:
         committed = consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)
     finally:

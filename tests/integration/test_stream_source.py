@@ -18,38 +18,33 @@ from pyspark.sql.types import (
     TimestampType,
 )
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
-from tests.conftest import group_stream, produce, unique_name
+from tests import support
+from tests.support import Cluster, MakeTopic, expected, group_stream, produce, progress, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def reader(spark: Any, kafka: Any, topic: str, **options: Any) -> Any:
+def reader(spark: SparkSession, kafka: Cluster, topic: str, **options: Any) -> Any:
     return group_stream(spark, kafka.bootstrap_servers, topic, options.pop("group", unique_name("group")), **options)
 
 
 def run_available_now(df: Any, out: pathlib.Path, checkpoint: pathlib.Path) -> List[Dict[str, Any]]:
-    query = (
-        df.writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    return [p for p in query.recentProgress if p["numInputRows"] > 0]
+    """Run ``df`` into Parquet files at ``out`` until it ends; the progress of each batch that read rows."""
+    query = support.run_available_now(df.writeStream.format("parquet").option("path", str(out))
+                                      .option("checkpointLocation", str(checkpoint)))
+    return [p for p in progress(query) if p["numInputRows"] > 0]
 
 
-def landed(spark: Any, out: pathlib.Path) -> Counter[Tuple[str, int, int]]:
+def landed(spark: SparkSession, out: pathlib.Path) -> Counter[Tuple[str, int, int]]:
     rows = spark.read.parquet(str(out)).select("topic", "partition", "offset").collect()
     return Counter((r.topic, r.partition, r.offset) for r in rows)
 
 
-def expected(topic: str, per_partition: Dict[int, int], start: int = 0) -> Counter[Tuple[str, int, int]]:
-    return Counter((topic, p, o) for p, n in per_partition.items() for o in range(start, start + n))
-
-
-def test_available_now_lands_every_record_exactly_once(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_available_now_lands_every_record_exactly_once(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(4)
     counts = {0: 120, 1: 80, 2: 0, 3: 55}
     produce(kafka.bootstrap_servers, topic, counts)
@@ -57,7 +52,9 @@ def test_available_now_lands_every_record_exactly_once(spark, kafka, make_topic,
     assert landed(spark, tmp_path / "out") == expected(topic, counts)
 
 
-def test_restart_continues_from_the_checkpoint(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_restart_continues_from_the_checkpoint(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(3)
     group = unique_name("group")
     first = {0: 50, 1: 50, 2: 50}
@@ -71,7 +68,9 @@ def test_restart_continues_from_the_checkpoint(spark, kafka, make_topic, tmp_pat
     assert landed(spark, tmp_path / "out") == want
 
 
-def test_max_offsets_per_trigger_splits_the_backlog(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_max_offsets_per_trigger_splits_the_backlog(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(4)
     counts = {0: 400, 1: 100, 2: 250, 3: 250}
     produce(kafka.bootstrap_servers, topic, counts)
@@ -84,7 +83,7 @@ def test_max_offsets_per_trigger_splits_the_backlog(spark, kafka, make_topic, tm
     assert landed(spark, tmp_path / "out") == expected(topic, counts)
 
 
-def test_headers_round_trip(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_headers_round_trip(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
     topic = make_topic(1)
     headers = [("trace-id", b"abc"), ("empty", None), ("trace-id", b"\x00\xff")]
     produce(kafka.bootstrap_servers, topic, {0: 3}, headers=headers)
@@ -97,7 +96,7 @@ def test_headers_round_trip(spark, kafka, make_topic, tmp_path) -> None:  # type
         assert row.timestamp is not None
 
 
-def test_schema_equals_sparks_kafka_source(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_schema_equals_sparks_kafka_source(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
     topic = make_topic(1)
     base = [
         StructField("key", BinaryType()),
@@ -115,14 +114,18 @@ def test_schema_equals_sparks_kafka_source(spark, kafka, make_topic) -> None:  #
     assert reader(spark, kafka, topic, includeHeaders="true").load().schema == StructType(base + [headers])
 
 
-def test_latest_starts_after_what_is_there(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_latest_starts_after_what_is_there(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(2)
     produce(kafka.bootstrap_servers, topic, {0: 10, 1: 10})
     df = reader(spark, kafka, topic, startingOffsets="latest").load()
     assert run_available_now(df, tmp_path / "out", tmp_path / "chk") == []
 
 
-def test_assign_reads_only_the_named_partitions(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_assign_reads_only_the_named_partitions(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(3)
     produce(kafka.bootstrap_servers, topic, {0: 10, 1: 20, 2: 30})
     df = (
@@ -137,7 +140,9 @@ def test_assign_reads_only_the_named_partitions(spark, kafka, make_topic, tmp_pa
     assert landed(spark, tmp_path / "out") == want
 
 
-def test_data_loss_fails_with_topic_partition_and_offsets(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_data_loss_fails_with_topic_partition_and_offsets(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     produce(kafka.bootstrap_servers, topic, {0: 100})
     kafka.delete_records(topic, 0, 40)
@@ -146,7 +151,9 @@ def test_data_loss_fails_with_topic_partition_and_offsets(spark, kafka, make_top
         run_available_now(df, tmp_path / "out", tmp_path / "chk")
 
 
-def test_data_loss_is_skipped_when_allowed(spark, kafka, make_topic, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_data_loss_is_skipped_when_allowed(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
     topic = make_topic(1)
     produce(kafka.bootstrap_servers, topic, {0: 100})
     kafka.delete_records(topic, 0, 40)
@@ -155,9 +162,9 @@ def test_data_loss_is_skipped_when_allowed(spark, kafka, make_topic, tmp_path) -
     assert landed(spark, tmp_path / "out") == Counter((topic, 0, o) for o in range(40, 100))
 
 
-def test_pattern_picks_up_a_topic_created_while_running(spark, kafka, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import time
-
+def test_pattern_picks_up_a_topic_created_while_running(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
     prefix = unique_name("pattern")
     first, later = f"{prefix}-a", f"{prefix}-b"
     kafka.create_topic(first, 2)
@@ -177,15 +184,11 @@ def test_pattern_picks_up_a_topic_created_while_running(spark, kafka, tmp_path) 
         .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="500 milliseconds").start()
     )
     try:
-        deadline = time.monotonic() + 120
-        while not query.recentProgress:
-            assert time.monotonic() < deadline, "the query never ran a batch"
-            time.sleep(0.5)
+        wait_for(lambda: query.recentProgress, "the query's first batch", 120)
         kafka.create_topic(later, 3)
         produce(kafka.bootstrap_servers, later, {0: 5, 1: 6, 2: 7})
         want = Counter((later, p, o) for p, n in {0: 5, 1: 6, 2: 7}.items() for o in range(n))
-        while not (tmp_path / "out").exists() or landed(spark, tmp_path / "out") != want:
-            assert time.monotonic() < deadline + 60, "the new topic's records never landed"
-            time.sleep(1)
+        wait_for(lambda: (tmp_path / "out").exists() and landed(spark, tmp_path / "out") == want,
+                 "the new topic's records to land", 180)
     finally:
         query.stop()

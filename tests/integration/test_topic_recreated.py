@@ -7,13 +7,14 @@ from typing import Any, List, Tuple
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
-from tests.conftest import group_stream, produce, unique_name, wait_for
+from tests.support import Cluster, group_stream, produce, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def start(spark: Any, kafka: Any, topic: str, fail_on_data_loss: str, rows: List[Tuple[int, int, bytes]]) -> Any:
+def start(spark: SparkSession, kafka: Cluster, topic: str, fail_on_data_loss: str, rows: List[Tuple[int, int, bytes]]) -> Any:
     lock = threading.Lock()
 
     def land(batch: Any, batch_id: int) -> None:
@@ -27,7 +28,7 @@ def start(spark: Any, kafka: Any, topic: str, fail_on_data_loss: str, rows: List
             .writeStream.foreachBatch(land).trigger(processingTime="500 milliseconds").start())
 
 
-def recreate_under(spark: Any, kafka: Any, partitions: int, fail_on_data_loss: str,
+def recreate_under(spark: SparkSession, kafka: Cluster, partitions: int, fail_on_data_loss: str,
                    rows: List[Tuple[int, int, bytes]]) -> Tuple[Any, str]:
     """Start a query on a topic of 30 records per partition, then delete the topic and recreate it
     with 5 records per partition (values numbered from 1000); return the running query and the topic."""
@@ -46,7 +47,7 @@ def recreate_under(spark: Any, kafka: Any, partitions: int, fail_on_data_loss: s
     return query, topic
 
 
-def test_recreated_topic_is_read_from_its_start_when_loss_is_allowed(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_recreated_topic_is_read_from_its_start_when_loss_is_allowed(spark: SparkSession, kafka: Cluster) -> None:
     rows: List[Tuple[int, int, bytes]] = []
     query, _ = recreate_under(spark, kafka, 2, "false", rows)
     try:
@@ -58,7 +59,7 @@ def test_recreated_topic_is_read_from_its_start_when_loss_is_allowed(spark, kafk
     assert new == [(p, o) for p in range(2) for o in range(5)]
 
 
-def test_recreated_topic_fails_the_query_naming_the_partition(spark, kafka) -> None:  # type: ignore[no-untyped-def]
+def test_recreated_topic_fails_the_query_naming_the_partition(spark: SparkSession, kafka: Cluster) -> None:
     rows: List[Tuple[int, int, bytes]] = []
     query, topic = recreate_under(spark, kafka, 1, "true", rows)
     try:

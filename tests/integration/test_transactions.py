@@ -11,15 +11,18 @@ from typing import Any, List, Tuple
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 
 from kafka_group.formats import read_progress
 from kafka_group.offsets import TopicPartition
-from tests.conftest import group_stream, unique_name
+from tests.support import Cluster, MakeTopic, group_stream, unique_name
 
 pytestmark = pytest.mark.integration
 
 
-def test_read_committed_moves_past_transaction_markers(spark, kafka, make_topic) -> None:  # type: ignore[no-untyped-def]
+def test_read_committed_moves_past_transaction_markers(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
     topic = make_topic(1)
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("txn")})
     producer.init_transactions(30)

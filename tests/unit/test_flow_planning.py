@@ -8,14 +8,14 @@ from typing import Dict
 import pytest
 
 from kafka_group.offsets import TopicPartition
-from kafka_group.planning import FlowPolicy, HoldReason, fair_share, plan_batch
+from kafka_group.planning import BatchPlan, FlowPolicy, HoldReason, fair_share, plan_batch
 
 
 def tp(partition: int, topic: str = "t") -> TopicPartition:
     return TopicPartition(topic, partition)
 
 
-def sizes(plan) -> Dict[TopicPartition, int]:  # type: ignore[no-untyped-def]
+def sizes(plan: BatchPlan) -> Dict[TopicPartition, int]:
     return {r.topic_partition: r.size for r in plan.ranges}
 
 

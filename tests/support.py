@@ -1,0 +1,475 @@
+"""Plain helpers shared by the tests (no fixtures: those live in ``tests/conftest.py``).
+
+After confluent-kafka-python's ``tests/integration/cluster_fixture.py``: one helper
+per thing the tests repeat.
+
+- Names and waiting: :func:`unique_name`, :func:`wait_for` (a bound that fails naming
+  what it waited for; never an asserted timing), :func:`tmpfs`.
+- Kafka: :func:`create_topic`, :func:`produce` (``seed_topic``), :func:`new_consumer`
+  (a fresh group id unless one is given), :func:`group_committed`.
+- Spark: :func:`group_stream` (a ``kafka-group`` reader), :func:`run_available_now`, :class:`OffsetCollector`,
+  :func:`progress` (a query's progress as plain dicts).
+- Delta: :func:`table_records`, :func:`table_offsets`, :func:`table_positions`, :func:`expected`,
+  :func:`keep_columns`, :func:`delta_query_command` (a DeltaSink query as its own process).
+- Several queries of one group as processes: :class:`BackgroundProducer`, :class:`GroupQueries`.
+- A rebalance listener that records to a file: :func:`record_rebalance`, :func:`recorded`.
+
+Third-party imports sit inside the helpers that need them: Spark's Python runner
+imports this module (for :func:`record_rebalance`) and ``tests/chaos.py`` runs it
+outside pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from types import TracebackType
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+)
+
+from kafka_group_devbroker import ApacheKafka, DevelopmentCluster, EmbeddedKafka
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from kafka_group.membership import RebalanceEvent
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+#: The broker engine of the integration tests: "kafka" (Apache Kafka, the default) or "mock".
+BROKER_ENGINE = os.environ.get("KAFKA_GROUP_TEST_BROKER", "kafka")
+if BROKER_ENGINE not in ("kafka", "mock"):
+    raise RuntimeError(f"KAFKA_GROUP_TEST_BROKER={BROKER_ENGINE!r}: use 'kafka' (Apache Kafka) or 'mock'")
+
+#: The long tier: ``KAFKA_GROUP_SLOW_TESTS=1`` runs the tests marked ``slow`` too (CI's suite stays
+#: well inside its time budget on 2 cores without them).
+RUN_SLOW = os.environ.get("KAFKA_GROUP_SLOW_TESTS", "") not in ("", "0")
+
+#: A development cluster of either engine (what the ``kafka`` fixtures return).
+Cluster = DevelopmentCluster
+
+#: The ``make_topic`` fixture: creates a fresh topic with this many partitions, returns its name.
+MakeTopic = Callable[[int], str]
+
+#: What :func:`produce` sent: partition -> (key, value) of each record, in order.
+Produced = Dict[int, List[Tuple[Optional[bytes], Optional[bytes]]]]
+
+#: (topic, partition, offset) -> how often it is there.
+Records = Counter[Tuple[str, int, int]]
+
+_counter = itertools.count()
+
+
+# -- names and waiting --------------------------------------------------------------------------------------------
+
+
+def unique_name(prefix: str) -> str:
+    """A topic or group name no other test of this run uses."""
+    return f"{prefix}-{os.getpid()}-{next(_counter)}"
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 120, interval_s: float = 0.5) -> None:
+    """Wait until ``condition()`` is true; fail naming ``what`` after ``timeout_s``.
+
+    The timeout is a bound for a broken run, never an asserted timing.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s:g} s waiting for {what}"
+        time.sleep(interval_s)
+
+
+@contextlib.contextmanager
+def tmpfs(mount: pathlib.Path, size: str) -> Iterator[pathlib.Path]:
+    """Mount a tmpfs of ``size`` (``1m``, ``64m``) at ``mount`` for the block; skip the test where
+    mounting is not allowed (it needs root, as in CI)."""
+    import pytest
+
+    mount.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+# -- Kafka --------------------------------------------------------------------------------------------------------
+
+
+def create_topic(kafka: Cluster, partitions: int, prefix: str = "topic", **options: Any) -> str:
+    """Create a topic no other test uses, with ``partitions`` partitions; return its name.
+
+    ``options`` go to the cluster's ``create_topic`` (``config=``, ``replication_factor=``).
+    """
+    name = unique_name(prefix)
+    kafka.create_topic(name, partitions, **options)
+    return name
+
+
+def apache(kafka: Cluster) -> ApacheKafka:
+    """``kafka`` as Apache Kafka, for what only it does (topic configs, killing a node, adding partitions);
+    the test must already be skipped on the mock cluster."""
+    assert isinstance(kafka, ApacheKafka), f"this test needs Apache Kafka, not {type(kafka).__name__}"
+    return kafka
+
+
+def mock(kafka: Cluster) -> EmbeddedKafka:
+    """``kafka`` as librdkafka's mock cluster, for what only it does (pushed protocol errors)."""
+    assert isinstance(kafka, EmbeddedKafka), f"this test needs the mock cluster, not {type(kafka).__name__}"
+    return kafka
+
+
+def produce(
+    bootstrap_servers: str,
+    topic: str,
+    records_per_partition: Mapping[int, int],
+    *,
+    start: int = 0,
+    headers: Optional[Sequence[Tuple[str, Optional[bytes]]]] = None,
+) -> Produced:
+    """Seed ``topic``: numbered records to explicit partitions; return what each partition got.
+
+    Record ``i`` of partition ``p`` has key ``k<p>-<i>`` and value ``{"n":i,"p":p}``.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5})
+    sent: Produced = {}
+    for partition, count in records_per_partition.items():
+        for i in range(start, start + count):
+            key = f"k{partition}-{i}".encode()
+            value = f'{{"n":{i},"p":{partition}}}'.encode()
+            producer.produce(topic, key=key, value=value, partition=partition, headers=list(headers or []))
+            sent.setdefault(partition, []).append((key, value))
+        producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} records were not delivered"
+    return sent
+
+
+def new_consumer(bootstrap_servers: str, conf: Optional[Mapping[str, Any]] = None, *,
+                 group: Optional[str] = None) -> "Consumer":
+    """A confluent-kafka consumer of group ``group`` (a fresh group id when ``None``) with the further
+    librdkafka settings ``conf``; close it after use."""
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap_servers,
+                     "group.id": group if group is not None else unique_name("group"), **(conf or {})})
+
+
+def group_committed(servers: str, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
+    """The offsets ``group`` has committed in Kafka for each partition of ``topic`` (``None``: none)."""
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    reader = new_consumer(servers, group=group)
+    try:
+        answer = reader.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    finally:
+        reader.close()
+    return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
+
+
+# -- Spark --------------------------------------------------------------------------------------------------------
+
+
+def group_stream(spark: "SparkSession", servers: str, topic: str, group: str, **options: Any) -> Any:
+    """A ``kafka-group`` stream reader (not loaded) subscribed to ``topic`` from the earliest offsets.
+
+    Typed ``Any``: the tests chain Spark's builder calls freely (``.load().writeStream...``).
+    """
+    reader = (
+        spark.readStream.format("kafka-group")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("kafka.group.id", group)
+        .option("startingOffsets", "earliest")
+        # The mock cluster keeps a member that left until its session times out.
+        .option("kafka.session.timeout.ms", "6000")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader
+
+
+class OffsetCollector:
+    """A ``foreachBatch`` function that keeps the (partition, offset) of every row, per batch id.
+
+    A batch Spark replays after a restart (same id, same data) replaces its first delivery.
+    Caller: Spark's ``foreachBatch`` (its own thread) and the test's thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: Dict[int, List[Tuple[int, int]]] = {}
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        found = [(r.partition, r.offset) for r in batch.select("partition", "offset").collect()]
+        with self._lock:
+            self._batches[batch_id] = found
+
+    def landed(self) -> Counter[Tuple[int, int]]:
+        """How often each (partition, offset) was delivered (a replay counted once)."""
+        with self._lock:
+            return Counter(k for rows in self._batches.values() for k in rows)
+
+
+def progress(query: "StreamingQuery") -> List[Dict[str, Any]]:
+    """The query's recent progress, each as the plain dict of its JSON (oldest first)."""
+    return [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
+
+
+def delta_source(spark: "SparkSession", kafka: Cluster, topic: str, group: str, table: pathlib.Path,
+                 **options: Any) -> "DataFrame":
+    """A loaded ``kafka-group`` stream of ``topic`` whose offsets live in the Delta table ``table``."""
+    loaded: DataFrame = group_stream(spark, kafka.bootstrap_servers, topic, group,
+                                     **{"offsets.table": str(table), **options}).load()
+    return loaded
+
+
+def land_available_now(df: "DataFrame", sink: Callable[[Any, int], None], checkpoint: pathlib.Path) -> "StreamingQuery":
+    """Run ``df`` into ``sink`` (a ``foreachBatch`` function, such as a DeltaSink) with
+    ``Trigger.AvailableNow`` until it ends; return the query (a failure raises ``StreamingQueryException``)."""
+    return run_available_now(df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)))
+
+
+def run_available_now(writer: "DataStreamWriter") -> "StreamingQuery":
+    """Start ``writer`` (a ``DataStreamWriter``) with ``Trigger.AvailableNow``, wait for it to end; return the query.
+
+    A failed query raises ``StreamingQueryException`` here.
+    """
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    return query
+
+
+# -- Delta --------------------------------------------------------------------------------------------------------
+
+
+def table_records(table: pathlib.Path) -> Records:
+    """How often each (topic, partition, offset) is in the Delta table at ``table``."""
+    from deltalake import DeltaTable
+
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["topic", "partition", "offset"])
+    return Counter(zip(data.column("topic").to_pylist(), data.column("partition").to_pylist(),
+                       data.column("offset").to_pylist()))
+
+
+def table_offsets(table: pathlib.Path) -> Counter[Tuple[int, int]]:
+    """How often each (partition, offset) is in the Delta table at ``table`` (empty before its first commit)."""
+    from deltalake import DeltaTable
+
+    if not (table / "_delta_log").exists():
+        return Counter()
+    data = DeltaTable(str(table)).to_pyarrow_dataset().to_table(columns=["partition", "offset"])
+    return Counter(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist()))
+
+
+def expected(topic: str, counts: Mapping[int, int], start: int = 0) -> Records:
+    """Offsets ``[start, start + n)`` of each partition of ``topic``, once each."""
+    return Counter((topic, p, o) for p, n in counts.items() for o in range(start, start + n))
+
+
+def table_positions(table: pathlib.Path, group: str, topic: str, partitions: int) -> Dict[int, Optional[int]]:
+    """The Kafka offset the table holds for ``group`` on each partition (its app transaction; ``None``: none)."""
+    from deltalake import DeltaTable
+
+    from kafka_group.delta_offsets import transaction_id
+    from kafka_group.offsets import TopicPartition
+
+    dt = DeltaTable(str(table))
+    return {p: dt.transaction_version(transaction_id(group, TopicPartition(topic, p))) for p in range(partitions)}
+
+
+def keep_columns(df: Any) -> Any:
+    """A DeltaSink transform keeping the value (as a string), topic, partition and offset."""
+    return df.selectExpr("CAST(value AS STRING) AS value", "topic", "partition", "offset")
+
+
+def delta_query_command(servers: str, topic: str, group: str, table: pathlib.Path, checkpoint: pathlib.Path,
+                        *arguments: str) -> List[str]:
+    """The command line of ``tests.integration.delta_query`` (a DeltaSink query as its own process; run it
+    with ``cwd=REPO``); ``arguments`` are its further options (``--available-now``, ``--max-offsets N``...)."""
+    return [sys.executable, "-m", "tests.integration.delta_query", servers, topic, group, str(table),
+            str(checkpoint), *arguments]
+
+
+# -- several queries of one group, as processes -------------------------------------------------------------------
+
+
+class BackgroundProducer:
+    """Produces ``per_tick`` records to each partition every half second, counting what it sent."""
+
+    def __init__(self, servers: str, topic: str, partitions: int, per_tick: int) -> None:
+        self._servers, self._topic, self._per_tick = servers, topic, per_tick
+        self._produced: Dict[int, int] = {p: 0 for p in range(partitions)}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def produce(self, per_partition: int) -> None:
+        """Produce ``per_partition`` records to each partition now."""
+        with self._lock:
+            produce(self._servers, self._topic, {p: per_partition for p in self._produced})
+            for p in self._produced:
+                self._produced[p] += per_partition
+
+    def start(self) -> None:
+        """Start producing every half second."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop producing (waits for the thread)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+    def expected(self) -> Counter[Tuple[int, int]]:
+        """Every (partition, offset) produced so far, once."""
+        with self._lock:
+            return Counter((p, o) for p, n in self._produced.items() for o in range(n))
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.produce(self._per_tick)
+
+
+class GroupQueries:
+    """Starts DeltaSink queries of one group into one table, each ``tests.integration.delta_query`` in a
+    process group of its own; kills the survivors on exit, whatever happened. The table is read back with
+    the writer (pid) of each row."""
+
+    def __init__(self, servers: str, topic: str, group: str, workdir: pathlib.Path, max_offsets: int) -> None:
+        self.table = workdir / "table"
+        self._servers, self._topic, self._group = servers, topic, group
+        self._workdir, self._max_offsets = workdir, max_offsets
+        self._processes: List["subprocess.Popen[bytes]"] = []
+
+    def start(self, name: str, run_seconds: int, options: Sequence[str] = (),
+              extra: Sequence[str] = ()) -> "subprocess.Popen[bytes]":
+        """Start query ``name`` (checkpoint ``chk-<name>``, log ``<name>.log``) for ``run_seconds``.
+
+        ``options`` are extra source options, ``KEY=VALUE``; ``extra`` are further
+        arguments of ``tests.integration.delta_query`` (``--batch-sleep``, ``--record-reads``). The query also stops
+        (leaving the group) once :meth:`stop_file` of ``name`` exists.
+        """
+        command = delta_query_command(self._servers, self._topic, self._group, self.table, self.checkpoint(name),
+                                      "--run-seconds", str(run_seconds), "--max-offsets", str(self._max_offsets),
+                                      "--stop-file", str(self.stop_file(name)))
+        for option in options:
+            command += ["--option", option]
+        command += list(extra)
+        env = {**os.environ, "KAFKA_GROUP_LOG_LEVEL": "INFO"}
+        process = subprocess.Popen(command, cwd=REPO, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=open(self._workdir / f"{name}.log", "ab"))
+        self._processes.append(process)
+        return process
+
+    def stop_file(self, name: str) -> pathlib.Path:
+        """Create this file to make query ``name`` stop (``query.stop()``: its member leaves the group)."""
+        return self._workdir / f"stop-{name}"
+
+    def reads(self) -> Counter[Tuple[int, int]]:
+        """How often each (partition, offset) was read by the queries started with ``--record-reads``
+        pointing into the work folder as ``reads-<name>.txt``."""
+        counts: Counter[Tuple[int, int]] = Counter()
+        for path in self._workdir.glob("reads-*.txt"):
+            for line in path.read_text().splitlines():
+                partition, offset = line.split()
+                counts[(int(partition), int(offset))] += 1
+        return counts
+
+    def checkpoint(self, name: str) -> pathlib.Path:
+        """Query ``name``'s checkpoint folder."""
+        return self._workdir / f"chk-{name}"
+
+    def log(self, name: str) -> str:
+        """What query ``name`` wrote to stderr so far."""
+        return (self._workdir / f"{name}.log").read_text()
+
+    def rows(self) -> List[Tuple[int, int, int]]:
+        """(partition, offset, writer pid) of every row in the table."""
+        from deltalake import DeltaTable
+
+        if not (self.table / "_delta_log").exists():
+            return []
+        data = DeltaTable(str(self.table)).to_pyarrow_dataset().to_table(
+            columns=["partition", "offset", "writer_pid"])
+        return list(zip(data.column("partition").to_pylist(), data.column("offset").to_pylist(),
+                        data.column("writer_pid").to_pylist()))
+
+    def landed(self) -> Counter[Tuple[int, int]]:
+        """How often each (partition, offset) is in the table."""
+        return Counter((p, o) for p, o, _ in self.rows())
+
+    def wrote(self, process: "subprocess.Popen[bytes]") -> bool:
+        """Whether ``process`` has landed any row."""
+        return any(pid == process.pid for _, _, pid in self.rows())
+
+    def __enter__(self) -> "GroupQueries":
+        return self
+
+    def __exit__(self, kind: Optional[Type[BaseException]], value: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
+        for process in self._processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+
+
+# -- a rebalance listener that records to a file ------------------------------------------------------------------
+
+#: The ``rebalanceListener`` option value of :func:`record_rebalance`.
+RECORD_REBALANCE = "tests.support:record_rebalance"
+
+
+def events_file(group_id: str) -> pathlib.Path:
+    """Where :func:`record_rebalance` writes the events of ``group_id`` (one JSON line each)."""
+    return pathlib.Path(tempfile.gettempdir()) / f"kafka-group-listener-{group_id}.jsonl"
+
+
+def record_rebalance(event: "RebalanceEvent") -> None:
+    """A ``rebalanceListener`` (:data:`RECORD_REBALANCE`): append ``event`` to :func:`events_file` of its group.
+
+    Caller: the group member's poll thread, in Spark's Python runner process.
+    """
+    line = {
+        "kind": event.kind, "generation": event.generation, "member_id": event.member_id,
+        "partitions": sorted(tp.partition for tp in event.partitions),
+        "owned": sorted(tp.partition for tp in event.owned), "at": event.at,
+    }
+    with open(events_file(event.group_id), "a") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def recorded(group_id: str) -> List[Dict[str, Any]]:
+    """The events :func:`record_rebalance` has written for ``group_id``."""
+    path = events_file(group_id)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
