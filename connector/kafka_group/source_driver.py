@@ -116,7 +116,7 @@ class SourceDriver:
     # -- Spark's planning calls (Caller: Spark's planning thread, the runner's main thread) ---
 
     def initial_offsets(self) -> BatchOffsets:
-        """Positions of the partitions owned when the query starts (no range planned)."""
+        """Positions of the partitions owned when the query starts. Caller: Spark's planning thread."""
         self._ensure_joined()
         self._position_new_partitions(BatchOffsets.empty())
         return BatchOffsets(self._book.pending(), {}, *self._doc_metadata())
@@ -125,15 +125,15 @@ class SourceDriver:
         return (None, None) if self._store is None else (self._options.group_id, self._options.offsets_table)
 
     def prepare_available_now(self) -> None:
-        """Fix the end of an ``Trigger.AvailableNow`` run: the latest offsets of now."""
+        """Fix the end of an AvailableNow run: the latest offsets of now. Caller: Spark's planning thread."""
         self._ensure_joined()
         self._target = self._cluster.latest_offsets(target_partitions(self._options, self._cluster))
         logger.info("AvailableNow run stops at %s", describe_positions(self._target))
 
     def next_offsets(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
         """Plan the next micro-batch after ``start`` (the previous batch's end) within ``max_records``
-        (Spark's read limit; None for all available). Returns None when there is nothing to read (Spark
-        then gets its ``start`` back). An AvailableNow run with nothing to plan waits for its end."""
+        (Spark's read limit; None for all available). None when there is nothing to read (Spark then gets
+        ``start`` back); an AvailableNow run with nothing to plan waits for its end. Caller: Spark's planning thread."""
         end = self._plan_next(start, max_records)
         if end is not None or self._target is None:
             return end
@@ -184,15 +184,15 @@ class SourceDriver:
         return end
 
     def latest_report(self) -> Dict[TopicPartition, int]:
-        """The latest offsets seen by the last planning call, for query progress."""
+        """The latest offsets seen by the last planning call, for query progress. Caller: Spark's planning thread."""
         return dict(self._latest)
 
     def membership_report(self) -> Dict[str, Any]:
-        """This query's place in its group (key ``@member``, see :func:`~kafka_group.rebalance.membership_report`)."""
+        """The ``@member`` progress report (:func:`~kafka_group.rebalance.membership_report`). Caller: planning thread."""
         return membership_report(self.owned(), self._member)
 
     def flow_report(self) -> Dict[str, Any]:
-        """Flow control for query progress (key ``@flow``, see :meth:`FlowControl.report`)."""
+        """The ``@flow`` progress report (:meth:`FlowControl.report`). Caller: Spark's planning thread."""
         return self.flow.report()
 
     def on_batch_running(self, end: BatchOffsets) -> None:
