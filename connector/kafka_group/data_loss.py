@@ -31,7 +31,9 @@ from kafka_group.collaborators import Cluster, OffsetStore
 from kafka_group.errors import DataLossError
 from kafka_group.offsets import TopicPartition
 
-__all__ = ["LossCheck", "TableMove", "check_positions", "checked_positions", "moved_partitions", "past_end", "table_moves"]
+__all__ = [
+    "LossCheck", "TableMove", "check_positions", "checked_positions", "moved_partitions", "past_end", "table_moves",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +107,10 @@ def check_positions(
     for tp, pos in positions.items():
         first = earliest.get(tp)
         end = latest.get(tp)
+        # With read_committed, ``latest`` is the last stable offset: a position past it (read
+        # with read_uncommitted before a restart, or committed by a member that did) is not
+        # loss while the partition's high watermark is still at or past it: it waits there
+        # for the open transaction (plan_batch plans nothing for it meanwhile).
         if end is not None and tp in high_watermarks and end < pos <= high_watermarks[tp]:
             logger.info("%s: position %d is past the last stable offset %d; waiting for the open "
                         "transaction there to end", tp, pos, end)
@@ -147,7 +153,8 @@ def table_moves(planned_from: Mapping[TopicPartition, int], checked: Mapping[Top
     return moves
 
 
-def moved_partitions(planned_from: Mapping[TopicPartition, int], checked: Mapping[TopicPartition, int]) -> List[TopicPartition]:
+def moved_partitions(planned_from: Mapping[TopicPartition, int],
+                     checked: Mapping[TopicPartition, int]) -> List[TopicPartition]:
     """The partitions whose checked position differs from where they were planned from."""
     return [tp for tp, pos in checked.items() if pos != planned_from[tp]]
 

@@ -31,8 +31,8 @@ from kafka_group.collaborators import Cluster, Member, OffsetStore
 from kafka_group.offsets import EARLIEST, LATEST, StartingOffsets, TopicPartition
 
 __all__ = [
-    "describe_positions", "follow_table", "is_resumed", "known_positions", "position_new", "resolve_positions", "starting_spec",
-    "stale_pauses", "unseen_by_spec",
+    "describe_positions", "follow_table", "is_resumed", "known_positions", "position_new", "resolve_positions",
+    "stale_pauses", "starting_spec", "unseen_by_spec",
 ]
 
 logger = logging.getLogger(__name__)
@@ -136,7 +136,8 @@ def resolve_positions(
     return resolved
 
 
-def stale_pauses(resolved: Mapping[TopicPartition, int], checkpoint: Mapping[TopicPartition, int]) -> List[TopicPartition]:
+def stale_pauses(resolved: Mapping[TopicPartition, int],
+                 checkpoint: Mapping[TopicPartition, int]) -> List[TopicPartition]:
     """Partitions whose pause is stale: another member read them meanwhile.
 
     A pause kept in the checkpoint (or from before a revoke) is stale for a
@@ -146,7 +147,8 @@ def stale_pauses(resolved: Mapping[TopicPartition, int], checkpoint: Mapping[Top
     return sorted(tp for tp, pos in resolved.items() if tp in checkpoint and pos > checkpoint[tp])
 
 
-def follow_table(plannable: Mapping[TopicPartition, int], in_table: Mapping[TopicPartition, int]) -> Dict[TopicPartition, int]:
+def follow_table(plannable: Mapping[TopicPartition, int],
+                 in_table: Mapping[TopicPartition, int]) -> Dict[TopicPartition, int]:
     """The positions to plan from with ``offsets.table``: the table's, wherever it has one.
 
     The table is the source of truth at every batch, so a reset made with the

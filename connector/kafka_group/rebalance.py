@@ -91,7 +91,8 @@ class OwnedPartitions:
             return kept
 
     def running(self, ranges: Mapping[TopicPartition, OffsetRange]) -> None:
-        """Spark runs the batch of ``ranges`` (new, or replayed from its checkpoint). Caller: Spark's planning thread."""
+        """Spark runs the batch of ``ranges`` (new, or replayed from its checkpoint).
+        Caller: Spark's planning thread (``partitions``)."""
         with self._lock:
             # Every range, owned or not yet: a batch Spark replays after a restart runs before
             # this member has positioned anything, and a revoke of its partitions must wait too.

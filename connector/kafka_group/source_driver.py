@@ -69,7 +69,7 @@ class SourceDriver:
         self._book = OwnedPartitions()  # positions and running ranges, shared with the poll thread
         self._target: Optional[Dict[TopicPartition, int]] = None
         self._latest: Dict[TopicPartition, int] = {}  # the last plan's latest offsets, for progress
-        self._last_positions: Dict[TopicPartition, int] = {}  # the last plan's start (AvailableNow's end check)
+        self._last_positions: Dict[TopicPartition, int] = {}  # planning thread only: AvailableNow's end check
         self._joined = member is None
         self._closed = False
         self.flow = FlowControl(options, self.owned, lambda topic: cluster.topic_partitions([topic]).get(topic))
@@ -188,7 +188,7 @@ class SourceDriver:
         return dict(self._latest)
 
     def membership_report(self) -> Dict[str, Any]:
-        """The ``@member`` progress report (:func:`~kafka_group.rebalance.membership_report`). Caller: planning thread."""
+        """The ``@member`` progress report (:func:`membership_report`). Caller: Spark's planning thread."""
         return membership_report(self.owned(), self._member)
 
     def flow_report(self) -> Dict[str, Any]:
