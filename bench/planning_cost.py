@@ -29,7 +29,7 @@ def planning_ms(servers: str, topic: str, *, rounds: int = 30, offsets_table: Op
     }
     if offsets_table is not None:
         options["offsets.table"] = offsets_table
-    driver = SourceDriver(parse_source_options(options))
+    driver = SourceDriver.from_options(parse_source_options(options))
     try:
         start = driver.initial_offsets()
         owned = len(driver.owned())

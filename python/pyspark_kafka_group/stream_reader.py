@@ -66,7 +66,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             configure_from_env()
             from kafka_group.source_driver import SourceDriver
 
-            self._driver = SourceDriver(self._options)
+            self._driver = SourceDriver.from_options(self._options)
             leave_group_on_sigterm(self._driver.close)
         return self._driver
 

@@ -1,0 +1,82 @@
+"""Builds a :class:`~kafka_group.source_driver.SourceDriver` with its real collaborators.
+
+The driver takes its cluster view, group member and offset store as arguments
+(so tests drive it with fakes); this module makes the real ones from the
+options: :class:`~kafka_group.cluster_metadata.ClusterView`,
+:class:`~kafka_group.membership.GroupMember` (or a
+:class:`~kafka_group.membership.GroupOffsetCommitter` for ``assign``),
+:class:`~kafka_group.delta_offsets.DeltaOffsetStore`,
+:class:`~kafka_group.event_time.EventTimeAlignment`, the user's rebalance
+listener and the flow-control channel.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Optional
+
+from kafka_group.cluster_metadata import ClusterView
+from kafka_group.delta_offsets import DeltaOffsetStore
+from kafka_group.event_time import EventTimeAlignment
+from kafka_group.membership import GroupMember, GroupOffsetCommitter
+from kafka_group.offsets import TopicPartition
+from kafka_group.options import SourceOptions, SubscriptionKind
+from kafka_group.rebalance_listener import load_rebalance_listener
+
+if TYPE_CHECKING:
+    from kafka_group.source_driver import SourceDriver
+
+__all__ = ["build_source_driver"]
+
+logger = logging.getLogger(__name__)
+
+
+def build_source_driver(options: SourceOptions) -> "SourceDriver":
+    """The driver of a query, with its real collaborators, its control channel open.
+
+    Caller: the stream reader, on the runner's main thread, at the first planning call
+    (through :meth:`SourceDriver.from_options`).
+
+    Raises
+    ------
+    BrokerUnavailableError
+        The cluster did not answer within ``kafkaConsumer.connectTimeoutMs``.
+    UnknownTopicOrPartitionError
+        ``assign`` names a topic or partition that does not exist.
+    """
+    from kafka_group.source_driver import SourceDriver
+
+    cluster = ClusterView(options.client_config, options.connect_timeout_ms)
+    store: Optional[DeltaOffsetStore] = None
+    if options.offsets_table is not None:
+        assert options.group_id is not None
+        store = DeltaOffsetStore(options.offsets_table, options.group_id)
+    alignment: Optional[EventTimeAlignment] = None
+    if options.max_drift_ms is not None:
+        alignment = EventTimeAlignment(options.client_config, options.group_id, options.max_drift_ms,
+                                       options.connect_timeout_ms)
+    if options.subscription_kind == SubscriptionKind.ASSIGN:
+        cluster.check_partitions_exist(options.assigned, "assign")
+        committer = (GroupOffsetCommitter(options.client_config, options.group_id)
+                     if options.group_id is not None else None)
+        driver = SourceDriver(options, cluster, None, store, committer=committer, alignment=alignment)
+    else:
+        # Before joining: partitions that exist now start where startingOffsets says, later ones at earliest.
+        existing = cluster.topic_partitions(options.topics or None)
+        if options.subscription_kind == SubscriptionKind.SUBSCRIBE:
+            missing = [t for t in options.topics if t not in existing]
+            if missing:
+                logger.warning(
+                    "subscribed topics %s do not exist yet on '%s'; their partitions are planned once "
+                    "they are created", ",".join(missing), options.bootstrap_servers,
+                )
+        assert options.group_id is not None
+        user_listener = (load_rebalance_listener(options.rebalance_listener)
+                         if options.rebalance_listener is not None else None)
+        member = GroupMember(options.client_config, options.group_id, options.topics, options.pattern)
+        known = {TopicPartition(t, p) for t, n in existing.items() for p in range(n)}
+        driver = SourceDriver(options, cluster, member, store, alignment=alignment, known_at_start=known)
+        if user_listener is not None:  # after the driver's own listener, which the driver added
+            member.add_listener(user_listener)
+    driver.flow.open_channel()
+    return driver

@@ -1,0 +1,197 @@
+"""Pure positioning: where a partition that enters this query's ownership starts.
+
+A partition enters ownership at the first assignment, after a rebalance, or at
+a restart; it is positioned before it enters a plan. The decisions are pure
+functions: they take the checkpoint's, the offsets table's, the group's
+committed and the broker's offsets and talk to nothing. :func:`position_new`
+alone reads those inputs, through the driver's collaborator protocols, and
+applies the decisions in order.
+
+Invariants
+----------
+- With ``offsets.table`` the table is the source of truth: a partition the table
+  has seen starts at the table's position; Spark's checkpoint and Kafka's
+  committed offsets are not consulted for it.
+- Without it, the position is the furthest of what the query's own offsets
+  (the checkpoint) say and what the group has committed (another member may
+  have read the partition meanwhile).
+- A partition none of these has seen starts where ``startingOffsets`` says, for
+  the partitions of a new query; at the earliest offset for partitions that
+  appeared later (new topics of a pattern, added partitions, or any partition
+  first seen by a query resuming from its checkpoint or its offsets table), as
+  in Spark's Kafka source.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from kafka_group.collaborators import Cluster, Member, OffsetStore
+from kafka_group.offsets import EARLIEST, LATEST, StartingOffsets, TopicPartition
+
+__all__ = [
+    "describe_positions", "follow_table", "is_resumed", "known_positions", "position_new", "resolve_positions",
+    "stale_pauses", "starting_spec", "unseen_by_spec",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def is_resumed(checkpoint: Mapping[TopicPartition, int], in_table: Mapping[TopicPartition, int]) -> bool:
+    """Whether the query resumes rather than starts new.
+
+    Resuming: Spark's checkpoint has positions (``start`` is a previous batch's
+    end), or the offsets table holds positions of this group (it landed before;
+    the checkpoint may be new). Decide it before the table's partitions are taken
+    out of the checkpoint's: a restart whose checkpointed partitions are all in
+    the table is still a restart, and a partition none of them knows was created
+    since (CreatePartitions, a new topic of the pattern).
+    """
+    return bool(checkpoint) or bool(in_table)
+
+
+def starting_spec(
+    tp: TopicPartition,
+    resumed: bool,
+    *,
+    known_at_start: Optional[AbstractSet[TopicPartition]],
+    starting_offsets: StartingOffsets,
+) -> int:
+    """Where a partition the query never read starts: an offset, :data:`EARLIEST` or :data:`LATEST`.
+
+    ``startingOffsets`` for the partitions of a new query; :data:`EARLIEST` for
+    partitions that appeared later (not in ``known_at_start``, the partitions that
+    existed when the query started; None for ``assign``, whose partitions are
+    fixed) and for every partition of a resumed query.
+    """
+    if resumed or (known_at_start is not None and tp not in known_at_start):
+        return EARLIEST
+    return starting_offsets.for_partition(tp)
+
+
+def known_positions(
+    new: Sequence[TopicPartition],
+    checkpoint: Mapping[TopicPartition, int],
+    *,
+    table: Optional[Mapping[TopicPartition, int]] = None,
+    group: Optional[Mapping[TopicPartition, int]] = None,
+) -> Dict[TopicPartition, int]:
+    """Positions of the ``new`` partitions that some record of this query or group knows.
+
+    Parameters
+    ----------
+    new : sequence of TopicPartition
+        The partitions entering ownership.
+    checkpoint : mapping
+        The positions of Spark's checkpoint (the previous batch's end).
+    table : mapping, optional
+        The offsets table's positions (with ``offsets.table``): they win over the
+        checkpoint for every partition the table has seen.
+    group : mapping, optional
+        The group's committed offsets (without ``offsets.table``): the furthest of
+        these and the checkpoint wins.
+    """
+    known: Dict[TopicPartition, int] = {}
+    for tp in new:
+        if table is not None and tp in table:
+            known[tp] = table[tp]
+            continue
+        candidates = [p for p in (checkpoint.get(tp), (group or {}).get(tp)) if p is not None]
+        if candidates:
+            known[tp] = max(candidates)
+    return known
+
+
+def unseen_by_spec(
+    new: Sequence[TopicPartition], known: Mapping[TopicPartition, int], specs: Mapping[TopicPartition, int]
+) -> Tuple[List[TopicPartition], List[TopicPartition]]:
+    """The partitions without a known position that start at the earliest, and at the latest offset:
+    the broker offsets the caller must ask for."""
+    unseen = [tp for tp in new if tp not in known]
+    return [tp for tp in unseen if specs[tp] == EARLIEST], [tp for tp in unseen if specs[tp] == LATEST]
+
+
+def resolve_positions(
+    new: Sequence[TopicPartition],
+    known: Mapping[TopicPartition, int],
+    specs: Mapping[TopicPartition, int],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+) -> Dict[TopicPartition, int]:
+    """The start of each ``new`` partition: its known position, else its ``specs`` entry resolved
+    against the broker's ``earliest`` and ``latest`` offsets. A partition whose broker offset is
+    not known (no answer) is left out: it is positioned at a later plan."""
+    resolved: Dict[TopicPartition, int] = {}
+    for tp in new:
+        if tp in known:
+            resolved[tp] = known[tp]
+            continue
+        spec = specs[tp]
+        source = earliest if spec == EARLIEST else latest if spec == LATEST else None
+        if source is None:
+            resolved[tp] = spec
+        elif tp in source:
+            resolved[tp] = source[tp]
+    return resolved
+
+
+def stale_pauses(resolved: Mapping[TopicPartition, int],
+                 checkpoint: Mapping[TopicPartition, int]) -> List[TopicPartition]:
+    """Partitions whose pause is stale: another member read them meanwhile.
+
+    A pause kept in the checkpoint (or from before a revoke) is stale for a
+    partition that starts past its checkpointed position: its owner meanwhile
+    knew nothing of the pause.
+    """
+    return sorted(tp for tp, pos in resolved.items() if tp in checkpoint and pos > checkpoint[tp])
+
+
+def follow_table(plannable: Mapping[TopicPartition, int],
+                 in_table: Mapping[TopicPartition, int]) -> Dict[TopicPartition, int]:
+    """The positions to plan from with ``offsets.table``: the table's, wherever it has one.
+
+    The table is the source of truth at every batch, so a reset made with the
+    offsets tool is picked up at the next batch, and a batch the sink refused is
+    read again. Each difference is logged.
+    """
+    followed = dict(plannable)
+    for tp, pos in in_table.items():
+        if tp in followed and pos != followed[tp]:
+            logger.warning("offsets.table has %s at %d, the query's offsets at %d (a reset, or a batch that was not "
+                           "committed): continuing from the table", tp, pos, followed[tp])
+            followed[tp] = pos
+    return followed
+
+
+def position_new(
+    new: Sequence[TopicPartition],
+    checkpoint: Mapping[TopicPartition, int],
+    *,
+    cluster: Cluster,
+    store: Optional[OffsetStore],
+    member: Optional[Member],
+    timeout_s: float,
+    spec: Callable[[TopicPartition, bool], int],
+) -> Dict[TopicPartition, int]:
+    """Read what the decisions above need and position the ``new`` partitions.
+
+    Reads the offsets table (with one) or else the group's committed offsets (with a
+    member), then the broker's earliest and latest offsets of the partitions that
+    start there. ``spec`` is :func:`starting_spec` bound to the query's options.
+
+    Caller: Spark's planning thread.
+    """
+    table = store.positions(new) if store is not None else None
+    group = member.committed(new, timeout_s) if store is None and member is not None else None
+    resumed = is_resumed(checkpoint, table or {})
+    known = known_positions(new, checkpoint, table=table, group=group)
+    specs = {tp: spec(tp, resumed) for tp in new}
+    wants_earliest, wants_latest = unseen_by_spec(new, known, specs)
+    return resolve_positions(new, known, specs, cluster.earliest_offsets(wants_earliest),
+                             cluster.latest_offsets(wants_latest))
+
+
+def describe_positions(positions: Mapping[TopicPartition, int]) -> str:
+    """``t-0@5, t-1@7`` (``nothing`` when empty), for logs."""
+    return ", ".join(f"{tp}@{pos}" for tp, pos in sorted(positions.items())) or "nothing"

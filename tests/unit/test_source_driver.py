@@ -1,0 +1,403 @@
+"""The source driver's orchestration, driven with in-memory fakes (no broker, no Spark, no Delta).
+
+Each test fires what Spark, the group and the sink would do, in the order they
+would do it, and checks what the driver plans and commits.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import pytest
+
+from driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, quick, with_table
+from kafka_group.errors import AvailableNowIncompleteError, DataLossError
+from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
+
+
+def ranges_of(batch: Optional[BatchOffsets]) -> Dict[TopicPartition, Tuple[int, int]]:
+    assert batch is not None
+    return {tp: (r.from_offset, r.until_offset) for tp, r in batch.ranges.items()}
+
+
+# -- assignment and planning ------------------------------------------------------------------
+
+
+def test_first_assignment_starts_at_starting_offsets_and_plans_to_latest() -> None:
+    cluster, member = FakeCluster({"t": 2}), FakeMember()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 3)
+    d = driver(options(), cluster, member)
+    member.assign(T0, T1)
+    start = d.initial_offsets()
+    assert dict(start.positions) == {T0: 0, T1: 0}
+    assert ranges_of(d.next_offsets(start, None)) == {T0: (0, 5), T1: (0, 3)}
+
+
+def test_starting_offsets_latest_starts_new_query_at_the_end() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 5)
+    d = driver(options(startingOffsets="latest"), cluster, member)
+    member.assign(T0)
+    assert dict(d.initial_offsets().positions) == {T0: 5}
+
+
+def test_nothing_new_plans_nothing() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    assert d.next_offsets(d.initial_offsets(), None) is None
+
+
+def test_assign_mode_plans_its_fixed_partitions() -> None:
+    cluster = FakeCluster({"t": 2})
+    cluster.produce(T1, 4)
+    d = driver(options(subscribe="", assign='{"t":[1]}'), cluster, None)
+    assert ranges_of(d.next_offsets(d.initial_offsets(), None)) == {T1: (0, 4)}
+    assert d.membership_report() == {"owned": {"t": [1]}, "assign": True}
+
+
+# -- rebalances -------------------------------------------------------------------------------
+
+
+def test_revoke_waits_until_the_store_shows_the_running_batch_landed() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
+    cluster.produce(T0, 10)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    d.on_batch_running(batch)
+    reads_before = store.reads
+    store.on_read = lambda n: store.land(batch) if n == reads_before + 3 else None
+    member.revoke(T0)  # the poll thread: returns only when the batch landed
+    assert store.reads >= reads_before + 3
+    assert member.commits[-1] == {T0: 10}
+
+
+def test_revoke_gives_up_after_revoke_timeout_and_commits_what_landed() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 0})
+    cluster.produce(T0, 10)
+    d = driver(quick(with_table(), revoke_timeout_ms=1), cluster, member, store)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    d.on_batch_running(batch)
+    member.revoke(T0)
+    assert member.commits[-1] == {T0: 0}
+
+
+def test_revoke_without_offsets_table_does_not_wait_or_commit() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 10)
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    d.on_batch_running(batch)
+    member.revoke(T0)
+    assert member.commits == []
+
+
+def test_lost_partitions_never_wait() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
+    cluster.produce(T0, 10)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    d.on_batch_running(batch)
+    reads = store.reads
+    member.lost(T0)
+    assert store.reads == reads and member.commits == []
+
+
+def test_revoke_between_ownership_read_and_registration_keeps_the_partition_out_of_the_batch() -> None:
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore()
+    cluster.produce(T0, 10)
+    cluster.produce(T1, 10)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0, T1)
+    start = d.initial_offsets()
+    cluster.on_latest = lambda: member.revoke(T1)  # the poll thread, in the middle of the plan
+    batch = d.next_offsets(start, None)
+    assert ranges_of(batch) == {T0: (0, 10)}
+    assert member.commits[-1] == {}  # nothing of T1 ran, nothing landed: let go at once
+
+
+def test_revoked_partition_is_positioned_again_from_the_table_when_it_comes_back() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
+    cluster.produce(T0, 10)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    store.land(batch)
+    member.revoke(T0)
+    store.table[T0] = 7  # another member moved it meanwhile (or a reset)
+    member.assign(T0)
+    cluster.produce(T0, 5)
+    assert ranges_of(d.next_offsets(batch, None)) == {T0: (7, 15)}
+
+
+def test_eager_rebalance_revoking_everything_then_reassigning_keeps_pauses() -> None:
+    cluster, member = FakeCluster({"t": 2}), FakeMember()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    d = driver(options(), cluster, member)
+    member.assign(T0, T1)
+    start = d.initial_offsets()
+    d.flow.handle_request({"op": "pause", "topic": "t", "partitions": [0]})
+    member.revoke(T0, T1)
+    assert d.next_offsets(start, None) is not None  # planned mid-rebalance: nothing owned
+    member.assign(T0, T1)
+    batch = d.next_offsets(start, None)
+    assert ranges_of(batch) == {T1: (0, 5)}
+    assert batch is not None and batch.flow == {"paused": {"t": [0]}}
+
+
+def test_pause_of_a_partition_given_to_another_member_is_dropped() -> None:
+    cluster, member = FakeCluster({"t": 2}), FakeMember()
+    d = driver(options(), cluster, member)
+    member.assign(T0, T1)
+    start = d.initial_offsets()
+    d.flow.handle_request({"op": "pause", "topic": "t", "partitions": [0]})
+    member.revoke(T0)
+    member.assign()  # the rebalance ends with T0 elsewhere
+    d.next_offsets(start, None)
+    assert d.flow_report() == {}
+
+
+# -- Spark's replays and commits ----------------------------------------------------------------
+
+
+def test_replayed_batch_registers_its_ranges_before_positioning_and_a_revoke_waits_for_it() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 5})
+    cluster.produce(T0, 10)
+    replayed = BatchOffsets.from_ranges({T0: 5}, [OffsetRange(T0, 5, 10)], group="g", offsets_table="x")
+    d = driver(with_table(), cluster, member, store)  # restarted: Spark replays batch N from its checkpoint
+    d.on_batch_running(replayed)
+    member.assign(T0)
+    store.on_read = lambda n: store.land(replayed) if n == 2 else None
+    member.revoke(T0)
+    assert member.commits[-1] == {T0: 10}
+
+
+def test_commit_of_the_previous_batch_drops_only_its_own_ranges() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
+    cluster.produce(T0, 5)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    first = d.next_offsets(d.initial_offsets(), None)
+    assert first is not None
+    d.on_batch_running(first)
+    store.land(first)
+    cluster.produce(T0, 5)
+    second = d.next_offsets(first, None)  # Spark plans N ...
+    assert ranges_of(second) == {T0: (5, 10)}
+    assert second is not None
+    d.on_batch_running(second)
+    d.on_batch_committed(first)  # ... then commits N-1
+    assert member.commits[-1] == {T0: 5}
+    store.on_read = lambda n: store.land(second)  # N lands at the revoke's next read
+    member.revoke(T0)
+    assert member.commits[-1] == {T0: 10}
+
+
+def test_batch_committed_without_table_commits_its_end_positions() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 5)
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    d.on_batch_committed(batch)
+    assert member.commits[-1] == {T0: 5}
+
+
+# -- offsets table resets and restarts -----------------------------------------------------------
+
+
+def test_table_moved_by_the_offsets_tool_is_followed() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
+    cluster.produce(T0, 10)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    store.table[T0] = 3  # the offsets tool reset it
+    assert ranges_of(d.next_offsets(batch, None)) == {T0: (3, 10)}
+
+
+def test_restart_resumes_from_the_checkpoint_without_a_table() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 10)
+    d = driver(options(startingOffsets="latest"), cluster, member)
+    member.assign(T0)
+    assert ranges_of(d.next_offsets(BatchOffsets({T0: 4}, {}), None)) == {T0: (4, 10)}
+
+
+def test_restart_takes_the_group_offsets_when_another_member_read_further() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 10)
+    member.group_offsets[T0] = 6
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    assert ranges_of(d.next_offsets(BatchOffsets({T0: 4}, {}), None)) == {T0: (6, 10)}
+
+
+def test_restart_with_a_table_takes_the_table_over_checkpoint_and_group() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 2})
+    cluster.produce(T0, 10)
+    member.group_offsets[T0] = 8
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    assert ranges_of(d.next_offsets(BatchOffsets({T0: 4}, {}), None)) == {T0: (2, 10)}
+
+
+def test_restart_with_a_new_checkpoint_but_a_table_starts_unseen_partitions_at_earliest() -> None:
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T0: 2})
+    cluster.produce(T0, 10)
+    cluster.produce(T1, 10)
+    d = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    assert dict(d.initial_offsets().positions) == {T0: 2, T1: 0}
+
+
+def test_partition_created_since_start_starts_at_earliest() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 10)
+    d = driver(options(startingOffsets="latest"), cluster, member)
+    start = d.initial_offsets()
+    member.assign(T0)
+    start = BatchOffsets(dict(d.initial_offsets().positions), {})
+    cluster.topics["t"] = 2  # CreatePartitions
+    cluster.produce(T1, 4)
+    member.assign(T1)
+    assert ranges_of(d.next_offsets(start, None)) == {T1: (0, 4)}
+
+
+def test_pause_restored_from_checkpoint_is_dropped_when_another_member_read_meanwhile() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 10)
+    member.group_offsets[T0] = 6
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    restored = BatchOffsets({T0: 4}, {}, flow={"paused": {"t": [0]}})
+    assert ranges_of(d.next_offsets(restored, None)) == {T0: (6, 10)}
+
+
+# -- data loss ----------------------------------------------------------------------------------
+
+
+def test_data_loss_fails_the_query_when_fail_on_data_loss() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 10)
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    start = d.initial_offsets()
+    cluster.earliest[T0] = 4  # retention removed [0, 4)
+    with pytest.raises(DataLossError, match="failOnDataLoss"):
+        d.next_offsets(start, None)
+
+
+def test_data_loss_skipped_moves_the_table_past_the_loss() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 0})
+    cluster.produce(T0, 10)
+    cluster.earliest[T0] = 4
+    d = driver(with_table(failOnDataLoss="false"), cluster, member, store)
+    member.assign(T0)
+    assert ranges_of(d.next_offsets(d.initial_offsets(), None)) == {T0: (4, 10)}
+    assert store.moves[0][:3] == (T0, 0, 4)
+
+
+def test_data_loss_skipped_leaves_out_a_partition_whose_table_moved_meanwhile() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 0})
+    cluster.produce(T0, 10)
+    cluster.earliest[T0] = 4
+    d = driver(with_table(failOnDataLoss="false"), cluster, member, store)
+    member.assign(T0)
+    start = d.initial_offsets()
+    reads = store.reads
+    store.on_read = lambda n: store.table.update({T0: 6}) if n == reads + 2 else None  # before the move
+    assert d.next_offsets(start, None) is None
+
+
+def test_position_past_the_end_of_a_recreated_topic_restarts_at_earliest_when_skipping() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 3)
+    d = driver(options(failOnDataLoss="false"), cluster, member)
+    member.assign(T0)
+    assert ranges_of(d.next_offsets(BatchOffsets({T0: 50}, {}), None)) == {T0: (0, 3)}
+
+
+def test_position_past_last_stable_offset_waits_for_the_open_transaction() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 5)
+    cluster.high[T0] = 8
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    assert d.next_offsets(BatchOffsets({T0: 7}, {}), None) is None
+
+
+# -- AvailableNow -------------------------------------------------------------------------------
+
+
+def test_available_now_ends_when_every_target_partition_reached_its_end() -> None:
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, 5)
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    start = d.initial_offsets()
+    d.prepare_available_now()
+    cluster.produce(T0, 100)  # after the run's start: not part of it
+    batch = d.next_offsets(start, None)
+    assert ranges_of(batch) == {T0: (0, 5)}
+    assert batch is not None
+    assert d.next_offsets(batch, None) is None  # at the target: the run ends
+
+
+def test_available_now_fails_while_a_partition_owned_elsewhere_stays_short() -> None:
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T1: 1})
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    d = driver(quick(with_table(), available_now_timeout_ms=1), cluster, member, store)
+    member.assign(T0)
+    start = d.initial_offsets()
+    d.prepare_available_now()
+    batch = d.next_offsets(start, None)
+    assert batch is not None
+    store.land(batch)
+    with pytest.raises(AvailableNowIncompleteError, match="owned elsewhere"):
+        d.next_offsets(batch, None)
+
+
+def test_available_now_ends_when_the_other_owner_landed_the_rest() -> None:
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T1: 1})
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    d.prepare_available_now()
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    store.on_read = lambda n: store.table.update({T1: 5})  # the other query lands its last batch
+    assert d.next_offsets(batch, None) is None
+
+
+# -- close ----------------------------------------------------------------------------------------
+
+
+def test_close_commits_what_landed_and_leaves_without_waiting_for_the_running_batch() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
+    cluster.produce(T0, 10)
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    d.on_batch_running(batch)
+    store.table[T0] = 4
+    d.close()
+    assert member.commits[-1] == {T0: 4} and member.closed
+    member.revoke(T0)  # closing the real member fires this: it must not wait
+    assert member.commits[-1] == {T0: 4}
