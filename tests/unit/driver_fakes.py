@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from kafka_group.membership import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
@@ -170,6 +170,6 @@ def driver(opts: SourceOptions, cluster: FakeCluster, member: Optional[FakeMembe
     return d
 
 
-def quick(opts: SourceOptions, **changes: int) -> SourceOptions:
+def quick(opts: SourceOptions, **changes: Any) -> SourceOptions:
     """``opts`` with numeric fields changed (``revoke_timeout_ms``, ``available_now_timeout_ms``...)."""
-    return replace(opts, **changes)  # type: ignore[arg-type]
+    return replace(opts, **changes)

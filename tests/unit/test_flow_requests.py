@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 import pytest
 
-from driver_fakes import T0, T1, FakeCluster, FakeMember, driver, options
 from kafka_group.errors import FlowControlError
+from kafka_group.offsets import TopicPartition
 from kafka_group.source_driver import SourceDriver
+from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, driver, options
 
 
-def owning(*partitions) -> SourceDriver:  # type: ignore[no-untyped-def]
+def owning(*partitions: TopicPartition) -> SourceDriver:
     member = FakeMember()
     d = driver(options(), FakeCluster({"t": 2, "other": 1}), member)
     member.assign(*partitions)
@@ -38,7 +41,7 @@ def test_pause_of_a_whole_topic_covers_its_partitions() -> None:
     ({"op": "pause", "topic": "t", "partitions": [5]}, "has partitions 0 to 1; there is no partition 5"),
     ({"op": "pause", "topic": "t", "partitions": [1]}, "t-1 not owned by this query"),
 ])
-def test_bad_requests_are_refused_naming_the_fix(request_: dict, message: str) -> None:  # type: ignore[type-arg]
+def test_bad_requests_are_refused_naming_the_fix(request_: Dict[str, Any], message: str) -> None:
     d = owning(T0)
     with pytest.raises(FlowControlError, match=message):
         d.flow.handle_request(request_)

@@ -6,7 +6,6 @@ from typing import Dict, Optional
 
 import pytest
 
-from driver_fakes import T0, T1, T2
 from kafka_group.available_now import short_of_end, unfinished
 from kafka_group.data_loss import LossCheck, check_positions, past_end, table_moves
 from kafka_group.errors import DataLossError
@@ -20,6 +19,7 @@ from kafka_group.positioning import (
     starting_spec,
     unseen_by_spec,
 )
+from tests.unit.driver_fakes import T0, T1, T2
 
 NEW_QUERY_LATEST = StartingOffsets(LATEST)
 

@@ -10,9 +10,9 @@ from typing import Dict, Optional, Tuple
 
 import pytest
 
-from driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, quick, with_table
 from kafka_group.errors import AvailableNowIncompleteError, DataLossError
 from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
+from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, quick, with_table
 
 
 def ranges_of(batch: Optional[BatchOffsets]) -> Dict[TopicPartition, Tuple[int, int]]:
