@@ -18,11 +18,12 @@ import shutil
 import socket
 import subprocess
 import sys
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict
 
 import pytest
 
-from tests.support import Cluster, MakeTopic
+if TYPE_CHECKING:  # this file also runs as a script (the Spark child), where 'tests' is not importable
+    from tests.support import Cluster, MakeTopic
 
 pytestmark = pytest.mark.integration
 
