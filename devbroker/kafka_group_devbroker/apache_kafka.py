@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from kafka_group_devbroker.jars import KAFKA_VERSION, classpath
-from kafka_group_devbroker.lifecycle import ClusterLifecycle
+from kafka_group_devbroker.lifecycle import ClusterLifecycle, wait_or_signal
 from kafka_group.errors import EmbeddedBrokerError
 
 __all__ = ["ApacheKafka"]
@@ -630,9 +630,6 @@ class ApacheKafka(ClusterLifecycle):
         process = node.process
         if process is None:
             return
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            logger.warning("node %d (pid %d) did not stop in %.0f s; sending SIGKILL", node.node_id, process.pid, timeout)
-            process.kill()
+        if not wait_or_signal(process, timeout, signal.SIGKILL, logger,
+                              "node %d (pid %d) did not stop in %.0f s; sending SIGKILL", node.node_id, process.pid, timeout):
             process.wait(timeout=30)

@@ -22,7 +22,7 @@ import time
 from typing import IO, Any, Callable, Mapping, Optional, Sequence
 
 from kafka_group.errors import EmbeddedBrokerError
-from kafka_group_devbroker.lifecycle import ClusterLifecycle
+from kafka_group_devbroker.lifecycle import ClusterLifecycle, wait_or_signal
 
 __all__ = ["EmbeddedKafka"]
 
@@ -303,20 +303,15 @@ class EmbeddedKafka(ClusterLifecycle):
         process = self._process
         if process is None:
             return
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            logger.warning("host pid %d did not exit in %.0f s; sending SIGTERM", process.pid, grace)
-            self._signal(process, signal.SIGTERM)
+        if not (
+            wait_or_signal(process, grace, signal.SIGTERM, logger,
+                           "host pid %d did not exit in %.0f s; sending SIGTERM", process.pid, grace)
+            or wait_or_signal(process, 5.0, signal.SIGKILL, logger, "host pid %d ignored SIGTERM; sending SIGKILL", process.pid)
+        ):
             try:
                 process.wait(timeout=5.0)
             except subprocess.TimeoutExpired:
-                logger.warning("host pid %d ignored SIGTERM; sending SIGKILL", process.pid)
-                self._signal(process, signal.SIGKILL)
-                try:
-                    process.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    logger.error("host pid %d survived SIGKILL", process.pid)
+                logger.error("host pid %d survived SIGKILL", process.pid)
         if process.stdin is not None:
             try:
                 process.stdin.close()

@@ -6,19 +6,22 @@ start and stop their processes differently, but both must stop them when the
 interpreter exits without :meth:`stop` having been called, must not keep that
 hook once they are stopped, and start on entering a ``with`` block and stop on
 leaving it; both take a broker count and the topics to create at start.
-:class:`ClusterLifecycle` holds that once.
+:class:`ClusterLifecycle` holds that once, and :func:`wait_or_signal` is the step
+both repeat when a process does not exit: wait, then escalate to a signal.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
+import subprocess
 from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Mapping, Optional, TypeVar
 
 from kafka_group.errors import EmbeddedBrokerError
 
-__all__ = ["ClusterLifecycle"]
+__all__ = ["ClusterLifecycle", "wait_or_signal"]
 
 _Cluster = TypeVar("_Cluster", bound="ClusterLifecycle")
 
@@ -96,3 +99,35 @@ class ClusterLifecycle(ABC):
     ) -> None:
         if self._stops_on_exit():
             self.stop()
+
+
+def wait_or_signal(
+    process: "subprocess.Popen[bytes]", timeout: float, signum: int, log: logging.Logger, message: str, *args: object
+) -> bool:
+    """Wait up to ``timeout`` seconds for ``process`` to exit; if it does not, warn and send it ``signum``.
+
+    Parameters
+    ----------
+    process : subprocess.Popen
+        The child process.
+    timeout : float
+        Seconds to wait.
+    signum : int
+        The signal sent when it is still running after ``timeout``.
+    log : logging.Logger
+        The caller's logger, for the warning.
+    message, *args
+        The warning (``%``-style, with its arguments).
+
+    Returns
+    -------
+    bool
+        True when the process exited in time; False when it was signalled.
+    """
+    try:
+        process.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        log.warning(message, *args)
+        process.send_signal(signum)  # nothing when it has exited meanwhile
+        return False
