@@ -18,7 +18,6 @@ only on the mock cluster.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import ctypes
 import logging
@@ -33,10 +32,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from kafka_group_devbroker.jars import KAFKA_VERSION, classpath
+from kafka_group_devbroker.lifecycle import ClusterLifecycle, wait_or_signal
 from kafka_group.errors import EmbeddedBrokerError
 
 __all__ = ["ApacheKafka"]
@@ -217,7 +216,7 @@ class _Node:
         return "\n".join(parts) or f"(node {self.node_id} wrote nothing)"
 
 
-class ApacheKafka:
+class ApacheKafka(ClusterLifecycle):
     """Apache Kafka brokers (KRaft) on loopback, for development, tests and benchmarks.
 
     Parameters
@@ -260,10 +259,7 @@ class ApacheKafka:
         start_timeout: float = 180.0,
         log_level: str = "INFO",
     ) -> None:
-        if brokers < 1:
-            raise EmbeddedBrokerError(f"brokers must be at least 1, got {brokers}")
-        self._brokers = brokers
-        self._initial_topics = dict(topics or {})
+        super().__init__(brokers, topics)
         self._extra_config = dict(broker_config or {})
         self._heap = heap
         self._start_timeout = start_timeout
@@ -274,7 +270,6 @@ class ApacheKafka:
         self._classpath: Optional[str] = None
         self._cluster_id = _cluster_id()
         self._lock = threading.RLock()
-        self._atexit_registered = False
         self._admin_client: Optional[Any] = None
 
     # -- properties -------------------------------------------------------------
@@ -382,18 +377,8 @@ class ApacheKafka:
             self._admin_client = None
             self._unregister_atexit()
 
-    def __enter__(self) -> "ApacheKafka":
-        if not self._nodes:
-            self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.stop()
+    def _needs_start(self) -> bool:
+        return not self._nodes
 
     def __repr__(self) -> str:
         state = self.bootstrap_servers if self._nodes else "not started"
@@ -645,19 +630,6 @@ class ApacheKafka:
         process = node.process
         if process is None:
             return
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            logger.warning("node %d (pid %d) did not stop in %.0f s; sending SIGKILL", node.node_id, process.pid, timeout)
-            process.kill()
+        if not wait_or_signal(process, timeout, signal.SIGKILL, logger,
+                              "node %d (pid %d) did not stop in %.0f s; sending SIGKILL", node.node_id, process.pid, timeout):
             process.wait(timeout=30)
-
-    def _register_atexit(self) -> None:
-        if not self._atexit_registered:
-            atexit.register(self.stop)
-            self._atexit_registered = True
-
-    def _unregister_atexit(self) -> None:
-        if self._atexit_registered:
-            atexit.unregister(self.stop)
-            self._atexit_registered = False

@@ -8,7 +8,6 @@ JSON-lines control channel.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import json
 import logging
@@ -20,10 +19,10 @@ import subprocess
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import IO, Any, Callable, Mapping, Optional, Sequence
 
 from kafka_group.errors import EmbeddedBrokerError
+from kafka_group_devbroker.lifecycle import ClusterLifecycle, wait_or_signal
 
 __all__ = ["EmbeddedKafka"]
 
@@ -44,7 +43,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class EmbeddedKafka:
+class EmbeddedKafka(ClusterLifecycle):
     """A librdkafka mock Kafka cluster in a child process, for development and tests.
 
     Parameters
@@ -94,10 +93,7 @@ class EmbeddedKafka:
         start_timeout: float = 30.0,
         request_timeout: float = 30.0,
     ) -> None:
-        if brokers < 1:
-            raise EmbeddedBrokerError(f"brokers must be at least 1, got {brokers}")
-        self._brokers = brokers
-        self._initial_topics = dict(topics or {})
+        super().__init__(brokers, topics)
         self._rebalance_delay_ms = group_initial_rebalance_delay_ms
         self._start_timeout = start_timeout
         self._request_timeout = request_timeout
@@ -108,7 +104,6 @@ class EmbeddedKafka:
         self._pid: Optional[int] = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         self._lock = threading.RLock()
-        self._atexit_registered = False
         self._drain_threads: list[threading.Thread] = []
 
     # -- construction from a running host -------------------------------------
@@ -308,20 +303,15 @@ class EmbeddedKafka:
         process = self._process
         if process is None:
             return
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            logger.warning("host pid %d did not exit in %.0f s; sending SIGTERM", process.pid, grace)
-            self._signal(process, signal.SIGTERM)
+        if not (
+            wait_or_signal(process, grace, signal.SIGTERM, logger,
+                           "host pid %d did not exit in %.0f s; sending SIGTERM", process.pid, grace)
+            or wait_or_signal(process, 5.0, signal.SIGKILL, logger, "host pid %d ignored SIGTERM; sending SIGKILL", process.pid)
+        ):
             try:
                 process.wait(timeout=5.0)
             except subprocess.TimeoutExpired:
-                logger.warning("host pid %d ignored SIGTERM; sending SIGKILL", process.pid)
-                self._signal(process, signal.SIGKILL)
-                try:
-                    process.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    logger.error("host pid %d survived SIGKILL", process.pid)
+                logger.error("host pid %d survived SIGKILL", process.pid)
         if process.stdin is not None:
             try:
                 process.stdin.close()
@@ -345,34 +335,16 @@ class EmbeddedKafka:
         while _pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def _register_atexit(self) -> None:
-        if not self._atexit_registered:
-            atexit.register(self._stop_at_exit)
-            self._atexit_registered = True
-
-    def _unregister_atexit(self) -> None:
-        if self._atexit_registered:
-            atexit.unregister(self._stop_at_exit)
-            self._atexit_registered = False
-
     def _stop_at_exit(self) -> None:
         if self._process is not None:
             logger.info("stopping embedded Kafka (pid %s) at interpreter exit", self._pid)
         self.stop(timeout=5.0)
 
-    def __enter__(self) -> "EmbeddedKafka":
-        if self._owned and self._process is None:
-            self.start()
-        return self
+    def _needs_start(self) -> bool:
+        return self._owned and self._process is None
 
-    def __exit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        if self._owned:
-            self.stop()
+    def _stops_on_exit(self) -> bool:
+        return self._owned  # an attached host outlives the block
 
     def __repr__(self) -> str:
         return (
