@@ -11,8 +11,10 @@ told to answer a request with a chosen error.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import time
+from typing import Iterator, Tuple
 
 import pytest
 
@@ -56,14 +58,22 @@ class KeptRunning:
         print(f"faults survived with {self.restarts} restart(s)")
 
 
-def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster: Cluster, tmp_path: pathlib.Path) -> None:
-    kafka = kafka_cluster
-    topic = create_topic(kafka, 6, "faults")
+@contextlib.contextmanager
+def query_at_work(kafka: Cluster, tmp_path: pathlib.Path, name: str) -> Iterator[Tuple[KeptRunning, BackgroundProducer]]:
+    """Query ``a`` of a fresh group kept running on a new 6-partition topic, its first batch landed
+    from 40 records per partition; the producer adds more."""
+    topic = create_topic(kafka, 6, name)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
     with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
         producer.produce(40)
         query = KeptRunning(queries)
         wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
+        yield query, producer
+
+
+def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    kafka = kafka_cluster
+    with query_at_work(kafka, tmp_path, "faults") as (query, producer):
         try:
             # A broker (leader of some partitions) killed for 30 s, records produced meanwhile to the others.
             kafka.broker_down(2)
@@ -85,12 +95,7 @@ def test_query_survives_broker_faults_and_lands_everything_once(kafka_cluster: C
 def test_query_survives_pushed_request_errors(mock_kafka: EmbeddedKafka, tmp_path: pathlib.Path) -> None:
     """Mock only: real Kafka cannot be made to answer requests with chosen errors."""
     kafka = mock_kafka
-    topic = create_topic(kafka, 6, "pushed")
-    producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=0)
-    with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=60) as queries:
-        producer.produce(40)
-        query = KeptRunning(queries)
-        wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
+    with query_at_work(kafka, tmp_path, "pushed") as (query, producer):
         # Request errors pushed for a while: fetches, offset listing, heartbeats, commits, dropped connections.
         try:
             kafka.push_request_errors(FETCH, [NOT_LEADER_OR_FOLLOWER] * 10 + [TRANSPORT] * 3)
