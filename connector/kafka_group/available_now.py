@@ -15,11 +15,12 @@ import time
 from typing import AbstractSet, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple, TypeVar
 
 from kafka_group.collaborators import Cluster, Member, OffsetStore
-from kafka_group.errors import AvailableNowIncompleteError
+from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError
 from kafka_group.offsets import LATEST, TopicPartition
 from kafka_group.options import SourceOptions, SubscriptionKind
 
-__all__ = ["Unfinished", "await_end", "find_unfinished", "short_of_end", "target_partitions", "unfinished"]
+__all__ = ["Unfinished", "await_end", "find_unfinished", "short_of_end", "target_offsets", "target_partitions",
+           "unfinished"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,40 @@ def target_partitions(options: SourceOptions, cluster: Cluster) -> List[TopicPar
         assert options.pattern is not None
         return cluster.matching_partitions(options.pattern)
     return cluster.partitions_of(options.topics)
+
+
+def target_offsets(cluster: Cluster, partitions: List[TopicPartition], *, timeout_ms: int, pause_s: float,
+                   clock: Callable[[], float] = time.monotonic) -> Dict[TopicPartition, int]:
+    """The run's end: the latest offset of every partition of ``partitions``, each answered.
+
+    The cluster view leaves out a partition it got no answer for (its leader down or
+    moving); a target without it would end the run as a success with that partition
+    unread. So the partitions left out are asked again every ``pause_s`` until each is
+    answered, and the run fails after ``timeout_ms`` (``kafkaConsumer.connectTimeoutMs``).
+
+    Caller: Spark's planning thread (``prepareForTriggerAvailableNow``).
+
+    Raises
+    ------
+    BrokerUnavailableError
+        Some partitions got no answer within ``timeout_ms``; names them and the option.
+    """
+    deadline = clock() + timeout_ms / 1000
+    target = dict(cluster.latest_offsets(partitions))
+    missing = [tp for tp in partitions if tp not in target]
+    while missing:
+        if clock() > deadline:
+            raise BrokerUnavailableError(
+                "the AvailableNow run cannot fix its end: the cluster did not answer the latest offsets of "
+                f"{', '.join(str(tp) for tp in sorted(missing))} within {timeout_ms} ms (option "
+                "'kafkaConsumer.connectTimeoutMs'); run again once their leaders are back, or raise the option"
+            )
+        logger.info("AvailableNow run: no latest offsets for %s yet; asking again",
+                    ", ".join(str(tp) for tp in sorted(missing)))
+        time.sleep(pause_s)
+        target.update(cluster.latest_offsets(missing))
+        missing = [tp for tp in missing if tp not in target]
+    return target
 
 
 def find_unfinished(

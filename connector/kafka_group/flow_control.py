@@ -185,19 +185,27 @@ class FlowControl:
         with self._lock:
             self._pauses.drop(partitions, "another member of the group read it meanwhile")
 
-    def drop_gone(self, owned: FrozenSet[TopicPartition], events: Optional[Sequence["RebalanceEvent"]]) -> None:
+    def drop_gone(self, owned: FrozenSet[TopicPartition],
+                  events: Optional[Callable[[], Sequence["RebalanceEvent"]]]) -> None:
         """Forget the pauses of partitions the group gave to another member.
 
-        Only once the member's last rebalance event (``events``; None for ``assign``,
-        which has no member) is an assignment: in the middle of an eager rebalance
-        (everything revoked, nothing assigned yet) the partitions may be about to come
-        back, and their pauses stay.
+        ``events`` reads the member's rebalance events (None for ``assign``, which has
+        no member: ``owned`` is then its fixed partitions). Pauses are judged only once
+        the member's last event is an assignment, and against what that event says the
+        member owns, not against ``owned`` read earlier: in the middle of an eager
+        rebalance (everything revoked, nothing assigned yet) the partitions may be about
+        to come back, and an assignment landing after the caller read ``owned`` brings
+        them back. The events are read under this lock, so a pause the control thread
+        accepted for a partition it saw owned is judged by an event at least as new.
 
         Caller: Spark's planning thread.
         """
-        if events is not None and (not events or events[-1].kind != "assign"):
-            return
         with self._lock:
+            if events is not None:
+                history = events()
+                if not history or history[-1].kind != "assign":
+                    return
+                owned = history[-1].owned
             self._pauses.keep_only(owned, "the group gave the partition to another member")
 
     def paused_among(self, partitions: Iterable[TopicPartition]) -> Set[TopicPartition]:

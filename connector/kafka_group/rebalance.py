@@ -134,6 +134,7 @@ def finish_revoke(
     running: Mapping[TopicPartition, OffsetRange],
     *,
     timeout_ms: int,
+    stopping: Callable[[], bool] = lambda: False,
     poll_s: float = 0.2,
     clock: Callable[[], float] = time.monotonic,
 ) -> Dict[TopicPartition, int]:
@@ -149,7 +150,10 @@ def finish_revoke(
     A running range has landed when the table's position of its partition is no
     longer the range's start. After ``timeout_ms`` (``revokeTimeoutMs``) the
     revoke goes on, logged: the next owner may plan the same offsets, and
-    whichever commits second is refused.
+    whichever commits second is refused. It stops waiting at once when
+    ``stopping()`` says the query is stopping: Spark interrupts the running batch,
+    which may never land, and closing the member waits for this callback to return
+    (the group meanwhile waits for this member to leave).
 
     Caller: the member's poll thread, inside the revoke callback (the next owner
     does not get the partitions until it returns).
@@ -165,6 +169,10 @@ def finish_revoke(
         held = store.positions(pending)
         pending = {tp: r for tp, r in pending.items() if held.get(tp, r.from_offset) == r.from_offset}
         if not pending:
+            break
+        if stopping():
+            logger.info("revoking %s while the query stops: not waiting for its running batch (%s)",
+                        ",".join(str(tp) for tp in sorted(pending)), ", ".join(str(r) for r in pending.values()))
             break
         if clock() > deadline:
             logger.warning(

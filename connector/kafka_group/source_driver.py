@@ -16,7 +16,7 @@ import functools
 import logging
 from typing import AbstractSet, Any, Dict, FrozenSet, Optional
 
-from kafka_group.available_now import Unfinished, await_end, find_unfinished, target_partitions
+from kafka_group.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.collaborators import Cluster, Committer, Member, OffsetStore
 from kafka_group.data_loss import checked_positions
 from kafka_group.event_time import EventTimeAlignment
@@ -88,11 +88,6 @@ class SourceDriver:
         """The partitions this query may plan now. Caller: any thread."""
         return frozenset(self._options.assigned) if self._member is None else self._member.owned()
 
-    @property
-    def member(self) -> Optional[Member]:
-        """The group member, or None for ``assign``."""
-        return self._member
-
     def _ensure_joined(self) -> None:
         if self._joined or self._member is None:
             return
@@ -111,7 +106,7 @@ class SourceDriver:
         running = self._book.forget(event.partitions)
         if event.kind == "revoke" and self._store is not None and self._member is not None:
             finish_revoke(self._store, self._member, event.partitions, running,
-                          timeout_ms=self._options.revoke_timeout_ms)
+                          timeout_ms=self._options.revoke_timeout_ms, stopping=lambda: self._closed)
 
     # -- Spark's planning calls (Caller: Spark's planning thread, the runner's main thread) ---
 
@@ -127,7 +122,8 @@ class SourceDriver:
     def prepare_available_now(self) -> None:
         """Fix the end of an AvailableNow run: the latest offsets of now. Caller: Spark's planning thread."""
         self._ensure_joined()
-        self._target = self._cluster.latest_offsets(target_partitions(self._options, self._cluster))
+        self._target = target_offsets(self._cluster, target_partitions(self._options, self._cluster),
+                                      timeout_ms=self._options.connect_timeout_ms, pause_s=self.available_now_pause_s)
         logger.info("AvailableNow run stops at %s", describe_positions(self._target))
 
     def next_offsets(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
@@ -154,7 +150,7 @@ class SourceDriver:
         self.flow.restore_once(start.flow)
         self._position_new_partitions(start)
         owned = self.owned()
-        self.flow.drop_gone(owned, self._member.events() if self._member is not None else None)
+        self.flow.drop_gone(owned, self._member.events if self._member is not None else None)
         positions, plannable = self._book.plannable(start.positions, owned)
         if self._store is not None:  # the table is the source of truth
             plannable = follow_table(plannable, self._store.positions(plannable))

@@ -31,6 +31,9 @@ class FakeCluster:
         self.high: Dict[TopicPartition, int] = {}
         #: Called at every latest_offsets (a test fires a rebalance in the middle of a plan with it).
         self.on_latest: Optional[Callable[[], None]] = None
+        #: Partitions latest_offsets leaves out of its answer, as many times as each value says (the real
+        #: ClusterView leaves out a partition whose leader did not answer, after one retry of its own).
+        self.unanswered: Dict[TopicPartition, int] = {}
 
     def produce(self, tp: TopicPartition, records: int) -> None:
         self.latest[tp] = self.latest.get(tp, 0) + records
@@ -54,14 +57,27 @@ class FakeCluster:
         if self.on_latest is not None:
             hook, self.on_latest = self.on_latest, None
             hook()
-        return {tp: self.latest.get(tp, 0) for tp in partitions}
+        answer = {}
+        for tp in partitions:
+            if self.unanswered.get(tp, 0) > 0:
+                self.unanswered[tp] -= 1
+                continue
+            answer[tp] = self.latest.get(tp, 0)
+        return answer
 
     def high_watermarks(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         return {tp: self.high.get(tp, self.latest.get(tp, 0)) for tp in partitions}
 
 
 class FakeMember:
-    """A group member whose rebalances the test fires; commits are recorded in ``commits``."""
+    """A group member whose rebalances the test fires; commits are recorded in ``commits``.
+
+    Unlike the real :class:`~kafka_group.membership.GroupMember`, a commit from the
+    planning thread takes effect at once (the real one queues it for its poll thread,
+    which sends it asynchronously and leaves out partitions revoked meanwhile), and
+    listeners run on the thread that fires the event (a test that needs the poll
+    thread's concurrency fires it from a thread of its own).
+    """
 
     def __init__(self, group_id: str = "g") -> None:
         self.group_id = group_id
@@ -74,11 +90,16 @@ class FakeMember:
         self.group_offsets: Dict[TopicPartition, int] = {}
         self.commits: List[Dict[TopicPartition, int]] = []
         self.closed = False
+        #: Called once at the next events() (a rebalance landing while planning reads them).
+        self.on_events: Optional[Callable[[], None]] = None
 
     def owned(self) -> FrozenSet[TopicPartition]:
         return frozenset(self._owned)
 
     def events(self) -> List[RebalanceEvent]:
+        if self.on_events is not None:
+            hook, self.on_events = self.on_events, None
+            hook()
         return list(self._events)
 
     def add_listener(self, listener: Callable[[RebalanceEvent], None]) -> None:
@@ -96,6 +117,9 @@ class FakeMember:
         return True
 
     def close(self) -> None:
+        """Leave the group: like the real member's ``consumer.close()``, revoke what it owns first."""
+        if self._owned and not self.closed:
+            self.revoke(*sorted(self._owned))
         self.closed = True
 
     def assign(self, *partitions: TopicPartition) -> None:

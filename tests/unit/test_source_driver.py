@@ -6,11 +6,12 @@ would do it, and checks what the driver plans and commits.
 
 from __future__ import annotations
 
+import threading
 from typing import Dict, Optional, Tuple
 
 import pytest
 
-from kafka_group.errors import AvailableNowIncompleteError, DataLossError
+from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError, DataLossError
 from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
 from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, quick, with_table
 
@@ -154,6 +155,22 @@ def test_eager_rebalance_revoking_everything_then_reassigning_keeps_pauses() -> 
     batch = d.next_offsets(start, None)
     assert ranges_of(batch) == {T1: (0, 5)}
     assert batch is not None and batch.flow == {"paused": {"t": [0]}}
+
+
+def test_pause_survives_an_eager_rebalance_whose_assignment_lands_while_planning() -> None:
+    cluster, member = FakeCluster({"t": 2}), FakeMember()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    d = driver(options(), cluster, member)
+    member.assign(T0, T1)
+    start = d.initial_offsets()
+    d.flow.handle_request({"op": "pause", "topic": "t", "partitions": [0]})
+    member.revoke(T0, T1)  # eager: everything revoked; the plan reads owned() as nothing...
+    member.on_events = lambda: member.assign(T0, T1)  # ...then the same partitions come back
+    first = d.next_offsets(start, None)
+    batch = d.next_offsets(first or start, None)
+    assert ranges_of(batch) == {T1: (0, 5)}  # T0 stays paused
+    assert d.flow_report()["paused"] == {"t": [0]}
 
 
 def test_pause_of_a_partition_given_to_another_member_is_dropped() -> None:
@@ -385,6 +402,31 @@ def test_available_now_ends_when_the_other_owner_landed_the_rest() -> None:
     assert d.next_offsets(batch, None) is None
 
 
+def test_available_now_asks_again_for_a_target_partition_the_cluster_did_not_answer() -> None:
+    cluster, member = FakeCluster({"t": 2}), FakeMember()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    d = driver(options(), cluster, member)
+    member.assign(T0, T1)
+    start = d.initial_offsets()
+    cluster.unanswered[T1] = 1  # its leader did not answer the run's first ListOffsets
+    d.prepare_available_now()
+    batch = d.next_offsets(start, None)
+    assert ranges_of(batch) == {T0: (0, 5), T1: (0, 5)}
+
+
+def test_available_now_fails_when_a_target_partition_is_never_answered() -> None:
+    cluster, member = FakeCluster({"t": 2}), FakeMember()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    d = driver(options(**{"kafkaConsumer.connectTimeoutMs": "1"}), cluster, member)
+    member.assign(T0, T1)
+    d.initial_offsets()
+    cluster.unanswered[T1] = 1_000_000
+    with pytest.raises(BrokerUnavailableError, match=r"t-1.*kafkaConsumer.connectTimeoutMs"):
+        d.prepare_available_now()
+
+
 # -- close ----------------------------------------------------------------------------------------
 
 
@@ -401,3 +443,19 @@ def test_close_commits_what_landed_and_leaves_without_waiting_for_the_running_ba
     assert member.commits[-1] == {T0: 4} and member.closed
     member.revoke(T0)  # closing the real member fires this: it must not wait
     assert member.commits[-1] == {T0: 4}
+
+
+def test_close_ends_a_revoke_that_waits_for_the_running_batch() -> None:
+    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
+    cluster.produce(T0, 10)
+    d = driver(quick(with_table(), revoke_timeout_ms=3_600_000), cluster, member, store)
+    member.assign(T0)
+    assert d.next_offsets(d.initial_offsets(), None) is not None  # running; it will never land
+    waiting = threading.Event()
+    store.on_read = lambda n: waiting.set()
+    revoke = threading.Thread(target=member.revoke, args=(T0,), daemon=True)  # the poll thread's callback
+    revoke.start()
+    assert waiting.wait(30), "the revoke never read the table"
+    d.close()  # SIGTERM: the query stops, its running batch with it
+    revoke.join(30)
+    assert not revoke.is_alive(), "the revoke still waits for a batch the stopped query abandoned"
