@@ -197,3 +197,13 @@ def driver(opts: SourceOptions, cluster: FakeCluster, member: Optional[FakeMembe
 def quick(opts: SourceOptions, **changes: Any) -> SourceOptions:
     """``opts`` with numeric fields changed (``revoke_timeout_ms``, ``available_now_timeout_ms``...)."""
     return replace(opts, **changes)
+
+
+def one_partition(records: int, opts: SourceOptions,
+                  store: Optional[FakeStore] = None) -> Tuple[FakeCluster, FakeMember, SourceDriver]:
+    """Topic ``t`` of one partition holding ``records``, a member that owns it, and a driver over them."""
+    cluster, member = FakeCluster({"t": 1}), FakeMember()
+    cluster.produce(T0, records)
+    d = driver(opts, cluster, member, store)
+    member.assign(T0)
+    return cluster, member, d

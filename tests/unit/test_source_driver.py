@@ -13,7 +13,26 @@ import pytest
 
 from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError, DataLossError
 from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
-from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, quick, with_table
+from kafka_group.source_driver import SourceDriver
+from tests.unit.driver_fakes import (
+    T0,
+    T1,
+    FakeCluster,
+    FakeMember,
+    FakeStore,
+    driver,
+    one_partition,
+    options,
+    quick,
+    with_table,
+)
+
+
+def first_batch(d: SourceDriver) -> BatchOffsets:
+    """The first batch ``d`` plans from where its owned partitions start (one is expected)."""
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert batch is not None
+    return batch
 
 
 def ranges_of(batch: Optional[BatchOffsets]) -> Dict[TopicPartition, Tuple[int, int]]:
@@ -36,10 +55,7 @@ def test_first_assignment_starts_at_starting_offsets_and_plans_to_latest() -> No
 
 
 def test_starting_offsets_latest_starts_new_query_at_the_end() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 5)
-    d = driver(options(startingOffsets="latest"), cluster, member)
-    member.assign(T0)
+    cluster, member, d = one_partition(5, options(startingOffsets="latest"))
     assert dict(d.initial_offsets().positions) == {T0: 5}
 
 
@@ -62,12 +78,9 @@ def test_assign_mode_plans_its_fixed_partitions() -> None:
 
 
 def test_revoke_waits_until_the_store_shows_the_running_batch_landed() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
-    cluster.produce(T0, 10)
-    d = driver(with_table(), cluster, member, store)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    store = FakeStore()
+    cluster, member, d = one_partition(10, with_table(), store)
+    batch = first_batch(d)
     d.on_batch_running(batch)
     reads_before = store.reads
     store.on_read = lambda n: store.land(batch) if n == reads_before + 3 else None
@@ -77,36 +90,26 @@ def test_revoke_waits_until_the_store_shows_the_running_batch_landed() -> None:
 
 
 def test_revoke_gives_up_after_revoke_timeout_and_commits_what_landed() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 0})
-    cluster.produce(T0, 10)
-    d = driver(quick(with_table(), revoke_timeout_ms=1), cluster, member, store)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    store = FakeStore({T0: 0})
+    cluster, member, d = one_partition(10, quick(with_table(), revoke_timeout_ms=1), store)
+    batch = first_batch(d)
     d.on_batch_running(batch)
     member.revoke(T0)
     assert member.commits[-1] == {T0: 0}
 
 
 def test_revoke_without_offsets_table_does_not_wait_or_commit() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 10)
-    d = driver(options(), cluster, member)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    cluster, member, d = one_partition(10, options())
+    batch = first_batch(d)
     d.on_batch_running(batch)
     member.revoke(T0)
     assert member.commits == []
 
 
 def test_lost_partitions_never_wait() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
-    cluster.produce(T0, 10)
-    d = driver(with_table(), cluster, member, store)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    store = FakeStore()
+    cluster, member, d = one_partition(10, with_table(), store)
+    batch = first_batch(d)
     d.on_batch_running(batch)
     reads = store.reads
     member.lost(T0)
@@ -127,12 +130,9 @@ def test_revoke_between_ownership_read_and_registration_keeps_the_partition_out_
 
 
 def test_revoked_partition_is_positioned_again_from_the_table_when_it_comes_back() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
-    cluster.produce(T0, 10)
-    d = driver(with_table(), cluster, member, store)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    store = FakeStore()
+    cluster, member, d = one_partition(10, with_table(), store)
+    batch = first_batch(d)
     store.land(batch)
     member.revoke(T0)
     store.table[T0] = 7  # another member moved it meanwhile (or a reset)
@@ -201,12 +201,9 @@ def test_replayed_batch_registers_its_ranges_before_positioning_and_a_revoke_wai
 
 
 def test_commit_of_the_previous_batch_drops_only_its_own_ranges() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
-    cluster.produce(T0, 5)
-    d = driver(with_table(), cluster, member, store)
-    member.assign(T0)
-    first = d.next_offsets(d.initial_offsets(), None)
-    assert first is not None
+    store = FakeStore()
+    cluster, member, d = one_partition(5, with_table(), store)
+    first = first_batch(d)
     d.on_batch_running(first)
     store.land(first)
     cluster.produce(T0, 5)
@@ -222,12 +219,8 @@ def test_commit_of_the_previous_batch_drops_only_its_own_ranges() -> None:
 
 
 def test_batch_committed_without_table_commits_its_end_positions() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 5)
-    d = driver(options(), cluster, member)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    cluster, member, d = one_partition(5, options())
+    batch = first_batch(d)
     d.on_batch_committed(batch)
     assert member.commits[-1] == {T0: 5}
 
@@ -236,39 +229,28 @@ def test_batch_committed_without_table_commits_its_end_positions() -> None:
 
 
 def test_table_moved_by_the_offsets_tool_is_followed() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
-    cluster.produce(T0, 10)
-    d = driver(with_table(), cluster, member, store)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    store = FakeStore()
+    cluster, member, d = one_partition(10, with_table(), store)
+    batch = first_batch(d)
     store.table[T0] = 3  # the offsets tool reset it
     assert ranges_of(d.next_offsets(batch, None)) == {T0: (3, 10)}
 
 
 def test_restart_resumes_from_the_checkpoint_without_a_table() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 10)
-    d = driver(options(startingOffsets="latest"), cluster, member)
-    member.assign(T0)
+    cluster, member, d = one_partition(10, options(startingOffsets="latest"))
     assert ranges_of(d.next_offsets(BatchOffsets({T0: 4}, {}), None)) == {T0: (4, 10)}
 
 
 def test_restart_takes_the_group_offsets_when_another_member_read_further() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 10)
+    cluster, member, d = one_partition(10, options())
     member.group_offsets[T0] = 6
-    d = driver(options(), cluster, member)
-    member.assign(T0)
     assert ranges_of(d.next_offsets(BatchOffsets({T0: 4}, {}), None)) == {T0: (6, 10)}
 
 
 def test_restart_with_a_table_takes_the_table_over_checkpoint_and_group() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 2})
-    cluster.produce(T0, 10)
+    store = FakeStore({T0: 2})
+    cluster, member, d = one_partition(10, with_table(), store)
     member.group_offsets[T0] = 8
-    d = driver(with_table(), cluster, member, store)
-    member.assign(T0)
     assert ranges_of(d.next_offsets(BatchOffsets({T0: 4}, {}), None)) == {T0: (2, 10)}
 
 
@@ -295,11 +277,8 @@ def test_partition_created_since_start_starts_at_earliest() -> None:
 
 
 def test_pause_restored_from_checkpoint_is_dropped_when_another_member_read_meanwhile() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 10)
+    cluster, member, d = one_partition(10, options())
     member.group_offsets[T0] = 6
-    d = driver(options(), cluster, member)
-    member.assign(T0)
     restored = BatchOffsets({T0: 4}, {}, flow={"paused": {"t": [0]}})
     assert ranges_of(d.next_offsets(restored, None)) == {T0: (6, 10)}
 
@@ -308,10 +287,7 @@ def test_pause_restored_from_checkpoint_is_dropped_when_another_member_read_mean
 
 
 def test_data_loss_fails_the_query_when_fail_on_data_loss() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 10)
-    d = driver(options(), cluster, member)
-    member.assign(T0)
+    cluster, member, d = one_partition(10, options())
     start = d.initial_offsets()
     cluster.earliest[T0] = 4  # retention removed [0, 4)
     with pytest.raises(DataLossError, match="failOnDataLoss"):
@@ -319,21 +295,17 @@ def test_data_loss_fails_the_query_when_fail_on_data_loss() -> None:
 
 
 def test_data_loss_skipped_moves_the_table_past_the_loss() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 0})
-    cluster.produce(T0, 10)
+    store = FakeStore({T0: 0})
+    cluster, member, d = one_partition(10, with_table(failOnDataLoss="false"), store)
     cluster.earliest[T0] = 4
-    d = driver(with_table(failOnDataLoss="false"), cluster, member, store)
-    member.assign(T0)
     assert ranges_of(d.next_offsets(d.initial_offsets(), None)) == {T0: (4, 10)}
     assert store.moves[0][:3] == (T0, 0, 4)
 
 
 def test_data_loss_skipped_leaves_out_a_partition_whose_table_moved_meanwhile() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore({T0: 0})
-    cluster.produce(T0, 10)
+    store = FakeStore({T0: 0})
+    cluster, member, d = one_partition(10, with_table(failOnDataLoss="false"), store)
     cluster.earliest[T0] = 4
-    d = driver(with_table(failOnDataLoss="false"), cluster, member, store)
-    member.assign(T0)
     start = d.initial_offsets()
     reads = store.reads
     store.on_read = lambda n: store.table.update({T0: 6}) if n == reads + 2 else None  # before the move
@@ -341,19 +313,13 @@ def test_data_loss_skipped_leaves_out_a_partition_whose_table_moved_meanwhile() 
 
 
 def test_position_past_the_end_of_a_recreated_topic_restarts_at_earliest_when_skipping() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 3)
-    d = driver(options(failOnDataLoss="false"), cluster, member)
-    member.assign(T0)
+    cluster, member, d = one_partition(3, options(failOnDataLoss="false"))
     assert ranges_of(d.next_offsets(BatchOffsets({T0: 50}, {}), None)) == {T0: (0, 3)}
 
 
 def test_position_past_last_stable_offset_waits_for_the_open_transaction() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 5)
+    cluster, member, d = one_partition(5, options())
     cluster.high[T0] = 8
-    d = driver(options(), cluster, member)
-    member.assign(T0)
     assert d.next_offsets(BatchOffsets({T0: 7}, {}), None) is None
 
 
@@ -361,10 +327,7 @@ def test_position_past_last_stable_offset_waits_for_the_open_transaction() -> No
 
 
 def test_available_now_ends_when_every_target_partition_reached_its_end() -> None:
-    cluster, member = FakeCluster({"t": 1}), FakeMember()
-    cluster.produce(T0, 5)
-    d = driver(options(), cluster, member)
-    member.assign(T0)
+    cluster, member, d = one_partition(5, options())
     start = d.initial_offsets()
     d.prepare_available_now()
     cluster.produce(T0, 100)  # after the run's start: not part of it
@@ -396,8 +359,7 @@ def test_available_now_ends_when_the_other_owner_landed_the_rest() -> None:
     d = driver(with_table(), cluster, member, store)
     member.assign(T0)
     d.prepare_available_now()
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    batch = first_batch(d)
     store.on_read = lambda n: store.table.update({T1: 5})  # the other query lands its last batch
     assert d.next_offsets(batch, None) is None
 
@@ -431,12 +393,9 @@ def test_available_now_fails_when_a_target_partition_is_never_answered() -> None
 
 
 def test_close_commits_what_landed_and_leaves_without_waiting_for_the_running_batch() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
-    cluster.produce(T0, 10)
-    d = driver(with_table(), cluster, member, store)
-    member.assign(T0)
-    batch = d.next_offsets(d.initial_offsets(), None)
-    assert batch is not None
+    store = FakeStore()
+    cluster, member, d = one_partition(10, with_table(), store)
+    batch = first_batch(d)
     d.on_batch_running(batch)
     store.table[T0] = 4
     d.close()
@@ -446,10 +405,8 @@ def test_close_commits_what_landed_and_leaves_without_waiting_for_the_running_ba
 
 
 def test_close_ends_a_revoke_that_waits_for_the_running_batch() -> None:
-    cluster, member, store = FakeCluster({"t": 1}), FakeMember(), FakeStore()
-    cluster.produce(T0, 10)
-    d = driver(quick(with_table(), revoke_timeout_ms=3_600_000), cluster, member, store)
-    member.assign(T0)
+    store = FakeStore()
+    cluster, member, d = one_partition(10, quick(with_table(), revoke_timeout_ms=3_600_000), store)
     assert d.next_offsets(d.initial_offsets(), None) is not None  # running; it will never land
     waiting = threading.Event()
     store.on_read = lambda n: waiting.set()
