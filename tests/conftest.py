@@ -89,14 +89,24 @@ def mock_kafka() -> EmbeddedKafka:
 def _spark_session() -> Iterator["SparkSession"]:
     """A local[2] SparkSession whose Python workers use this interpreter, for the whole run.
 
-    Spark's own Kafka source (``format("kafka")``, jars fetched by Maven on first
-    use) is on its classpath, for the parity tests.
+    Spark's own Kafka source (``format("kafka")``, for the parity tests) and delta-spark (for
+    ``test_delta_spark.py``: its SQL extension and catalog, as users configure them) are on its
+    classpath, their jars fetched by Maven on first use. One JVM for the run keeps the suite fast;
+    delta-spark's catalog hands every non-Delta table to Spark's own, and the sink writes its
+    Parquet files with ``DataFrame.write.parquet``, which delta-spark does not touch.
     """
     from kafka_group_devbroker.jars import classpath
     from pyspark_kafka_group.spark_session import local_session
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = local_session("pyspark-kafka-group-tests", extra_jars=classpath("spark-kafka"))
+    session = local_session(
+        "pyspark-kafka-group-tests",
+        extra_jars=classpath("spark-kafka") + classpath("delta-spark"),
+        extra_conf={
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        },
+    )
     try:
         yield session
     finally:

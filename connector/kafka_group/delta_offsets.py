@@ -35,7 +35,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from kafka_group.errors import OffsetConflictError, OffsetStoreError, SchemaMismatchError
+from kafka_group.errors import (
+    OffsetConflictError,
+    OffsetStoreError,
+    SchemaMismatchError,
+    UnsupportedTableFeatureError,
+)
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = [
@@ -60,6 +65,16 @@ _GROUP_METADATA_KEY = "kafkaGroup.groupId"
 _MARKER_VERSION = 1
 _HISTORY_SCAN = 50
 _COMMIT_ATTEMPTS = 10
+
+#: Table features (``protocol`` reader and writer features) that an append of plain Parquet files,
+#: as DeltaSink writes them, honours and that delta-rs commits (checked against deltalake 1.6.6).
+#: ``columnMapping`` is allowed as a name only while ``delta.columnMapping.mode`` is ``none``;
+#: ``invariants``, ``checkConstraints`` and ``generatedColumns`` only while none is defined
+#: (the sink's files are written by Spark's Parquet writer, which evaluates none of them).
+_APPENDABLE_FEATURES = frozenset({
+    "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
+    "invariants", "timestampNtz", "v2Checkpoint", "variantType",
+})
 
 
 def transaction_id(group: str, tp: TopicPartition) -> str:
@@ -173,6 +188,7 @@ class DeltaOffsetStore:
     def _check_in(self, table: Any, ranges: Sequence[OffsetRange]) -> CommitCheck:
         if table is None:
             return CommitCheck(already_committed=False, committable=list(ranges))
+        self._check_appendable(table)
         held = self._positions_in(table, [r.topic_partition for r in ranges])
         if ranges and all(held.get(r.topic_partition) == r.until_offset for r in ranges):
             return CommitCheck(already_committed=True)
@@ -200,9 +216,12 @@ class DeltaOffsetStore:
         ------
         SchemaMismatchError
             A column is missing, extra or of another type.
+        UnsupportedTableFeatureError
+            The table uses a feature the sink cannot honour (see :meth:`check_appendable`).
         """
         table = self._load(refresh=True)
         if table is not None:
+            self._check_appendable(table)
             _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, batch)
 
     # -- writing -----------------------------------------------------------------------
@@ -444,6 +463,37 @@ class DeltaOffsetStore:
         table.update_incremental()
         return int(table.version())
 
+    def check_appendable(self) -> None:
+        """Refuse a table the sink's appends would corrupt or delta-rs cannot commit to (a table
+        not created yet takes anything).
+
+        Caller: DeltaSink on the driver, before it writes a batch's files (:meth:`check` and
+        :meth:`check_schema` call it too, and :meth:`commit` again on the version it commits on).
+
+        Raises
+        ------
+        UnsupportedTableFeatureError
+            Column mapping (``delta.columnMapping.mode`` ``name`` or ``id``: the sink's files
+            carry the logical column names, which such a table's readers do not look for),
+            CHECK constraints, NOT NULL invariants, generated or identity columns (the sink's
+            files are not checked against them), or a reader or writer feature outside the ones
+            an append of plain Parquet files honours and delta-rs commits. The message names the
+            feature and the fix.
+        """
+        table = self._load(refresh=True)
+        if table is not None:
+            self._check_appendable(table)
+
+    def _check_appendable(self, table: Any) -> None:
+        problems = _unsupported_features(table)
+        if problems:
+            raise UnsupportedTableFeatureError(
+                f"DeltaSink cannot write to offsets.table '{self.table_path}': " + "; ".join(problems)
+                + ". Nothing was written and no offset moved. Land into a new table without it (let the first "
+                "batch create the table, or CREATE TABLE ... USING DELTA without that feature), or remove it "
+                "from this table with delta-spark (ALTER TABLE ... DROP FEATURE / DROP CONSTRAINT)"
+            )
+
     # -- internals ---------------------------------------------------------------------
 
     def _check_location(self) -> None:
@@ -486,6 +536,39 @@ class DeltaOffsetStore:
                     f"offsets.table '{self.table_path}' holds the offsets of consumer group '{other}', not "
                     f"'{self.group}': a table's offsets belong to one group. Use group '{other}', or another table"
                 )
+
+
+def _unsupported_features(table: Any) -> List[str]:
+    """What in ``table``'s protocol, properties and schema an append of the sink's Parquet files
+    would not honour (empty when the table takes them)."""
+    protocol = table.protocol()
+    configuration = dict(table.metadata().configuration or {})
+    problems: List[str] = []
+    mode = configuration.get("delta.columnMapping.mode", "none")
+    if mode != "none":
+        problems.append(f"column mapping is on (table property delta.columnMapping.mode='{mode}'): the sink "
+                        "writes its Parquet files under the logical column names, which such a table's readers "
+                        "(delta-spark) do not look for, so they would read NULLs")
+    features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
+    unknown = sorted(features - _APPENDABLE_FEATURES)
+    if unknown:
+        problems.append(f"the table has the feature(s) {', '.join(unknown)}, which delta-rs (deltalake) cannot "
+                        "commit to, or which an append of plain Parquet files would not honour")
+    constraints = sorted(k for k in configuration if k.startswith("delta.constraints."))
+    if constraints:
+        problems.append(f"CHECK constraints ({', '.join(constraints)}) are defined: the sink's files are not "
+                        "checked against them")
+    for field in table.schema().fields:
+        metadata = dict(field.metadata or {})
+        if "delta.invariants" in metadata:
+            problems.append(f"column '{field.name}' has a NOT NULL or CHECK invariant (delta.invariants): the "
+                            "sink's files are not checked against it")
+        if "delta.generationExpression" in metadata:
+            problems.append(f"column '{field.name}' is generated (delta.generationExpression): the sink does not "
+                            "compute it")
+        if any(key.startswith("delta.identity.") for key in metadata):
+            problems.append(f"column '{field.name}' is an identity column: the sink does not assign its values")
+    return problems
 
 
 def describe_schema_mismatch(table_schema: Any, arrow_schema: Any) -> List[str]:

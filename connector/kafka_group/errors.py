@@ -167,6 +167,13 @@ class SchemaMismatchError(OffsetStoreError):
     """
 
 
+class UnsupportedTableFeatureError(OffsetStoreError):
+    """The Delta table uses a feature the sink cannot honour (column mapping, deletion vectors,
+    a writer feature delta-rs lacks, constraints it would not check): refused before any file
+    is written. The message names the feature and what to do.
+    """
+
+
 class FlowControlError(KafkaGroupError):
     """A flow-control request (``flow.pause``, ``flow.resume``, ``flow.status``) was refused or not answered.
 
