@@ -217,7 +217,7 @@ class DeltaOffsetStore:
         SchemaMismatchError
             A column is missing, extra or of another type.
         UnsupportedTableFeatureError
-            The table uses a feature the sink cannot honour (see :meth:`check_appendable`).
+            The table uses a feature the sink cannot honour (see :meth:`_check_appendable`).
         """
         table = self._load(refresh=True)
         if table is not None:
@@ -463,12 +463,12 @@ class DeltaOffsetStore:
         table.update_incremental()
         return int(table.version())
 
-    def check_appendable(self) -> None:
-        """Refuse a table the sink's appends would corrupt or delta-rs cannot commit to (a table
-        not created yet takes anything).
+    def _check_appendable(self, table: Any) -> None:
+        """Refuse ``table`` when the sink's appends would corrupt it or delta-rs cannot commit to it
+        (a table not created yet is not checked: the sink creates it).
 
-        Caller: DeltaSink on the driver, before it writes a batch's files (:meth:`check` and
-        :meth:`check_schema` call it too, and :meth:`commit` again on the version it commits on).
+        Caller: DeltaSink on the driver, through :meth:`check` and :meth:`check_schema` before it
+        writes a batch's files, and :meth:`commit` again on the version it commits on.
 
         Raises
         ------
@@ -480,11 +480,6 @@ class DeltaOffsetStore:
             an append of plain Parquet files honours and delta-rs commits. The message names the
             feature and the fix.
         """
-        table = self._load(refresh=True)
-        if table is not None:
-            self._check_appendable(table)
-
-    def _check_appendable(self, table: Any) -> None:
         problems = _unsupported_features(table)
         if problems:
             raise UnsupportedTableFeatureError(
