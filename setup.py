@@ -57,7 +57,9 @@ setup(
         "test": ["pytest>=8", "mypy>=1.10", "pandas>=2,<3", "polars>=1",
                  # the test environment pins the Spark that delta-spark supports; delta-spark 4.4.0 because
                  # Maven Central has no Spark 4.2 jar of 4.4.1 (io.delta:delta-spark_4.2_2.13)
-                 "pyspark==4.2.0", "delta-spark==4.4.0",
+                 "pyspark[connect]==4.2.0", "delta-spark==4.4.0",
+                 # an S3-compatible server on loopback for the object-store tests (moto's server mode)
+                 "moto[server]>=5.1",
                  "nbclient", "nbformat", "ipykernel", "matplotlib",
                  # tests/unit/test_packaging.py builds the wheel without build isolation
                  "setuptools>=64", "wheel"],
