@@ -303,7 +303,7 @@ class DeltaSink:
         relative_dir = f"{DATA_FOLDER}/{batch_id:08d}-{uuid.uuid4().hex[:12]}"
         table_root = normalize_table_path(self.path)
         target = f"{table_root}/{relative_dir}"
-        batch.write.mode("errorifexists").parquet(target)
+        batch.write.mode("error").parquet(target)  # "errorifexists": Spark Connect knows only "error"
         files: List[DataFile] = []
         schema = None
         for name in sorted(os.listdir(target)):
