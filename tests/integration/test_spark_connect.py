@@ -183,7 +183,8 @@ def test_pause_and_resume_over_connect(
         assert sorted(resumed) == [f"{topic}-1", f"{topic}-2"]
         wait_for(lambda: count(1) == 30 and count(2) == 30, "the resumed partitions")
     finally:
-        assert client.ok(op="stop", query=query)["query_error"] is None
+        stopped = client.ok(op="stop", query=query)
+    assert stopped["query_error"] is None
     assert table_records(table) == expected(topic, {p: 30 for p in range(4)})
 
 
@@ -206,5 +207,7 @@ def test_two_connect_clusters_share_a_group_and_take_over(
         produce(kafka.bootstrap_servers, topic, {p: 10 for p in range(4)}, start=30)
         wait_for(lambda: len(table_offsets(table)) == 160, "the records produced after the take-over", 180)
     finally:
-        first.ok(op="stop", query=query_a)
+        stopped = first.ok(op="stop", query=query_a)
+        second.call(op="stop", query=query_b)  # already stopped unless the test failed first
+    assert stopped["query_error"] is None
     assert table_records(table) == Counter(expected(topic, {p: 40 for p in range(4)}))
