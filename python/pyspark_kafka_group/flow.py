@@ -49,7 +49,8 @@ def pause(query: QueryOrControl, topic: str, partitions: Optional[Sequence[int]]
     Parameters
     ----------
     query : StreamingQuery or str
-        The query (``writeStream...start()``), or the folder of its control channel.
+        The query (``writeStream...start()``, of a classic or a Spark Connect
+        session), or the folder of its control channel (a path on the driver).
     topic : str
         A topic the query reads.
     partitions : sequence of int, optional
