@@ -11,7 +11,14 @@ driver's local disk, one per running query, readable only by its user:
     ``requests/``     one JSON file per request (pause, resume), written atomically
     ``responses/``    the answer to each request, under the same name
 
-The serving side polls ``requests/`` every 100 ms. The folder is named in the
+The serving side polls ``requests/`` every 100 ms. A request may carry its own
+id (its file name): the answer to an id is kept for :data:`KEEP_ANSWERS_S` and a
+request repeated under the same id is answered from it, not handled again. Spark
+Connect clients need that: their requests reach the channel from a planning
+worker of the ``kafka-group-flow`` batch source (see
+``pyspark_kafka_group.flow_source``), and Spark may plan one read more than once.
+
+The folder is named in the
 query's progress (``latestOffset["@flow"]["control"]``), which is how
 ``pyspark_kafka_group.flow`` finds it from a ``StreamingQuery``; another process
 on the driver finds it with :func:`find_controls`.
@@ -22,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import threading
@@ -31,11 +39,16 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from kafka_group.errors import FlowControlError
 
-__all__ = ["ControlChannel", "find_controls", "read_status", "send_request"]
+__all__ = ["ControlChannel", "exchange", "find_controls", "read_status", "send_request"]
 
 logger = logging.getLogger(__name__)
 
 _SCAN_INTERVAL_S = 0.1
+
+#: How long the answer to a request with its own id is kept for a repeat of that id.
+KEEP_ANSWERS_S = 600.0
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
 Handler = Callable[[Mapping[str, Any]], Dict[str, Any]]
 
@@ -87,6 +100,7 @@ class ControlChannel:
 
     def _serve(self) -> None:
         requests_dir = os.path.join(self.path, "requests")
+        next_prune = time.monotonic() + KEEP_ANSWERS_S
         while not self._closed.wait(_SCAN_INTERVAL_S):
             try:
                 names = sorted(n for n in os.listdir(requests_dir) if n.endswith(".json"))
@@ -94,8 +108,30 @@ class ControlChannel:
                 return
             for name in names:
                 self._answer(os.path.join(requests_dir, name), name)
+            if time.monotonic() >= next_prune:
+                self._prune_answers()
+                next_prune = time.monotonic() + KEEP_ANSWERS_S / 10
+
+    def _prune_answers(self) -> None:
+        """Drop kept answers older than :data:`KEEP_ANSWERS_S` (their requesters are long gone)."""
+        folder = os.path.join(self.path, "responses")
+        limit = time.time() - KEEP_ANSWERS_S
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return
+        for name in names:
+            try:
+                if os.path.getmtime(os.path.join(folder, name)) < limit:
+                    os.unlink(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass
 
     def _answer(self, path: str, name: str) -> None:
+        if os.path.exists(os.path.join(self.path, "responses", name)):
+            # A repeat of an answered id (a read planned twice): the kept answer stands.
+            _remove(path)
+            return
         try:
             with open(path) as handle:
                 request = json.load(handle)
@@ -116,21 +152,66 @@ class ControlChannel:
             pass
 
 
-def send_request(control: str, request: Mapping[str, Any], timeout_s: float = 30.0) -> Dict[str, Any]:
+def send_request(control: str, request: Mapping[str, Any], timeout_s: float = 30.0, *,
+                 request_id: Optional[str] = None) -> Dict[str, Any]:
     """Send ``request`` to the query served at ``control`` and wait for its answer.
+
+    Parameters
+    ----------
+    control, request, timeout_s, request_id
+        As for :func:`exchange`.
 
     Raises
     ------
     FlowControlError
         The query refused the request (the message says why) or did not answer in time.
     """
+    response = exchange(control, request, timeout_s, request_id=request_id)
+    if not response.get("ok"):
+        raise FlowControlError(str(response.get("error", "the request was refused")))
+    return response
+
+
+def exchange(control: str, request: Mapping[str, Any], timeout_s: float = 30.0, *,
+             request_id: Optional[str] = None) -> Dict[str, Any]:
+    """Send ``request`` to the query served at ``control``; return its answer, refusals included.
+
+    Parameters
+    ----------
+    control : str
+        The channel's folder.
+    request : mapping
+        ``{"op": "pause" | "resume", "topic": ..., "partitions": [...] | None}``.
+    timeout_s : float
+        How long to wait for the answer.
+    request_id : str, optional
+        Letters, digits, ``-`` and ``_``. The channel handles each id once and
+        keeps its answer for :data:`KEEP_ANSWERS_S`: sending the same id again
+        (a Spark read planned twice) returns the first answer. Without it every
+        call is a new request.
+
+    Returns
+    -------
+    dict
+        ``{"ok": True, ...}`` or ``{"ok": False, "error": message}``.
+
+    Raises
+    ------
+    FlowControlError
+        No query serves ``control``, the id is malformed, or no answer came in time.
+    """
+    if request_id is not None and not _REQUEST_ID.match(request_id):
+        raise FlowControlError(
+            f"a flow-control request id is 1 to 100 letters, digits, '-' or '_', got {request_id!r}"
+        )
     if not os.path.isdir(os.path.join(control, "requests")):
         raise FlowControlError(
             f"no running query serves flow control at '{control}': the query has stopped, or the path is wrong"
         )
-    name = f"{time.time_ns()}-{uuid.uuid4().hex}.json"
-    _write_json(os.path.join(control, "requests", name), request)
+    name = f"{request_id or f'{time.time_ns()}-{uuid.uuid4().hex}'}.json"
     answer = os.path.join(control, "responses", name)
+    if request_id is None or not os.path.exists(answer):
+        _write_json(os.path.join(control, "requests", name), request)
     deadline = time.monotonic() + timeout_s
     while not os.path.exists(answer):
         if time.monotonic() > deadline:
@@ -141,9 +222,8 @@ def send_request(control: str, request: Mapping[str, Any], timeout_s: float = 30
         time.sleep(0.05)
     with open(answer) as handle:
         response: Dict[str, Any] = json.load(handle)
-    _remove(answer)
-    if not response.get("ok"):
-        raise FlowControlError(str(response.get("error", "the request was refused")))
+    if request_id is None:
+        _remove(answer)
     return response
 
 

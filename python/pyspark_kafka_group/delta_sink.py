@@ -4,7 +4,9 @@
 
 1. reads the batch's planned offset ranges from the query's checkpoint
    (``<checkpointLocation>/offsets/<batchId>``: Spark writes the source's end
-   offsets there before it runs the batch);
+   offsets there before it runs the batch), directly for a local checkpoint and
+   through Spark (``read.text``) for any other file system, so that it works in
+   Spark Connect sessions too;
 2. asks the table whether those ranges are still committable (see
    :mod:`kafka_group.delta_offsets`): a batch already committed (a replay after a
    crash) is skipped; partitions another member or a reset moved are left out
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -70,9 +73,23 @@ class DeltaSink:
         that partition's rows and lands the rest, instead of landing nothing of
         the batch (the source then reads the rest again in its next batch).
     checkpoint_location : str, optional
-        The query's checkpoint location; found from the running query when omitted.
+        The query's checkpoint location (its ``checkpointLocation`` option). A
+        classic session finds it from the running query when omitted; under Spark
+        Connect it is required (nothing reachable without the driver's JVM names
+        it), and omitting it raises :class:`~kafka_group.errors.ConfigError` here.
     storage_options : dict, optional
         delta-rs storage options (object stores).
+
+    Raises
+    ------
+    ConfigError
+        No path, or (in a Spark Connect process) no ``checkpoint_location``.
+
+    Notes
+    -----
+    Works in classic and Spark Connect sessions alike: the batch's plan is read
+    from the checkpoint with Python (local paths) or through Spark itself (other
+    file systems), never through the driver's JVM.
 
     Examples
     --------
@@ -101,7 +118,10 @@ class DeltaSink:
             raise ConfigError("DeltaSink needs the path of the Delta table to write, got an empty path")
         self.path = path
         self.transform = transform
+        if checkpoint_location is None and _connect_mode():
+            raise ConfigError(_CONNECT_NEEDS_CHECKPOINT)
         self.checkpoint_location = checkpoint_location
+        self._checkpoint_verified = False
         self.storage_options = dict(storage_options or {})
 
     def __call__(self, batch: Any, batch_id: int) -> None:
@@ -214,21 +234,49 @@ class DeltaSink:
         return BatchPlan(batch_id, doc.group, doc.offsets_table, doc.planned_ranges())
 
     def _read_offsets_file(self, batch: Any, batch_id: int) -> str:
-        root = self.checkpoint_location or _checkpoint_of_running_query(batch)
-        jvm = batch.sparkSession._jvm
-        hadoop_conf = batch.sparkSession._jsc.hadoopConfiguration()
-        path = jvm.org.apache.hadoop.fs.Path(f"{root.rstrip('/')}/offsets/{batch_id}")
-        fs = path.getFileSystem(hadoop_conf)
-        if not fs.exists(path):
+        """The text of ``<checkpoint>/offsets/<batchId>``, without the driver's JVM.
+
+        Local paths (no scheme, or ``file:``) are read directly when the file is on this
+        machine; anything else (``dbfs:/``, ``s3a://``, ``abfss://``, ``hdfs://``, or a
+        path of the cluster's default file system) through Spark itself, with the
+        cluster's own credentials: ``read.text(wholetext=True)`` works in classic and
+        Spark Connect sessions alike.
+        """
+        session = batch.sparkSession
+        root = (self.checkpoint_location or _checkpoint_of_running_query(session)).rstrip("/")
+        if self.checkpoint_location and not self._checkpoint_verified:
+            self._verify_checkpoint(session, root)
+        location = f"{root}/offsets/{batch_id}"
+        text = _read_text(session, location)
+        if text is None:
             raise ConfigError(
-                f"DeltaSink found no planned offsets for batch {batch_id} at '{path.toString()}': pass the "
+                f"DeltaSink found no planned offsets for batch {batch_id} at '{location}': pass the "
                 "query's checkpoint location as DeltaSink(..., checkpoint_location=...)"
             )
-        stream = fs.open(path)
-        try:
-            return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-        finally:
-            stream.close()
+        return text
+
+    def _verify_checkpoint(self, session: Any, root: str) -> None:
+        """Check once that ``checkpoint_location`` is the checkpoint of a query running in ``session``.
+
+        A sink handed another query's checkpoint (the query's ``checkpointLocation``
+        changed, the sink's did not) would read that query's plans. Spark keeps the
+        query id in ``<checkpoint>/metadata``; under Spark Connect the batch's session
+        is the query's own, so the id must be among its active queries. (A classic
+        batch runs on a clone of the session, whose query list is not the query's.)
+        """
+        from pyspark_kafka_group.spark_session import is_connect_session
+
+        if is_connect_session(session):
+            metadata = _read_text(session, f"{root}/metadata")
+            active = {str(query.id) for query in session.streams.active}
+            query_id = _query_id(metadata)
+            if active and query_id not in active:
+                whose = f"the checkpoint of query {query_id}" if query_id else "no query's checkpoint"
+                raise ConfigError(
+                    f"DeltaSink(checkpoint_location='{root}') is {whose}, not of a query running in this "
+                    "session: pass the query's own checkpointLocation as DeltaSink(..., checkpoint_location=...)"
+                )
+        self._checkpoint_verified = True
 
     # -- conflicts ---------------------------------------------------------------------
 
@@ -255,7 +303,7 @@ class DeltaSink:
         relative_dir = f"{DATA_FOLDER}/{batch_id:08d}-{uuid.uuid4().hex[:12]}"
         table_root = normalize_table_path(self.path)
         target = f"{table_root}/{relative_dir}"
-        batch.write.mode("errorifexists").parquet(target)
+        batch.write.mode("error").parquet(target)  # "errorifexists": Spark Connect knows only "error"
         files: List[DataFile] = []
         schema = None
         for name in sorted(os.listdir(target)):
@@ -277,16 +325,80 @@ class DeltaSink:
         return files, schema, target
 
 
-def _checkpoint_of_running_query(batch: Any) -> str:
-    """The checkpoint root of the query running this ``foreachBatch`` call."""
+_CONNECT_NEEDS_CHECKPOINT = (
+    "DeltaSink under Spark Connect needs the query's checkpoint location: pass "
+    "DeltaSink(path, checkpoint_location=<the query's checkpointLocation option>). A Connect session "
+    "has no driver JVM to ask the running query for it, and neither its progress nor the session's "
+    "settings name it"
+)
+
+#: A URI scheme such as ``s3a:`` or ``dbfs:`` (one letter would be a Windows drive).
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def _local_path(location: str) -> Optional[str]:
+    """``location`` as a path on this machine, or ``None`` when it names another file system."""
+    if location.startswith("file://"):
+        return location[len("file://"):]
+    if location.startswith("file:"):
+        return location[len("file:"):]
+    return None if _SCHEME.match(location) else location
+
+
+def _read_text(session: Any, location: str) -> Optional[str]:
+    """The whole text of the file at ``location`` (``None`` when there is none): local paths
+    (no scheme, or ``file:``) from this machine's disk when the file is there, anything
+    else through Spark."""
+    local = _local_path(location)
+    if local is not None and os.path.isfile(local):
+        with open(local, encoding="utf-8") as handle:
+            return handle.read()
+    return _read_through_spark(session, location)
+
+
+def _query_id(metadata: Optional[str]) -> Optional[str]:
+    """The query id in a checkpoint's ``metadata`` file (``{"id": ...}``), or ``None``."""
+    import json
+
+    try:
+        doc = json.loads(metadata or "null")
+    except ValueError:
+        return None
+    return str(doc["id"]) if isinstance(doc, dict) and "id" in doc else None
+
+
+def _read_through_spark(session: Any, location: str) -> Optional[str]:
+    """The whole text of the file at ``location``, read by Spark (``None`` when there is none)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        rows = session.read.text(location, wholetext=True).collect()
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" in str(exc):
+            return None
+        raise
+    return str(rows[0][0]) if rows else None
+
+
+def _checkpoint_of_running_query(session: Any) -> str:
+    """The checkpoint root of the query running this ``foreachBatch`` call (classic sessions only).
+
+    Classic-only: it asks the driver JVM (the query id is a local property of the
+    batch's thread; the query's resolved checkpoint root lives in the JVM). Under
+    Spark Connect it raises :class:`ConfigError` before anything is written.
+    """
     from pyspark.sql import SparkSession
 
-    query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-    sessions = [SparkSession.getActiveSession(), SparkSession.builder.getOrCreate(), batch.sparkSession]
-    for session in sessions:
-        if session is None or query_id is None:
+    from pyspark_kafka_group.spark_session import is_connect_session
+
+    if is_connect_session(session):
+        raise ConfigError(_CONNECT_NEEDS_CHECKPOINT)
+    query_id = session.sparkContext.getLocalProperty("sql.streaming.queryId")
+    sessions = [SparkSession.getActiveSession(), SparkSession.builder.getOrCreate(), session]
+    for candidate in sessions:
+        if candidate is None or query_id is None:
             continue
-        query = session.streams.get(query_id)
+        query = candidate.streams.get(query_id)
         if query is not None:
             return str(query._jsq.streamingQuery().resolvedCheckpointRoot())
     raise ConfigError(
@@ -294,3 +406,9 @@ def _checkpoint_of_running_query(batch: Any) -> str:
         "DeltaSink(path, checkpoint_location=<the query's checkpointLocation>)"
     )
 
+
+def _connect_mode() -> bool:
+    """Whether this process is in Spark Connect mode (``builder.remote(...)`` or ``SPARK_CONNECT_MODE_ENABLED``)."""
+    from pyspark.sql.utils import is_remote
+
+    return bool(is_remote())

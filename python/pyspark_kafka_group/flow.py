@@ -14,11 +14,22 @@ The query is reached through its control channel, a private folder on the
 driver's local disk (see :mod:`kafka_group.flow_channel`), found from the
 query's progress. From another process on the driver, pass the folder instead of
 the query; :func:`queries` lists them.
+
+Spark Connect: the same calls take a Connect ``StreamingQuery``. The client
+cannot see the driver's disk, so the request travels through Spark itself: a
+one-row batch read of the ``kafka-group-flow`` source
+(:mod:`pyspark_kafka_group.flow_source`), whose reader hands the request to the
+channel while Spark plans the read, on the driver, and returns the answer as the
+row. Each request carries its own id, so a read Spark plans twice pauses once.
+The format is registered in the query's session on first use; the package must
+be installed where the Connect server runs (as for ``kafka-group`` itself).
 """
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from kafka_group.errors import FlowControlError
@@ -38,7 +49,8 @@ def pause(query: QueryOrControl, topic: str, partitions: Optional[Sequence[int]]
     Parameters
     ----------
     query : StreamingQuery or str
-        The query (``writeStream...start()``), or the folder of its control channel.
+        The query (``writeStream...start()``, of a classic or a Spark Connect
+        session), or the folder of its control channel (a path on the driver).
     topic : str
         A topic the query reads.
     partitions : sequence of int, optional
@@ -88,7 +100,11 @@ def status(query: QueryOrControl, *, timeout_s: float = 30.0) -> List[Dict[str, 
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            rows: List[Dict[str, Any]] = read_status(control)["partitions"]
+            if _is_connect(query):
+                answer = _through_spark(query, control, {"op": "status"}, timeout_s)
+                rows: List[Dict[str, Any]] = answer["status"]["partitions"]
+            else:
+                rows = read_status(control)["partitions"]
             return rows
         except FlowControlError:
             if time.monotonic() > deadline:
@@ -121,8 +137,48 @@ def _request(query: QueryOrControl, op: str, topic: str, partitions: Optional[Se
         if negative:
             raise FlowControlError(f"{op}: partition numbers start at 0, got {negative}")
     control = _control_of(query, timeout_s)
-    answer = send_request(control, {"op": op, "topic": topic, "partitions": numbers}, timeout_s)
+    request = {"op": op, "topic": topic, "partitions": numbers}
+    if _is_connect(query):
+        answer = _through_spark(query, control, request, timeout_s)
+    else:
+        answer = send_request(control, request, timeout_s)
     return list(answer.get("changed", []))
+
+
+def _is_connect(query: QueryOrControl) -> bool:
+    """Whether ``query`` is a Spark Connect ``StreamingQuery`` (its driver's disk is out of reach)."""
+    return not isinstance(query, str) and type(query).__module__.startswith("pyspark.sql.connect")
+
+
+#: Connect sessions (by id) in which ``kafka-group-flow`` is registered.
+_registered: set[str] = set()
+
+
+def _through_spark(query: Any, control: str, request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
+    """Send ``request`` to the query's channel through a ``kafka-group-flow`` read in its own session."""
+    from pyspark.sql import SparkSession
+
+    from pyspark_kafka_group.flow_source import FlowControlDataSource
+
+    # A Connect StreamingQuery keeps its session in _session (it has no public accessor).
+    session: Any = getattr(query, "_session", None) or SparkSession.getActiveSession()
+    if session is None:
+        raise FlowControlError("flow control of a Spark Connect query needs its session, and none is active")
+    if session.session_id not in _registered:
+        session.dataSource.register(FlowControlDataSource)
+        _registered.add(session.session_id)
+    rows = (session.read.format(FlowControlDataSource.name())
+            .option("control", control)
+            .option("request", json.dumps(request))
+            .option("requestId", uuid.uuid4().hex)
+            .option("timeoutSeconds", str(timeout_s))
+            .load().collect())
+    if len(rows) != 1:
+        raise FlowControlError(f"format 'kafka-group-flow' answered {len(rows)} rows, expected one")
+    answer: Dict[str, Any] = json.loads(rows[0][0])
+    if not answer.get("ok"):
+        raise FlowControlError(str(answer.get("error", "the request was refused")))
+    return answer
 
 
 def _control_of(query: QueryOrControl, timeout_s: float) -> str:

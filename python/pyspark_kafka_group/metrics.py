@@ -190,8 +190,11 @@ def add_metrics_listener(spark: "SparkSession") -> None:
     JavaRuntimeError
         The listener class is not on the driver's classpath, or the session has no JVM.
     """
-    jsession = getattr(spark, "_jsparkSession", None)
-    jvm = getattr(spark, "_jvm", None)
+    from pyspark_kafka_group.spark_session import is_connect_session
+
+    # A Connect session raises JVM_ATTRIBUTE_NOT_SUPPORTED for these attributes: say what to do instead.
+    jsession = None if is_connect_session(spark) else getattr(spark, "_jsparkSession", None)
+    jvm = None if jsession is None else getattr(spark, "_jvm", None)
     if jsession is None or jvm is None:
         raise JavaRuntimeError(
             "add_metrics_listener needs a classic SparkSession with a driver JVM (not Spark Connect): "

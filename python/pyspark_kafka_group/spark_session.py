@@ -1,4 +1,4 @@
-"""Starting Spark for the demo, tests and notebooks: Java check and a local session."""
+"""Starting Spark for the demo, tests and notebooks: Java check, a local session and a local Spark Connect session."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 from kafka_group.errors import JavaRuntimeError
 
-__all__ = ["check_java", "local_session"]
+__all__ = ["check_java", "is_connect_session", "local_connect_session", "local_session"]
 
 _MIN_JAVA = 17
 
@@ -84,33 +84,93 @@ def local_session(
     """
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+    for key, value in _session_conf(cores, extra_conf, extra_jars).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    if is_connect_session(session):  # SPARK_CONNECT_MODE_ENABLED or spark.api.mode=connect in the environment
+        return session
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def local_connect_session(
+    app_name: str,
+    *,
+    cores: int = 2,
+    port: Optional[int] = None,
+    extra_conf: Optional[Mapping[str, str]] = None,
+    extra_jars: Optional[Sequence[str]] = None,
+) -> "SparkSession":  # type: ignore[name-defined]  # noqa: F821
+    """A Spark Connect session served by a local Connect server, set up like :func:`local_session`.
+
+    Without ``port`` this is ``SparkSession.builder.remote("local[cores]")``:
+    pyspark (with its ``connect`` extra) starts a Spark Connect server in a JVM
+    of this process, on Spark Connect's default port 15002, and the session talks
+    to it over gRPC. The whole process is in Spark Connect mode from then on.
+
+    Parameters
+    ----------
+    app_name, cores, extra_conf, extra_jars
+        As for :func:`local_session`; the settings go to the server.
+    port : int, optional
+        Serve on this port instead of 15002, so that several local servers can run
+        on one machine (the tests run two: two "clusters" in one consumer group).
+        pyspark's ``remote("local")`` always connects to 15002, so this starts the
+        server through pyspark's own (private) ``_start_connect_server``, which
+        ``remote("local")`` calls, and connects to ``sc://localhost:<port>``
+        (pyspark sends the local server's token without TLS to ``localhost`` only).
+
+    Returns
+    -------
+    pyspark.sql.connect.session.SparkSession
+        The Connect session.
+    """
+    from pyspark.sql import SparkSession
+
+    conf = _session_conf(cores, extra_conf, extra_jars)
+    if port is None:
+        builder = SparkSession.builder.remote(f"local[{cores}]").appName(app_name)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    RemoteSparkSession._start_connect_server(
+        f"local[{cores}]", {**conf, "spark.app.name": app_name, "spark.connect.grpc.binding.port": str(port)})
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    return RemoteSparkSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
+
+
+def is_connect_session(session: object) -> bool:
+    """Whether ``session`` is a Spark Connect session (no driver JVM in this process to reach)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def _session_conf(cores: int, extra_conf: Optional[Mapping[str, str]],
+                  extra_jars: Optional[Sequence[str]]) -> Dict[str, str]:
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(cores))
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
         # Python workers connect back over a Unix domain socket, not a TCP port on
         # 127.0.0.1: a Kafka client still retrying a stopped broker's port once
         # reached a reused port of Spark's and failed a worker's start
         # ("Python worker failed to connect back ... Authentication failed").
-        .config("spark.python.unix.domain.socket.enabled", "true")
-    )
+        "spark.python.unix.domain.socket.enabled": "true",
+    }
     conf = dict(extra_conf or {})
     jars = [jar for jar in conf.pop("spark.jars", "").split(",") if jar] + list(extra_jars or [])
     for jar in jars:
         if not os.path.isfile(jar):
             raise FileNotFoundError(f"extra jar {jar!r} does not exist")
     if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+        settings["spark.jars"] = ",".join(jars)
+    settings.update(conf)
+    return settings
