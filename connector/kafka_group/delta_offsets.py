@@ -361,13 +361,14 @@ class DeltaOffsetStore:
         )
 
     def partition_columns(self) -> Optional[List[str]]:
-        """The table's partition columns (latest version); None when the table does not exist yet."""
-        table = self._load(refresh=True)
+        """The table's partition columns (as last loaded: :meth:`check` and :meth:`commit` refresh);
+        None when the table does not exist yet."""
+        table = self._load()
         return None if table is None else list(table.metadata().partition_columns)
 
     def configuration(self) -> Dict[str, Optional[str]]:
-        """The table's properties (``delta.*``; latest version); empty when the table does not exist yet."""
-        table = self._load(refresh=True)
+        """The table's properties (``delta.*``; as last loaded); empty when the table does not exist yet."""
+        table = self._load()
         return {} if table is None else dict(table.metadata().configuration or {})
 
     def _delete_uncommitted(self, files: Sequence[DataFile]) -> None:

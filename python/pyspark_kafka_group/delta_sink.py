@@ -291,7 +291,8 @@ class DeltaSink:
         self, batch: Any, batch_id: int, schema: Any, partition_by: Sequence[str], store: DeltaOffsetStore
     ) -> List[DataFile]:
         """Have the executors write ``batch`` into the table; the files' ``add`` actions."""
-        write = _file_writer(self.path, self.storage_options, schema, batch_id, partition_by,
+        # Resolved here: a relative local path means the driver's working directory, not a worker's.
+        write = _file_writer(normalize_table_path(self.path), self.storage_options, schema, batch_id, partition_by,
                              _indexed_columns(store.configuration()))
         rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
         return [
