@@ -68,7 +68,7 @@ _COMMIT_ATTEMPTS = 10
 #: as DeltaSink writes them, honours and that delta-rs commits (checked against deltalake 1.6.6).
 #: ``columnMapping`` is allowed as a name only while ``delta.columnMapping.mode`` is ``none``;
 #: ``invariants``, ``checkConstraints`` and ``generatedColumns`` only while none is defined
-#: (the sink's files are written by Spark's Parquet writer, which evaluates none of them).
+#: (the sink writes its files with pyarrow, which evaluates none of them).
 _APPENDABLE_FEATURES = frozenset({
     "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
     "invariants", "timestampNtz", "v2Checkpoint", "variantType",
