@@ -311,7 +311,7 @@ def keep_columns(df: Any) -> Any:
     return df.selectExpr("CAST(value AS STRING) AS value", "topic", "partition", "offset")
 
 
-def delta_query_command(servers: str, topic: str, group: str, table: pathlib.Path, checkpoint: pathlib.Path,
+def delta_query_command(servers: str, topic: str, group: str, table: "pathlib.Path | str", checkpoint: pathlib.Path,
                         *arguments: str) -> List[str]:
     """The command line of ``tests.integration.delta_query`` (a DeltaSink query as its own process; run it
     with ``cwd=REPO``); ``arguments`` are its further options (``--available-now``, ``--max-offsets N``...)."""
@@ -473,3 +473,70 @@ def recorded(group_id: str) -> List[Dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# -- an S3-compatible server on loopback ----------------------------------------------------------------------------
+
+
+class S3Server:
+    """moto's S3 server (``moto[server]`` from PyPI) as its own process on a free loopback port.
+
+    moto rather than S3Proxy: it is a Python package the test extra already installs (no Java
+    download), and it honours ``If-None-Match: *`` on PutObject, the conditional put delta-rs
+    commits with on S3. It runs as a separate process, never in the test process: delta-rs's
+    Rust calls hold the GIL while they wait for the server's answer, so an in-process server
+    thread deadlocks them.
+    """
+
+    ACCESS_KEY, SECRET_KEY, REGION = "testing-key", "Canary-S3-Secret-4412", "us-east-1"
+
+    def __init__(self, log: pathlib.Path) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._log = open(log, "wb")
+        self._process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                         stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(self._answers, f"moto's S3 server on {self.endpoint}", timeout_s=60, interval_s=0.2)
+
+    def _answers(self) -> bool:
+        import urllib.error
+        import urllib.request
+
+        if self._process.poll() is not None:
+            raise RuntimeError(f"moto's S3 server exited with {self._process.returncode}; see {self._log.name}")
+        try:
+            urllib.request.urlopen(self.endpoint, timeout=2).close()
+        except urllib.error.HTTPError:
+            return True  # it answers
+        except OSError:
+            return False
+        return True
+
+    @property
+    def storage_options(self) -> Dict[str, str]:
+        """delta-rs storage options reaching this server."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": self.REGION,
+                "AWS_ACCESS_KEY_ID": self.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": self.SECRET_KEY}
+
+    def create_bucket(self, prefix: str = "bucket") -> str:
+        """A new bucket (names need 3 or more characters); returns its name."""
+        import urllib.request
+
+        name = unique_name(prefix).lower().replace("_", "-")
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/{name}", method="PUT"), timeout=10).close()
+        return name
+
+    def stop(self) -> None:
+        """Stop the server process (by its pid) and close its log."""
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(10)
+        self._log.close()

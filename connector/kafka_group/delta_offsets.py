@@ -32,9 +32,11 @@ import json
 import logging
 import os
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from kafka_group.delta_files import DATA_FOLDER
 from kafka_group.errors import (
     OffsetConflictError,
     OffsetStoreError,
@@ -55,10 +57,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Folder, inside the table, where DeltaSink writes data files before committing them.
-#: Files there that no commit references (a crash before the first commit) are
-#: invisible to readers and do not make the folder "not a Delta table".
-DATA_FOLDER = "data"
 
 _PREFIX = "kafka-group"
 _GROUP_METADATA_KEY = "kafkaGroup.groupId"
@@ -70,7 +68,7 @@ _COMMIT_ATTEMPTS = 10
 #: as DeltaSink writes them, honours and that delta-rs commits (checked against deltalake 1.6.6).
 #: ``columnMapping`` is allowed as a name only while ``delta.columnMapping.mode`` is ``none``;
 #: ``invariants``, ``checkConstraints`` and ``generatedColumns`` only while none is defined
-#: (the sink's files are written by Spark's Parquet writer, which evaluates none of them).
+#: (the sink writes its files with pyarrow, which evaluates none of them).
 _APPENDABLE_FEATURES = frozenset({
     "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
     "invariants", "timestampNtz", "v2Checkpoint", "variantType",
@@ -104,11 +102,17 @@ class DataFile:
     """A Parquet file written into the table folder, to be added by a commit."""
 
     path: str
-    """The file's path relative to the table root."""
+    """The file's path relative to the table root, as on the store (not percent-encoded: delta-rs
+    encodes it into the ``add`` action)."""
     size: int
     """Its size in bytes."""
     num_records: int
     """Its row count (Delta's ``numRecords`` statistic)."""
+    stats: Optional[str] = None
+    """Delta statistics (JSON: ``numRecords``, ``minValues``, ``maxValues``, ``nullCount``); None
+    for ``numRecords`` alone."""
+    partition_values: Mapping[str, Optional[str]] = field(default_factory=dict)
+    """Serialized partition values, one per partition column of the table."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,7 @@ class DeltaOffsetStore:
         ranges: Sequence[OffsetRange],
         *,
         metadata: Optional[Mapping[str, Any]] = None,
+        partition_by: Sequence[str] = (),
     ) -> int:
         """Add ``files`` and advance ``ranges``' partitions to their ``until``, in one Delta commit.
 
@@ -246,6 +251,9 @@ class DeltaOffsetStore:
             The planned ranges the files hold; each must be committable.
         metadata : mapping, optional
             Extra commit metadata (batch id, query id); never secrets.
+        partition_by : sequence of str
+            The partition columns the files were written for: the new table's, and what an
+            existing table must have (checked on the very version committed on).
 
         Returns
         -------
@@ -258,14 +266,32 @@ class DeltaOffsetStore:
             A partition is no longer at its range's ``from`` (checked against the
             very version the commit is based on; a concurrent writer of the same
             partition makes Delta refuse the commit, and the check runs again).
+            ``files`` are deleted then (unless the table references one: a commit
+            whose answer was lost); files of another failure stay, in no commit.
         """
+        try:
+            return self._commit(files, arrow_schema, ranges, metadata, partition_by)
+        except OffsetConflictError:
+            self._delete_uncommitted(files)
+            raise
+
+    def _commit(
+        self,
+        files: Sequence[DataFile],
+        arrow_schema: Any,
+        ranges: Sequence[OffsetRange],
+        metadata: Optional[Mapping[str, Any]],
+        partition_by: Sequence[str],
+    ) -> int:
         from deltalake.exceptions import CommitFailedError
         from deltalake.schema import Schema
         from deltalake.transaction import AddAction, CommitProperties, Transaction, create_table_with_add_actions
 
         now_ms = int(time.time() * 1000)
         adds = [
-            AddAction(f.path, f.size, {}, now_ms, True, json.dumps({"numRecords": f.num_records})) for f in files
+            AddAction(f.path, f.size, dict(f.partition_values), now_ms, True,
+                      f.stats if f.stats is not None else json.dumps({"numRecords": f.num_records}))
+            for f in files
         ]
         txns = [Transaction(transaction_id(self.group, r.topic_partition), r.until_offset) for r in ranges]
         txns.append(Transaction(group_marker_id(self.group), _MARKER_VERSION))
@@ -289,6 +315,7 @@ class DeltaOffsetStore:
             if table is not None:
                 # Delta would take the files under the table's schema whatever they hold.
                 _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, "the batch")
+                self.check_partition_columns(partition_by, table)
             try:
                 if table is None:
                     create_table_with_add_actions(
@@ -296,6 +323,7 @@ class DeltaOffsetStore:
                         Schema.from_arrow(arrow_schema),
                         adds,
                         mode="append",
+                        partition_by=list(partition_by) or None,
                         storage_options=self._storage_options or None,
                         commit_properties=properties,
                     )
@@ -331,6 +359,70 @@ class DeltaOffsetStore:
             f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': concurrent "
             f"writers kept winning ({last_error})"
         )
+
+    def partition_columns(self) -> Optional[List[str]]:
+        """The table's partition columns (as last loaded: :meth:`check` and :meth:`commit` refresh);
+        None when the table does not exist yet."""
+        table = self._load()
+        return None if table is None else list(table.metadata().partition_columns)
+
+    def configuration(self) -> Dict[str, Optional[str]]:
+        """The table's properties (``delta.*``; as last loaded); empty when the table does not exist yet."""
+        table = self._load()
+        return {} if table is None else dict(table.metadata().configuration or {})
+
+    def _delete_uncommitted(self, files: Sequence[DataFile]) -> None:
+        """Delete the files of a refused commit, unless the table references one (a commit whose
+        answer was lost, then refused as already committed): deleting those would lose data."""
+        if not files:
+            return
+        if self.references_any([f.path for f in files]):
+            logger.warning("offsets.table '%s' references files of the refused commit; keeping them", self.table_path)
+            return
+        from kafka_group.delta_files import table_filesystem
+
+        filesystem = table_filesystem(self.table_path, self._storage_options)
+        for f in files:
+            try:
+                filesystem.delete_file(f.path)
+            except Exception as exc:  # invisible anyway; VACUUM removes what is left
+                logger.warning("could not delete %s of a refused commit from offsets.table '%s' (in no commit, "
+                               "invisible): %s", f.path, self.table_path, type(exc).__name__)
+
+    def references_any(self, paths: Sequence[str]) -> bool:
+        """Whether the latest table version adds any of ``paths`` (relative to the table root).
+
+        The sink asks before it deletes the files of a refused commit: a commit whose answer
+        was lost (then refused as already committed) references them."""
+        import pyarrow as pa
+
+        table = self._load(refresh=True)
+        if table is None or not paths:
+            return False
+        # The log holds percent-encoded paths (URIs).
+        committed = {urllib.parse.unquote(p) for p in pa.table(table.get_add_actions(flatten=False)).column("path")
+                     .to_pylist()}
+        return any(p in committed for p in paths)
+
+    def check_partition_columns(self, partition_by: Sequence[str], table: Any = None) -> None:
+        """Refuse files partitioned by ``partition_by`` for a table partitioned otherwise (a table
+        not created yet takes any partitioning).
+
+        Raises
+        ------
+        SchemaMismatchError
+            The message names both partitionings and the fix.
+        """
+        table = self._load(refresh=True) if table is None else table
+        if table is None:
+            return
+        existing = list(table.metadata().partition_columns)
+        if existing != list(partition_by):
+            raise SchemaMismatchError(
+                f"DeltaSink partitions by {list(partition_by)} but Delta table '{self.table_path}' is partitioned "
+                f"by {existing}: pass DeltaSink(..., partition_by={existing}) (or leave partition_by out to follow "
+                "the table), or land into a new table. Nothing was written and no offset moved"
+            )
 
     def move(self, tp: TopicPartition, expected: int, to: int, *, reason: str) -> bool:
         """Move one partition from ``expected`` to ``to`` in a commit of its own (no data), only

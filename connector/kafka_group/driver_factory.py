@@ -50,7 +50,7 @@ def build_source_driver(options: SourceOptions) -> "SourceDriver":
     store: Optional[DeltaOffsetStore] = None
     if options.offsets_table is not None:
         assert options.group_id is not None
-        store = DeltaOffsetStore(options.offsets_table, options.group_id)
+        store = DeltaOffsetStore(options.offsets_table, options.group_id, options.offsets_table_storage)
     alignment: Optional[EventTimeAlignment] = None
     if options.max_drift_ms is not None:
         alignment = EventTimeAlignment(options.client_config, options.group_id, options.max_drift_ms,

@@ -301,6 +301,17 @@ def _offsets_table(name: str, raw: str) -> str:
     return path
 
 
+#: The prefix of the offsets table's storage options (lower-cased, as Spark hands keys).
+OFFSETS_TABLE_STORAGE_PREFIX = "offsets.table.storage."
+
+
+def _storage_option(name: str, raw: str) -> str:
+    # The value is a secret: an error names the option, never the value.
+    if not raw.strip():
+        raise ConfigError(f"option '{name}' is empty: give its value, or remove the option")
+    return raw
+
+
 # The declarations, in the order the README lists them.
 
 BOOTSTRAP_SERVERS: OptionSpec[str] = OptionSpec(
@@ -448,6 +459,12 @@ OFFSETS_TABLE: OptionSpec[str] = OptionSpec(
     'The Delta table whose commits hold the offsets (write it with `DeltaSink`). Owned partitions are positioned from it at every batch; needs `kafka.group.id`. A path that is not a Delta table, or a table of another group, fails at start.',
     parser=_offsets_table,
 )
+OFFSETS_TABLE_STORAGE: OptionSpec[str] = OptionSpec(
+    'offsets.table.storage.*', 'string', '-',
+    'delta-rs storage options of an object-store `offsets.table` (`s3://`, `abfss://`, `gs://`), without the prefix: `offsets.table.storage.AWS_REGION`, `offsets.table.storage.AWS_ENDPOINT_URL`, `offsets.table.storage.AZURE_STORAGE_ACCOUNT_NAME`, ... (keys match case-insensitively). Give `DeltaSink(storage_options=...)` the same. Values are secrets: they appear in no log, error, progress or checkpoint. delta-rs also reads `AWS_*`, `AZURE_*` and `GOOGLE_*` environment variables.',
+    parser=_storage_option,
+    source_option=False,
+)
 ISOLATION_LEVEL: OptionSpec[str] = OptionSpec(
     'kafka.isolation.level', '`read_committed` or `read_uncommitted`', '`read_committed`',
     "One level for planning (the driver's ListOffsets) and reading (the executors). **Differs from Spark's Kafka source**, which reads uncommitted: records of aborted transactions, and of open ones that may still abort, would otherwise land in your table. A plan ends at the last stable offset, so an open transaction holds its partition back (not data loss) until it commits or aborts. `read_uncommitted` reads every record at once, aborted ones included.",
@@ -489,6 +506,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     CONTROL_DIR,
     FETCH_MAX_RECORDS_PER_BATCH,
     OFFSETS_TABLE,
+    OFFSETS_TABLE_STORAGE,
     ISOLATION_LEVEL,
     KAFKA_CLIENT_SETTING,
 )

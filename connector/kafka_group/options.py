@@ -126,6 +126,10 @@ class SourceOptions:
     client_config : dict
         The ``kafka.*`` options without the prefix, as given (secrets included:
         show them only through :meth:`redacted_client_config`).
+    offsets_table_storage : dict
+        The ``offsets.table.storage.*`` options without the prefix (lower-cased keys):
+        delta-rs storage options of the offsets table. Every value is a secret: never
+        logged or shown (not in ``repr``).
     """
 
     subscription_kind: str
@@ -145,6 +149,7 @@ class SourceOptions:
     max_records_per_arrow_batch: int
     available_now_timeout_ms: int = 300_000
     offsets_table: Optional[str] = None
+    offsets_table_storage: Mapping[str, str] = field(default_factory=dict, repr=False)
     rebalance_listener: Optional[str] = None
     flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
     max_drift_ms: Optional[int] = None
@@ -223,6 +228,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     # Keys first: refused client settings, Spark options with a pointer, unknown spellings.
     client_config = _client_config(opts)
+    offsets_table_storage = _offsets_table_storage(opts)
     _refuse_unknown(opts)
 
     # Each option on its own, by its declaration's parser (its default when it is not set).
@@ -288,6 +294,11 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             "option 'offsets.table' needs 'kafka.group.id': the table keeps offsets per consumer group. "
             "Set .option(\"kafka.group.id\", \"<your-group>\")"
         )
+    if offsets_table_storage and offsets_table is None:
+        raise ConfigError(
+            f"option '{catalog.OFFSETS_TABLE_STORAGE_PREFIX}{sorted(offsets_table_storage)[0]}' needs "
+            "'offsets.table': it configures the store of the offsets table. Set 'offsets.table', or remove it"
+        )
     if listener is not None and kind == SubscriptionKind.ASSIGN:
         raise ConfigError(
             "option 'rebalanceListener' needs a consumer group ('subscribe' or 'subscribePattern'): with "
@@ -313,6 +324,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         available_now_timeout_ms=available_now_timeout_ms,
         max_records_per_arrow_batch=max_records_per_arrow_batch,
         offsets_table=offsets_table,
+        offsets_table_storage=offsets_table_storage,
         rebalance_listener=listener,
         flow_policy=flow_policy,
         max_drift_ms=max_drift_ms,
@@ -357,9 +369,30 @@ def _client_config(opts: Mapping[str, str]) -> Dict[str, str]:
     return config
 
 
+def _offsets_table_storage(opts: Mapping[str, str]) -> Dict[str, str]:
+    """The ``offsets.table.storage.*`` options without the prefix (values checked, never shown)."""
+    prefix = catalog.OFFSETS_TABLE_STORAGE_PREFIX
+    storage: Dict[str, str] = {}
+    for key, value in opts.items():
+        if not key.startswith(prefix):
+            continue
+        name = key[len(prefix):].strip()
+        if not name:
+            raise ConfigError(
+                f"option '{key}' names no storage option: append a delta-rs storage option's name, such as "
+                f"'{prefix}AWS_REGION'"
+            )
+        if not value.strip():  # the value is a secret: the error names the option only
+            raise ConfigError(f"option '{key}' is empty: give its value, or remove the option")
+        storage[name] = catalog.OFFSETS_TABLE_STORAGE.parse(value)
+    return storage
+
+
 def _refuse_unknown(opts: Mapping[str, str]) -> None:
     for key in opts:
         if key.startswith("kafka.") and key not in _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED:
+            continue
+        if key.startswith(catalog.OFFSETS_TABLE_STORAGE_PREFIX):
             continue
         if key in OPTION_DEFAULTS:
             continue

@@ -12,26 +12,39 @@
    crash) is skipped; partitions another member or a reset moved are left out
    (their rows dropped, or nothing of the batch landed when the rows cannot be
    told apart), and the source plans what did not land again from the table;
-3. has the Spark executors write the batch's Parquet files into the table folder
-   (invisible: they are in no Delta commit yet);
+3. has the Spark executors write the batch's Parquet files into the table
+   (``batch.mapInArrow``: each task writes its rows, one file per partition-value
+   combination, through delta-rs's object store, so local paths, ``s3://``,
+   ``abfss://`` and ``gs://`` alike, with no Hadoop file system and no JVM; see
+   :mod:`kafka_group.delta_files`) and return each file's ``add`` action: path,
+   size, record count, statistics for data skipping, partition values. The files
+   are invisible: they are in no Delta commit yet;
 4. commits those files together with the new position of every planned
    partition in one Delta transaction, on the driver, through delta-rs.
 
-Nothing is visible until step 4 succeeds. The source's ``commit()`` then also
+Nothing is visible until step 4 succeeds. Files of a batch whose commit is refused
+(its offsets conflict) are deleted; files of task attempts Spark retried, and of a
+crash before the commit, are in no commit: invisible, and delta-spark's ``VACUUM``
+removes them. The source's ``commit()`` then also
 commits the offsets to the Kafka group, for lag tools; losing that loses nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
-import shutil
-import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
-from kafka_group.delta_offsets import DATA_FOLDER, DataFile, DeltaOffsetStore, normalize_table_path
+from kafka_group.delta_files import (
+    DEFAULT_INDEXED_COLUMNS,
+    check_partition_columns,
+    table_filesystem,
+    write_partitioned,
+)
+from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.formats import read_checkpoint_offsets
@@ -78,7 +91,17 @@ class DeltaSink:
         Connect it is required (nothing reachable without the driver's JVM names
         it), and omitting it raises :class:`~kafka_group.errors.ConfigError` here.
     storage_options : dict, optional
-        delta-rs storage options (object stores).
+        delta-rs storage options for an object store table (``s3://``, ``abfss://``,
+        ``gs://``): credentials, endpoint, region, such as ``{"AWS_REGION": "eu-west-1"}``.
+        They reach the executors that write the files and the driver that commits them;
+        delta-rs also reads ``AWS_*``, ``AZURE_*`` and ``GOOGLE_*`` environment variables.
+        Give the source the same through its ``offsets.table.storage.<KEY>`` options. The
+        values are secrets: they appear in no log, error or progress.
+    partition_by : list of str, optional
+        Partition the table by these columns (string, integer, boolean or date columns of
+        the rows written, after ``transform``). A new table is created partitioned so; an
+        existing table must be partitioned by exactly these. Left out, the sink follows an
+        existing table's partitioning and creates a new table unpartitioned.
 
     Raises
     ------
@@ -113,9 +136,16 @@ class DeltaSink:
         transform: Optional[Callable[[Any], Any]] = None,
         checkpoint_location: Optional[str] = None,
         storage_options: Optional[Mapping[str, str]] = None,
+        partition_by: Optional[Sequence[str]] = None,
     ) -> None:
         if not isinstance(path, str) or not path.strip():
             raise ConfigError("DeltaSink needs the path of the Delta table to write, got an empty path")
+        if isinstance(partition_by, str) or (
+            partition_by is not None and not all(isinstance(c, str) and c for c in partition_by)
+        ):
+            raise ConfigError(
+                f"DeltaSink(partition_by=...) takes a list of column names, such as ['date'], got {partition_by!r}"
+            )
         self.path = path
         self.transform = transform
         if checkpoint_location is None and _connect_mode():
@@ -123,6 +153,10 @@ class DeltaSink:
         self.checkpoint_location = checkpoint_location
         self._checkpoint_verified = False
         self.storage_options = dict(storage_options or {})
+        self.partition_by = None if partition_by is None else list(partition_by)
+
+    def __repr__(self) -> str:  # never the storage options: they hold credentials
+        return f"DeltaSink({self.path!r}, partition_by={self.partition_by!r})"
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         """Land one micro-batch (Spark calls this through ``foreachBatch``).
@@ -175,25 +209,25 @@ class DeltaSink:
 
         # Before any file is written: a batch that does not fit the table is refused whole.
         # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
-        store.check_schema(to_arrow_schema(batch.schema, timezone="UTC"), batch=f"batch {batch_id}")
+        schema = to_arrow_schema(batch.schema, timezone="UTC")
+        store.check_schema(schema, batch=f"batch {batch_id}")
+        partition_by = self._partition_columns(store, schema)
         crash_point("sink.before_write")
-        files, schema, folder = self._write_files(batch, batch_id)
+        files = self._write_files(batch, batch_id, schema, partition_by, store)
         if not ranges and not files:
             return
         crash_point("sink.before_commit")
-        try:
-            store.commit(
-                files,
-                schema,
-                ranges,
-                metadata={
-                    "kafkaGroup.batchId": batch_id,
-                    "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
-                },
-            )
-        except OffsetConflictError:
-            shutil.rmtree(folder, ignore_errors=True)  # in no commit: invisible, and now gone
-            raise
+        # A refused commit (OffsetConflictError) deletes the files: in no commit, invisible, and gone.
+        store.commit(
+            files,
+            schema,
+            ranges,
+            metadata={
+                "kafkaGroup.batchId": batch_id,
+                "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
+            },
+            partition_by=partition_by,
+        )
         crash_point("sink.after_commit")
 
     @staticmethod
@@ -292,37 +326,69 @@ class DeltaSink:
 
     # -- files -------------------------------------------------------------------------
 
-    def _write_files(self, batch: Any, batch_id: int) -> tuple[List[DataFile], Any, str]:
-        import pyarrow.parquet as pq
-        from pyspark.sql.pandas.types import to_arrow_schema
+    def _partition_columns(self, store: DeltaOffsetStore, schema: Any) -> List[str]:
+        """The partition columns this batch's files are written for, checked against the batch
+        and the table before any file is written."""
+        existing = store.partition_columns()
+        partition_by = self.partition_by if self.partition_by is not None else list(existing or [])
+        check_partition_columns(schema, partition_by, table=self.path)
+        if existing is not None:
+            store.check_partition_columns(partition_by)
+        return partition_by
 
-        # The query's own session: Spark runs foreachBatch on a clone of the user's, so
-        # this never changes the user's setting (test_exactly_once_delta pins it).
-        session = batch.sparkSession
-        session.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        relative_dir = f"{DATA_FOLDER}/{batch_id:08d}-{uuid.uuid4().hex[:12]}"
-        table_root = normalize_table_path(self.path)
-        target = f"{table_root}/{relative_dir}"
-        batch.write.mode("error").parquet(target)  # "errorifexists": Spark Connect knows only "error"
-        files: List[DataFile] = []
-        schema = None
-        for name in sorted(os.listdir(target)):
-            full = os.path.join(target, name)
-            if name.startswith(("_", ".")) or name.endswith(".crc"):
-                os.remove(full)
-                continue
-            meta = pq.read_metadata(full)
-            if schema is None:
-                schema = pq.read_schema(full)
-            if meta.num_rows == 0:
-                os.remove(full)
-                continue
-            files.append(DataFile(f"{relative_dir}/{name}", os.path.getsize(full), meta.num_rows))
-        if schema is None:
-            schema = to_arrow_schema(batch.schema, timezone="UTC")
-        if not files:  # nothing to add: leave no empty folder per empty batch behind
-            shutil.rmtree(target, ignore_errors=True)
-        return files, schema, target
+    def _write_files(
+        self, batch: Any, batch_id: int, schema: Any, partition_by: Sequence[str], store: DeltaOffsetStore
+    ) -> List[DataFile]:
+        """Have the executors write ``batch`` into the table; the files' ``add`` actions."""
+        # Resolved here: a relative local path means the driver's working directory, not a worker's.
+        write = _file_writer(normalize_table_path(self.path), self.storage_options, schema, batch_id, partition_by,
+                             _indexed_columns(store.configuration()))
+        rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
+        return [
+            DataFile(row["path"], int(row["size"]), int(row["num_records"]), row["stats"],
+                     json.loads(row["partition_values"]))
+            for row in rows
+        ]
+
+
+#: One row per written file, as the executors return them (``mapInArrow``'s result schema).
+_WRITTEN_FILE_SCHEMA = "path string, size long, num_records long, stats string, partition_values string"
+
+
+def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:
+    """The table's ``delta.dataSkippingNumIndexedCols`` (delta-spark's default, 32, when unset)."""
+    raw = configuration.get("delta.dataSkippingNumIndexedCols")
+    try:
+        return int(raw) if raw is not None else DEFAULT_INDEXED_COLUMNS
+    except ValueError:
+        return DEFAULT_INDEXED_COLUMNS
+
+
+def _file_writer(
+    table: str, storage_options: Mapping[str, str], schema: Any, batch_id: int, partition_by: Sequence[str],
+    indexed_columns: int,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function: writes a task's rows, yields one row per file written.
+
+    Caller: Spark tasks on the executors (the closure is pickled, storage options included;
+    they are never logged)."""
+    options = dict(storage_options)
+    columns = list(partition_by)
+
+    def write(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        written = write_partitioned(batches, filesystem=table_filesystem(table, options), schema=schema,
+                                    batch_id=batch_id, partition_by=columns, indexed_columns=indexed_columns)
+        for f in written:
+            yield pa.RecordBatch.from_pydict(
+                {"path": [f.path], "size": [f.size], "num_records": [f.num_records], "stats": [f.stats],
+                 "partition_values": [json.dumps(f.partition_values)]},
+                schema=pa.schema([("path", pa.string()), ("size", pa.int64()), ("num_records", pa.int64()),
+                                  ("stats", pa.string()), ("partition_values", pa.string())]),
+            )
+
+    return write
 
 
 _CONNECT_NEEDS_CHECKPOINT = (

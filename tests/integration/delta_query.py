@@ -2,12 +2,14 @@
 
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
         [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S]
-        [--option KEY=VALUE ...] [--report FILE] [--stop-file PATH]
+        [--option KEY=VALUE ...] [--storage KEY=VALUE ...] [--report FILE] [--stop-file PATH]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
 environment makes it SIGKILL its own process group at that point
-(see kafka_group.faults). With --stop-file the query stops (query.stop(), so its
+(see kafka_group.faults). --storage passes a delta-rs storage option to the sink
+(DeltaSink(storage_options=...)) and the source (offsets.table.storage.KEY); delta-rs
+also reads AWS_* environment variables. With --stop-file the query stops (query.stop(), so its
 group member leaves) as soon as that file exists.
 """
 
@@ -29,6 +31,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--max-offsets", type=int, default=None)
     parser.add_argument("--run-seconds", type=float, default=30.0)
     parser.add_argument("--option", action="append", default=[], help="an extra source option KEY=VALUE")
+    parser.add_argument("--storage", action="append", default=[],
+                        help="a delta-rs storage option KEY=VALUE for the sink and the source's offsets.table")
     parser.add_argument("--report", default=None, help="write the query's progress and explain() here (JSON)")
     parser.add_argument("--stop-file", default=None, help="stop the query once this file exists")
     parser.add_argument("--hold-file", default=None,
@@ -45,6 +49,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from tests.support import progress
 
     extra = dict(item.partition("=")[::2] for item in args.option)
+    storage = dict(item.partition("=")[::2] for item in args.storage)
+    extra.update({f"offsets.table.storage.{key}": value for key, value in storage.items()})
     spark = local_session("delta-query", extra_conf={"spark.sql.streaming.noDataMicroBatches.enabled": "false"})
     reader = (
         spark.readStream.format("kafka-group")
@@ -68,7 +74,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             F.lit(os.getpid()).alias("writer_pid"),
         )
 
-    sink = DeltaSink(args.table, transform=parse)
+    sink = DeltaSink(args.table, transform=parse, storage_options=storage)
 
     def land(batch: Any, batch_id: int) -> None:
         if args.record_reads:

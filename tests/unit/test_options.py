@@ -229,3 +229,19 @@ def test_unknown_isolation_level_is_refused_at_load_naming_both_choices() -> Non
     with pytest.raises(ConfigError, match=r"'kafka.isolation.level'.*read_committed.*read_uncommitted.*'read_dirty'"):
         parse_source_options({**BASE, "kafka.isolation.level": "read_dirty"})
     assert parse_source_options({**BASE, "kafka.isolation.level": "READ_UNCOMMITTED"}) is not None
+
+
+def test_offsets_table_storage_options_reach_the_store_without_the_prefix_and_stay_hidden() -> None:
+    secret = "Canary-Storage-Secret-9907"
+    parsed = parse_source_options({**BASE, "offsets.table": "s3://lake/t",
+                                   "offsets.table.storage.aws_region": "eu-west-1",
+                                   "offsets.table.storage.AWS_SECRET_ACCESS_KEY": secret})
+    assert parsed.offsets_table_storage == {"aws_region": "eu-west-1", "aws_secret_access_key": secret}
+    assert secret not in repr(parsed) and secret not in str(parsed)
+    with pytest.raises(ConfigError, match="'offsets.table.storage.aws_secret_access_key' needs 'offsets.table'") as e:
+        parse_source_options({**BASE, "offsets.table.storage.aws_secret_access_key": secret})
+    assert secret not in str(e.value)
+    with pytest.raises(ConfigError, match="'offsets.table.storage.' names no storage option"):
+        parse_source_options({**BASE, "offsets.table": "s3://lake/t", "offsets.table.storage.": secret})
+    with pytest.raises(ConfigError, match="option 'offsets.table.storage.aws_region' is empty"):
+        parse_source_options({**BASE, "offsets.table": "s3://lake/t", "offsets.table.storage.aws_region": " "})

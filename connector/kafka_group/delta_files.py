@@ -1,0 +1,441 @@
+"""The Parquet data files of a Delta table, written without Spark's writer, Hadoop or a JVM.
+
+DeltaSink's executors write each task's rows through :func:`table_filesystem` (any store
+delta-rs reaches: local paths, ``s3://``, ``abfss://``, ``gs://``, with the same storage
+options) and describe every file by a :class:`WrittenFile`: the ``add`` action the driver
+commits, with the offsets, in one Delta transaction. Nothing here imports pyspark.
+
+What this module owns
+---------------------
+* file naming: ``data/[<col>=<value>/...]part-<batch>-<uuid>.snappy.parquet``, relative to the
+  table root (delta-rs percent-encodes it into the ``add`` action's ``path``, a URI);
+* Delta's per-file statistics (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``) of
+  the rows written, as *safe bounds* for data skipping (:class:`FileStats`);
+* partition values serialized per the Delta protocol (:func:`partition_value`) and Hive-style
+  folder names (:func:`escape_path_name`, Spark's escaping).
+
+Why :class:`deltalake.fs.DeltaStorageHandler` as the file system: it is delta-rs's own
+object store, so every URI and storage option (credentials, endpoint, region, ``AWS_*``,
+``AZURE_*``, ``GOOGLE_*`` environment variables) that delta-rs commits with also writes the
+data files; pyarrow's native ``S3FileSystem`` would need its own, differently named
+options and covers fewer stores.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from kafka_group.errors import ConfigError
+
+__all__ = [
+    "DATA_FOLDER",
+    "DEFAULT_INDEXED_COLUMNS",
+    "HIVE_DEFAULT_PARTITION",
+    "STRING_PREFIX_LENGTH",
+    "FileStats",
+    "WrittenFile",
+    "check_partition_columns",
+    "data_file_path",
+    "escape_path_name",
+    "partition_value",
+    "table_filesystem",
+    "write_partitioned",
+]
+
+#: Folder, inside the table, where DeltaSink writes data files before committing them.
+#: Files there that no commit references (a crash before the commit, a task attempt Spark
+#: retried) are invisible to readers; delta-spark's VACUUM removes them.
+DATA_FOLDER = "data"
+
+#: Columns with statistics: delta-spark's default ``delta.dataSkippingNumIndexedCols``.
+DEFAULT_INDEXED_COLUMNS = 32
+
+#: Characters kept of a string's min and max (delta-spark's ``delta.stats.truncate`` default, 32).
+STRING_PREFIX_LENGTH = 32
+
+#: Folder name of a null partition value (Hive's and Spark's).
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+# Spark's ExternalCatalogUtils.escapePathName: these and the control characters become %XX.
+_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^')
+
+
+def escape_path_name(text: str) -> str:
+    """``text`` as a Hive-style folder name component (Spark's ``escapePathName``)."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in text)
+
+
+def partition_value(value: Any, arrow_type: Any, column: str) -> Optional[str]:
+    """One partition value as the Delta protocol serializes it in ``partitionValues``.
+
+    Parameters
+    ----------
+    value : object
+        The column's value (a Python scalar, as ``pyarrow`` returns it), or None.
+    arrow_type : pyarrow.DataType
+        The column's type.
+    column : str
+        The column's name, for the error.
+
+    Returns
+    -------
+    str or None
+        Strings as they are (the empty string is null, as in Spark), integers in
+        decimal, booleans ``true``/``false``, dates ``YYYY-MM-DD``; None for null.
+
+    Raises
+    ------
+    ConfigError
+        The type is not one the sink partitions by (see :func:`check_partition_columns`).
+    """
+    import pyarrow as pa
+
+    _check_partition_type(column, arrow_type)
+    if value is None:
+        return None
+    if pa.types.is_boolean(arrow_type):
+        return "true" if value else "false"
+    if pa.types.is_integer(arrow_type):
+        return str(int(value))
+    if pa.types.is_date(arrow_type):
+        return str(value.isoformat())
+    text = str(value)
+    return text if text else None
+
+
+def _check_partition_type(column: str, arrow_type: Any) -> None:
+    import pyarrow as pa
+
+    if not (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_integer(arrow_type)
+            or pa.types.is_boolean(arrow_type) or pa.types.is_date(arrow_type)):
+        raise ConfigError(
+            f"DeltaSink(partition_by=...) names column '{column}' of type {arrow_type}: partition by a string, "
+            "integer, boolean or date column (derive one in the transform, e.g. to_date(timestamp) AS date)"
+        )
+
+
+def check_partition_columns(arrow_schema: Any, partition_by: Sequence[str], *, table: str) -> None:
+    """Refuse a ``partition_by`` that names a missing column, a column twice, every column, or
+    a type the sink does not partition by, before anything is written.
+
+    Raises
+    ------
+    ConfigError
+        The message names the column and the fix.
+    """
+    names = list(arrow_schema.names)
+    seen: set[str] = set()
+    for column in partition_by:
+        if column not in names:
+            raise ConfigError(
+                f"DeltaSink('{table}', partition_by=...) names column '{column}', which the batch does not have "
+                f"(its columns: {', '.join(names)}): partition by columns the transform produces"
+            )
+        if column in seen:
+            raise ConfigError(f"DeltaSink('{table}', partition_by=...) names column '{column}' twice")
+        seen.add(column)
+        _check_partition_type(column, arrow_schema.field(column).type)
+    if partition_by and len(seen) == len(names):
+        raise ConfigError(
+            f"DeltaSink('{table}', partition_by=...) names every column of the batch: keep at least one data column"
+        )
+
+
+def data_file_path(batch_id: int, partition: Sequence[Tuple[str, Optional[str]]] = ()) -> str:
+    """A new data file's path relative to the table root (not percent-encoded).
+
+    ``partition`` holds ``(column, serialized value)`` pairs, in ``partition_by`` order.
+    """
+    folders = "".join(
+        f"{escape_path_name(column)}={HIVE_DEFAULT_PARTITION if value is None else escape_path_name(value)}/"
+        for column, value in partition
+    )
+    return f"{DATA_FOLDER}/{folders}part-{batch_id:08d}-{uuid.uuid4().hex}.snappy.parquet"
+
+
+def table_filesystem(table_uri: str, storage_options: Optional[Mapping[str, str]] = None) -> Any:
+    """A ``pyarrow.fs.FileSystem`` rooted at the table, through delta-rs's object store.
+
+    Paths given to it are relative to the table root. It reaches every store delta-rs does
+    (local paths, ``s3://``, ``s3a://``, ``abfss://``, ``az://``, ``gs://``) with the same
+    storage options, which delta-rs completes from ``AWS_*``, ``AZURE_*`` and ``GOOGLE_*``
+    environment variables.
+    """
+    import pyarrow.fs as pafs
+    from deltalake.fs import DeltaStorageHandler
+
+    if "://" not in table_uri or table_uri.startswith("file:"):
+        from kafka_group.delta_offsets import normalize_table_path
+
+        # delta-rs's local store needs the root folder to exist (object stores have no folders).
+        table_uri = normalize_table_path(table_uri)
+        os.makedirs(table_uri, exist_ok=True)
+    return pafs.PyFileSystem(DeltaStorageHandler(table_uri, options=dict(storage_options or {}) or None))
+
+
+# -- statistics -----------------------------------------------------------------------
+
+
+@dataclass
+class _ColumnStats:
+    kind: str  # "int", "float", "date", "timestamp", "string", "count" (nullCount only)
+    null_count: int = 0
+    low: Any = None
+    high: Any = None
+    bounded: bool = True  # False once a value makes min/max unsafe (NaN, infinity)
+
+
+@dataclass
+class FileStats:
+    """Delta statistics of one data file, accumulated batch by batch.
+
+    Bounds are safe for data skipping: every value of the file lies within
+    ``[minValues, maxValues]`` of its column as Delta readers compare them.
+
+    * integers and finite floats exactly (a NaN or infinity drops the column's min/max:
+      Spark orders NaN above every number, JSON has neither);
+    * dates as ``YYYY-MM-DD``; timestamps with a time zone as UTC instants at millisecond
+      precision (``2026-11-24T12:00:00.123Z``), the minimum rounded down and the maximum up;
+    * strings cut to :data:`STRING_PREFIX_LENGTH` characters: the minimum's prefix, and for a
+      longer maximum the prefix with its last character incremented (still above every
+      string that starts with it);
+    * booleans, binary, decimals, timestamps without a time zone: null counts only; nested
+      columns: nothing.
+
+    Only the first ``indexed_columns`` leaf columns (delta-spark's
+    ``delta.dataSkippingNumIndexedCols``; -1 for all) get statistics; partition columns,
+    which the file does not hold, get none.
+    """
+
+    schema: Any
+    indexed_columns: int = DEFAULT_INDEXED_COLUMNS
+    num_records: int = 0
+    _columns: Dict[str, _ColumnStats] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        import pyarrow as pa
+
+        budget = self.indexed_columns
+        for f in self.schema:
+            leaves = _leaf_count(f.type)
+            if budget >= 0 and leaves > budget:
+                break
+            if budget >= 0:
+                budget -= leaves
+            t = f.type
+            if pa.types.is_nested(t):
+                continue
+            if pa.types.is_integer(t):
+                kind = "int"
+            elif pa.types.is_floating(t):
+                kind = "float"
+            elif pa.types.is_date(t):
+                kind = "date"
+            elif pa.types.is_timestamp(t) and t.tz is not None:
+                kind = "timestamp"
+            elif pa.types.is_string(t) or pa.types.is_large_string(t):
+                kind = "string"
+            else:
+                kind = "count"
+            self._columns[f.name] = _ColumnStats(kind)
+
+    def update(self, table: Any) -> None:
+        """Add the rows of ``table`` (a ``pyarrow.Table`` or ``RecordBatch`` of this schema)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        self.num_records += table.num_rows
+        for name, stats in self._columns.items():
+            column = table.column(name)
+            stats.null_count += column.null_count
+            if stats.kind == "count" or not stats.bounded or column.null_count == len(column):
+                continue
+            if stats.kind == "float":
+                if pc.any(pc.invert(pc.is_finite(column))).as_py():
+                    stats.bounded = False
+                    continue
+            elif stats.kind == "timestamp":
+                column = pc.cast(column, pa.int64())
+            extremes = pc.min_max(column)
+            low, high = extremes["min"].as_py(), extremes["max"].as_py()
+            if stats.kind == "timestamp":
+                unit = table.schema.field(name).type.unit
+                per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+                if per_ms is None:
+                    low, high = low * 1000, high * 1000
+                else:
+                    low, high = low // per_ms, -((-high) // per_ms)  # floor, ceiling (ms)
+            stats.low = low if stats.low is None else min(stats.low, low)
+            stats.high = high if stats.high is None else max(stats.high, high)
+
+    def to_json(self) -> str:
+        """The ``stats`` field of the file's ``add`` action (a JSON string)."""
+        mins: Dict[str, Any] = {}
+        maxes: Dict[str, Any] = {}
+        for name, stats in self._columns.items():
+            if stats.low is None or not stats.bounded:
+                continue
+            low, high = _json_bound(stats.kind, stats.low, upper=False), _json_bound(stats.kind, stats.high, upper=True)
+            if low is not None:
+                mins[name] = low
+            if high is not None:
+                maxes[name] = high
+        doc = {
+            "numRecords": self.num_records,
+            "minValues": mins,
+            "maxValues": maxes,
+            "nullCount": {name: stats.null_count for name, stats in self._columns.items()},
+        }
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _leaf_count(arrow_type: Any) -> int:
+    import pyarrow as pa
+
+    if pa.types.is_struct(arrow_type):
+        return sum(_leaf_count(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    return 1
+
+
+def _json_bound(kind: str, value: Any, *, upper: bool) -> Any:
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value) if math.isfinite(value) else None
+    if kind == "date":
+        return str(value.isoformat())
+    if kind == "timestamp":
+        instant = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(milliseconds=value)
+        return instant.strftime("%Y-%m-%dT%H:%M:%S.") + f"{instant.microsecond // 1000:03d}Z"
+    if kind == "string":
+        return _string_upper_bound(value) if upper else value[:STRING_PREFIX_LENGTH]
+    return None
+
+
+def _string_upper_bound(text: str) -> Optional[str]:
+    """A string of at most :data:`STRING_PREFIX_LENGTH` characters that is >= ``text`` (code point,
+    i.e. UTF-8 byte, order), or None when there is none."""
+    if len(text) <= STRING_PREFIX_LENGTH:
+        return text
+    prefix = text[:STRING_PREFIX_LENGTH]
+    for i in range(len(prefix) - 1, -1, -1):
+        point = ord(prefix[i]) + 1
+        if 0xD800 <= point <= 0xDFFF:
+            point = 0xE000
+        if point <= 0x10FFFF:
+            return prefix[:i] + chr(point)
+    return None
+
+
+# -- writing --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file written into the table, as its ``add`` action describes it."""
+
+    path: str
+    """The file's path relative to the table root, as on the store (delta-rs percent-encodes it into the
+    ``add`` action's ``path``)."""
+    size: int
+    """Its size in bytes."""
+    num_records: int
+    """Its row count."""
+    stats: str
+    """Delta statistics (JSON)."""
+    partition_values: Dict[str, Optional[str]]
+    """Serialized partition values (empty for an unpartitioned table)."""
+
+
+def write_partitioned(
+    batches: Iterable[Any],
+    *,
+    filesystem: Any,
+    schema: Any,
+    batch_id: int,
+    partition_by: Sequence[str] = (),
+    indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
+) -> List[WrittenFile]:
+    """Write ``batches`` (Arrow record batches) as Parquet files into the table: one file per
+    distinct partition-value combination (one file without ``partition_by``), none for no rows.
+
+    Parameters
+    ----------
+    batches : iterable of pyarrow.RecordBatch
+        The rows; cast to ``schema`` (so timestamps are written as microsecond UTC instants).
+    filesystem : pyarrow.fs.FileSystem
+        Rooted at the table (:func:`table_filesystem`).
+    schema : pyarrow.Schema
+        The table's columns, partition columns included.
+    batch_id : int
+        The micro-batch, in the file names.
+    partition_by : sequence of str
+        Partition columns; they are left out of the files (Delta keeps them in the log).
+    indexed_columns : int
+        Leaf columns with statistics (-1: all).
+
+    Returns
+    -------
+    list of WrittenFile
+        The files written, for the driver to commit. A failure leaves the files written so far
+        in no commit (invisible).
+
+    Caller: a Spark task (DeltaSink's ``mapInArrow`` function), on an executor.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    partition_by = list(partition_by)
+    data_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    open_files: Dict[Tuple[Optional[str], ...], Tuple[str, Any, Any, FileStats]] = {}
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            if partition_by:
+                keys = table.select(partition_by).group_by(partition_by, use_threads=False).aggregate([])
+                groups = []
+                for key in keys.to_pylist():
+                    mask = None
+                    for column in partition_by:
+                        value = key[column]
+                        test = pc.is_null(table.column(column)) if value is None else pc.equal(table.column(column), value)
+                        mask = test if mask is None else pc.and_(mask, test)
+                    groups.append((key, table.filter(mask)))
+            else:
+                groups = [({}, table)]
+            for key, part in groups:
+                values = tuple(partition_value(key[c], schema.field(c).type, c) for c in partition_by)
+                if values not in open_files:
+                    relative = data_file_path(batch_id, list(zip(partition_by, values)))
+                    stream = filesystem.open_output_stream(relative)
+                    writer = pq.ParquetWriter(stream, data_schema, compression="snappy")
+                    open_files[values] = (relative, stream, writer, FileStats(data_schema, indexed_columns))
+                _, _, writer, stats = open_files[values]
+                data = part.select(data_schema.names)
+                writer.write_table(data)
+                stats.update(data)
+        written: List[WrittenFile] = []
+        for values, (relative, stream, writer, stats) in open_files.items():
+            writer.close()
+            stream.close()
+            size = filesystem.get_file_info(relative).size
+            written.append(WrittenFile(relative, int(size), stats.num_records, stats.to_json(),
+                                       dict(zip(partition_by, values))))
+        return written
+    finally:
+        for _, stream, writer, _ in open_files.values():
+            if not stream.closed:
+                try:
+                    writer.close()
+                    stream.close()
+                except Exception:  # the original error is the one to report
+                    pass
