@@ -42,6 +42,7 @@ from kafka_group.errors import (
     UnsupportedTableFeatureError,
 )
 from kafka_group.offsets import OffsetRange, TopicPartition
+from kafka_group.schema_evolution import SchemaMerge, merge_schemas, merged_columns
 
 __all__ = [
     "DATA_FOLDER",
@@ -202,8 +203,8 @@ class DeltaOffsetStore:
                 conflicts[r.topic_partition] = pos
         return CommitCheck(already_committed=False, committable=committable, conflicts=conflicts)
 
-    def check_schema(self, arrow_schema: Any, *, batch: str = "this batch") -> None:
-        """Refuse a batch whose columns differ from the table's (a new table takes any).
+    def check_schema(self, arrow_schema: Any, *, batch: str = "this batch", merge_schema: bool = False) -> None:
+        """Refuse a batch whose columns do not fit the table's (a new table takes any).
 
         Parameters
         ----------
@@ -211,18 +212,23 @@ class DeltaOffsetStore:
             The batch's columns, as they will be written.
         batch : str
             How to name the batch in the error.
+        merge_schema : bool
+            Whether columns the batch adds are merged into the table's schema (by :meth:`commit`)
+            and columns it lacks read as NULL, instead of refused (see
+            :mod:`kafka_group.schema_evolution`). A type change is refused either way.
 
         Raises
         ------
         SchemaMismatchError
-            A column is missing, extra or of another type.
+            A column is missing, extra (without ``merge_schema``), of another type, or differs
+            from a table column only in case.
         UnsupportedTableFeatureError
             The table uses a feature the sink cannot honour (see :meth:`_check_appendable`).
         """
         table = self._load(refresh=True)
         if table is not None:
             self._check_appendable(table)
-            _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, batch)
+            _merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -233,8 +239,19 @@ class DeltaOffsetStore:
         ranges: Sequence[OffsetRange],
         *,
         metadata: Optional[Mapping[str, Any]] = None,
+        merge_schema: bool = False,
     ) -> int:
         """Add ``files`` and advance ``ranges``' partitions to their ``until``, in one Delta commit.
+
+        With ``merge_schema``, columns the files add are first added to the table's schema in a
+        commit of their own (``ADD COLUMNS``, no data, no offset), right before the data commit and
+        only once the offsets are found committable: delta-rs 1.6.6 cannot change the schema in the
+        commit that appends files (``create_write_transaction`` ignores its ``schema`` argument in
+        append mode, and ``overwrite`` removes every file of an unpartitioned table). A crash
+        between the two leaves what ``ALTER TABLE ADD COLUMNS`` leaves: new nullable columns, no
+        row of the batch and no offset moved; the batch's replay then fits the table and lands.
+        Files never become visible under a schema that lacks their columns: the data commit
+        checks the schema again on the version it commits on.
 
         Parameters
         ----------
@@ -246,6 +263,9 @@ class DeltaOffsetStore:
             The planned ranges the files hold; each must be committable.
         metadata : mapping, optional
             Extra commit metadata (batch id, query id); never secrets.
+        merge_schema : bool
+            Whether the columns the files add are merged into the table's schema (see above and
+            :mod:`kafka_group.schema_evolution`); a type change is refused either way.
 
         Returns
         -------
@@ -288,7 +308,10 @@ class DeltaOffsetStore:
                 )
             if table is not None:
                 # Delta would take the files under the table's schema whatever they hold.
-                _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, "the batch")
+                merge = _merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
+                if merge.changes_table:
+                    self._add_columns(table, merge, metadata)
+                    continue  # the data commit goes on top of the merged schema, checked again
             try:
                 if table is None:
                     create_table_with_add_actions(
@@ -331,6 +354,37 @@ class DeltaOffsetStore:
             f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': concurrent "
             f"writers kept winning ({last_error})"
         )
+
+    def _add_columns(self, table: Any, merge: SchemaMerge, metadata: Optional[Mapping[str, Any]]) -> None:
+        """Commit ``merge``'s new columns to ``table``'s schema (no data, no offset); a commit that
+        loses a race is left to the caller's next attempt, which checks everything again."""
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.schema import Field
+        from deltalake.transaction import CommitProperties
+
+        before = json.loads(table.schema().to_json())
+        fields = [Field.from_json(json.dumps(f)) for f in merged_columns(before, merge.schema)]
+        properties = CommitProperties(
+            custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "mergeSchema",
+                             "kafkaGroup.added": ",".join(merge.added),
+                             # the batch's id, not its ranges: this commit moves no offset
+                             **{k: v for k, v in (metadata or {}).items() if k != "kafkaGroup.ranges"}},
+            max_commit_retries=0,
+        )
+        try:
+            table.alter.add_columns(fields, commit_properties=properties)
+        except CommitFailedError as exc:
+            logger.info("adding columns %s to %s lost a race (%s); checking again", ", ".join(merge.added),
+                        self.table_path, exc)
+            return
+        except Exception as exc:
+            raise OffsetStoreError(
+                f"adding the batch's new column(s) {', '.join(merge.added)} to the schema of offsets.table "
+                f"'{self.table_path}' failed: {exc}. No data of this batch is visible and no offset moved; "
+                "the next run retries it"
+            ) from exc
+        logger.info("merged column(s) %s into the schema of %s (merge_schema=True)", ", ".join(merge.added),
+                    self.table_path)
 
     def move(self, tp: TopicPartition, expected: int, to: int, *, reason: str) -> bool:
         """Move one partition from ``expected`` to ``to`` in a commit of its own (no data), only
@@ -566,55 +620,29 @@ def _unsupported_features(table: Any) -> List[str]:
     return problems
 
 
-def describe_schema_mismatch(table_schema: Any, arrow_schema: Any) -> List[str]:
-    """How a batch's Arrow schema differs from a Delta table's schema (empty when it fits).
+def describe_schema_mismatch(table_schema: Any, arrow_schema: Any, *, merge_schema: bool = False) -> List[str]:
+    """How a batch's Arrow schema differs from a Delta table's schema (empty when it fits);
+    the rule is :func:`kafka_group.schema_evolution.merge_schemas`."""
+    return _merge(table_schema, arrow_schema, merge_schema).problems
 
-    Columns are compared by name and Delta type (so ``string`` and ``large_string``
-    are the same); nullability is not compared, Spark writes every column nullable.
-    """
+
+def _merge(table_schema: Any, arrow_schema: Any, merge_schema: bool) -> SchemaMerge:
     from deltalake.schema import Schema
 
-    table_types = {f.name: f.type for f in table_schema.fields}
-    batch_types = {f.name: f.type for f in Schema.from_arrow(arrow_schema).fields}
-    problems = []
-    for name, kind in batch_types.items():
-        if name not in table_types:
-            problems.append(f"column '{name}' is not in the table")
-        elif _without_nullability(table_types[name]) != _without_nullability(kind):
-            problems.append(f"column '{name}' is {_type_name(kind)} in the batch but {_type_name(table_types[name])} "
-                            "in the table")
-    problems += [f"column '{name}' of the table is missing from the batch" for name in table_types
-                 if name not in batch_types]
-    return problems
+    try:
+        batch = json.loads(Schema.from_arrow(arrow_schema).to_json())
+    except Exception as exc:  # deltalake refuses names equal but for case, types Delta lacks
+        raise SchemaMismatchError(f"the batch's columns cannot be a Delta schema: {exc}. Nothing was committed and "
+                                  "no offset moved; rename or cast the columns in the transform") from exc
+    return merge_schemas(json.loads(table_schema.to_json()), batch, merge_schema=merge_schema)
 
 
-def _without_nullability(kind: Any) -> Any:
-    """A Delta type as JSON data with every nullability flag (of fields, array elements,
-    map values) left out, at any depth."""
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items()
-                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-
-    to_json = getattr(kind, "to_json", None)
-    return strip(json.loads(to_json())) if to_json is not None else str(kind)
-
-
-def _type_name(kind: Any) -> str:
-    if hasattr(kind, "to_json"):
-        data = json.loads(kind.to_json())
-        return data if isinstance(data, str) else json.dumps(_without_nullability(kind), separators=(",", ":"))
-    return str(kind)
-
-
-def _raise_on_schema_mismatch(table_path: str, table_schema: Any, arrow_schema: Any, batch: str) -> None:
-    problems = describe_schema_mismatch(table_schema, arrow_schema)
-    if problems:
+def _merge_or_raise(table_path: str, table_schema: Any, arrow_schema: Any, batch: str,
+                    merge_schema: bool) -> SchemaMerge:
+    merge = _merge(table_schema, arrow_schema, merge_schema)
+    if merge.problems:
         raise SchemaMismatchError(
-            f"{batch} does not fit the schema of Delta table '{table_path}': " + "; ".join(problems)
-            + ". Nothing was committed and no offset moved. Make the DeltaSink transform produce the table's "
-            "columns again, or land into a new table (schema evolution is not supported yet)"
+            f"{batch} does not fit the schema of Delta table '{table_path}': " + "; ".join(merge.problems)
+            + ". Nothing was committed and no offset moved"
         )
+    return merge

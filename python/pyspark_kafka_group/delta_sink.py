@@ -73,6 +73,13 @@ class DeltaSink:
         The query's checkpoint location; found from the running query when omitted.
     storage_options : dict, optional
         delta-rs storage options (object stores).
+    merge_schema : bool, default False
+        Delta's ``mergeSchema``: columns a batch adds (top-level, or fields of structs) are added
+        to the table's schema, and columns of the table a batch lacks are read as NULL for its
+        rows. Without it such a batch fails the query before any file is written, naming the
+        column. A column whose type changes is refused either way. The new columns are committed
+        (``ADD COLUMNS``) right before the batch's data and offsets, see
+        :meth:`kafka_group.delta_offsets.DeltaOffsetStore.commit`.
 
     Examples
     --------
@@ -96,6 +103,7 @@ class DeltaSink:
         transform: Optional[Callable[[Any], Any]] = None,
         checkpoint_location: Optional[str] = None,
         storage_options: Optional[Mapping[str, str]] = None,
+        merge_schema: bool = False,
     ) -> None:
         if not isinstance(path, str) or not path.strip():
             raise ConfigError("DeltaSink needs the path of the Delta table to write, got an empty path")
@@ -103,6 +111,7 @@ class DeltaSink:
         self.transform = transform
         self.checkpoint_location = checkpoint_location
         self.storage_options = dict(storage_options or {})
+        self.merge_schema = bool(merge_schema)
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         """Land one micro-batch (Spark calls this through ``foreachBatch``).
@@ -155,7 +164,8 @@ class DeltaSink:
 
         # Before any file is written: a batch that does not fit the table is refused whole.
         # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
-        store.check_schema(to_arrow_schema(batch.schema, timezone="UTC"), batch=f"batch {batch_id}")
+        store.check_schema(to_arrow_schema(batch.schema, timezone="UTC"), batch=f"batch {batch_id}",
+                           merge_schema=self.merge_schema)
         crash_point("sink.before_write")
         files, schema, folder = self._write_files(batch, batch_id)
         if not ranges and not files:
@@ -170,6 +180,7 @@ class DeltaSink:
                     "kafkaGroup.batchId": batch_id,
                     "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
                 },
+                merge_schema=self.merge_schema,
             )
         except OffsetConflictError:
             shutil.rmtree(folder, ignore_errors=True)  # in no commit: invisible, and now gone
