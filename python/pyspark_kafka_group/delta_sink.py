@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Sequence
 
-from kafka_group.delta_offsets import DATA_FOLDER, DataFile, DeltaOffsetStore, normalize_table_path
+from kafka_group.delta_offsets import DATA_FOLDER, DataFile, DeltaOffsetStore, normalize_table_path, same_table_location
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.formats import read_checkpoint_offsets
@@ -217,7 +217,7 @@ class DeltaSink:
             )
         doc = docs[0]
         assert doc.group is not None and doc.offsets_table is not None
-        if normalize_table_path(doc.offsets_table) != normalize_table_path(self.path):
+        if not same_table_location(doc.offsets_table, self.path):
             raise ConfigError(
                 f"the source's option 'offsets.table' is '{doc.offsets_table}' but DeltaSink writes '{self.path}': "
                 "the offsets must live in the table the data goes to. Use the same path for both"
