@@ -42,6 +42,7 @@ from kafka_group.errors import (
     SchemaMismatchError,
     UnsupportedTableFeatureError,
 )
+from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.schema_evolution import SchemaMerge, merge_schemas, merged_columns
 
@@ -352,6 +353,7 @@ class DeltaOffsetStore:
                 merge = _merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
                 if merge.changes_table:
                     self._add_columns(table, merge, metadata)
+                    crash_point("delta.after_schema_merge")
                     continue  # the data commit goes on top of the merged schema, checked again
             try:
                 if table is None:

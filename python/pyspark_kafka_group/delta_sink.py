@@ -78,8 +78,10 @@ class DeltaSink:
         to the table's schema, and columns of the table a batch lacks are read as NULL for its
         rows. Without it such a batch fails the query before any file is written, naming the
         column. A column whose type changes is refused either way. The new columns are committed
-        (``ADD COLUMNS``) right before the batch's data and offsets, see
-        :meth:`kafka_group.delta_offsets.DeltaOffsetStore.commit`.
+        (``ADD COLUMN``) right before the batch's data and offsets, see
+        :meth:`kafka_group.delta_offsets.DeltaOffsetStore.commit`. Give every query of the
+        group that writes the table the same transform and setting: once one merged a column,
+        the others' batches lack it and are refused unless they merge too.
 
     Examples
     --------
