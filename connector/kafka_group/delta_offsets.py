@@ -286,7 +286,7 @@ class DeltaOffsetStore:
         """Add ``files`` and advance ``ranges``' partitions to their ``until``, in one Delta commit.
 
         With ``merge_schema``, columns the files add are first added to the table's schema in a
-        commit of their own (``ADD COLUMNS``, no data, no offset), right before the data commit and
+        commit of their own (``ADD COLUMN``, no data, no offset), right before the data commit and
         only once the offsets are found committable: delta-rs 1.6.6 cannot change the schema in the
         commit that appends files (``create_write_transaction`` ignores its ``schema`` argument in
         append mode, and ``overwrite`` removes every file of an unpartitioned table). A crash

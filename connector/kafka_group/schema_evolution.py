@@ -199,7 +199,7 @@ def _sql_name(kind: Any) -> str:
 
 def merged_columns(table: Mapping[str, Any], merged: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """The top-level fields of ``merged`` that are new or changed against ``table`` (Delta JSON):
-    what an ``ADD COLUMNS`` commit passes to turn ``table`` into ``merged``."""
+    what an ``ADD COLUMN`` commit (``DeltaTable.alter.add_columns``) passes to turn ``table`` into ``merged``."""
     before = {f["name"]: f for f in table.get("fields", [])}
     return [dict(f) for f in merged.get("fields", []) if before.get(f["name"]) != f]
 
