@@ -47,8 +47,11 @@ setup(
         "pyspark_kafka_group.jvm_shim": ["main/java/**/*.java"],
     },
     options={"editable_wheel": {"mode": "strict"}},
+    # No pyspark here: a cluster runtime (Databricks, EMR, a Spark distribution's python/ on PYTHONPATH)
+    # brings its own, often without pip metadata, and pip would install PyPI's pyspark over it.
+    # pyspark_kafka_group checks for pyspark >= 4.2 when imported (spark_requirement.py); the 'spark'
+    # extra brings it where there is none.
     install_requires=[
-        "pyspark>=4.2",
         "confluent-kafka>=2.12",
         "pyarrow>=15",
         "deltalake>=1.0",
@@ -63,6 +66,7 @@ setup(
                  "nbclient", "nbformat", "ipykernel", "matplotlib",
                  # tests/unit/test_packaging.py builds the wheel without build isolation
                  "setuptools>=64", "wheel"],
+        "spark": ["pyspark>=4.2"],
         "plot": ["matplotlib"],
     },
 )

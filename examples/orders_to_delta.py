@@ -8,7 +8,7 @@ each micro-batch's files and its Kafka offsets go into one Delta commit
 (:class:`pyspark_kafka_group.DeltaSink`). It prints a line per micro-batch as it
 goes, then what landed: rows and offsets per partition, and the seconds it took.
 
-Run it (after ``pip install .``)::
+Run it (after ``pip install '.[spark]'``)::
 
     python examples/orders_to_delta.py --records 200000 --output demo-output
 

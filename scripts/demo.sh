@@ -5,5 +5,5 @@
 # Extra arguments go to examples/orders_to_delta.py (for example --records 1000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/venv.sh ""  # no extras (an explicit argument: a sourced script would see ours)
+source scripts/venv.sh spark  # the connector with its Spark (pyspark is an extra: cluster runtimes bring their own)
 exec .venv/bin/python examples/orders_to_delta.py "$@"

@@ -170,11 +170,12 @@ def table_filesystem(table_uri: str, storage_options: Optional[Mapping[str, str]
     import pyarrow.fs as pafs
     from deltalake.fs import DeltaStorageHandler
 
-    if "://" not in table_uri or table_uri.startswith("file:"):
-        from kafka_group.delta_offsets import normalize_table_path
+    from kafka_group.delta_offsets import local_table_path
 
+    local = local_table_path(table_uri)  # None for a URI of another scheme (s3://, dbfs:/...): kept as written
+    if local is not None:
         # delta-rs's local store needs the root folder to exist (object stores have no folders).
-        table_uri = normalize_table_path(table_uri)
+        table_uri = local
         os.makedirs(table_uri, exist_ok=True)
     return pafs.PyFileSystem(DeltaStorageHandler(table_uri, options=dict(storage_options or {}) or None))
 

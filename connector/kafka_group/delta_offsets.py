@@ -31,10 +31,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta_files import DATA_FOLDER
 from kafka_group.errors import (
@@ -43,7 +44,9 @@ from kafka_group.errors import (
     SchemaMismatchError,
     UnsupportedTableFeatureError,
 )
+from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange, TopicPartition
+from kafka_group.schema_evolution import SchemaMerge, merge_schemas, merged_columns
 
 __all__ = [
     "DATA_FOLDER",
@@ -52,7 +55,9 @@ __all__ = [
     "CommitCheck",
     "transaction_id",
     "group_marker_id",
+    "local_table_path",
     "normalize_table_path",
+    "same_table_location",
 ]
 
 logger = logging.getLogger(__name__)
@@ -85,16 +90,54 @@ def group_marker_id(group: str) -> str:
     return f"{_PREFIX}:{group}"
 
 
+#: A URI scheme (RFC 3986): two characters at least, so a Windows drive letter (``C:``) is a path.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):(.*)$", re.DOTALL)
+
+
+def _split_scheme(path: str) -> Tuple[Optional[str], str]:
+    """``(scheme in lower case, the rest after ':')``, or ``(None, path)`` for a plain path."""
+    match = _SCHEME.match(path)
+    return (match.group(1).lower(), match.group(2)) if match else (None, path)
+
+
+def local_table_path(path: str) -> Optional[str]:
+    """The absolute local path of a table location that is on this machine's file system (a plain
+    path, or a ``file:`` URI), without a trailing slash; None for any other scheme (``s3://``,
+    ``abfss://``, ``gs://``, ``dbfs:/`` ...), which is never read as a local folder."""
+    scheme, rest = _split_scheme(path.strip())
+    if scheme is None:
+        return os.path.abspath(rest)
+    if scheme != "file":
+        return None
+    if rest.startswith("//"):  # file://<host>/path: an empty host or localhost is this machine
+        host, _, tail = rest[2:].partition("/")
+        if host not in ("", "localhost"):
+            return None
+        rest = "/" + tail
+    return os.path.abspath(rest)
+
+
 def normalize_table_path(path: str) -> str:
-    """A comparable form of a table location: absolute for local paths, no trailing slash."""
-    text = path.strip()
-    if text.startswith("file://"):
-        text = text[len("file://") :]
-    elif text.startswith("file:"):
-        text = text[len("file:") :]
-    if "://" in text:
-        return text.rstrip("/")
-    return os.path.abspath(text)
+    """A comparable form of a table location that keeps its scheme.
+
+    A local location (a plain path, relative to the working directory, or a ``file:`` URI in any of
+    its spellings) becomes an absolute path; any other URI keeps its scheme (in lower case) and its
+    authority, loses a trailing slash, and an empty authority (``dbfs:///x``) is written as Hadoop
+    writes it (``dbfs:/x``). Nothing else is changed: object keys are case-sensitive, and ``s3://``
+    and ``s3a://`` stay different locations.
+    """
+    local = local_table_path(path)
+    if local is not None:
+        return local
+    scheme, rest = _split_scheme(path.strip())
+    if rest.startswith("///"):
+        rest = rest[2:]
+    return f"{scheme}:{rest.rstrip('/') or '/'}"
+
+
+def same_table_location(a: str, b: str) -> bool:
+    """Whether two spellings of a table location name the same table (see :func:`normalize_table_path`)."""
+    return normalize_table_path(a) == normalize_table_path(b)
 
 
 @dataclass(frozen=True)
@@ -206,8 +249,8 @@ class DeltaOffsetStore:
                 conflicts[r.topic_partition] = pos
         return CommitCheck(already_committed=False, committable=committable, conflicts=conflicts)
 
-    def check_schema(self, arrow_schema: Any, *, batch: str = "this batch") -> None:
-        """Refuse a batch whose columns differ from the table's (a new table takes any).
+    def check_schema(self, arrow_schema: Any, *, batch: str = "this batch", merge_schema: bool = False) -> None:
+        """Refuse a batch whose columns do not fit the table's (a new table takes any).
 
         Parameters
         ----------
@@ -215,18 +258,23 @@ class DeltaOffsetStore:
             The batch's columns, as they will be written.
         batch : str
             How to name the batch in the error.
+        merge_schema : bool
+            Whether columns the batch adds are merged into the table's schema (by :meth:`commit`)
+            and columns it lacks read as NULL, instead of refused (see
+            :mod:`kafka_group.schema_evolution`). A type change is refused either way.
 
         Raises
         ------
         SchemaMismatchError
-            A column is missing, extra or of another type.
+            A column is missing, extra (without ``merge_schema``), of another type, or differs
+            from a table column only in case.
         UnsupportedTableFeatureError
             The table uses a feature the sink cannot honour (see :meth:`_check_appendable`).
         """
         table = self._load(refresh=True)
         if table is not None:
             self._check_appendable(table)
-            _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, batch)
+            _merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -238,8 +286,19 @@ class DeltaOffsetStore:
         *,
         metadata: Optional[Mapping[str, Any]] = None,
         partition_by: Sequence[str] = (),
+        merge_schema: bool = False,
     ) -> int:
         """Add ``files`` and advance ``ranges``' partitions to their ``until``, in one Delta commit.
+
+        With ``merge_schema``, columns the files add are first added to the table's schema in a
+        commit of their own (``ADD COLUMN``, no data, no offset), right before the data commit and
+        only once the offsets are found committable: delta-rs 1.6.6 cannot change the schema in the
+        commit that appends files (``create_write_transaction`` ignores its ``schema`` argument in
+        append mode, and ``overwrite`` removes every file of an unpartitioned table). A crash
+        between the two leaves what ``ALTER TABLE ADD COLUMNS`` leaves: new nullable columns, no
+        row of the batch and no offset moved; the batch's replay then fits the table and lands.
+        Files never become visible under a schema that lacks their columns: the data commit
+        checks the schema again on the version it commits on.
 
         Parameters
         ----------
@@ -254,6 +313,9 @@ class DeltaOffsetStore:
         partition_by : sequence of str
             The partition columns the files were written for: the new table's, and what an
             existing table must have (checked on the very version committed on).
+        merge_schema : bool
+            Whether the columns the files add are merged into the table's schema (see above and
+            :mod:`kafka_group.schema_evolution`); a type change is refused either way.
 
         Returns
         -------
@@ -270,7 +332,7 @@ class DeltaOffsetStore:
             whose answer was lost); files of another failure stay, in no commit.
         """
         try:
-            return self._commit(files, arrow_schema, ranges, metadata, partition_by)
+            return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema)
         except OffsetConflictError:
             self._delete_uncommitted(files)
             raise
@@ -282,6 +344,7 @@ class DeltaOffsetStore:
         ranges: Sequence[OffsetRange],
         metadata: Optional[Mapping[str, Any]],
         partition_by: Sequence[str],
+        merge_schema: bool,
     ) -> int:
         from deltalake.exceptions import CommitFailedError
         from deltalake.schema import Schema
@@ -314,7 +377,11 @@ class DeltaOffsetStore:
                 )
             if table is not None:
                 # Delta would take the files under the table's schema whatever they hold.
-                _raise_on_schema_mismatch(self.table_path, table.schema(), arrow_schema, "the batch")
+                merge = _merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
+                if merge.changes_table:
+                    self._add_columns(table, merge, metadata)
+                    crash_point("delta.after_schema_merge")
+                    continue  # the data commit goes on top of the merged schema, checked again
                 self.check_partition_columns(partition_by, table)
             try:
                 if table is None:
@@ -423,6 +490,37 @@ class DeltaOffsetStore:
                 f"by {existing}: pass DeltaSink(..., partition_by={existing}) (or leave partition_by out to follow "
                 "the table), or land into a new table. Nothing was written and no offset moved"
             )
+
+    def _add_columns(self, table: Any, merge: SchemaMerge, metadata: Optional[Mapping[str, Any]]) -> None:
+        """Commit ``merge``'s new columns to ``table``'s schema (no data, no offset); a commit that
+        loses a race is left to the caller's next attempt, which checks everything again."""
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.schema import Field
+        from deltalake.transaction import CommitProperties
+
+        before = json.loads(table.schema().to_json())
+        fields = [Field.from_json(json.dumps(f)) for f in merged_columns(before, merge.schema)]
+        properties = CommitProperties(
+            custom_metadata={_GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "mergeSchema",
+                             "kafkaGroup.added": ",".join(merge.added),
+                             # the batch's id, not its ranges: this commit moves no offset
+                             **{k: v for k, v in (metadata or {}).items() if k != "kafkaGroup.ranges"}},
+            max_commit_retries=0,
+        )
+        try:
+            table.alter.add_columns(fields, commit_properties=properties)
+        except CommitFailedError as exc:
+            logger.info("adding columns %s to %s lost a race (%s); checking again", ", ".join(merge.added),
+                        self.table_path, exc)
+            return
+        except Exception as exc:
+            raise OffsetStoreError(
+                f"adding the batch's new column(s) {', '.join(merge.added)} to the schema of offsets.table "
+                f"'{self.table_path}' failed: {exc}. No data of this batch is visible and no offset moved; "
+                "the next run retries it"
+            ) from exc
+        logger.info("merged column(s) %s into the schema of %s (merge_schema=True)", ", ".join(merge.added),
+                    self.table_path)
 
     def move(self, tp: TopicPartition, expected: int, to: int, *, reason: str) -> bool:
         """Move one partition from ``expected`` to ``to`` in a commit of its own (no data), only
@@ -584,9 +682,9 @@ class DeltaOffsetStore:
     # -- internals ---------------------------------------------------------------------
 
     def _check_location(self) -> None:
-        if "://" in self.table_path and not self.table_path.startswith("file:"):
+        local = local_table_path(self.table_path)
+        if local is None:  # an object store or another file system: delta-rs finds the table there
             return
-        local = normalize_table_path(self.table_path)
         if os.path.isfile(local):
             raise OffsetStoreError(
                 f"offsets.table '{self.table_path}' is a file, not a Delta table folder: point it at a folder"
@@ -658,55 +756,29 @@ def _unsupported_features(table: Any) -> List[str]:
     return problems
 
 
-def describe_schema_mismatch(table_schema: Any, arrow_schema: Any) -> List[str]:
-    """How a batch's Arrow schema differs from a Delta table's schema (empty when it fits).
+def describe_schema_mismatch(table_schema: Any, arrow_schema: Any, *, merge_schema: bool = False) -> List[str]:
+    """How a batch's Arrow schema differs from a Delta table's schema (empty when it fits);
+    the rule is :func:`kafka_group.schema_evolution.merge_schemas`."""
+    return _merge(table_schema, arrow_schema, merge_schema).problems
 
-    Columns are compared by name and Delta type (so ``string`` and ``large_string``
-    are the same); nullability is not compared, Spark writes every column nullable.
-    """
+
+def _merge(table_schema: Any, arrow_schema: Any, merge_schema: bool) -> SchemaMerge:
     from deltalake.schema import Schema
 
-    table_types = {f.name: f.type for f in table_schema.fields}
-    batch_types = {f.name: f.type for f in Schema.from_arrow(arrow_schema).fields}
-    problems = []
-    for name, kind in batch_types.items():
-        if name not in table_types:
-            problems.append(f"column '{name}' is not in the table")
-        elif _without_nullability(table_types[name]) != _without_nullability(kind):
-            problems.append(f"column '{name}' is {_type_name(kind)} in the batch but {_type_name(table_types[name])} "
-                            "in the table")
-    problems += [f"column '{name}' of the table is missing from the batch" for name in table_types
-                 if name not in batch_types]
-    return problems
+    try:
+        batch = json.loads(Schema.from_arrow(arrow_schema).to_json())
+    except Exception as exc:  # deltalake refuses names equal but for case, types Delta lacks
+        raise SchemaMismatchError(f"the batch's columns cannot be a Delta schema: {exc}. Nothing was committed and "
+                                  "no offset moved; rename or cast the columns in the transform") from exc
+    return merge_schemas(json.loads(table_schema.to_json()), batch, merge_schema=merge_schema)
 
 
-def _without_nullability(kind: Any) -> Any:
-    """A Delta type as JSON data with every nullability flag (of fields, array elements,
-    map values) left out, at any depth."""
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items()
-                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-
-    to_json = getattr(kind, "to_json", None)
-    return strip(json.loads(to_json())) if to_json is not None else str(kind)
-
-
-def _type_name(kind: Any) -> str:
-    if hasattr(kind, "to_json"):
-        data = json.loads(kind.to_json())
-        return data if isinstance(data, str) else json.dumps(_without_nullability(kind), separators=(",", ":"))
-    return str(kind)
-
-
-def _raise_on_schema_mismatch(table_path: str, table_schema: Any, arrow_schema: Any, batch: str) -> None:
-    problems = describe_schema_mismatch(table_schema, arrow_schema)
-    if problems:
+def _merge_or_raise(table_path: str, table_schema: Any, arrow_schema: Any, batch: str,
+                    merge_schema: bool) -> SchemaMerge:
+    merge = _merge(table_schema, arrow_schema, merge_schema)
+    if merge.problems:
         raise SchemaMismatchError(
-            f"{batch} does not fit the schema of Delta table '{table_path}': " + "; ".join(problems)
-            + ". Nothing was committed and no offset moved. Make the DeltaSink transform produce the table's "
-            "columns again, or land into a new table (schema evolution is not supported yet)"
+            f"{batch} does not fit the schema of Delta table '{table_path}': " + "; ".join(merge.problems)
+            + ". Nothing was committed and no offset moved"
         )
+    return merge

@@ -91,6 +91,14 @@ class ConfigError(KafkaGroupError, ValueError):
     """
 
 
+class SparkVersionError(KafkaGroupError, ImportError):
+    """pyspark is missing, or older than the Spark the data source needs (4.2): raised when
+    ``pyspark_kafka_group`` is imported. The package does not require pyspark itself (a cluster
+    runtime brings its own Spark, often without pip metadata); the message names the version found
+    and what to install. Not retriable.
+    """
+
+
 class OffsetFormatError(ConfigError):
     """An offsets JSON document (``startingOffsets``, ``assign``, a checkpoint) is malformed."""
 

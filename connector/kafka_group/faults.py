@@ -7,7 +7,10 @@ would end the driver, the JVM and the Python workers at once. The crash tests
 start each query in a process group of its own for this.
 
 Points: ``sink.before_write``, ``sink.before_commit``, ``sink.after_commit``
-(before Spark records the batch as done), ``source.before_kafka_commit``.
+(before Spark records the batch as done), ``source.before_kafka_commit`` (all of
+them in :data:`POINTS`, which every batch reaches), and ``delta.after_schema_merge``
+(between the ``ADD COLUMN`` commit of ``DeltaSink(merge_schema=True)`` and the
+batch's data commit; reached only by a batch that adds columns).
 """
 
 from __future__ import annotations

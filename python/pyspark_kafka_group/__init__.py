@@ -11,8 +11,14 @@ Spark finds this package by its ``pyspark_`` prefix and registers
           .load())
 """
 
-from pyspark_kafka_group.data_source import KafkaGroupDataSource
-from pyspark_kafka_group.delta_sink import DeltaSink
+from pyspark_kafka_group.spark_requirement import require_spark
+
+# Before anything imports pyspark.sql.datasource: a missing or older pyspark gets a message that
+# names the version found and what to install (the package does not require pyspark from pip).
+require_spark()
+
+from pyspark_kafka_group.data_source import KafkaGroupDataSource  # noqa: E402
+from pyspark_kafka_group.delta_sink import DeltaSink  # noqa: E402
 
 #: The class Spark's data source lookup registers automatically.
 DefaultSource = KafkaGroupDataSource

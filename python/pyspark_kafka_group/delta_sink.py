@@ -44,7 +44,7 @@ from kafka_group.delta_files import (
     table_filesystem,
     write_partitioned,
 )
-from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path
+from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path, same_table_location
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.formats import read_checkpoint_offsets
@@ -103,6 +103,16 @@ class DeltaSink:
         existing table must be partitioned by exactly these. Left out, the sink follows an
         existing table's partitioning and creates a new table unpartitioned.
 
+    merge_schema : bool, default False
+        Delta's ``mergeSchema``: columns a batch adds (top-level, or fields of structs) are added
+        to the table's schema, and columns of the table a batch lacks are read as NULL for its
+        rows. Without it such a batch fails the query before any file is written, naming the
+        column. A column whose type changes is refused either way. The new columns are committed
+        (``ADD COLUMN``) right before the batch's data and offsets, see
+        :meth:`kafka_group.delta_offsets.DeltaOffsetStore.commit`. Give every query of the
+        group that writes the table the same transform and setting: once one merged a column,
+        the others' batches lack it and are refused unless they merge too.
+
     Raises
     ------
     ConfigError
@@ -137,6 +147,7 @@ class DeltaSink:
         checkpoint_location: Optional[str] = None,
         storage_options: Optional[Mapping[str, str]] = None,
         partition_by: Optional[Sequence[str]] = None,
+        merge_schema: bool = False,
     ) -> None:
         if not isinstance(path, str) or not path.strip():
             raise ConfigError("DeltaSink needs the path of the Delta table to write, got an empty path")
@@ -154,6 +165,7 @@ class DeltaSink:
         self._checkpoint_verified = False
         self.storage_options = dict(storage_options or {})
         self.partition_by = None if partition_by is None else list(partition_by)
+        self.merge_schema = bool(merge_schema)
 
     def __repr__(self) -> str:  # never the storage options: they hold credentials
         return f"DeltaSink({self.path!r}, partition_by={self.partition_by!r})"
@@ -210,7 +222,7 @@ class DeltaSink:
         # Before any file is written: a batch that does not fit the table is refused whole.
         # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
         schema = to_arrow_schema(batch.schema, timezone="UTC")
-        store.check_schema(schema, batch=f"batch {batch_id}")
+        store.check_schema(schema, batch=f"batch {batch_id}", merge_schema=self.merge_schema)
         partition_by = self._partition_columns(store, schema)
         crash_point("sink.before_write")
         files = self._write_files(batch, batch_id, schema, partition_by, store)
@@ -227,6 +239,7 @@ class DeltaSink:
                 "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
             },
             partition_by=partition_by,
+            merge_schema=self.merge_schema,
         )
         crash_point("sink.after_commit")
 
@@ -260,7 +273,7 @@ class DeltaSink:
             )
         doc = docs[0]
         assert doc.group is not None and doc.offsets_table is not None
-        if normalize_table_path(doc.offsets_table) != normalize_table_path(self.path):
+        if not same_table_location(doc.offsets_table, self.path):
             raise ConfigError(
                 f"the source's option 'offsets.table' is '{doc.offsets_table}' but DeltaSink writes '{self.path}': "
                 "the offsets must live in the table the data goes to. Use the same path for both"

@@ -3,6 +3,7 @@
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
         [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S]
         [--option KEY=VALUE ...] [--storage KEY=VALUE ...] [--report FILE] [--stop-file PATH]
+        [--add-column] [--merge-schema]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
@@ -38,6 +39,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--hold-file", default=None,
                         help="batches from --hold-from-batch on wait to land while this file exists (at most 10 min)")
     parser.add_argument("--hold-from-batch", type=int, default=0)
+    parser.add_argument("--add-column", action="store_true", help="the transform adds value_length")
+    parser.add_argument("--merge-schema", action="store_true", help="DeltaSink(..., merge_schema=True)")
     parser.add_argument("--record-reads", default=None,
                         help="append 'partition offset' of every record each batch read to this file")
     args = parser.parse_args(argv)
@@ -69,12 +72,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         reader = reader.option(key, value)
 
     def parse(batch: Any) -> Any:
-        return batch.select(
-            F.col("value").cast("string").alias("value"), "topic", "partition", "offset",
-            F.lit(os.getpid()).alias("writer_pid"),
-        )
+        columns = [F.col("value").cast("string").alias("value"), "topic", "partition", "offset",
+                   F.lit(os.getpid()).alias("writer_pid")]
+        if args.add_column:
+            columns.append(F.length(F.col("value").cast("string")).alias("value_length"))
+        return batch.select(*columns)
 
-    sink = DeltaSink(args.table, transform=parse, storage_options=storage)
+    sink = DeltaSink(args.table, transform=parse, storage_options=storage, merge_schema=args.merge_schema)
 
     def land(batch: Any, batch_id: int) -> None:
         if args.record_reads:

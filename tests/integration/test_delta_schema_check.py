@@ -43,10 +43,16 @@ def narrowed(df: Any) -> Any:  # a column of the table left out
     return df.selectExpr("topic", "partition", "offset")
 
 
-@pytest.mark.parametrize("transform, named", [(retyped, "offset"), (widened, "value_length"), (narrowed, "value")])
+@pytest.mark.parametrize("transform, merge_schema, named, says", [
+    (retyped, False, "offset", "is string in the batch but long in the table"),
+    # a type change is refused even where new columns are merged (issue 15, item 4)
+    (retyped, True, "offset", "is string in the batch but long in the table"),
+    (widened, False, "value_length", "DeltaSink(..., merge_schema=True)"),
+    (narrowed, False, "value", "merge_schema=True"),
+], ids=["retyped", "retyped-merge-schema", "widened", "narrowed"])
 def test_batch_with_other_columns_is_refused_and_the_table_is_unchanged(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
-    transform: Callable[[Any], Any], named: str,
+    transform: Callable[[Any], Any], merge_schema: bool, named: str, says: str,
 ) -> None:
     topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 10})
@@ -56,10 +62,10 @@ def test_batch_with_other_columns_is_refused_and_the_table_is_unchanged(
 
     produce(kafka.bootstrap_servers, topic, {0: 10}, start=10)
     with pytest.raises(StreamingQueryException) as failure:
-        land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=transform),
-                           tmp_path / "chk")
+        land_available_now(delta_source(spark, kafka, topic, group, table),
+                           DeltaSink(str(table), transform=transform, merge_schema=merge_schema), tmp_path / "chk")
     message = str(failure.value)
-    assert "schema" in message and f"'{named}'" in message, message[-2000:]
+    assert "schema" in message and f"'{named}'" in message and says in message, message[-2000:]
     assert DeltaTable(str(table)).version() == version
     assert not list(pathlib.Path(table, "data").glob("00000001-*")), "the refused batch left files behind"
 

@@ -8,12 +8,16 @@ setuptools, without build isolation (no download).
 from __future__ import annotations
 
 import email
+import json
+import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import sysconfig
+import venv
 import zipfile
-from typing import List
+from typing import Dict, List
 
 import pytest
 
@@ -59,8 +63,17 @@ def checkout_copy(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def connector_wheel(checkout_copy: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> List[str]:
-    with _build_wheel(checkout_copy, tmp_path_factory.mktemp("connector-wheel")) as whl:
+def connector_wheel_dir(checkout_copy: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A folder holding the connector's wheel (a ``--find-links`` for pip)."""
+    out = tmp_path_factory.mktemp("connector-wheel")
+    _build_wheel(checkout_copy, out).close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def connector_wheel(connector_wheel_dir: pathlib.Path) -> List[str]:
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
         return whl.namelist()
 
 
@@ -113,3 +126,103 @@ def test_the_source_tree_has_no_symbolic_links() -> None:
     links = [str(path.relative_to(ROOT)) for folder in SOURCE_FOLDERS for path in (ROOT / folder).rglob("*")
              if path.is_symlink()]
     assert links == []
+
+
+def test_the_connector_requires_pyspark_only_through_its_spark_extra(connector_wheel_dir: pathlib.Path) -> None:
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        [metadata] = [n for n in whl.namelist() if n.endswith(".dist-info/METADATA")]
+        requires = email.message_from_bytes(whl.read(metadata)).get_all("Requires-Dist") or []
+    spark = [r for r in requires if r.replace(" ", "").lower().startswith("pyspark")]
+    assert [r for r in spark if "extra ==" not in r] == [], requires  # a runtime's own Spark is never replaced
+    assert 'pyspark>=4.2; extra == "spark"' in spark, requires
+
+
+#: What of this environment's site-packages a "cluster runtime" does not get: the connector itself
+#: (the test installs it) and the development brokers.
+_NOT_RUNTIME = ("pyspark_kafka_group", "kafka_group", "__editable__", "_pyspark_kafka_group")
+
+
+def _runtime_site(folder: pathlib.Path, *, pyspark_metadata: bool) -> pathlib.Path:
+    """A folder of links to this environment's packages, as a Spark runtime puts them on ``sys.path``:
+    pyspark importable, its pip metadata (``pyspark-*.dist-info``) there only if ``pyspark_metadata``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in pathlib.Path(sysconfig.get_paths()["purelib"]).iterdir():
+        name = entry.name.lower()
+        if name.startswith(_NOT_RUNTIME) or name.endswith(".pth"):
+            continue
+        if name.startswith("pyspark-") and name.endswith(".dist-info") and not pyspark_metadata:
+            continue
+        (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def _fresh_venv(folder: pathlib.Path, runtime: pathlib.Path) -> pathlib.Path:
+    """A new virtualenv (with pip) whose ``sys.path`` has ``runtime`` through a ``.pth`` file; its python."""
+    venv.EnvBuilder(with_pip=True).create(folder)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (pathlib.Path(purelib) / "spark-runtime.pth").write_text(f"{runtime}\n")
+    return python
+
+
+def _planned_installs(python: pathlib.Path, wheels: pathlib.Path, requirement: str,
+                      tmp: pathlib.Path) -> Dict[str, str]:
+    """What ``pip install requirement`` would install, offline (name -> version), from a dry run."""
+    report = tmp / "report.json"
+    result = subprocess.run(
+        [str(python), "-m", "pip", "install", "--dry-run", "--report", str(report), "--no-index", "--find-links",
+         str(wheels), "--disable-pip-version-check", "-q", requirement],
+        capture_output=True, text=True,
+        # The fresh venv sees only its own site and the runtime: not a PYTHONPATH of this run.
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
+    )
+    assert result.returncode == 0, f"pip would not install {requirement}:\n{result.stdout}\n{result.stderr}"
+    return {item["metadata"]["name"].lower(): item["metadata"]["version"]
+            for item in json.loads(report.read_text())["install"]}
+
+
+def test_installing_on_a_spark_runtime_never_installs_pyspark_over_it(
+    connector_wheel_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """A cluster runtime's pyspark (importable, no pip metadata) stays; the connector imports it; an
+    older Spark gets an error naming its version and the fix (issue 15, item 5)."""
+    runtime = _runtime_site(tmp_path / "runtime", pyspark_metadata=False)
+    python = _fresh_venv(tmp_path / "venv", runtime)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+    # pip plans the connector alone: no pyspark from the index (--no-index would fail to find one).
+    assert _planned_installs(python, connector_wheel_dir, "pyspark-kafka-group", tmp_path) == {
+        "pyspark-kafka-group": "0.1.0"}
+
+    # Installed for real, it runs on the runtime's Spark.
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+                    "--disable-pip-version-check", str(wheel)], check=True, env=env)
+    imported = subprocess.run(
+        [str(python), "-c", "import pyspark, pyspark_kafka_group; print(pyspark.__file__); "
+                            "print(pyspark_kafka_group.DefaultSource.name())"],
+        capture_output=True, text=True, env=env)
+    assert imported.returncode == 0, imported.stderr
+    pyspark_file, name = imported.stdout.split()
+    assert pathlib.Path(pyspark_file).parent.parent == runtime and name == "kafka-group"
+
+    # An older Spark on the runtime: importing the connector says which and what to do.
+    old = tmp_path / "old-spark"
+    (old / "pyspark").mkdir(parents=True)
+    (old / "pyspark" / "__init__.py").write_text('__version__ = "3.5.1"\n')
+    refused = subprocess.run([str(python), "-c", "import pyspark_kafka_group"], capture_output=True, text=True,
+                             env={**env, "PYTHONPATH": str(old)})
+    assert refused.returncode != 0
+    assert "SparkVersionError" in refused.stderr and "3.5.1" in refused.stderr, refused.stderr
+    assert "pyspark-kafka-group[spark]" in refused.stderr and "4.2" in refused.stderr, refused.stderr
+
+
+def test_the_spark_extra_keeps_an_installed_pyspark_distribution(
+    connector_wheel_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """Where pyspark 4.2.x is installed as a distribution, '[spark]' is satisfied by it: nothing replaces it."""
+    python = _fresh_venv(tmp_path / "venv", _runtime_site(tmp_path / "runtime", pyspark_metadata=True))
+    assert _planned_installs(python, connector_wheel_dir, "pyspark-kafka-group[spark]", tmp_path) == {
+        "pyspark-kafka-group": "0.1.0"}

@@ -19,7 +19,7 @@ def test_same_columns_fit_whatever_the_arrow_string_flavour_or_nullability() -> 
 
 def test_each_difference_is_named() -> None:
     batch = pa.schema([("value", pa.string()), ("partition", pa.int64()), ("offset", pa.int64()), ("extra", pa.bool_())])
-    assert describe_schema_mismatch(TABLE, batch) == [
+    assert [p.split(" (")[0].split(": the sink")[0] for p in describe_schema_mismatch(TABLE, batch)] == [
         "column 'partition' is long in the batch but integer in the table",
         "column 'extra' is not in the table",
         "column 'timestamp' of the table is missing from the batch",
@@ -29,7 +29,5 @@ def test_each_difference_is_named() -> None:
 def test_nullability_inside_nested_types_is_not_a_difference() -> None:
     table = Schema.from_arrow(pa.schema([("tags", pa.list_(pa.field("item", pa.string(), nullable=False)))]))
     assert describe_schema_mismatch(table, pa.schema([("tags", pa.list_(pa.string()))])) == []
-    assert describe_schema_mismatch(table, pa.schema([("tags", pa.list_(pa.int32()))])) == [
-        'column \'tags\' is {"type":"array","elementType":"integer"} in the batch but '
-        '{"type":"array","elementType":"string"} in the table'
-    ]
+    [problem] = describe_schema_mismatch(table, pa.schema([("tags", pa.list_(pa.int32()))]))
+    assert problem.startswith("column 'tags.element' is integer in the batch but string in the table")

@@ -1,0 +1,73 @@
+"""delta-spark tables with deletion vectors, identity and generated columns (issue 15, item 3, two gaps).
+
+Real Kafka, the run's Spark session with delta-spark, real Delta: the sink appends to a table whose
+rows delta-spark deleted through deletion vectors (both readers then agree, and every record not
+deleted is there once), and refuses, before any file, tables with identity or generated columns,
+whose values it would not compute.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections import Counter
+from typing import Tuple
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from tests.integration.test_delta_spark import SINK_COLUMNS, land, once, spark_offsets
+from tests.support import Cluster, MakeTopic, produce, table_positions, unique_name
+
+pytestmark = pytest.mark.integration
+
+
+def delta_rs_offsets(table: pathlib.Path) -> Counter[Tuple[int, int]]:
+    """How often each (partition, offset) is in ``table``, read by delta-rs's query engine (which
+    applies deletion vectors)."""
+    result = QueryBuilder().register("t", DeltaTable(str(table))).execute('SELECT "partition", "offset" FROM t')
+    rows = pa.table(result.read_all()).to_pylist()
+    return Counter((r["partition"], r["offset"]) for r in rows)
+
+
+def test_a_table_with_deletion_vectors_takes_more_appends_and_both_readers_agree(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    topic, group, table, chk = make_topic(2), unique_name("group"), tmp_path / "table", tmp_path / "chk"
+    spark.sql(f"CREATE TABLE delta.`{table}` ({SINK_COLUMNS}) USING DELTA "
+              "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    produce(kafka.bootstrap_servers, topic, {0: 30, 1: 20})
+    land(spark, kafka, topic, group, table, chk)
+
+    spark.sql(f"DELETE FROM delta.`{table}` WHERE offset % 3 = 0")
+    [delete] = [r for r in spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect() if r.operation == "DELETE"]
+    assert int(delete.operationMetrics["numDeletionVectorsAdded"]) > 0, delete.operationMetrics  # not a rewrite
+
+    produce(kafka.bootstrap_servers, topic, {0: 10, 1: 10}, start=30)
+    land(spark, kafka, topic, group, table, chk)
+
+    deleted = Counter({(p, o): 1 for p, n in {0: 30, 1: 20}.items() for o in range(n) if o % 3 == 0})
+    wanted = once({0: 40, 1: 30}) - deleted
+    assert table_positions(table, group, topic, 2) == {0: 40, 1: 30}
+    assert spark_offsets(spark, table) == wanted
+    assert delta_rs_offsets(table) == wanted
+
+
+@pytest.mark.parametrize("column, named", [
+    ("id BIGINT GENERATED ALWAYS AS IDENTITY", "column 'id' is an identity column"),
+    ("value_length INT GENERATED ALWAYS AS (length(value))", "column 'value_length' is generated"),
+], ids=["identity", "generated"])
+def test_identity_and_generated_columns_are_refused_before_any_file(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, column: str, named: str
+) -> None:
+    topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
+    spark.sql(f"CREATE TABLE delta.`{table}` ({SINK_COLUMNS}, {column}) USING DELTA")
+    produce(kafka.bootstrap_servers, topic, {0: 5})
+    with pytest.raises(StreamingQueryException) as failure:
+        land(spark, kafka, topic, group, table, tmp_path / "chk")
+    message = str(failure.value)
+    assert named in message and "Nothing was written" in message and "new table" in message, message[-2000:]
+    assert DeltaTable(str(table)).version() == 0, "the refused table was changed"
+    assert not (table / "data").exists() or not any((table / "data").iterdir()), "files were written"
