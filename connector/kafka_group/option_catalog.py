@@ -29,7 +29,15 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 
 from kafka_group.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
-from kafka_group.offsets import StartingOffsets, TopicPartition, parse_assign, parse_starting_offsets
+from kafka_group.offsets import (
+    NO_MATCH_ERROR,
+    NO_MATCH_LATEST,
+    StartingOffsets,
+    TopicPartition,
+    parse_assign,
+    parse_starting_offsets,
+    parse_starting_timestamps,
+)
 from kafka_group.planning import SHARING_MODES
 from kafka_group.rebalance_listener import check_listener_spec
 
@@ -264,6 +272,19 @@ def _starting_offsets(name: str, raw: str) -> StartingOffsets:
     return parse_starting_offsets(raw)
 
 
+def _starting_timestamps(name: str, raw: str) -> Dict[TopicPartition, int]:
+    return parse_starting_timestamps(raw)
+
+
+def epoch_millis(name: str, raw: str) -> int:
+    """Milliseconds since the epoch: a whole number >= 0."""
+    text = raw.strip()
+    if not text.isdigit():
+        raise ConfigError(f"option '{name}' must be a time in milliseconds since the epoch (a whole number >= 0, "
+                          f"such as 1700000000000), got '{raw}'")
+    return int(text)
+
+
 def _listener_spec(name: str, raw: str) -> str:
     return check_listener_spec(raw)
 
@@ -335,6 +356,22 @@ STARTING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
     'Where partitions never read before start. JSON: `{"orders":{"0":23,"1":-2}}` (-2 earliest, -1 latest); partitions it does not name start at earliest.',
     parser=_starting_offsets,
     default='latest',
+)
+STARTING_TIMESTAMP: OptionSpec[int] = OptionSpec(
+    'startingTimestamp', 'long (ms since the epoch)', 'none',
+    'Every partition never read before starts at its first record whose timestamp is at or after this time (Kafka\'s ListOffsets by timestamp). Wins over `startingOffsetsByTimestamp` and `startingOffsets`, as in Spark.',
+    parser=epoch_millis,
+)
+STARTING_OFFSETS_BY_TIMESTAMP: OptionSpec[Dict[TopicPartition, int]] = OptionSpec(
+    'startingOffsetsByTimestamp', 'JSON', 'none',
+    'Per partition, a time to start at: `{"orders":{"0":1700000000000}}`. Wins over `startingOffsets` for the partitions it names; the others start as `startingOffsets` says (Spark requires every partition to be named).',
+    parser=_starting_timestamps,
+)
+STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY: OptionSpec[str] = OptionSpec(
+    'startingOffsetsByTimestampStrategy', '`error` or `latest`', '`error`',
+    'A partition with no record as recent as its start time: `error` fails the query (naming it), `latest` starts it at its latest offset.',
+    parser=one_of(NO_MATCH_ERROR, NO_MATCH_LATEST),
+    default=NO_MATCH_ERROR,
 )
 MAX_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'maxOffsetsPerTrigger', 'positive int', 'none',
@@ -469,6 +506,9 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     ASSIGN,
     GROUP_ID,
     STARTING_OFFSETS,
+    STARTING_TIMESTAMP,
+    STARTING_OFFSETS_BY_TIMESTAMP,
+    STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
     MAX_OFFSETS_PER_TRIGGER,
     FAIL_ON_DATA_LOSS,
     INCLUDE_HEADERS,

@@ -18,9 +18,10 @@ same; every ``kafka.*`` option is handed to the Kafka client without the prefix.
 
 from __future__ import annotations
 
+
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from kafka_group import option_catalog as catalog
@@ -92,8 +93,6 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {o.key: o.default for o in OPTION
 OPTION_SPELLING: Mapping[str, str] = {o.key: o.name for o in OPTIONS if o.source_option}
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
-    "startingoffsetsbytimestamp": "use 'startingOffsets' with explicit offsets",
-    "startingtimestamp": "use 'startingOffsets' with explicit offsets",
     "endingoffsets": "this is a streaming source; use Trigger.AvailableNow to stop at the latest offsets",
     "groupidprefix": "the connector joins the group named by 'kafka.group.id'",
     "kafka.consumer.cache.enabled": "executor readers are created per task",
@@ -234,7 +233,12 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     catalog.ISOLATION_LEVEL.get(opts)  # refuses a bad level at load(); the clients read it from client_config
     offsets_table = catalog.OFFSETS_TABLE.get(opts)
     listener = catalog.REBALANCE_LISTENER.get(opts)
-    starting = catalog.STARTING_OFFSETS.value(opts)
+    starting = replace(
+        catalog.STARTING_OFFSETS.value(opts),
+        timestamp=catalog.STARTING_TIMESTAMP.get(opts),
+        timestamps=catalog.STARTING_OFFSETS_BY_TIMESTAMP.get(opts),
+        on_no_match=catalog.STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY.value(opts),
+    )
     min_partitions = catalog.MIN_PARTITIONS.get(opts)
     flow_policy = FlowPolicy(
         max_per_partition=catalog.MAX_OFFSETS_PER_PARTITION.get(opts),
@@ -403,21 +407,21 @@ def _check_starting_offsets_topics(
     pattern: Optional[str],
     assigned: Tuple[TopicPartition, ...],
 ) -> None:
-    if starting.specific is None:
-        return
-    for tp in starting.specific:
+    named = [("startingOffsets", tp) for tp in sorted(starting.specific or {})]
+    named += [("startingOffsetsByTimestamp", tp) for tp in sorted(starting.timestamps or {})]
+    for option, tp in named:
         if kind == SubscriptionKind.SUBSCRIBE and tp.topic not in topics:
             raise ConfigError(
-                f"option 'startingOffsets' names topic '{tp.topic}', which 'subscribe' does not "
+                f"option '{option}' names topic '{tp.topic}', which 'subscribe' does not "
                 f"include ({', '.join(topics)}): remove it or subscribe to it"
             )
         if kind == SubscriptionKind.PATTERN and pattern is not None and not re.fullmatch(pattern, tp.topic):
             raise ConfigError(
-                f"option 'startingOffsets' names topic '{tp.topic}', which does not match "
+                f"option '{option}' names topic '{tp.topic}', which does not match "
                 f"'subscribePattern' ({pattern}): remove it or change the pattern"
             )
         if kind == SubscriptionKind.ASSIGN and tp not in assigned:
             raise ConfigError(
-                f"option 'startingOffsets' names {tp}, which 'assign' does not include: "
+                f"option '{option}' names {tp}, which 'assign' does not include: "
                 "remove it or assign that partition"
             )

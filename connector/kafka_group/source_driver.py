@@ -239,7 +239,8 @@ class SourceDriver:
         if not new:
             return
         resolved = position_new(new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
-                                timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec)
+                                timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
+                                on_no_match=self._options.starting_offsets.on_no_match)
         self.flow.drop_stale(stale_pauses(resolved, start.positions))
         self._book.admit(resolved, self.owned)
         logger.info("positioned newly owned partitions: %s", describe_positions(resolved))

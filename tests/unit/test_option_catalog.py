@@ -57,6 +57,9 @@ BAD_VALUES = {
     "assign": '{"orders":',
     "kafka.group.id": " ",
     "startingOffsets": "soonest",
+    "startingTimestamp": "noon",
+    "startingOffsetsByTimestamp": '{"orders":{"0":"noon"}}',
+    "startingOffsetsByTimestampStrategy": "earliest",
     "maxOffsetsPerTrigger": "0",
     "failOnDataLoss": "yes",
     "includeHeaders": "1",
@@ -113,7 +116,7 @@ def test_a_bad_value_of_each_option_fails_naming_it(spec: OptionSpec[Any]) -> No
     options[spec.key] = bad
     with pytest.raises(ConfigError, match=re.escape(f"'{spec.name}'")) as excinfo:
         parse_source_options(options)
-    if bad.strip() and spec.key not in ("assign", "startingoffsets"):  # JSON errors name the position instead
+    if bad.strip() and spec.key not in ("assign", "startingoffsets", "startingoffsetsbytimestamp"):  # JSON errors name the position instead
         assert bad in str(excinfo.value)
 
 
