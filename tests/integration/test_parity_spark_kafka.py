@@ -514,15 +514,59 @@ def test_difference_group_id_required(spark: SparkSession, kafka: Cluster, make_
          .option("subscribe", topic).load())
 
 
-def test_difference_starting_offsets_by_timestamp_refused(
-    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
-) -> None:
-    topic = make_topic(1)
-    spec = f'{{"{topic}":{{"0":0}}}}'
-    spark_stream(spark, kafka.bootstrap_servers, topic, startingOffsetsByTimestamp=spec).load()  # accepted
-    with pytest.raises(Exception, match="(?i)startingOffsetsByTimestamp"):
-        group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
-                     startingOffsetsByTimestamp=spec).load()
+def _timed_topic(kafka: Cluster, make_topic: MakeTopic) -> Tuple[str, int]:
+    """A topic of 2 partitions whose record ``i`` of each has the CreateTime ``base + 1000 * i`` (10 records
+    in partition 0, 6 in partition 1); returns the topic and ``base``."""
+    topic = make_topic(2)
+    base = (int(time.time()) - 3600) * 1000
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    for partition, count in ((0, 10), (1, 6)):
+        for i in range(count):
+            producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition, timestamp=base + 1000 * i)
+    assert producer.flush(30) == 0
+    return topic, base
+
+
+def _offsets(run: Run) -> List[Tuple[int, int]]:
+    return sorted((r[run.columns.index("partition")], r[run.columns.index("offset")]) for r in run.rows)
+
+
+def test_starting_timestamp(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """Every partition starts at its first record at or after the time (between records 3 and 4 here)."""
+    topic, base = _timed_topic(kafka, make_topic)
+    reference, ours = read_both(spark, kafka, topic, startingTimestamp=str(base + 3500))
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, o) for o in range(4, 10)] + [(1, 4), (1, 5)]
+
+
+def test_starting_offsets_by_timestamp(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """A time per partition (Spark needs every partition named); an exact record time starts at that record."""
+    topic, base = _timed_topic(kafka, make_topic)
+    spec = f'{{"{topic}":{{"0":{base + 8000},"1":{base + 2000}}}}}'
+    reference, ours = read_both(spark, kafka, topic, startingOffsetsByTimestamp=spec)
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, 8), (0, 9)] + [(1, o) for o in range(2, 6)]
+
+
+def test_starting_timestamp_after_every_record(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """No record that recent: strategy ``error`` (the default) fails both queries naming the time, ``latest``
+    starts both at the end."""
+    from pyspark.errors import StreamingQueryException
+
+    topic, base = _timed_topic(kafka, make_topic)
+    later = str(base + 60_000)
+    for fmt, reader in (("kafka", spark_stream(spark, kafka.bootstrap_servers, topic, startingTimestamp=later)),
+                        ("kafka-group", group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
+                                                     startingTimestamp=later))):
+        with pytest.raises(StreamingQueryException) as failure:
+            run_available_now(reader)
+        print(f"{fmt}: {str(failure.value).splitlines()[0][:300]}")
+        if fmt == "kafka-group":
+            assert "no record of" in str(failure.value) and "startingOffsetsByTimestampStrategy=latest" in str(
+                failure.value)
+    reference, ours = read_both(spark, kafka, topic, startingTimestamp=later,
+                                startingOffsetsByTimestampStrategy="latest")
+    assert reference.rows == ours.rows == []
 
 
 def test_difference_starting_offsets_json_missing_partition(
