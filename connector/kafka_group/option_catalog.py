@@ -378,6 +378,17 @@ MAX_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'Records per micro-batch, shared among owned partitions as `flow.budgetSharing` says (equal shares by default; Spark shares by backlog, see "Differences" below). `Trigger.AvailableNow` keeps to it too, as Spark 4 does.',
     parser=positive_int,
 )
+MIN_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
+    'minOffsetsPerTrigger', 'positive int', 'none',
+    'A trigger runs a batch only when its plan reads at least this many records, or when `maxTriggerDelay` has passed since the last batch; otherwise it is skipped (nothing planned, nothing committed; progress shows why under `@flow.trigger`). Counts records after `maxOffsetsPerTrigger` and flow control (a paused backlog does not count). Ignored by `Trigger.AvailableNow`, as in Spark.',
+    parser=positive_int,
+)
+MAX_TRIGGER_DELAY: OptionSpec[int] = OptionSpec(
+    'maxTriggerDelay', 'duration (`15m`, `30s`, `500ms`)', '`15m`',
+    'With `minOffsetsPerTrigger`: the longest a trigger waits for enough records; then the batch runs with what waits.',
+    parser=parse_duration_ms,
+    default='15m',
+)
 FAIL_ON_DATA_LOSS: OptionSpec[bool] = OptionSpec(
     'failOnDataLoss', 'boolean', '`true`',
     "Planned offsets that are gone from the broker (retention, deleted topic) fail the query, naming topic, partition and offsets. With `false` they are skipped and logged; with `offsets.table` the table's position moves past them in a commit of its own (no data, `kafkaGroup.operation=skip` and the reason in its metadata), so the partition's next batches land.",
@@ -510,6 +521,8 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     STARTING_OFFSETS_BY_TIMESTAMP,
     STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
     MAX_OFFSETS_PER_TRIGGER,
+    MIN_OFFSETS_PER_TRIGGER,
+    MAX_TRIGGER_DELAY,
     FAIL_ON_DATA_LOSS,
     INCLUDE_HEADERS,
     MIN_PARTITIONS,

@@ -148,6 +148,8 @@ class SourceOptions:
     flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
     max_drift_ms: Optional[int] = None
     control_dir: str = field(default_factory=lambda: default_control_dir())
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     task_sizing: TaskSizing = field(default_factory=TaskSizing)
     client_config: Mapping[str, str] = field(default_factory=dict)
 
@@ -252,6 +254,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_records_per_task=catalog.MAX_RECORDS_PER_PARTITION.get(opts),
     )
     max_offsets_per_trigger = catalog.MAX_OFFSETS_PER_TRIGGER.get(opts)
+    min_offsets_per_trigger = catalog.MIN_OFFSETS_PER_TRIGGER.get(opts)
+    max_trigger_delay_ms = catalog.MAX_TRIGGER_DELAY.value(opts)
     fail_on_data_loss = catalog.FAIL_ON_DATA_LOSS.value(opts)
     include_headers = catalog.INCLUDE_HEADERS.value(opts)
     poll_timeout_ms = catalog.POLL_TIMEOUT_MS.value(opts)
@@ -298,6 +302,13 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             "'assign' there are no rebalances. Remove the option"
         )
     _check_starting_offsets_topics(starting, kind, topics, pattern, assigned)
+    if (min_offsets_per_trigger is not None and max_offsets_per_trigger is not None
+            and min_offsets_per_trigger > max_offsets_per_trigger):
+        raise ConfigError(
+            f"option 'minOffsetsPerTrigger' ({min_offsets_per_trigger}) is above 'maxOffsetsPerTrigger' "
+            f"({max_offsets_per_trigger}): no batch could hold that many records, so every trigger would wait for "
+            "'maxTriggerDelay'. Lower 'minOffsetsPerTrigger' or raise 'maxOffsetsPerTrigger'"
+        )
 
     return SourceOptions(
         subscription_kind=kind,
@@ -307,6 +318,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         group_id=group_id,
         starting_offsets=starting,
         max_offsets_per_trigger=max_offsets_per_trigger,
+        min_offsets_per_trigger=min_offsets_per_trigger,
+        max_trigger_delay_ms=max_trigger_delay_ms,
         fail_on_data_loss=fail_on_data_loss,
         include_headers=include_headers,
         min_partitions=min_partitions,

@@ -61,6 +61,8 @@ BAD_VALUES = {
     "startingOffsetsByTimestamp": '{"orders":{"0":"noon"}}',
     "startingOffsetsByTimestampStrategy": "earliest",
     "maxOffsetsPerTrigger": "0",
+    "minOffsetsPerTrigger": "-1",
+    "maxTriggerDelay": "later",
     "failOnDataLoss": "yes",
     "includeHeaders": "1",
     "minPartitions": "-2",
