@@ -150,8 +150,8 @@ class StartingOffsets:
         return sorted(set(self.specific or {}) | set(self.timestamps or {}))
 
 
-def parse_starting_offsets(text: str) -> StartingOffsets:
-    """Parse the ``startingOffsets`` option.
+def parse_starting_offsets(text: str, option: str = "startingOffsets", unnamed: int = EARLIEST) -> StartingOffsets:
+    """Parse the ``startingOffsets`` option (or ``endingOffsets``, same form).
 
     Parameters
     ----------
@@ -159,6 +159,10 @@ def parse_starting_offsets(text: str) -> StartingOffsets:
         ``earliest``, ``latest`` or JSON like ``{"orders":{"0":23,"1":-2}}``
         (-2 means earliest, -1 latest). Partitions the JSON does not name start at
         the earliest offset, as new partitions do in Spark's Kafka source.
+    option : str
+        The option's name, for messages.
+    unnamed : int
+        Where the partitions a JSON value does not name go (``endingOffsets``: :data:`LATEST`).
 
     Returns
     -------
@@ -174,26 +178,26 @@ def parse_starting_offsets(text: str) -> StartingOffsets:
         return StartingOffsets(EARLIEST)
     if value.lower() == "latest":
         return StartingOffsets(LATEST)
-    doc = _load_json("startingOffsets", value, 'earliest, latest or JSON like {"orders":{"0":23,"1":-2}}')
+    doc = _load_json(option, value, 'earliest, latest or JSON like {"orders":{"0":23,"1":-2}}')
     specific: Dict[TopicPartition, int] = {}
-    for topic, partitions in _topics(doc, "startingOffsets").items():
+    for topic, partitions in _topics(doc, option).items():
         if not isinstance(partitions, dict):
             raise OffsetFormatError(
-                f"option 'startingOffsets': topic '{topic}' must map partition numbers to offsets, "
+                f"option '{option}': topic '{topic}' must map partition numbers to offsets, "
                 f'like {{"{topic}":{{"0":23}}}}, got {json.dumps(partitions)}'
             )
         for key, offset in partitions.items():
-            tp = TopicPartition(topic, _partition_number("startingOffsets", topic, key))
+            tp = TopicPartition(topic, _partition_number(option, topic, key))
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < LATEST - 1:
                 raise OffsetFormatError(
-                    f"option 'startingOffsets': offset of {tp} must be a whole number >= 0, "
+                    f"option '{option}': offset of {tp} must be a whole number >= 0, "
                     f"or -2 (earliest) or -1 (latest), got {json.dumps(offset)}"
                 )
             specific[tp] = offset
-    return StartingOffsets(EARLIEST, specific)
+    return StartingOffsets(unnamed, specific)
 
 
-def parse_starting_timestamps(text: str) -> Dict[TopicPartition, int]:
+def parse_starting_timestamps(text: str, option: str = "startingOffsetsByTimestamp") -> Dict[TopicPartition, int]:
     """Parse ``startingOffsetsByTimestamp``: JSON like ``{"orders":{"0":1700000000000}}``
     (milliseconds since the epoch per partition).
 
@@ -202,7 +206,6 @@ def parse_starting_timestamps(text: str) -> Dict[TopicPartition, int]:
     OffsetFormatError
         The JSON is malformed, or a timestamp is not a whole number >= 0.
     """
-    option = "startingOffsetsByTimestamp"
     doc = _load_json(option, text.strip(), 'JSON like {"orders":{"0":1700000000000}} (milliseconds since the epoch)')
     found: Dict[TopicPartition, int] = {}
     for topic, partitions in _topics(doc, option).items():

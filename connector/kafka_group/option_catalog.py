@@ -30,6 +30,8 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 from kafka_group.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import (
+    EARLIEST,
+    LATEST,
     NO_MATCH_ERROR,
     NO_MATCH_LATEST,
     StartingOffsets,
@@ -273,7 +275,15 @@ def _starting_offsets(name: str, raw: str) -> StartingOffsets:
 
 
 def _starting_timestamps(name: str, raw: str) -> Dict[TopicPartition, int]:
-    return parse_starting_timestamps(raw)
+    return parse_starting_timestamps(raw, name)
+
+
+def _ending_offsets(name: str, raw: str) -> StartingOffsets:
+    ending = parse_starting_offsets(raw, name, unnamed=LATEST)
+    if ending.default == EARLIEST or any(v == EARLIEST for v in (ending.specific or {}).values()):
+        raise ConfigError(f"option '{name}' cannot be earliest (-2) for a batch read: a read would end before it "
+                          "starts. Give latest, -1 or an offset")
+    return ending
 
 
 def epoch_millis(name: str, raw: str) -> int:
@@ -352,7 +362,7 @@ GROUP_ID: OptionSpec[str] = OptionSpec(
     source_option=False,
 )
 STARTING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
-    'startingOffsets', '`earliest`, `latest` or JSON', '`latest`',
+    'startingOffsets', '`earliest`, `latest` or JSON', '`latest` (batch reads: `earliest`)',
     'Where partitions never read before start. JSON: `{"orders":{"0":23,"1":-2}}` (-2 earliest, -1 latest); partitions it does not name start at earliest.',
     parser=_starting_offsets,
     default='latest',
@@ -377,6 +387,22 @@ MAX_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'maxOffsetsPerTrigger', 'positive int', 'none',
     'Records per micro-batch, shared among owned partitions as `flow.budgetSharing` says (equal shares by default; Spark shares by backlog, see "Differences" below). `Trigger.AvailableNow` keeps to it too, as Spark 4 does.',
     parser=positive_int,
+)
+ENDING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
+    'endingOffsets', '`latest` or JSON', '`latest`',
+    'Batch reads (`spark.read`) only: where each partition\'s read ends (exclusive). JSON: `{"orders":{"0":50,"1":-1}}` (-1 latest); partitions it does not name end at latest. A stream refuses it.',
+    parser=_ending_offsets,
+    default='latest',
+)
+ENDING_TIMESTAMP: OptionSpec[int] = OptionSpec(
+    'endingTimestamp', 'long (ms since the epoch)', 'none',
+    'Batch reads only: every partition ends at its first record whose timestamp is at or after this time (at latest where none is). Wins over `endingOffsetsByTimestamp` and `endingOffsets`.',
+    parser=epoch_millis,
+)
+ENDING_OFFSETS_BY_TIMESTAMP: OptionSpec[Dict[TopicPartition, int]] = OptionSpec(
+    'endingOffsetsByTimestamp', 'JSON', 'none',
+    'Batch reads only: per partition, a time to end at, `{"orders":{"0":1700000000000}}`; wins over `endingOffsets` for the partitions it names.',
+    parser=_starting_timestamps,
 )
 MIN_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'minOffsetsPerTrigger', 'positive int', 'none',
@@ -520,6 +546,9 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     STARTING_TIMESTAMP,
     STARTING_OFFSETS_BY_TIMESTAMP,
     STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+    ENDING_OFFSETS,
+    ENDING_TIMESTAMP,
+    ENDING_OFFSETS_BY_TIMESTAMP,
     MAX_OFFSETS_PER_TRIGGER,
     MIN_OFFSETS_PER_TRIGGER,
     MAX_TRIGGER_DELAY,

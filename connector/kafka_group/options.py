@@ -29,7 +29,7 @@ from kafka_group.client_config import CLASSIC_ONLY_KEYS, uses_consumer_protocol
 from kafka_group.errors import ConfigError
 from kafka_group.option_catalog import OPTIONS, default_control_dir, parse_duration_ms
 from kafka_group.planning import FlowPolicy, TaskSizing
-from kafka_group.offsets import StartingOffsets, TopicPartition
+from kafka_group.offsets import EARLIEST, LATEST, StartingOffsets, TopicPartition
 
 __all__ = [
     "SourceOptions",
@@ -125,6 +125,11 @@ class SourceOptions:
     client_config : dict
         The ``kafka.*`` options without the prefix, as given (secrets included:
         show them only through :meth:`redacted_client_config`).
+    ending_offsets : StartingOffsets or None
+        Where a batch read ends (``endingOffsets``, ``endingTimestamp``,
+        ``endingOffsetsByTimestamp``); None when none is set.
+    given : frozenset of str
+        The keys the user set (lower-cased), for the rules of streams and batch reads.
     """
 
     subscription_kind: str
@@ -150,6 +155,8 @@ class SourceOptions:
     control_dir: str = field(default_factory=lambda: default_control_dir())
     min_offsets_per_trigger: Optional[int] = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
+    ending_offsets: Optional[StartingOffsets] = None
+    given: FrozenSet[str] = frozenset()
     task_sizing: TaskSizing = field(default_factory=TaskSizing)
     client_config: Mapping[str, str] = field(default_factory=dict)
 
@@ -202,13 +209,17 @@ def _is_secret_key(key: str) -> bool:
     return key in SECRET_CLIENT_KEYS or "password" in key or "secret" in key
 
 
-def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
+def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> SourceOptions:
     """Validate the options Spark hands the source and return them typed.
 
     Parameters
     ----------
     options : mapping of str to str
         The options as Spark passes them (keys are matched case-insensitively).
+    stream : bool
+        Also apply the rules of a stream (:func:`check_stream_options`). The data source
+        passes False: it learns whether it serves a stream or a batch read only later,
+        and applies :func:`check_stream_options` or :func:`check_batch_options` then.
 
     Returns
     -------
@@ -271,13 +282,6 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     if servers is None:
         raise ConfigError(catalog.BOOTSTRAP_SERVERS_REQUIRED)
     kind = _subscription_kind(opts)
-    if kind != SubscriptionKind.ASSIGN and not group_id:
-        raise ConfigError(
-            f"option 'kafka.group.id' is required with '{kind}': the driver joins this "
-            "consumer group and plans the partitions the group assigns to it. Set "
-            ".option(\"kafka.group.id\", \"<your-group>\"), or use 'assign' to read fixed "
-            "partitions without a group"
-        )
     _check_group_protocol(client_config)
     if "group.instance.id" in client_config:
         if kind == SubscriptionKind.ASSIGN:
@@ -310,7 +314,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             "'maxTriggerDelay'. Lower 'minOffsetsPerTrigger' or raise 'maxOffsetsPerTrigger'"
         )
 
-    return SourceOptions(
+    parsed = SourceOptions(
         subscription_kind=kind,
         topics=topics,
         pattern=pattern,
@@ -336,7 +340,106 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         control_dir=control_dir,
         task_sizing=task_sizing,
         client_config=client_config,
+        ending_offsets=_ending(opts),
+        given=frozenset(opts),
     )
+    if stream:
+        check_stream_options(parsed)
+    elif parsed.ending_offsets is None:
+        # Not known yet whether a stream or a batch read: a read without an end needs the group
+        # now, so that a stream without one fails at load(), as before any other work.
+        _check_group_given(parsed, batch_hint=True)
+    return parsed
+
+
+def _ending(opts: Mapping[str, str]) -> Optional[StartingOffsets]:
+    """The end of a batch read, when any ending option is set (a stream refuses them)."""
+    if not any(o.key in opts for o in (catalog.ENDING_OFFSETS, catalog.ENDING_TIMESTAMP,
+                                       catalog.ENDING_OFFSETS_BY_TIMESTAMP)):
+        return None
+    return replace(
+        catalog.ENDING_OFFSETS.get(opts) or StartingOffsets(LATEST),
+        timestamp=catalog.ENDING_TIMESTAMP.get(opts),
+        timestamps=catalog.ENDING_OFFSETS_BY_TIMESTAMP.get(opts),
+        on_no_match="latest",
+    )
+
+
+def check_stream_options(options: SourceOptions) -> None:
+    """The rules of a stream (``spark.readStream``): a group with ``subscribe`` and
+    ``subscribePattern``, and no end.
+
+    Raises
+    ------
+    ConfigError
+        Naming the option and the fix.
+    """
+    _check_group_given(options, batch_hint=False)
+    ending = sorted(OPTION_SPELLING[k] for k in options.given if k in _BATCH_ONLY)
+    if ending:
+        raise ConfigError(
+            f"option '{ending[0]}' is for batch reads (spark.read): a stream has no end. Remove it, or use "
+            "Trigger.AvailableNow to stop at the offsets that are latest when the query starts"
+        )
+
+
+def _check_group_given(options: SourceOptions, *, batch_hint: bool) -> None:
+    kind = options.subscription_kind
+    if kind != SubscriptionKind.ASSIGN and not options.group_id:
+        raise ConfigError(
+            f"option 'kafka.group.id' is required with '{kind}': the driver joins this "
+            "consumer group and plans the partitions the group assigns to it. Set "
+            ".option(\"kafka.group.id\", \"<your-group>\"), or use 'assign' to read fixed "
+            "partitions without a group"
+            + (". A batch read (spark.read) needs no group: give it 'endingOffsets' (latest reads to the end)"
+               if batch_hint else "")
+        )
+
+
+#: Options of batch reads only, and options of streams only that a batch read refuses (each with why).
+_BATCH_ONLY = frozenset({"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"})
+_STREAM_ONLY: Mapping[str, str] = {
+    "offsets.table": "a batch read commits nothing; land a topic exactly once with a stream and DeltaSink",
+    "rebalancelistener": "a batch read joins no group",
+    "maxoffsetsperpartition": "flow control shapes the batches of a stream",
+    "flow.budgetsharing": "flow control shapes the batches of a stream",
+    "flow.topicpriority": "flow control shapes the batches of a stream",
+    "flow.alignment.maxdrift": "flow control shapes the batches of a stream",
+    "flow.controldir": "flow control shapes the batches of a stream",
+    "groupjointimeoutms": "a batch read joins no group",
+    "revoketimeoutms": "a batch read joins no group",
+    "availablenowtimeoutms": "a batch read is not an AvailableNow run",
+}
+
+
+def check_batch_options(options: SourceOptions) -> StartingOffsets:
+    """The rules of a batch read (``spark.read``); returns where it starts (``earliest`` unless set).
+
+    As in Spark, a batch read starts at ``earliest`` by default and cannot start at
+    ``latest`` (it would read nothing); ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``
+    and ``maxTriggerDelay`` are ignored. Options of this connector's streams (the offsets
+    table, flow control, group timeouts) are refused: a batch read joins no group and
+    commits nothing.
+
+    Raises
+    ------
+    ConfigError
+        Naming the option and the fix.
+    """
+    for key in sorted(options.given):
+        if key in _STREAM_ONLY:
+            raise ConfigError(f"option '{OPTION_SPELLING.get(key, key)}' is for streams (spark.readStream): "
+                              f"{_STREAM_ONLY[key]}. Remove it from this batch read")
+    starting = options.starting_offsets
+    if "startingoffsets" not in options.given:
+        starting = replace(starting, default=EARLIEST)
+    if starting.timestamp is None and (
+            starting.default == LATEST and not starting.specific
+            or any(v == LATEST for tp, v in (starting.specific or {}).items()
+                   if tp not in (starting.timestamps or {}))):
+        raise ConfigError("option 'startingOffsets' cannot be latest (-1) for a batch read: it would read nothing. "
+                          "Give earliest, -2 or an offset")
+    return starting
 
 
 def _check_group_protocol(client_config: Mapping[str, str]) -> None:
