@@ -28,6 +28,7 @@ from tests.support import (
     MakeTopic,
     apache,
     create_topic,
+    group_committed,
     group_stream,
     new_consumer,
     produce,
@@ -589,3 +590,68 @@ def test_difference_starting_offsets_json_missing_partition(
     print(f"kafka: {str(error).splitlines()[0][:300] if error else reference.rows}; kafka-group: {offsets}")
     assert error is not None and "specify all TopicPartitions" in str(error)
     assert offsets == [(0, 7), (0, 8), (0, 9)] + [(1, o) for o in range(4)]
+
+
+# -- batch reads (spark.read) ---------------------------------------------------------------------------------
+
+
+def read_batch(spark: SparkSession, fmt: str, servers: str, topic: str, **options: str) -> Run:
+    """``spark.read.format(fmt)`` of ``topic`` with ``options``, collected."""
+    reader = spark.read.format(fmt).option("kafka.bootstrap.servers", servers).option("subscribe", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    df = reader.load()
+    return Run(columns=list(df.columns), batches={0: [_record(r) for r in df.collect()]},
+               partitions={0: df.rdd.getNumPartitions()})
+
+
+def test_batch_read_defaults_and_headers(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """Earliest to latest of every partition, the same schema and rows; no group is joined or committed."""
+    topic = make_topic(3)
+    produce(kafka.bootstrap_servers, topic, {0: 40, 1: 7, 2: 0}, headers=[("h", b"1"), ("n", None)])
+    group = unique_name("batch")
+    reference = read_batch(spark, "kafka", kafka.bootstrap_servers, topic, includeHeaders="true")
+    ours = read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, includeHeaders="true",
+                      endingOffsets="latest", **{"kafka.group.id": group})
+    assert_same_rows(reference, ours)
+    assert len(ours.rows) == 47
+    assert group_committed(kafka.bootstrap_servers, group, topic, 3) == {0: None, 1: None, 2: None}
+
+
+def test_batch_read_json_and_timestamp_ends(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """Explicit offsets at both ends, then times at both ends (Spark needs every partition named)."""
+    topic, base = _timed_topic(kafka, make_topic)
+    servers = kafka.bootstrap_servers
+    by_offsets = {"startingOffsets": f'{{"{topic}":{{"0":2,"1":1}}}}',
+                  "endingOffsets": f'{{"{topic}":{{"0":7,"1":-1}}}}'}
+    reference = read_batch(spark, "kafka", servers, topic, **by_offsets)
+    ours = read_batch(spark, "kafka-group", servers, topic, **by_offsets)
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, o) for o in range(2, 7)] + [(1, o) for o in range(1, 6)]
+    by_time = {"startingOffsetsByTimestamp": f'{{"{topic}":{{"0":{base + 1000},"1":{base + 4500}}}}}',
+               "endingOffsetsByTimestamp": f'{{"{topic}":{{"0":{base + 3000},"1":{base + 60_000}}}}}'}
+    reference = read_batch(spark, "kafka", servers, topic, **by_time)
+    ours = read_batch(spark, "kafka-group", servers, topic, **by_time)
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, 1), (0, 2), (1, 5)]
+
+
+def test_batch_read_splits_like_the_stream(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """``minPartitions`` pieces, as a stream's batch of the same ranges gets."""
+    topic = make_topic(2)
+    produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
+    ours = read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, endingOffsets="latest", minPartitions="5")
+    stream = run_available_now(group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
+                                            minPartitions="5"), count_partitions=True)
+    assert ours.rows == stream.rows and ours.input_partitions == stream.input_partitions == [5]
+
+
+def test_batch_read_refuses_stream_options_before_reading(spark: SparkSession, kafka: Cluster,
+                                                          make_topic: MakeTopic) -> None:
+    topic = make_topic(1)
+    with pytest.raises(Exception, match="'offsets.table' is for streams"):
+        read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, endingOffsets="latest",
+                   **{"offsets.table": "/tmp/never-written", "kafka.group.id": "g"})
+    with pytest.raises(Exception, match="'startingOffsets' cannot be latest"):
+        read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, startingOffsets="latest",
+                   endingOffsets="latest")
