@@ -25,10 +25,10 @@ from kafka_group.flow_control import FlowControl
 from kafka_group.membership import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.options import SourceOptions
-from kafka_group.planning import plan_batch
+from kafka_group.planning import BatchPlan, plan_batch
 from kafka_group.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
 from kafka_group.rebalance import OwnedPartitions, finish_revoke, membership_report
-from kafka_group.trigger_gate import TriggerGate
+from kafka_group.trigger_gate import ENOUGH_RECORDS, TriggerGate
 
 __all__ = ["SourceDriver"]
 
@@ -171,10 +171,14 @@ class SourceDriver:
         paused, flow = self.flow.state_of(checked)
         plan = plan_batch(checked, latest, max_records, self._options.flow_policy, paused, limits)
         self._last_positions = dict(checked)
-        self.flow.planned(checked, self._latest, plan, self._member)
         if self._gate is not None and self._target is None and not self._gate.admit(
                 sum(r.size for r in plan.ranges)):
-            return None  # minOffsetsPerTrigger: this trigger is skipped (AvailableNow must end: not gated)
+            # minOffsetsPerTrigger: this trigger is skipped (an AvailableNow run must end: it is not gated).
+            # The status shows the partitions it would have read as held by that rule.
+            skipped = BatchPlan([], {**plan.held, **{r.topic_partition: ENOUGH_RECORDS for r in plan.ranges}})
+            self.flow.planned(checked, self._latest, skipped, self._member)
+            return None
+        self.flow.planned(checked, self._latest, plan, self._member)
         if not plan.ranges and flow == dict(start.flow):
             return None
         ranges = self._book.start_batch(positions, checked, plan.ranges)

@@ -23,7 +23,7 @@ import logging
 import time
 from typing import Any, Callable, Dict, Optional
 
-__all__ = ["TriggerGate"]
+__all__ = ["DELAY_PASSED", "ENOUGH_RECORDS", "TriggerGate"]
 
 logger = logging.getLogger(__name__)
 

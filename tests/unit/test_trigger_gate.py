@@ -95,6 +95,7 @@ def test_driver_skips_small_triggers_and_reports_why() -> None:
     cluster.produce(T0, 4)
     assert d.next_offsets(first, None) is None  # 4 < 10: skipped
     assert d.flow_report()["trigger"]["skipped"] == 1 and d.flow_report()["trigger"]["waiting"] == 4
+    assert d.flow.report()["held"] == {"t": {"0": "minOffsetsPerTrigger"}}  # flow.status says why it waits
     cluster.produce(T0, 6)
     second = d.next_offsets(first, None)
     assert second is not None and (second.ranges[T0].from_offset, second.ranges[T0].until_offset) == (5, 15)
