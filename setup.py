@@ -62,11 +62,13 @@ setup(
                  # Maven Central has no Spark 4.2 jar of 4.4.1 (io.delta:delta-spark_4.2_2.13)
                  "pyspark[connect]==4.2.0", "delta-spark==4.4.0",
                  # an S3-compatible server on loopback for the object-store tests (moto's server mode)
-                 "moto[server]>=5.1",
+                 "moto[server]>=5.1", "prometheus_client>=0.20",
                  "nbclient", "nbformat", "ipykernel", "matplotlib",
                  # tests/unit/test_packaging.py builds the wheel without build isolation
                  "setuptools>=64", "wheel"],
         "spark": ["pyspark>=4.2"],
         "plot": ["matplotlib"],
+        # pyspark_kafka_group.prometheus: lag metrics for Prometheus (HTTP endpoint or Pushgateway)
+        "metrics": ["prometheus_client>=0.20"],
     },
 )

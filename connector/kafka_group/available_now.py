@@ -16,7 +16,7 @@ from typing import AbstractSet, Any, Callable, Dict, FrozenSet, List, Mapping, O
 
 from kafka_group.collaborators import Cluster, Member, OffsetStore
 from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError
-from kafka_group.offsets import LATEST, TopicPartition
+from kafka_group.offsets import LATEST, StartSpec, TopicPartition
 from kafka_group.options import SourceOptions, SubscriptionKind
 
 __all__ = ["Unfinished", "await_end", "find_unfinished", "short_of_end", "target_offsets", "target_partitions",
@@ -136,7 +136,7 @@ def find_unfinished(
     store: Optional[OffsetStore],
     member: Optional[Member],
     timeout_s: float,
-    spec: Callable[[TopicPartition, bool], int],
+    spec: Callable[[TopicPartition, bool], StartSpec],
 ) -> Unfinished:
     """The partitions of ``target`` the run must still wait for (:func:`short_of_end`, :func:`unfinished`).
 

@@ -182,6 +182,23 @@ class ClusterView:
         latest = self.latest_offsets([tp for tp in partitions if found.get(tp, -1) < 0])
         return {tp: (found[tp] if found.get(tp, -1) >= 0 else latest[tp]) for tp in partitions if tp in found or tp in latest}
 
+    def offsets_at_times(self, times: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Optional[int]]:
+        """Per partition, the first offset whose record time is at or after its time (ms).
+
+        None where no record is that recent (the broker answers -1); partitions the
+        cluster did not answer for are left out (asked again at a later plan).
+        Caller: Spark's planning thread.
+        """
+        found: Dict[TopicPartition, Optional[int]] = {}
+        by_time: Dict[int, List[TopicPartition]] = {}
+        for tp, stamp in times.items():
+            by_time.setdefault(stamp, []).append(tp)
+        for stamp, partitions in sorted(by_time.items()):
+            answered = self._list_offsets(partitions, OffsetSpec.for_timestamp(stamp),  # type: ignore[no-untyped-call]
+                                          lowest_valid=-1)
+            found.update({tp: (offset if offset >= 0 else None) for tp, offset in answered.items()})
+        return found
+
     def _list_offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec,
                       isolation: Optional[IsolationLevel] = None, lowest_valid: int = 0) -> Dict[TopicPartition, int]:
         """Offsets per partition; partitions without an answer are left out.

@@ -40,6 +40,10 @@ class Cluster(Protocol):
     def high_watermarks(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The high watermark, per partition."""
 
+    def offsets_at_times(self, times: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Optional[int]]:
+        """Per partition, the first offset whose record time is at or after its time (ms); None where
+        no record is that recent; unanswered partitions left out."""
+
 
 class Committer(Protocol):
     """Commits positions to a Kafka group, for lag tools

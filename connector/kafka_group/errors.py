@@ -130,6 +130,15 @@ class DataLossError(KafkaGroupError):
     """
 
 
+class NoOffsetForTimestampError(KafkaGroupError):
+    """A partition to start by timestamp has no record as recent as that time.
+
+    Raised when ``startingOffsetsByTimestampStrategy`` is ``error`` (the default, as in
+    Spark). Set it to ``latest`` to start such partitions at their latest offset, or
+    give an earlier time.
+    """
+
+
 class AvailableNowIncompleteError(KafkaGroupError):
     """A ``Trigger.AvailableNow`` run could not reach its end offsets: partitions it does not
     own stayed short of them for ``availableNowTimeoutMs`` with nothing changing.

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from kafka_group.errors import OffsetFormatError
 
@@ -35,11 +35,16 @@ __all__ = [
     "TopicPartition",
     "OffsetRange",
     "StartingOffsets",
+    "AtTimestamp",
+    "NO_MATCH_ERROR",
+    "NO_MATCH_LATEST",
+    "StartSpec",
     "BatchOffsets",
     "EARLIEST",
     "LATEST",
     "parse_assign",
     "parse_starting_offsets",
+    "parse_starting_timestamps",
     "partitions_by_topic",
 ]
 
@@ -81,8 +86,31 @@ class OffsetRange(NamedTuple):
 
 
 @dataclass(frozen=True)
+class AtTimestamp:
+    """A start "at the first record whose timestamp is at or after ``timestamp_ms``"
+    (``startingTimestamp``, ``startingOffsetsByTimestamp``)."""
+
+    timestamp_ms: int
+    """Milliseconds since the epoch, compared with the records' timestamps by the broker."""
+    option: str
+    """The option that asked for it, for messages."""
+
+
+#: Where a partition never read starts: an offset, :data:`EARLIEST`, :data:`LATEST`, or a time.
+StartSpec = Union[int, AtTimestamp]
+
+#: ``startingOffsetsByTimestampStrategy`` values: fail, or start at the latest offset, where no
+#: record is as recent as the timestamp.
+NO_MATCH_ERROR = "error"
+NO_MATCH_LATEST = "latest"
+
+
+@dataclass(frozen=True)
 class StartingOffsets:
     """Where a partition that was never read before starts.
+
+    As in Spark's Kafka source, ``startingTimestamp`` wins over
+    ``startingOffsetsByTimestamp``, which wins over ``startingOffsets``.
 
     Attributes
     ----------
@@ -90,20 +118,40 @@ class StartingOffsets:
         :data:`EARLIEST` or :data:`LATEST`: for partitions not named in ``specific``.
     specific : dict or None
         Explicit positions (or the sentinels) per partition, from JSON.
+    timestamp : int or None
+        ``startingTimestamp``: every partition starts at its first record at or after it.
+    timestamps : dict or None
+        ``startingOffsetsByTimestamp``: per named partition, a timestamp to start at;
+        partitions it does not name start as ``specific`` and ``default`` say.
+    on_no_match : str
+        ``startingOffsetsByTimestampStrategy``: :data:`NO_MATCH_ERROR` (fail the query)
+        or :data:`NO_MATCH_LATEST` (start at the latest offset) for a partition with no
+        record that recent.
     """
 
     default: int
     specific: Optional[Mapping[TopicPartition, int]] = None
+    timestamp: Optional[int] = None
+    timestamps: Optional[Mapping[TopicPartition, int]] = None
+    on_no_match: str = NO_MATCH_ERROR
 
-    def for_partition(self, tp: TopicPartition) -> int:
-        """The position, :data:`EARLIEST` or :data:`LATEST` for ``tp``."""
+    def for_partition(self, tp: TopicPartition) -> StartSpec:
+        """The position, :data:`EARLIEST`, :data:`LATEST` or :class:`AtTimestamp` for ``tp``."""
+        if self.timestamp is not None:
+            return AtTimestamp(self.timestamp, "startingTimestamp")
+        if self.timestamps is not None and tp in self.timestamps:
+            return AtTimestamp(self.timestamps[tp], "startingOffsetsByTimestamp")
         if self.specific is not None and tp in self.specific:
             return self.specific[tp]
         return self.default
 
+    def named_partitions(self) -> List[TopicPartition]:
+        """The partitions the JSON options name (for checks against the subscription)."""
+        return sorted(set(self.specific or {}) | set(self.timestamps or {}))
 
-def parse_starting_offsets(text: str) -> StartingOffsets:
-    """Parse the ``startingOffsets`` option.
+
+def parse_starting_offsets(text: str, option: str = "startingOffsets", unnamed: int = EARLIEST) -> StartingOffsets:
+    """Parse the ``startingOffsets`` option (or ``endingOffsets``, same form).
 
     Parameters
     ----------
@@ -111,6 +159,10 @@ def parse_starting_offsets(text: str) -> StartingOffsets:
         ``earliest``, ``latest`` or JSON like ``{"orders":{"0":23,"1":-2}}``
         (-2 means earliest, -1 latest). Partitions the JSON does not name start at
         the earliest offset, as new partitions do in Spark's Kafka source.
+    option : str
+        The option's name, for messages.
+    unnamed : int
+        Where the partitions a JSON value does not name go (``endingOffsets``: :data:`LATEST`).
 
     Returns
     -------
@@ -126,23 +178,51 @@ def parse_starting_offsets(text: str) -> StartingOffsets:
         return StartingOffsets(EARLIEST)
     if value.lower() == "latest":
         return StartingOffsets(LATEST)
-    doc = _load_json("startingOffsets", value, 'earliest, latest or JSON like {"orders":{"0":23,"1":-2}}')
+    doc = _load_json(option, value, 'earliest, latest or JSON like {"orders":{"0":23,"1":-2}}')
     specific: Dict[TopicPartition, int] = {}
-    for topic, partitions in _topics(doc, "startingOffsets").items():
+    for topic, partitions in _topics(doc, option).items():
         if not isinstance(partitions, dict):
             raise OffsetFormatError(
-                f"option 'startingOffsets': topic '{topic}' must map partition numbers to offsets, "
+                f"option '{option}': topic '{topic}' must map partition numbers to offsets, "
                 f'like {{"{topic}":{{"0":23}}}}, got {json.dumps(partitions)}'
             )
         for key, offset in partitions.items():
-            tp = TopicPartition(topic, _partition_number("startingOffsets", topic, key))
+            tp = TopicPartition(topic, _partition_number(option, topic, key))
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < LATEST - 1:
                 raise OffsetFormatError(
-                    f"option 'startingOffsets': offset of {tp} must be a whole number >= 0, "
+                    f"option '{option}': offset of {tp} must be a whole number >= 0, "
                     f"or -2 (earliest) or -1 (latest), got {json.dumps(offset)}"
                 )
             specific[tp] = offset
-    return StartingOffsets(EARLIEST, specific)
+    return StartingOffsets(unnamed, specific)
+
+
+def parse_starting_timestamps(text: str, option: str = "startingOffsetsByTimestamp") -> Dict[TopicPartition, int]:
+    """Parse ``startingOffsetsByTimestamp``: JSON like ``{"orders":{"0":1700000000000}}``
+    (milliseconds since the epoch per partition).
+
+    Raises
+    ------
+    OffsetFormatError
+        The JSON is malformed, or a timestamp is not a whole number >= 0.
+    """
+    doc = _load_json(option, text.strip(), 'JSON like {"orders":{"0":1700000000000}} (milliseconds since the epoch)')
+    found: Dict[TopicPartition, int] = {}
+    for topic, partitions in _topics(doc, option).items():
+        if not isinstance(partitions, dict) or not partitions:
+            raise OffsetFormatError(
+                f"option '{option}': topic '{topic}' must map partition numbers to timestamps in milliseconds, "
+                f'like {{"{topic}":{{"0":1700000000000}}}}, got {json.dumps(partitions)}'
+            )
+        for key, stamp in partitions.items():
+            tp = TopicPartition(topic, _partition_number(option, topic, key))
+            if isinstance(stamp, bool) or not isinstance(stamp, int) or stamp < 0:
+                raise OffsetFormatError(
+                    f"option '{option}': the timestamp of {tp} must be milliseconds since the epoch (a whole "
+                    f"number >= 0), got {json.dumps(stamp)}"
+                )
+            found[tp] = stamp
+    return found
 
 
 def parse_assign(text: str) -> Tuple[TopicPartition, ...]:

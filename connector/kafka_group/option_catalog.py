@@ -29,7 +29,17 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 
 from kafka_group.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
-from kafka_group.offsets import StartingOffsets, TopicPartition, parse_assign, parse_starting_offsets
+from kafka_group.offsets import (
+    EARLIEST,
+    LATEST,
+    NO_MATCH_ERROR,
+    NO_MATCH_LATEST,
+    StartingOffsets,
+    TopicPartition,
+    parse_assign,
+    parse_starting_offsets,
+    parse_starting_timestamps,
+)
 from kafka_group.planning import SHARING_MODES
 from kafka_group.rebalance_listener import check_listener_spec
 
@@ -264,6 +274,27 @@ def _starting_offsets(name: str, raw: str) -> StartingOffsets:
     return parse_starting_offsets(raw)
 
 
+def _starting_timestamps(name: str, raw: str) -> Dict[TopicPartition, int]:
+    return parse_starting_timestamps(raw, name)
+
+
+def _ending_offsets(name: str, raw: str) -> StartingOffsets:
+    ending = parse_starting_offsets(raw, name, unnamed=LATEST)
+    if ending.default == EARLIEST or any(v == EARLIEST for v in (ending.specific or {}).values()):
+        raise ConfigError(f"option '{name}' cannot be earliest (-2) for a batch read: a read would end before it "
+                          "starts. Give latest, -1 or an offset")
+    return ending
+
+
+def epoch_millis(name: str, raw: str) -> int:
+    """Milliseconds since the epoch: a whole number >= 0."""
+    text = raw.strip()
+    if not text.isdigit():
+        raise ConfigError(f"option '{name}' must be a time in milliseconds since the epoch (a whole number >= 0, "
+                          f"such as 1700000000000), got '{raw}'")
+    return int(text)
+
+
 def _listener_spec(name: str, raw: str) -> str:
     return check_listener_spec(raw)
 
@@ -342,15 +373,58 @@ GROUP_ID: OptionSpec[str] = OptionSpec(
     source_option=False,
 )
 STARTING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
-    'startingOffsets', '`earliest`, `latest` or JSON', '`latest`',
+    'startingOffsets', '`earliest`, `latest` or JSON', '`latest` (batch reads: `earliest`)',
     'Where partitions never read before start. JSON: `{"orders":{"0":23,"1":-2}}` (-2 earliest, -1 latest); partitions it does not name start at earliest.',
     parser=_starting_offsets,
     default='latest',
+)
+STARTING_TIMESTAMP: OptionSpec[int] = OptionSpec(
+    'startingTimestamp', 'long (ms since the epoch)', 'none',
+    'Every partition never read before starts at its first record whose timestamp is at or after this time (Kafka\'s ListOffsets by timestamp). Wins over `startingOffsetsByTimestamp` and `startingOffsets`, as in Spark.',
+    parser=epoch_millis,
+)
+STARTING_OFFSETS_BY_TIMESTAMP: OptionSpec[Dict[TopicPartition, int]] = OptionSpec(
+    'startingOffsetsByTimestamp', 'JSON', 'none',
+    'Per partition, a time to start at: `{"orders":{"0":1700000000000}}`. Wins over `startingOffsets` for the partitions it names; the others start as `startingOffsets` says (Spark requires every partition to be named).',
+    parser=_starting_timestamps,
+)
+STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY: OptionSpec[str] = OptionSpec(
+    'startingOffsetsByTimestampStrategy', '`error` or `latest`', '`error`',
+    'A partition with no record as recent as its start time: `error` fails the query (naming it), `latest` starts it at its latest offset.',
+    parser=one_of(NO_MATCH_ERROR, NO_MATCH_LATEST),
+    default=NO_MATCH_ERROR,
 )
 MAX_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'maxOffsetsPerTrigger', 'positive int', 'none',
     'Records per micro-batch, shared among owned partitions as `flow.budgetSharing` says (equal shares by default; Spark shares by backlog, see "Differences" below). `Trigger.AvailableNow` keeps to it too, as Spark 4 does.',
     parser=positive_int,
+)
+ENDING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
+    'endingOffsets', '`latest` or JSON', '`latest`',
+    'Batch reads (`spark.read`) only: where each partition\'s read ends (exclusive). JSON: `{"orders":{"0":50,"1":-1}}` (-1 latest); partitions it does not name end at latest. A stream refuses it.',
+    parser=_ending_offsets,
+    default='latest',
+)
+ENDING_TIMESTAMP: OptionSpec[int] = OptionSpec(
+    'endingTimestamp', 'long (ms since the epoch)', 'none',
+    'Batch reads only: every partition ends at its first record whose timestamp is at or after this time (at latest where none is). Wins over `endingOffsetsByTimestamp` and `endingOffsets`.',
+    parser=epoch_millis,
+)
+ENDING_OFFSETS_BY_TIMESTAMP: OptionSpec[Dict[TopicPartition, int]] = OptionSpec(
+    'endingOffsetsByTimestamp', 'JSON', 'none',
+    'Batch reads only: per partition, a time to end at, `{"orders":{"0":1700000000000}}`; wins over `endingOffsets` for the partitions it names.',
+    parser=_starting_timestamps,
+)
+MIN_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
+    'minOffsetsPerTrigger', 'positive int', 'none',
+    'A trigger runs a batch only when its plan reads at least this many records, or when `maxTriggerDelay` has passed since the last batch; otherwise it is skipped (nothing planned, nothing committed; progress shows why under `@flow.trigger`). Counts records after `maxOffsetsPerTrigger` and flow control (a paused backlog does not count). Ignored by `Trigger.AvailableNow`, as in Spark.',
+    parser=positive_int,
+)
+MAX_TRIGGER_DELAY: OptionSpec[int] = OptionSpec(
+    'maxTriggerDelay', 'duration (`15m`, `30s`, `500ms`)', '`15m`',
+    'With `minOffsetsPerTrigger`: the longest a trigger waits for enough records; then the batch runs with what waits.',
+    parser=parse_duration_ms,
+    default='15m',
 )
 FAIL_ON_DATA_LOSS: OptionSpec[bool] = OptionSpec(
     'failOnDataLoss', 'boolean', '`true`',
@@ -486,7 +560,15 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     ASSIGN,
     GROUP_ID,
     STARTING_OFFSETS,
+    STARTING_TIMESTAMP,
+    STARTING_OFFSETS_BY_TIMESTAMP,
+    STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+    ENDING_OFFSETS,
+    ENDING_TIMESTAMP,
+    ENDING_OFFSETS_BY_TIMESTAMP,
     MAX_OFFSETS_PER_TRIGGER,
+    MIN_OFFSETS_PER_TRIGGER,
+    MAX_TRIGGER_DELAY,
     FAIL_ON_DATA_LOSS,
     INCLUDE_HEADERS,
     MIN_PARTITIONS,

@@ -18,9 +18,10 @@ same; every ``kafka.*`` option is handed to the Kafka client without the prefix.
 
 from __future__ import annotations
 
+
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from kafka_group import option_catalog as catalog
@@ -28,7 +29,7 @@ from kafka_group.client_config import CLASSIC_ONLY_KEYS, uses_consumer_protocol
 from kafka_group.errors import ConfigError
 from kafka_group.option_catalog import OPTIONS, default_control_dir, parse_duration_ms
 from kafka_group.planning import FlowPolicy, TaskSizing
-from kafka_group.offsets import StartingOffsets, TopicPartition
+from kafka_group.offsets import EARLIEST, LATEST, StartingOffsets, TopicPartition
 
 __all__ = [
     "SourceOptions",
@@ -92,8 +93,6 @@ OPTION_DEFAULTS: Mapping[str, Optional[str]] = {o.key: o.default for o in OPTION
 OPTION_SPELLING: Mapping[str, str] = {o.key: o.name for o in OPTIONS if o.source_option}
 
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
-    "startingoffsetsbytimestamp": "use 'startingOffsets' with explicit offsets",
-    "startingtimestamp": "use 'startingOffsets' with explicit offsets",
     "endingoffsets": "this is a streaming source; use Trigger.AvailableNow to stop at the latest offsets",
     "groupidprefix": "the connector joins the group named by 'kafka.group.id'",
     "kafka.consumer.cache.enabled": "executor readers are created per task",
@@ -130,6 +129,11 @@ class SourceOptions:
         The ``offsets.table.storage.*`` options without the prefix (lower-cased keys):
         delta-rs storage options of the offsets table. Every value is a secret: never
         logged or shown (not in ``repr``).
+    ending_offsets : StartingOffsets or None
+        Where a batch read ends (``endingOffsets``, ``endingTimestamp``,
+        ``endingOffsetsByTimestamp``); None when none is set.
+    given : frozenset of str
+        The keys the user set (lower-cased), for the rules of streams and batch reads.
     """
 
     subscription_kind: str
@@ -154,6 +158,10 @@ class SourceOptions:
     flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
     max_drift_ms: Optional[int] = None
     control_dir: str = field(default_factory=lambda: default_control_dir())
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    ending_offsets: Optional[StartingOffsets] = None
+    given: FrozenSet[str] = frozenset()
     task_sizing: TaskSizing = field(default_factory=TaskSizing)
     client_config: Mapping[str, str] = field(default_factory=dict)
 
@@ -206,13 +214,17 @@ def _is_secret_key(key: str) -> bool:
     return key in SECRET_CLIENT_KEYS or "password" in key or "secret" in key
 
 
-def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
+def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> SourceOptions:
     """Validate the options Spark hands the source and return them typed.
 
     Parameters
     ----------
     options : mapping of str to str
         The options as Spark passes them (keys are matched case-insensitively).
+    stream : bool
+        Also apply the rules of a stream (:func:`check_stream_options`). The data source
+        passes False: it learns whether it serves a stream or a batch read only later,
+        and applies :func:`check_stream_options` or :func:`check_batch_options` then.
 
     Returns
     -------
@@ -240,7 +252,12 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     catalog.ISOLATION_LEVEL.get(opts)  # refuses a bad level at load(); the clients read it from client_config
     offsets_table = catalog.OFFSETS_TABLE.get(opts)
     listener = catalog.REBALANCE_LISTENER.get(opts)
-    starting = catalog.STARTING_OFFSETS.value(opts)
+    starting = replace(
+        catalog.STARTING_OFFSETS.value(opts),
+        timestamp=catalog.STARTING_TIMESTAMP.get(opts),
+        timestamps=catalog.STARTING_OFFSETS_BY_TIMESTAMP.get(opts),
+        on_no_match=catalog.STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY.value(opts),
+    )
     min_partitions = catalog.MIN_PARTITIONS.get(opts)
     flow_policy = FlowPolicy(
         max_per_partition=catalog.MAX_OFFSETS_PER_PARTITION.get(opts),
@@ -254,6 +271,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_records_per_task=catalog.MAX_RECORDS_PER_PARTITION.get(opts),
     )
     max_offsets_per_trigger = catalog.MAX_OFFSETS_PER_TRIGGER.get(opts)
+    min_offsets_per_trigger = catalog.MIN_OFFSETS_PER_TRIGGER.get(opts)
+    max_trigger_delay_ms = catalog.MAX_TRIGGER_DELAY.value(opts)
     fail_on_data_loss = catalog.FAIL_ON_DATA_LOSS.value(opts)
     include_headers = catalog.INCLUDE_HEADERS.value(opts)
     poll_timeout_ms = catalog.POLL_TIMEOUT_MS.value(opts)
@@ -269,13 +288,6 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     if servers is None:
         raise ConfigError(catalog.BOOTSTRAP_SERVERS_REQUIRED)
     kind = _subscription_kind(opts)
-    if kind != SubscriptionKind.ASSIGN and not group_id:
-        raise ConfigError(
-            f"option 'kafka.group.id' is required with '{kind}': the driver joins this "
-            "consumer group and plans the partitions the group assigns to it. Set "
-            ".option(\"kafka.group.id\", \"<your-group>\"), or use 'assign' to read fixed "
-            "partitions without a group"
-        )
     _check_group_protocol(client_config)
     if "group.instance.id" in client_config:
         if kind == SubscriptionKind.ASSIGN:
@@ -305,8 +317,15 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             "'assign' there are no rebalances. Remove the option"
         )
     _check_starting_offsets_topics(starting, kind, topics, pattern, assigned)
+    if (min_offsets_per_trigger is not None and max_offsets_per_trigger is not None
+            and min_offsets_per_trigger > max_offsets_per_trigger):
+        raise ConfigError(
+            f"option 'minOffsetsPerTrigger' ({min_offsets_per_trigger}) is above 'maxOffsetsPerTrigger' "
+            f"({max_offsets_per_trigger}): no batch could hold that many records, so every trigger would wait for "
+            "'maxTriggerDelay'. Lower 'minOffsetsPerTrigger' or raise 'maxOffsetsPerTrigger'"
+        )
 
-    return SourceOptions(
+    parsed = SourceOptions(
         subscription_kind=kind,
         topics=topics,
         pattern=pattern,
@@ -314,6 +333,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         group_id=group_id,
         starting_offsets=starting,
         max_offsets_per_trigger=max_offsets_per_trigger,
+        min_offsets_per_trigger=min_offsets_per_trigger,
+        max_trigger_delay_ms=max_trigger_delay_ms,
         fail_on_data_loss=fail_on_data_loss,
         include_headers=include_headers,
         min_partitions=min_partitions,
@@ -331,7 +352,106 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         control_dir=control_dir,
         task_sizing=task_sizing,
         client_config=client_config,
+        ending_offsets=_ending(opts),
+        given=frozenset(opts),
     )
+    if stream:
+        check_stream_options(parsed)
+    elif parsed.ending_offsets is None:
+        # Not known yet whether a stream or a batch read: a read without an end needs the group
+        # now, so that a stream without one fails at load(), as before any other work.
+        _check_group_given(parsed, batch_hint=True)
+    return parsed
+
+
+def _ending(opts: Mapping[str, str]) -> Optional[StartingOffsets]:
+    """The end of a batch read, when any ending option is set (a stream refuses them)."""
+    if not any(o.key in opts for o in (catalog.ENDING_OFFSETS, catalog.ENDING_TIMESTAMP,
+                                       catalog.ENDING_OFFSETS_BY_TIMESTAMP)):
+        return None
+    return replace(
+        catalog.ENDING_OFFSETS.get(opts) or StartingOffsets(LATEST),
+        timestamp=catalog.ENDING_TIMESTAMP.get(opts),
+        timestamps=catalog.ENDING_OFFSETS_BY_TIMESTAMP.get(opts),
+        on_no_match="latest",
+    )
+
+
+def check_stream_options(options: SourceOptions) -> None:
+    """The rules of a stream (``spark.readStream``): a group with ``subscribe`` and
+    ``subscribePattern``, and no end.
+
+    Raises
+    ------
+    ConfigError
+        Naming the option and the fix.
+    """
+    _check_group_given(options, batch_hint=False)
+    ending = sorted(OPTION_SPELLING[k] for k in options.given if k in _BATCH_ONLY)
+    if ending:
+        raise ConfigError(
+            f"option '{ending[0]}' is for batch reads (spark.read): a stream has no end. Remove it, or use "
+            "Trigger.AvailableNow to stop at the offsets that are latest when the query starts"
+        )
+
+
+def _check_group_given(options: SourceOptions, *, batch_hint: bool) -> None:
+    kind = options.subscription_kind
+    if kind != SubscriptionKind.ASSIGN and not options.group_id:
+        raise ConfigError(
+            f"option 'kafka.group.id' is required with '{kind}': the driver joins this "
+            "consumer group and plans the partitions the group assigns to it. Set "
+            ".option(\"kafka.group.id\", \"<your-group>\"), or use 'assign' to read fixed "
+            "partitions without a group"
+            + (". A batch read (spark.read) needs no group: give it 'endingOffsets' (latest reads to the end)"
+               if batch_hint else "")
+        )
+
+
+#: Options of batch reads only, and options of streams only that a batch read refuses (each with why).
+_BATCH_ONLY = frozenset({"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"})
+_STREAM_ONLY: Mapping[str, str] = {
+    "offsets.table": "a batch read commits nothing; land a topic exactly once with a stream and DeltaSink",
+    "rebalancelistener": "a batch read joins no group",
+    "maxoffsetsperpartition": "flow control shapes the batches of a stream",
+    "flow.budgetsharing": "flow control shapes the batches of a stream",
+    "flow.topicpriority": "flow control shapes the batches of a stream",
+    "flow.alignment.maxdrift": "flow control shapes the batches of a stream",
+    "flow.controldir": "flow control shapes the batches of a stream",
+    "groupjointimeoutms": "a batch read joins no group",
+    "revoketimeoutms": "a batch read joins no group",
+    "availablenowtimeoutms": "a batch read is not an AvailableNow run",
+}
+
+
+def check_batch_options(options: SourceOptions) -> StartingOffsets:
+    """The rules of a batch read (``spark.read``); returns where it starts (``earliest`` unless set).
+
+    As in Spark, a batch read starts at ``earliest`` by default and cannot start at
+    ``latest`` (it would read nothing); ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``
+    and ``maxTriggerDelay`` are ignored. Options of this connector's streams (the offsets
+    table, flow control, group timeouts) are refused: a batch read joins no group and
+    commits nothing.
+
+    Raises
+    ------
+    ConfigError
+        Naming the option and the fix.
+    """
+    for key in sorted(options.given):
+        if key in _STREAM_ONLY:
+            raise ConfigError(f"option '{OPTION_SPELLING.get(key, key)}' is for streams (spark.readStream): "
+                              f"{_STREAM_ONLY[key]}. Remove it from this batch read")
+    starting = options.starting_offsets
+    if "startingoffsets" not in options.given:
+        starting = replace(starting, default=EARLIEST)
+    if starting.timestamp is None and (
+            starting.default == LATEST and not starting.specific
+            or any(v == LATEST for tp, v in (starting.specific or {}).items()
+                   if tp not in (starting.timestamps or {}))):
+        raise ConfigError("option 'startingOffsets' cannot be latest (-1) for a batch read: it would read nothing. "
+                          "Give earliest, -2 or an offset")
+    return starting
 
 
 def _check_group_protocol(client_config: Mapping[str, str]) -> None:
@@ -436,21 +556,21 @@ def _check_starting_offsets_topics(
     pattern: Optional[str],
     assigned: Tuple[TopicPartition, ...],
 ) -> None:
-    if starting.specific is None:
-        return
-    for tp in starting.specific:
+    named = [("startingOffsets", tp) for tp in sorted(starting.specific or {})]
+    named += [("startingOffsetsByTimestamp", tp) for tp in sorted(starting.timestamps or {})]
+    for option, tp in named:
         if kind == SubscriptionKind.SUBSCRIBE and tp.topic not in topics:
             raise ConfigError(
-                f"option 'startingOffsets' names topic '{tp.topic}', which 'subscribe' does not "
+                f"option '{option}' names topic '{tp.topic}', which 'subscribe' does not "
                 f"include ({', '.join(topics)}): remove it or subscribe to it"
             )
         if kind == SubscriptionKind.PATTERN and pattern is not None and not re.fullmatch(pattern, tp.topic):
             raise ConfigError(
-                f"option 'startingOffsets' names topic '{tp.topic}', which does not match "
+                f"option '{option}' names topic '{tp.topic}', which does not match "
                 f"'subscribePattern' ({pattern}): remove it or change the pattern"
             )
         if kind == SubscriptionKind.ASSIGN and tp not in assigned:
             raise ConfigError(
-                f"option 'startingOffsets' names {tp}, which 'assign' does not include: "
+                f"option '{option}' names {tp}, which 'assign' does not include: "
                 "remove it or assign that partition"
             )

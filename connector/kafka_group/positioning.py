@@ -28,11 +28,12 @@ import logging
 from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.collaborators import Cluster, Member, OffsetStore
-from kafka_group.offsets import EARLIEST, LATEST, StartingOffsets, TopicPartition
+from kafka_group.errors import NoOffsetForTimestampError
+from kafka_group.offsets import EARLIEST, LATEST, NO_MATCH_LATEST, AtTimestamp, StartingOffsets, StartSpec, TopicPartition
 
 __all__ = [
     "describe_positions", "follow_table", "is_resumed", "known_positions", "position_new", "resolve_positions",
-    "stale_pauses", "starting_spec", "unseen_by_spec",
+    "settle_times", "stale_pauses", "starting_spec", "unseen_by_spec", "unseen_by_time",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,8 +58,9 @@ def starting_spec(
     *,
     known_at_start: Optional[AbstractSet[TopicPartition]],
     starting_offsets: StartingOffsets,
-) -> int:
-    """Where a partition the query never read starts: an offset, :data:`EARLIEST` or :data:`LATEST`.
+) -> StartSpec:
+    """Where a partition the query never read starts: an offset, :data:`EARLIEST`, :data:`LATEST`
+    or a time (:class:`~kafka_group.offsets.AtTimestamp`).
 
     ``startingOffsets`` for the partitions of a new query; :data:`EARLIEST` for
     partitions that appeared later (not in ``known_at_start``, the partitions that
@@ -104,7 +106,7 @@ def known_positions(
 
 
 def unseen_by_spec(
-    new: Sequence[TopicPartition], known: Mapping[TopicPartition, int], specs: Mapping[TopicPartition, int]
+    new: Sequence[TopicPartition], known: Mapping[TopicPartition, int], specs: Mapping[TopicPartition, StartSpec]
 ) -> Tuple[List[TopicPartition], List[TopicPartition]]:
     """The partitions without a known position that start at the earliest, and at the latest offset:
     the broker offsets the caller must ask for."""
@@ -112,10 +114,71 @@ def unseen_by_spec(
     return [tp for tp in unseen if specs[tp] == EARLIEST], [tp for tp in unseen if specs[tp] == LATEST]
 
 
+def unseen_by_time(
+    new: Sequence[TopicPartition], known: Mapping[TopicPartition, int], specs: Mapping[TopicPartition, StartSpec]
+) -> Dict[TopicPartition, int]:
+    """The partitions without a known position that start at a time, with that time (ms)."""
+    return {tp: spec.timestamp_ms for tp in new if tp not in known
+            for spec in (specs[tp],) if isinstance(spec, AtTimestamp)}
+
+
+def settle_times(
+    specs: Mapping[TopicPartition, StartSpec],
+    found: Mapping[TopicPartition, Optional[int]],
+    on_no_match: str,
+) -> Tuple[Dict[TopicPartition, StartSpec], List[TopicPartition]]:
+    """Turn the timestamp starts the broker answered into offsets.
+
+    Parameters
+    ----------
+    specs : mapping
+        Each partition's start spec.
+    found : mapping
+        The broker's answer per asked partition: the first offset at or after its time,
+        or None where no record is that recent (unanswered partitions are absent).
+    on_no_match : str
+        ``startingOffsetsByTimestampStrategy``.
+
+    Returns
+    -------
+    (dict, list)
+        The specs with each answered time replaced by its offset (or :data:`LATEST` with
+        strategy ``latest`` where no record matched), and the partitions still at a time
+        (unanswered: positioned at a later plan).
+
+    Raises
+    ------
+    NoOffsetForTimestampError
+        A partition has no record as recent as its time and the strategy is ``error``.
+    """
+    settled: Dict[TopicPartition, StartSpec] = dict(specs)
+    unmatched: List[TopicPartition] = []
+    for tp, spec in specs.items():
+        if not isinstance(spec, AtTimestamp) or tp not in found:
+            continue
+        offset = found[tp]
+        if offset is not None:
+            settled[tp] = offset
+        elif on_no_match == NO_MATCH_LATEST:
+            settled[tp] = LATEST
+        else:
+            unmatched.append(tp)
+    if unmatched:
+        first = specs[unmatched[0]]
+        assert isinstance(first, AtTimestamp)
+        raise NoOffsetForTimestampError(
+            f"option '{first.option}': no record of {', '.join(map(str, sorted(unmatched)))} has a timestamp at or "
+            f"after {first.timestamp_ms} ms, so there is no offset to start at "
+            "(startingOffsetsByTimestampStrategy=error, the default, as in Spark). Give an earlier time, or set "
+            "startingOffsetsByTimestampStrategy=latest to start such partitions at their latest offset"
+        )
+    return settled, [tp for tp, spec in settled.items() if isinstance(spec, AtTimestamp)]
+
+
 def resolve_positions(
     new: Sequence[TopicPartition],
     known: Mapping[TopicPartition, int],
-    specs: Mapping[TopicPartition, int],
+    specs: Mapping[TopicPartition, StartSpec],
     earliest: Mapping[TopicPartition, int],
     latest: Mapping[TopicPartition, int],
 ) -> Dict[TopicPartition, int]:
@@ -128,6 +191,8 @@ def resolve_positions(
             resolved[tp] = known[tp]
             continue
         spec = specs[tp]
+        if isinstance(spec, AtTimestamp):
+            continue  # the broker has not answered for its time: positioned at a later plan
         source = earliest if spec == EARLIEST else latest if spec == LATEST else None
         if source is None:
             resolved[tp] = spec
@@ -172,13 +237,16 @@ def position_new(
     store: Optional[OffsetStore],
     member: Optional[Member],
     timeout_s: float,
-    spec: Callable[[TopicPartition, bool], int],
+    spec: Callable[[TopicPartition, bool], StartSpec],
+    on_no_match: str,
 ) -> Dict[TopicPartition, int]:
     """Read what the decisions above need and position the ``new`` partitions.
 
     Reads the offsets table (with one) or else the group's committed offsets (with a
-    member), then the broker's earliest and latest offsets of the partitions that
-    start there. ``spec`` is :func:`starting_spec` bound to the query's options.
+    member), then the broker's offsets at the start times of the partitions that start
+    at a time, then its earliest and latest offsets of the partitions that start there.
+    ``spec`` is :func:`starting_spec` bound to the query's options; ``on_no_match`` is
+    ``startingOffsetsByTimestampStrategy``.
 
     Caller: Spark's planning thread.
     """
@@ -187,6 +255,9 @@ def position_new(
     resumed = is_resumed(checkpoint, table or {})
     known = known_positions(new, checkpoint, table=table, group=group)
     specs = {tp: spec(tp, resumed) for tp in new}
+    times = unseen_by_time(new, known, specs)
+    if times:
+        specs, _ = settle_times(specs, cluster.offsets_at_times(times), on_no_match)
     wants_earliest, wants_latest = unseen_by_spec(new, known, specs)
     return resolve_positions(new, known, specs, cluster.earliest_offsets(wants_earliest),
                              cluster.latest_offsets(wants_latest))

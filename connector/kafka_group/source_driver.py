@@ -25,9 +25,10 @@ from kafka_group.flow_control import FlowControl
 from kafka_group.membership import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.options import SourceOptions
-from kafka_group.planning import plan_batch
+from kafka_group.planning import BatchPlan, plan_batch
 from kafka_group.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
 from kafka_group.rebalance import OwnedPartitions, finish_revoke, membership_report
+from kafka_group.trigger_gate import ENOUGH_RECORDS, TriggerGate
 
 __all__ = ["SourceDriver"]
 
@@ -67,6 +68,8 @@ class SourceDriver:
         self._spec = functools.partial(starting_spec, known_at_start=known_at_start,
                                        starting_offsets=options.starting_offsets)
         self._book = OwnedPartitions()  # positions and running ranges, shared with the poll thread
+        self._gate = (None if options.min_offsets_per_trigger is None
+                      else TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms))
         self._target: Optional[Dict[TopicPartition, int]] = None
         self._latest: Dict[TopicPartition, int] = {}  # the last plan's latest offsets, for progress
         self._last_positions: Dict[TopicPartition, int] = {}  # planning thread only: AvailableNow's end check
@@ -168,6 +171,13 @@ class SourceDriver:
         paused, flow = self.flow.state_of(checked)
         plan = plan_batch(checked, latest, max_records, self._options.flow_policy, paused, limits)
         self._last_positions = dict(checked)
+        if self._gate is not None and self._target is None and not self._gate.admit(
+                sum(r.size for r in plan.ranges)):
+            # minOffsetsPerTrigger: this trigger is skipped (an AvailableNow run must end: it is not gated).
+            # The status shows the partitions it would have read as held by that rule.
+            skipped = BatchPlan([], {**plan.held, **{r.topic_partition: ENOUGH_RECORDS for r in plan.ranges}})
+            self.flow.planned(checked, self._latest, skipped, self._member)
+            return None
         self.flow.planned(checked, self._latest, plan, self._member)
         if not plan.ranges and flow == dict(start.flow):
             return None
@@ -188,8 +198,12 @@ class SourceDriver:
         return membership_report(self.owned(), self._member)
 
     def flow_report(self) -> Dict[str, Any]:
-        """The ``@flow`` progress report (:meth:`FlowControl.report`). Caller: Spark's planning thread."""
-        return self.flow.report()
+        """The ``@flow`` progress report (:meth:`FlowControl.report`, and ``trigger``:
+        :meth:`TriggerGate.report` with ``minOffsetsPerTrigger``). Caller: Spark's planning thread."""
+        report = self.flow.report()
+        if self._gate is not None:
+            report["trigger"] = self._gate.report()
+        return report
 
     def on_batch_running(self, end: BatchOffsets) -> None:
         """Spark is about to run the batch that ends at ``end`` (new, or replayed from its checkpoint after
@@ -239,7 +253,8 @@ class SourceDriver:
         if not new:
             return
         resolved = position_new(new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
-                                timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec)
+                                timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
+                                on_no_match=self._options.starting_offsets.on_no_match)
         self.flow.drop_stale(stale_pauses(resolved, start.positions))
         self._book.admit(resolved, self.owned)
         logger.info("positioned newly owned partitions: %s", describe_positions(resolved))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Union
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from kafka_group.options import SourceOptions, parse_source_options
+from kafka_group.options import SourceOptions, check_batch_options, check_stream_options, parse_source_options
 from kafka_group.record_schema import spark_ddl
 
 __all__ = ["KafkaGroupDataSource"]
@@ -16,8 +16,14 @@ __all__ = ["KafkaGroupDataSource"]
 class KafkaGroupDataSource(DataSource):
     """Reads Kafka as a member of a consumer group (``format("kafka-group")``).
 
+    ``spark.readStream`` gets a stream that joins the group; ``spark.read`` a bounded
+    batch read (``startingOffsets`` to ``endingOffsets``) that joins no group and
+    commits nothing.
+
     Options are validated when the data source is created, so a bad option fails
-    at ``load()``, before any data moves.
+    at ``load()``, before any data moves; the rules of streams only (a group with
+    ``subscribe``) and of batch reads only are checked when Spark asks for the
+    stream (at ``start()``) or for the batch reader.
 
     Parameters
     ----------
@@ -32,7 +38,7 @@ class KafkaGroupDataSource(DataSource):
 
     def __init__(self, options: dict) -> None:  # type: ignore[type-arg]
         super().__init__(options)
-        self.source_options: SourceOptions = parse_source_options(options)
+        self.source_options: SourceOptions = parse_source_options(options, stream=False)
 
     @classmethod
     def name(cls) -> str:
@@ -47,4 +53,11 @@ class KafkaGroupDataSource(DataSource):
         """The micro-batch reader (see :class:`~pyspark_kafka_group.stream_reader.KafkaGroupStreamReader`)."""
         from pyspark_kafka_group.stream_reader import KafkaGroupStreamReader
 
+        check_stream_options(self.source_options)
         return KafkaGroupStreamReader(self.source_options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """The batch reader (see :class:`~pyspark_kafka_group.batch_reader.KafkaGroupBatchReader`)."""
+        from pyspark_kafka_group.batch_reader import KafkaGroupBatchReader
+
+        return KafkaGroupBatchReader(self.source_options, check_batch_options(self.source_options))

@@ -93,7 +93,8 @@ def status(query: QueryOrControl, *, timeout_s: float = 30.0) -> List[Dict[str, 
         (``[from, until)`` of the last batch or None), ``paused``, ``pausedSince``
         and ``heldBy`` (the rule that held the partition back in the last plan:
         ``paused``, ``alignment``, ``maxOffsetsPerPartition``, ``topicPriority``,
-        ``maxOffsetsPerTrigger``, or None). ``pandas.DataFrame(status(q))`` shows it
+        ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` (a skipped trigger), or None).
+        ``pandas.DataFrame(status(q))`` shows it
         as a table.
     """
     control = _control_of(query, timeout_s)

@@ -11,7 +11,7 @@ a copy that joined the group would take partitions away from the real member.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -27,7 +27,10 @@ from kafka_group.offsets import BatchOffsets, OffsetRange
 from kafka_group.options import SourceOptions
 from kafka_group.planning import pack_ranges
 
-__all__ = ["KafkaGroupStreamReader", "OffsetRangesPartition"]
+if TYPE_CHECKING:
+    from kafka_group.fetch import ReadSettings
+
+__all__ = ["KafkaGroupStreamReader", "OffsetRangesPartition", "read_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,17 +135,23 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read a task's planned ranges and return Arrow record batches of Spark's Kafka schema."""
-        from kafka_group.fetch import ReadSettings, read_ranges
+        from kafka_group.fetch import read_ranges
         from kafka_group.log_setup import configure_from_env
 
         configure_from_env()
         assert isinstance(partition, OffsetRangesPartition)
-        settings = ReadSettings(
-            client_config=reader_config(self._options.client_config, self._options.group_id),
-            include_headers=self._options.include_headers,
-            fail_on_data_loss=self._options.fail_on_data_loss,
-            poll_timeout_ms=self._options.poll_timeout_ms,
-            max_records_per_batch=self._options.max_records_per_arrow_batch,
-        )
-        return read_ranges(partition.offset_ranges, settings)
+        return read_ranges(partition.offset_ranges, read_settings(self._options))
+
+
+def read_settings(options: SourceOptions) -> "ReadSettings":
+    """How an executor reads planned ranges (streams and batch reads alike)."""
+    from kafka_group.fetch import ReadSettings
+
+    return ReadSettings(
+        client_config=reader_config(options.client_config, options.group_id),
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+        max_records_per_batch=options.max_records_per_arrow_batch,
+    )
 

@@ -106,7 +106,12 @@ def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monk
     assert split["tour_a"] | split["tour_b"] == {0, 1, 2, 3}
 
     assert any("image/png" in output.get("data", {}) for output in cells["lag"]["outputs"]), "no lag plot"
-    assert "embedded Kafka running: False" in text("stop")
+    replay = re.search(r"replayed from \d+: (\d+) records, per partition (\{.*\})", text("replay"))
+    assert replay is not None, text("replay")
+    assert int(replay.group(1)) == 200 and replay.group(2) == "{0: 50, 1: 50, 2: 50, 3: 50}"  # the last 50 each
+    scraped = text("metrics")
+    assert "tour_a" in scraped and "tour_b" in scraped and "kafka_group_maxOffsetsBehindLatest" in scraped, scraped
+    assert "Kafka running: False" in text("stop")
 
 
 def test_scheduled_job_exits_0_when_everything_landed_and_1_with_the_reason_when_not(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from tests.support import (
     MakeTopic,
     apache,
     create_topic,
+    group_committed,
     group_stream,
     new_consumer,
     produce,
@@ -514,15 +515,59 @@ def test_difference_group_id_required(spark: SparkSession, kafka: Cluster, make_
          .option("subscribe", topic).load())
 
 
-def test_difference_starting_offsets_by_timestamp_refused(
-    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
-) -> None:
-    topic = make_topic(1)
-    spec = f'{{"{topic}":{{"0":0}}}}'
-    spark_stream(spark, kafka.bootstrap_servers, topic, startingOffsetsByTimestamp=spec).load()  # accepted
-    with pytest.raises(Exception, match="(?i)startingOffsetsByTimestamp"):
-        group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
-                     startingOffsetsByTimestamp=spec).load()
+def _timed_topic(kafka: Cluster, make_topic: MakeTopic) -> Tuple[str, int]:
+    """A topic of 2 partitions whose record ``i`` of each has the CreateTime ``base + 1000 * i`` (10 records
+    in partition 0, 6 in partition 1); returns the topic and ``base``."""
+    topic = make_topic(2)
+    base = (int(time.time()) - 3600) * 1000
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    for partition, count in ((0, 10), (1, 6)):
+        for i in range(count):
+            producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition, timestamp=base + 1000 * i)
+    assert producer.flush(30) == 0
+    return topic, base
+
+
+def _offsets(run: Run) -> List[Tuple[int, int]]:
+    return sorted((r[run.columns.index("partition")], r[run.columns.index("offset")]) for r in run.rows)
+
+
+def test_starting_timestamp(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """Every partition starts at its first record at or after the time (between records 3 and 4 here)."""
+    topic, base = _timed_topic(kafka, make_topic)
+    reference, ours = read_both(spark, kafka, topic, startingTimestamp=str(base + 3500))
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, o) for o in range(4, 10)] + [(1, 4), (1, 5)]
+
+
+def test_starting_offsets_by_timestamp(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """A time per partition (Spark needs every partition named); an exact record time starts at that record."""
+    topic, base = _timed_topic(kafka, make_topic)
+    spec = f'{{"{topic}":{{"0":{base + 8000},"1":{base + 2000}}}}}'
+    reference, ours = read_both(spark, kafka, topic, startingOffsetsByTimestamp=spec)
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, 8), (0, 9)] + [(1, o) for o in range(2, 6)]
+
+
+def test_starting_timestamp_after_every_record(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """No record that recent: strategy ``error`` (the default) fails both queries naming the time, ``latest``
+    starts both at the end."""
+    from pyspark.errors import StreamingQueryException
+
+    topic, base = _timed_topic(kafka, make_topic)
+    later = str(base + 60_000)
+    for fmt, reader in (("kafka", spark_stream(spark, kafka.bootstrap_servers, topic, startingTimestamp=later)),
+                        ("kafka-group", group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
+                                                     startingTimestamp=later))):
+        with pytest.raises(StreamingQueryException) as failure:
+            run_available_now(reader)
+        print(f"{fmt}: {str(failure.value).splitlines()[0][:300]}")
+        if fmt == "kafka-group":
+            assert "no record of" in str(failure.value) and "startingOffsetsByTimestampStrategy=latest" in str(
+                failure.value)
+    reference, ours = read_both(spark, kafka, topic, startingTimestamp=later,
+                                startingOffsetsByTimestampStrategy="latest")
+    assert reference.rows == ours.rows == []
 
 
 def test_difference_starting_offsets_json_missing_partition(
@@ -545,3 +590,68 @@ def test_difference_starting_offsets_json_missing_partition(
     print(f"kafka: {str(error).splitlines()[0][:300] if error else reference.rows}; kafka-group: {offsets}")
     assert error is not None and "specify all TopicPartitions" in str(error)
     assert offsets == [(0, 7), (0, 8), (0, 9)] + [(1, o) for o in range(4)]
+
+
+# -- batch reads (spark.read) ---------------------------------------------------------------------------------
+
+
+def read_batch(spark: SparkSession, fmt: str, servers: str, topic: str, **options: str) -> Run:
+    """``spark.read.format(fmt)`` of ``topic`` with ``options``, collected."""
+    reader = spark.read.format(fmt).option("kafka.bootstrap.servers", servers).option("subscribe", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    df = reader.load()
+    return Run(columns=list(df.columns), batches={0: [_record(r) for r in df.collect()]},
+               partitions={0: df.rdd.getNumPartitions()})
+
+
+def test_batch_read_defaults_and_headers(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """Earliest to latest of every partition, the same schema and rows; no group is joined or committed."""
+    topic = make_topic(3)
+    produce(kafka.bootstrap_servers, topic, {0: 40, 1: 7, 2: 0}, headers=[("h", b"1"), ("n", None)])
+    group = unique_name("batch")
+    reference = read_batch(spark, "kafka", kafka.bootstrap_servers, topic, includeHeaders="true")
+    ours = read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, includeHeaders="true",
+                      endingOffsets="latest", **{"kafka.group.id": group})
+    assert_same_rows(reference, ours)
+    assert len(ours.rows) == 47
+    assert group_committed(kafka.bootstrap_servers, group, topic, 3) == {0: None, 1: None, 2: None}
+
+
+def test_batch_read_json_and_timestamp_ends(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """Explicit offsets at both ends, then times at both ends (Spark needs every partition named)."""
+    topic, base = _timed_topic(kafka, make_topic)
+    servers = kafka.bootstrap_servers
+    by_offsets = {"startingOffsets": f'{{"{topic}":{{"0":2,"1":1}}}}',
+                  "endingOffsets": f'{{"{topic}":{{"0":7,"1":-1}}}}'}
+    reference = read_batch(spark, "kafka", servers, topic, **by_offsets)
+    ours = read_batch(spark, "kafka-group", servers, topic, **by_offsets)
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, o) for o in range(2, 7)] + [(1, o) for o in range(1, 6)]
+    by_time = {"startingOffsetsByTimestamp": f'{{"{topic}":{{"0":{base + 1000},"1":{base + 4500}}}}}',
+               "endingOffsetsByTimestamp": f'{{"{topic}":{{"0":{base + 3000},"1":{base + 60_000}}}}}'}
+    reference = read_batch(spark, "kafka", servers, topic, **by_time)
+    ours = read_batch(spark, "kafka-group", servers, topic, **by_time)
+    assert_same_rows(reference, ours)
+    assert _offsets(ours) == [(0, 1), (0, 2), (1, 5)]
+
+
+def test_batch_read_splits_like_the_stream(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic) -> None:
+    """``minPartitions`` pieces, as a stream's batch of the same ranges gets."""
+    topic = make_topic(2)
+    produce(kafka.bootstrap_servers, topic, {0: 30, 1: 30})
+    ours = read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, endingOffsets="latest", minPartitions="5")
+    stream = run_available_now(group_stream(spark, kafka.bootstrap_servers, topic, unique_name("parity"),
+                                            minPartitions="5"), count_partitions=True)
+    assert ours.rows == stream.rows and ours.input_partitions == stream.input_partitions == [5]
+
+
+def test_batch_read_refuses_stream_options_before_reading(spark: SparkSession, kafka: Cluster,
+                                                          make_topic: MakeTopic) -> None:
+    topic = make_topic(1)
+    with pytest.raises(Exception, match="'offsets.table' is for streams"):
+        read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, endingOffsets="latest",
+                   **{"offsets.table": "/tmp/never-written", "kafka.group.id": "g"})
+    with pytest.raises(Exception, match="'startingOffsets' cannot be latest"):
+        read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, startingOffsets="latest",
+                   endingOffsets="latest")

@@ -34,6 +34,8 @@ class FakeCluster:
         #: Partitions latest_offsets leaves out of its answer, as many times as each value says (the real
         #: ClusterView leaves out a partition whose leader did not answer, after one retry of its own).
         self.unanswered: Dict[TopicPartition, int] = {}
+        #: The record timestamps (ms) of each partition, by offset, for offsets_at_times.
+        self.timestamps: Dict[TopicPartition, List[int]] = {}
 
     def produce(self, tp: TopicPartition, records: int) -> None:
         self.latest[tp] = self.latest.get(tp, 0) + records
@@ -67,6 +69,10 @@ class FakeCluster:
 
     def high_watermarks(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         return {tp: self.high.get(tp, self.latest.get(tp, 0)) for tp in partitions}
+
+    def offsets_at_times(self, times: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Optional[int]]:
+        return {tp: next((offset for offset, ts in enumerate(self.timestamps.get(tp, [])) if ts >= stamp), None)
+                for tp, stamp in times.items()}
 
 
 class FakeMember:

@@ -58,7 +58,15 @@ BAD_VALUES = {
     "assign": '{"orders":',
     "kafka.group.id": " ",
     "startingOffsets": "soonest",
+    "startingTimestamp": "noon",
+    "startingOffsetsByTimestamp": '{"orders":{"0":"noon"}}',
+    "startingOffsetsByTimestampStrategy": "earliest",
     "maxOffsetsPerTrigger": "0",
+    "minOffsetsPerTrigger": "-1",
+    "endingOffsets": "earliest",
+    "endingTimestamp": "tomorrow",
+    "endingOffsetsByTimestamp": '{"orders":{"0":-5}}',
+    "maxTriggerDelay": "later",
     "failOnDataLoss": "yes",
     "includeHeaders": "1",
     "minPartitions": "-2",
@@ -114,7 +122,8 @@ def test_a_bad_value_of_each_option_fails_naming_it(spec: OptionSpec[Any]) -> No
     options[spec.key] = bad
     with pytest.raises(ConfigError, match=re.escape(f"'{spec.name}'")) as excinfo:
         parse_source_options(options)
-    if bad.strip() and spec.key not in ("assign", "startingoffsets"):  # JSON errors name the position instead
+    if bad.strip() and spec.key not in ("assign", "startingoffsets", "startingoffsetsbytimestamp",
+                                                       "endingoffsetsbytimestamp"):  # JSON errors name the position instead
         assert bad in str(excinfo.value)
 
 

@@ -1,0 +1,56 @@
+"""The batch reader: ``spark.read.format("kafka-group")`` between two ends, outside any group.
+
+Spark calls :meth:`KafkaGroupBatchReader.partitions` once on the driver when it
+plans the read, and :meth:`~KafkaGroupBatchReader.read` on executors, one call
+per task, with the reader pickled. The cluster client lives only inside
+``partitions``; executors read their ranges with ``assign()``, like a stream's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from kafka_group.offsets import StartingOffsets
+from kafka_group.options import SourceOptions
+from kafka_group.planning import pack_ranges
+from pyspark_kafka_group.stream_reader import OffsetRangesPartition, read_settings
+
+__all__ = ["KafkaGroupBatchReader"]
+
+
+class KafkaGroupBatchReader(DataSourceReader):
+    """Reads the records between a batch read's ends; joins no group and commits nothing.
+
+    Parameters
+    ----------
+    options : SourceOptions
+        The read's options, checked by :func:`kafka_group.options.check_batch_options`.
+    starting : StartingOffsets
+        Where the read starts (``earliest`` unless set).
+    """
+
+    def __init__(self, options: SourceOptions, starting: StartingOffsets) -> None:
+        self._options = options
+        self._starting = starting
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """The read's ranges, packed onto tasks like a stream's. Caller: Spark's planning, on the driver."""
+        from kafka_group.batch_read import batch_ranges
+        from kafka_group.cluster_metadata import ClusterView
+        from kafka_group.log_setup import configure_from_env
+
+        configure_from_env()
+        cluster = ClusterView(self._options.client_config, self._options.connect_timeout_ms)
+        ranges = batch_ranges(self._options, self._starting, cluster)
+        return [OffsetRangesPartition(task) for task in pack_ranges(ranges, self._options.task_sizing)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Read a task's ranges as Arrow record batches of Spark's Kafka schema. Caller: an executor."""
+        from kafka_group.fetch import read_ranges
+        from kafka_group.log_setup import configure_from_env
+
+        configure_from_env()
+        assert isinstance(partition, OffsetRangesPartition)
+        return read_ranges(partition.offset_ranges, read_settings(self._options))
