@@ -104,7 +104,7 @@ def partition_value(value: Any, arrow_type: Any, column: str) -> Optional[str]:
     if pa.types.is_integer(arrow_type):
         return str(int(value))
     if pa.types.is_date(arrow_type):
-        return str(value.isoformat())
+        return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
     text = str(value)
     return text if text else None
 
@@ -262,9 +262,13 @@ class FileStats:
                     stats.bounded = False
                     continue
             elif stats.kind == "timestamp":
+                # As integers: a Python datetime cannot hold a year outside 1-9999.
                 column = pc.cast(column, pa.int64())
-            extremes = pc.min_max(column)
-            low, high = extremes["min"].as_py(), extremes["max"].as_py()
+            if stats.kind == "date":
+                low, high = _day_range(column)
+            else:
+                extremes = pc.min_max(column)
+                low, high = extremes["min"].as_py(), extremes["max"].as_py()
             if stats.kind == "timestamp":
                 unit = table.schema.field(name).type.unit
                 per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
@@ -309,14 +313,66 @@ def _json_bound(kind: str, value: Any, *, upper: bool) -> Any:
         return int(value)
     if kind == "float":
         return float(value) if math.isfinite(value) else None
+    # A bound outside years 1-9999 is dropped: no bound is safe for data skipping, and
+    # neither JSON's ISO text nor Python's dates reach there.
     if kind == "date":
-        return str(value.isoformat())
+        return _iso_date(value) if _FIRST_DAY <= value <= _LAST_DAY else None
     if kind == "timestamp":
-        instant = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(milliseconds=value)
-        return instant.strftime("%Y-%m-%dT%H:%M:%S.") + f"{instant.microsecond // 1000:03d}Z"
+        if not _FIRST_MS <= value <= _LAST_MS:
+            return None
+        instant = _EPOCH + datetime.timedelta(milliseconds=value)
+        return (f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}T{instant.hour:02d}:{instant.minute:02d}:"
+                f"{instant.second:02d}.{instant.microsecond // 1000:03d}Z")
     if kind == "string":
         return _string_upper_bound(value) if upper else value[:STRING_PREFIX_LENGTH]
     return None
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS_PER_DAY = 86_400_000
+#: Days since the epoch of 0001-01-01 and 9999-12-31: the dates Python (and ISO text) hold.
+_FIRST_DAY, _LAST_DAY = -719_162, 2_932_896
+#: Milliseconds since the epoch of 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
+_FIRST_MS, _LAST_MS = -62_135_596_800_000, 253_402_300_799_999
+
+
+def _iso_date(days: int) -> str:
+    """``YYYY-MM-DD`` of a day since the epoch in years 1-9999 (the year zero-padded)."""
+    day = datetime.date(1970, 1, 1) + datetime.timedelta(days=days)
+    return f"{day.year:04d}-{day.month:02d}-{day.day:02d}"
+
+
+def _day_range(column: Any) -> Tuple[int, int]:
+    """The first and last day (since the epoch) of a date column with a non-null value, as
+    integers: a Python date cannot hold a year outside 1-9999."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_date64(column.type):  # milliseconds; whole days floored
+        extremes = pc.min_max(pc.cast(column, pa.int64()))
+        return int(extremes["min"].as_py()) // _MS_PER_DAY, int(extremes["max"].as_py()) // _MS_PER_DAY
+    extremes = pc.min_max(pc.cast(column, pa.int32()))
+    return int(extremes["min"].as_py()), int(extremes["max"].as_py())
+
+
+def _check_partition_dates(table: Any, partition_by: Sequence[str]) -> None:
+    """Refuse a date partition value outside years 1-9999 (before any of ``table`` is written)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for column in partition_by:
+        arrow_type = table.schema.field(column).type
+        if not pa.types.is_date(arrow_type) or table.column(column).null_count == len(table.column(column)):
+            continue
+        low, high = _day_range(table.column(column))
+        if low < _FIRST_DAY or high > _LAST_DAY:
+            bad = low if low < _FIRST_DAY else high
+            raise ConfigError(
+                f"DeltaSink(partition_by=...) column '{column}' holds a date {bad} days from 1970-01-01, outside "
+                "years 1 to 9999, which a Delta partition value (YYYY-MM-DD) cannot hold: filter such rows out or "
+                "fix the transform (CAST(epoch milliseconds AS TIMESTAMP) reads them as seconds; use "
+                "timestamp_millis(...))"
+            )
 
 
 def _string_upper_bound(text: str) -> Optional[str]:
@@ -401,6 +457,7 @@ def write_partitioned(
             if batch.num_rows == 0:
                 continue
             table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            _check_partition_dates(table, partition_by)
             if partition_by:
                 keys = table.select(partition_by).group_by(partition_by, use_threads=False).aggregate([])
                 groups = []

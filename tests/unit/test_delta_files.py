@@ -150,3 +150,56 @@ def test_files_written_per_partition_are_committed_and_read_back_by_delta_rs(tmp
     assert [(r["topic"], r["offset"]) for r in rows] == [("a:b", 1), ("c", 2), ("a:b", 3), (None, 4)]
     assert rows[0]["ts"] == instant  # microsecond UTC instants
     assert write_partitioned([], filesystem=table_filesystem(str(root)), schema=schema, batch_id=2) == []
+
+
+# -- values outside years 1-9999 (Spark's CAST(epoch millis AS TIMESTAMP) gives year ~57000) --
+
+FAR_MS = 1_732_406_400_000 * 1000  # epoch milliseconds read as seconds: year ~56866
+
+
+@pytest.mark.parametrize("unit,per_second", [("s", 1), ("ms", 1000), ("us", 1_000_000)])
+def test_timestamps_beyond_year_9999_get_no_bounds_instead_of_failing(unit: str, per_second: int) -> None:
+    far = pa.array([FAR_MS // 1000 * per_second, 0], pa.int64()).cast(pa.timestamp(unit, tz="UTC"))
+    doc = stats_of(pa.table({"ts": far, "n": [1, 2]}))
+    assert "ts" not in doc["maxValues"]  # no bound: safe for data skipping
+    assert doc["minValues"]["ts"] == "1970-01-01T00:00:00.000Z" and doc["nullCount"]["ts"] == 0 and doc["minValues"]["n"] == 1
+    early = pa.array([-62135596800 * per_second - per_second], pa.int64()).cast(pa.timestamp(unit, tz="UTC"))
+    doc = stats_of(pa.table({"ts": early}))  # 0000-12-31T23:59:59Z: before year 1
+    assert "ts" not in doc["minValues"] and "ts" not in doc["maxValues"]
+
+
+def test_nanosecond_timestamps_keep_their_bounds() -> None:
+    ts = pa.array([1_000_000_001, 2_999_999_999], pa.int64()).cast(pa.timestamp("ns", tz="UTC"))
+    doc = stats_of(pa.table({"ts": ts}))
+    assert doc["minValues"]["ts"] == "1970-01-01T00:00:01.000Z" and doc["maxValues"]["ts"] == "1970-01-01T00:00:03.000Z"
+
+
+def test_dates_beyond_year_9999_get_no_bounds_instead_of_failing() -> None:
+    far_days = FAR_MS // 1000 // 86400
+    doc = stats_of(pa.table({"day": pa.array([far_days, 0], pa.int32()).cast(pa.date32())}))
+    assert "day" not in doc["maxValues"] and doc["minValues"]["day"] == "1970-01-01"
+    assert doc["nullCount"] == {"day": 0}
+    doc = stats_of(pa.table({"day": pa.array([far_days * 86_400_000, 0], pa.int64()).cast(pa.date64())}))
+    assert "day" not in doc["maxValues"]
+
+
+def test_years_before_1000_are_zero_padded() -> None:
+    instant = datetime.datetime(999, 3, 4, 5, 6, 7, 8000, tzinfo=UTC)
+    doc = stats_of(pa.table({"ts": pa.array([instant], pa.timestamp("us", tz="UTC")),
+                             "day": pa.array([datetime.date(999, 3, 4)])}))
+    assert doc["minValues"] == {"ts": "0999-03-04T05:06:07.008Z", "day": "0999-03-04"}
+    assert doc["maxValues"] == {"ts": "0999-03-04T05:06:07.008Z", "day": "0999-03-04"}
+
+
+def test_date_partition_values_beyond_year_9999_are_refused_naming_the_column(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("day", pa.date32()), ("n", pa.int64())])
+    far = pa.array([FAR_MS // 1000 // 86400], pa.int32()).cast(pa.date32())
+    batch = pa.record_batch([far, pa.array([1])], schema=schema)
+    with pytest.raises(ConfigError, match="column 'day'.*years 1 to 9999"):
+        write_partitioned([batch], filesystem=table_filesystem(str(tmp_path / "t")), schema=schema, batch_id=1,
+                          partition_by=["day"])
+    assert not list((tmp_path / "t").rglob("*.parquet"))  # refused before any file is written
+    ok = pa.record_batch([pa.array([datetime.date(999, 1, 2), None]), pa.array([1, 2])], schema=schema)
+    files = write_partitioned([ok], filesystem=table_filesystem(str(tmp_path / "t")), schema=schema, batch_id=2,
+                              partition_by=["day"])
+    assert sorted(str(f.partition_values["day"]) for f in files) == ["0999-01-02", "None"]
