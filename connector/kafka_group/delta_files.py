@@ -29,7 +29,7 @@ import math
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.errors import ConfigError
 
@@ -420,7 +420,14 @@ def write_partitioned(
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
 ) -> List[WrittenFile]:
     """Write ``batches`` (Arrow record batches) as Parquet files into the table: one file per
-    distinct partition-value combination (one file without ``partition_by``), none for no rows.
+    run of rows with the same partition values (one file without ``partition_by``), none for no rows.
+
+    At most one file is open at a time: a file is closed as soon as the partition values
+    change, so rows should arrive sorted by ``partition_by`` (DeltaSink sorts within each
+    Spark partition); unsorted rows still land correctly, in more files (each incoming
+    batch is sorted, so at most one file per key and batch). Rows are buffered into row
+    groups of at least :data:`ROW_GROUP_ROWS` rows or :data:`ROW_GROUP_BYTES` bytes,
+    whichever comes first (the rest at the file's end), not one per incoming batch.
 
     Parameters
     ----------
@@ -443,57 +450,138 @@ def write_partitioned(
         The files written, for the driver to commit. A failure leaves the files written so far
         in no commit (invisible).
 
+    Raises
+    ------
+    ConfigError
+        A date partition value outside years 1-9999 (before any row of its batch is written).
+
     Caller: a Spark task (DeltaSink's ``mapInArrow`` function), on an executor.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     partition_by = list(partition_by)
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
-    open_files: Dict[Tuple[Optional[str], ...], Tuple[str, Any, Any, FileStats]] = {}
+    written: List[WrittenFile] = []
+    current: Optional[_OpenFile] = None
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
             _check_partition_dates(table, partition_by)
-            if partition_by:
-                keys = table.select(partition_by).group_by(partition_by, use_threads=False).aggregate([])
-                groups = []
-                for key in keys.to_pylist():
-                    mask = None
-                    for column in partition_by:
-                        value = key[column]
-                        test = pc.is_null(table.column(column)) if value is None else pc.equal(table.column(column), value)
-                        mask = test if mask is None else pc.and_(mask, test)
-                    groups.append((key, table.filter(mask)))
-            else:
-                groups = [({}, table)]
-            for key, part in groups:
-                values = tuple(partition_value(key[c], schema.field(c).type, c) for c in partition_by)
-                if values not in open_files:
+            for values, part in _runs(table, partition_by, schema):
+                if current is not None and current.values != values:
+                    written.append(current.close(filesystem, partition_by))
+                    current = None
+                if current is None:
                     relative = data_file_path(batch_id, list(zip(partition_by, values)))
-                    stream = filesystem.open_output_stream(relative)
-                    writer = pq.ParquetWriter(stream, data_schema, compression="snappy")
-                    open_files[values] = (relative, stream, writer, FileStats(data_schema, indexed_columns))
-                _, _, writer, stats = open_files[values]
-                data = part.select(data_schema.names)
-                writer.write_table(data)
-                stats.update(data)
-        written: List[WrittenFile] = []
-        for values, (relative, stream, writer, stats) in open_files.items():
-            writer.close()
-            stream.close()
-            size = filesystem.get_file_info(relative).size
-            written.append(WrittenFile(relative, int(size), stats.num_records, stats.to_json(),
-                                       dict(zip(partition_by, values))))
+                    current = _OpenFile(values, relative, filesystem.open_output_stream(relative), data_schema,
+                                        FileStats(data_schema, indexed_columns))
+                current.add(part.select(data_schema.names))
+        if current is not None:
+            done, current = current, None
+            written.append(done.close(filesystem, partition_by))
         return written
     finally:
-        for _, stream, writer, _ in open_files.values():
-            if not stream.closed:
-                try:
-                    writer.close()
-                    stream.close()
-                except Exception:  # the original error is the one to report
-                    pass
+        if current is not None:
+            current.abandon()
+
+
+#: A Parquet row group is written once this many rows are buffered ...
+ROW_GROUP_ROWS = 128 * 1024
+#: ... or this many bytes of Arrow data, whichever comes first.
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+class _OpenFile:
+    """The one data file a task has open: its rows buffered into row groups, its statistics."""
+
+    def __init__(self, values: Tuple[Optional[str], ...], relative: str, stream: Any, data_schema: Any,
+                 stats: FileStats) -> None:
+        import pyarrow.parquet as pq
+
+        self.values = values
+        self.relative = relative
+        self.stream = stream
+        try:
+            self.writer = pq.ParquetWriter(stream, data_schema, compression="snappy")
+        except BaseException:
+            stream.close()
+            raise
+        self.stats = stats
+        self.buffer: List[Any] = []
+        self.buffered_rows = 0
+        self.buffered_bytes = 0
+
+    def add(self, data: Any) -> None:
+        self.stats.update(data)
+        self.buffer.append(data)
+        self.buffered_rows += data.num_rows
+        self.buffered_bytes += data.nbytes
+        if self.buffered_rows >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.buffered_rows:
+            group = pa.concat_tables(self.buffer)
+            self.writer.write_table(group, row_group_size=group.num_rows)  # one row group
+        self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
+
+    def close(self, filesystem: Any, partition_by: Sequence[str]) -> WrittenFile:
+        self._flush()
+        self.writer.close()
+        self.stream.close()
+        size = filesystem.get_file_info(self.relative).size
+        return WrittenFile(self.relative, int(size), self.stats.num_records, self.stats.to_json(),
+                           dict(zip(partition_by, self.values)))
+
+    def abandon(self) -> None:
+        """Close after a failure (the file stays in no commit); the original error is the one to report."""
+        if not self.stream.closed:
+            try:
+                self.writer.close()
+                self.stream.close()
+            except Exception:
+                pass
+
+
+def _runs(table: Any, partition_by: Sequence[str], schema: Any) -> Iterator[Tuple[Tuple[Optional[str], ...], Any]]:
+    """``table``'s rows as runs of equal partition values: ``(serialized values, rows)``.
+
+    The table is sorted by ``partition_by`` first (stably, nulls and empty strings first,
+    as DeltaSink's ``sortWithinPartitions`` orders them: rows that arrive sorted keep their
+    order), so each key is one run; finding the runs compares each row with the one before
+    it (linear in the rows).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not partition_by:
+        yield (), table
+        return
+    # Keys as they are serialized: an empty string is a null partition value (Spark's rule).
+    keys = pa.table({c: _empty_as_null(table.column(c)) for c in partition_by})
+    order = pc.sort_indices(keys, sort_keys=[(c, "ascending", "at_start") for c in partition_by])
+    table, keys = table.take(order), keys.take(order)
+    n = table.num_rows
+    changed = pa.array([False] * (n - 1), pa.bool_())
+    for column in partition_by:
+        values = keys.column(column)
+        this, before = values.slice(1), values.slice(0, n - 1)
+        differs = pc.or_(pc.fill_null(pc.not_equal(this, before), False), pc.xor(pc.is_null(this), pc.is_null(before)))
+        changed = pc.or_(changed, differs)
+    starts = [0] + [int(i) + 1 for i in pc.indices_nonzero(changed).to_pylist()] + [n]
+    for start, end in zip(starts, starts[1:]):
+        key = keys.slice(start, 1).to_pylist()[0]
+        yield tuple(partition_value(key[c], schema.field(c).type, c) for c in partition_by), table.slice(start, end - start)
+
+
+def _empty_as_null(column: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return column
+    return pc.if_else(pc.equal(column, pa.scalar("", column.type)), pa.scalar(None, column.type), column)

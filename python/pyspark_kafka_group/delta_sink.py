@@ -356,6 +356,10 @@ class DeltaSink:
         # Resolved here: a relative local path means the driver's working directory, not a worker's.
         write = _file_writer(normalize_table_path(self.path), self.storage_options, schema, batch_id, partition_by,
                              _indexed_columns(store.configuration()))
+        if partition_by:
+            # Each task then writes one file per key, one at a time (write_partitioned closes a
+            # file when the key changes). Empty strings sort with nulls: both are the null value.
+            batch = batch.sortWithinPartitions(*[_sort_key(c, schema.field(c).type) for c in partition_by])
         rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
         return [
             DataFile(row["path"], int(row["size"]), int(row["num_records"]), row["stats"],
@@ -366,6 +370,18 @@ class DeltaSink:
 
 #: One row per written file, as the executors return them (``mapInArrow``'s result schema).
 _WRITTEN_FILE_SCHEMA = "path string, size long, num_records long, stats string, partition_values string"
+
+
+def _sort_key(column: str, arrow_type: Any) -> Any:
+    """The ``sortWithinPartitions`` key of a partition column: ascending, nulls first, and for a
+    string column the empty string as null (the order ``write_partitioned`` groups by)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    ref = F.col("`" + column.replace("`", "``") + "`")
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        ref = F.nullif(ref, F.lit(""))
+    return ref.asc_nulls_first()
 
 
 def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:

@@ -203,3 +203,83 @@ def test_date_partition_values_beyond_year_9999_are_refused_naming_the_column(tm
     files = write_partitioned([ok], filesystem=table_filesystem(str(tmp_path / "t")), schema=schema, batch_id=2,
                               partition_by=["day"])
     assert sorted(str(f.partition_values["day"]) for f in files) == ["0999-01-02", "None"]
+
+
+# -- file layout: few row groups, one file open at a time ------------------------------
+
+
+class CountingFileSystem:
+    """A file system rooted at ``root`` that records, at every file it opens, how many were open."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        import pyarrow.fs as pafs
+
+        self.inner = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        root.mkdir(parents=True, exist_ok=True)
+        self.streams: list[Any] = []
+        self.open_at_each_open: list[int] = []
+
+    def open_output_stream(self, path: str) -> Any:
+        self.open_at_each_open.append(sum(not s.closed for s in self.streams))
+        self.inner.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        stream = self.inner.open_output_stream(path)
+        self.streams.append(stream)
+        return stream
+
+    def get_file_info(self, path: str) -> Any:
+        return self.inner.get_file_info(path)
+
+
+def read_file(root: pathlib.Path, relative: str) -> Any:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(str(root / relative))
+
+
+def test_many_small_batches_give_few_row_groups(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("offset", pa.int64()), ("value", pa.string())])
+    batches = [pa.record_batch([pa.array(range(i * 10, i * 10 + 10)), pa.array(["v"] * 10)], schema=schema)
+               for i in range(500)]
+    [written] = write_partitioned(batches, filesystem=table_filesystem(str(tmp_path)), schema=schema, batch_id=3)
+    parquet = read_file(tmp_path, written.path)
+    assert parquet.metadata.num_row_groups == 1 and parquet.metadata.num_rows == written.num_records == 5000
+    assert parquet.read().column("offset").to_pylist() == list(range(5000))  # order kept
+
+
+def test_keys_arriving_sorted_open_one_file_at_a_time(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("topic", pa.string()), ("offset", pa.int64())])
+    keys = [None, "a", "b", "c"]
+    rows = [(k, i) for k in keys for i in range(25)]  # sorted by key, as the sink's sortWithinPartitions hands them
+    batches = [pa.record_batch([pa.array([t for t, _ in rows[i:i + 7]], pa.string()),
+                                pa.array([o for _, o in rows[i:i + 7]], pa.int64())], schema=schema)
+               for i in range(0, len(rows), 7)]  # batch edges fall inside keys
+    fs = CountingFileSystem(tmp_path)
+    files = write_partitioned(batches, filesystem=fs, schema=schema, batch_id=4, partition_by=["topic"])
+    assert fs.open_at_each_open == [0, 0, 0, 0]  # the previous key's file was closed before the next opened
+    assert len(files) == len(keys)
+    for f in files:
+        parquet = read_file(tmp_path, f.path)
+        assert parquet.metadata.num_row_groups == 1
+        assert parquet.read().column("offset").to_pylist() == list(range(25)) and f.num_records == 25
+    assert sorted(str(f.partition_values["topic"]) for f in files) == ["None", "a", "b", "c"]
+
+
+def test_unsorted_keys_still_land_every_row_under_its_partition(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("topic", pa.string()), ("day", pa.date32()), ("offset", pa.int64())])
+    day = datetime.date(2026, 11, 24)
+    rows = [(["b", "a", None, "", "a"][i % 5], day if i % 3 else None, i) for i in range(60)]
+    batches = [pa.record_batch([pa.array([r[0] for r in rows[i:i + 20]], pa.string()),
+                                pa.array([r[1] for r in rows[i:i + 20]], pa.date32()),
+                                pa.array([r[2] for r in rows[i:i + 20]], pa.int64())], schema=schema)
+               for i in range(0, 60, 20)]
+    files = write_partitioned(batches, filesystem=table_filesystem(str(tmp_path)), schema=schema, batch_id=5,
+                              partition_by=["topic", "day"])
+    landed = []
+    for f in files:
+        for offset in read_file(tmp_path, f.path).read().column("offset").to_pylist():
+            landed.append(offset)
+            topic, when, _ = rows[offset]
+            assert f.partition_values == {"topic": topic or None, "day": None if when is None else "2026-11-24"}
+        assert json.loads(f.stats)["numRecords"] == f.num_records
+    assert sorted(landed) == list(range(60))
+    assert len(files) <= 3 * 6  # at most one file per key per incoming batch
