@@ -229,7 +229,8 @@ class DeltaSink:
         if not ranges and not files:
             return
         crash_point("sink.before_commit")
-        # A refused commit (OffsetConflictError) deletes the files: in no commit, invisible, and gone.
+        # A commit refused for another writer's offsets (OffsetConflictError) deletes the files: in no commit,
+        # invisible, and gone; one refused as already committed keeps them (an older version may read them).
         store.commit(
             files,
             schema,
