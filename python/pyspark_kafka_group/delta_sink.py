@@ -294,6 +294,8 @@ class DeltaSink:
         root = (self.checkpoint_location or _checkpoint_of_running_query(session)).rstrip("/")
         if self.checkpoint_location and not self._checkpoint_verified:
             self._verify_checkpoint(session, root)
+        if self.checkpoint_location:
+            self._refuse_committed_batch(session, root, batch_id)
         location = f"{root}/offsets/{batch_id}"
         text = _read_text(session, location)
         if text is None:
@@ -325,6 +327,30 @@ class DeltaSink:
                     "session: pass the query's own checkpointLocation as DeltaSink(..., checkpoint_location=...)"
                 )
         self._checkpoint_verified = True
+
+    @staticmethod
+    def _refuse_committed_batch(session: Any, root: str, batch_id: int) -> None:
+        """Refuse a ``checkpoint_location`` that has already committed batch ``batch_id``.
+
+        Spark calls ``foreachBatch`` for batch N only while the query's
+        ``<checkpoint>/commits/N`` does not exist: on a restart it replays N when the
+        commit log ends at N-1, and starts N+1 when it ends at N
+        (``MicroBatchExecution.populateStartOffsets``); it writes ``commits/N`` after the
+        sink returns. A checkpoint holding ``commits/N`` now is another query's (or a stale
+        copy), whose ``offsets/N`` is not this batch's plan. Checked before any file is
+        written, at every batch (one file lookup).
+        """
+        local = _local_path(root)
+        if local is not None and os.path.isdir(os.path.join(local, "offsets")):  # on this disk: no Spark read
+            committed = os.path.isfile(os.path.join(local, "commits", str(batch_id)))
+        else:
+            committed = _read_text(session, f"{root}/commits/{batch_id}") is not None
+        if committed:
+            raise ConfigError(
+                f"DeltaSink(checkpoint_location='{root}') has already committed batch {batch_id}, which Spark is "
+                "running now: it is not this query's checkpoint (or a stale copy of it), so its offsets are not "
+                "this batch's plan. Pass the query's own checkpointLocation as DeltaSink(..., checkpoint_location=...)"
+            )
 
     # -- conflicts ---------------------------------------------------------------------
 
