@@ -335,6 +335,9 @@ class DeltaOffsetStore:
 
         Raises
         ------
+        OffsetStoreError
+            A file of a local table is not on this machine's disk at its size (executors
+            on other machines wrote it on theirs), before anything is committed.
         OffsetConflictError
             A partition is no longer at its range's ``from`` (checked against the
             very version the commit is based on; a concurrent writer of the same
@@ -347,6 +350,7 @@ class DeltaOffsetStore:
             from the latest. Files of another failure stay too, in no commit
             (invisible; VACUUM removes them).
         """
+        self._check_local_files(files)
         try:
             return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema)
         except _CommitRefused as exc:
@@ -463,6 +467,26 @@ class DeltaOffsetStore:
         """The table's properties (``delta.*``; as last loaded); empty when the table does not exist yet."""
         table = self._load()
         return {} if table is None else dict(table.metadata().configuration or {})
+
+    def _check_local_files(self, files: Sequence[DataFile]) -> None:
+        """Refuse, before committing, files of a local table that are not on this machine's disk at
+        their size: on a multi-node cluster, executors write a local path on their own disks, and
+        the committed table would reference files no reader finds."""
+        root = local_table_path(self.table_path)
+        if root is None:
+            return
+        for f in files:
+            full = os.path.join(root, f.path)
+            size = os.path.getsize(full) if os.path.isfile(full) else None
+            if size != f.size:
+                found = "is missing" if size is None else f"has {size} bytes"
+                raise OffsetStoreError(
+                    f"refusing to commit to offsets.table '{self.table_path}': the data file {full} {found} on the "
+                    f"driver, where the executor wrote {f.size} bytes. Executors on other machines write a local "
+                    "path on their own disks: a local table path needs a shared file system mounted at the same "
+                    "path on every node, or use an object store (s3://, abfss://, gs://). Nothing was committed "
+                    "and no offset moved"
+                )
 
     def _delete_uncommitted(self, files: Sequence[DataFile]) -> None:
         """Delete the files of a refused commit, unless the table references one (a commit whose

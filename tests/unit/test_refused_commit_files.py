@@ -59,3 +59,21 @@ def test_files_of_a_commit_refused_for_another_writers_offsets_are_deleted(tmp_p
     with pytest.raises(OffsetConflictError, match="t-0 planned \\[2, 6\\) but the table is at 4"):
         DeltaOffsetStore(str(root), "g").commit(late, ROWS.schema, [OffsetRange(TP, 2, 6)])
     assert not any((root / f.path).exists() for f in late)  # in no commit: gone
+
+
+def test_a_local_table_refuses_files_the_driver_cannot_see_before_committing(tmp_path: pathlib.Path) -> None:
+    # Executors of a multi-node cluster write a local path on their own disks.
+    from kafka_group.errors import OffsetStoreError
+
+    root = tmp_path / "table"
+    store = DeltaOffsetStore(str(root), "g")
+    written = files(root, 0)
+    missing = DataFile("data/part-00000000-on-another-node.snappy.parquet", 123, 2)
+    with pytest.raises(OffsetStoreError, match="on-another-node.*shared file system.*or use an object store"):
+        store.commit([*written, missing], ROWS.schema, [OffsetRange(TP, 0, 4)])
+    assert not (root / "_delta_log").exists()  # nothing committed, no offset moved
+    assert all((root / f.path).exists() for f in written)
+    truncated = DataFile(written[0].path, written[0].size + 1, 2)
+    with pytest.raises(OffsetStoreError, match=f"{written[0].path}.*{written[0].size} bytes"):
+        store.commit([truncated], ROWS.schema, [OffsetRange(TP, 0, 4)])
+    assert store.commit(written, ROWS.schema, [OffsetRange(TP, 0, 4)]) == 0
