@@ -350,7 +350,6 @@ class DeltaOffsetStore:
             from the latest. Files of another failure stay too, in no commit
             (invisible; VACUUM removes them).
         """
-        self._check_local_files(files)
         try:
             return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema)
         except _CommitRefused as exc:
@@ -404,6 +403,7 @@ class DeltaOffsetStore:
                     + ". Another member committed these partitions meanwhile, or their offsets were reset; "
                     "the batch is not landed and the query replans from the table's offsets",
                 )
+            self._check_local_files(files)  # once the offsets are committable: a conflict says more
             if table is not None:
                 # Delta would take the files under the table's schema whatever they hold.
                 merge = _merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
