@@ -566,12 +566,12 @@ def _runs(table: Any, partition_by: Sequence[str], schema: Any) -> Iterator[Tupl
     order = pc.sort_indices(keys, sort_keys=[(c, "ascending", "at_start") for c in partition_by])
     table, keys = table.take(order), keys.take(order)
     n = table.num_rows
-    changed = pa.array([False] * (n - 1), pa.bool_())
+    changed: Any = None  # row i + 1 starts a new key
     for column in partition_by:
         values = keys.column(column)
         this, before = values.slice(1), values.slice(0, n - 1)
         differs = pc.or_(pc.fill_null(pc.not_equal(this, before), False), pc.xor(pc.is_null(this), pc.is_null(before)))
-        changed = pc.or_(changed, differs)
+        changed = differs if changed is None else pc.or_(changed, differs)
     starts = [0] + [int(i) + 1 for i in pc.indices_nonzero(changed).to_pylist()] + [n]
     for start, end in zip(starts, starts[1:]):
         key = keys.slice(start, 1).to_pylist()[0]
