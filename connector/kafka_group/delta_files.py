@@ -29,7 +29,7 @@ import math
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.errors import ConfigError
 
@@ -104,7 +104,7 @@ def partition_value(value: Any, arrow_type: Any, column: str) -> Optional[str]:
     if pa.types.is_integer(arrow_type):
         return str(int(value))
     if pa.types.is_date(arrow_type):
-        return str(value.isoformat())
+        return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
     text = str(value)
     return text if text else None
 
@@ -262,9 +262,13 @@ class FileStats:
                     stats.bounded = False
                     continue
             elif stats.kind == "timestamp":
+                # As integers: a Python datetime cannot hold a year outside 1-9999.
                 column = pc.cast(column, pa.int64())
-            extremes = pc.min_max(column)
-            low, high = extremes["min"].as_py(), extremes["max"].as_py()
+            if stats.kind == "date":
+                low, high = _day_range(column)
+            else:
+                extremes = pc.min_max(column)
+                low, high = extremes["min"].as_py(), extremes["max"].as_py()
             if stats.kind == "timestamp":
                 unit = table.schema.field(name).type.unit
                 per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
@@ -309,14 +313,66 @@ def _json_bound(kind: str, value: Any, *, upper: bool) -> Any:
         return int(value)
     if kind == "float":
         return float(value) if math.isfinite(value) else None
+    # A bound outside years 1-9999 is dropped: no bound is safe for data skipping, and
+    # neither JSON's ISO text nor Python's dates reach there.
     if kind == "date":
-        return str(value.isoformat())
+        return _iso_date(value) if _FIRST_DAY <= value <= _LAST_DAY else None
     if kind == "timestamp":
-        instant = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(milliseconds=value)
-        return instant.strftime("%Y-%m-%dT%H:%M:%S.") + f"{instant.microsecond // 1000:03d}Z"
+        if not _FIRST_MS <= value <= _LAST_MS:
+            return None
+        instant = _EPOCH + datetime.timedelta(milliseconds=value)
+        return (f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}T{instant.hour:02d}:{instant.minute:02d}:"
+                f"{instant.second:02d}.{instant.microsecond // 1000:03d}Z")
     if kind == "string":
         return _string_upper_bound(value) if upper else value[:STRING_PREFIX_LENGTH]
     return None
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS_PER_DAY = 86_400_000
+#: Days since the epoch of 0001-01-01 and 9999-12-31: the dates Python (and ISO text) hold.
+_FIRST_DAY, _LAST_DAY = -719_162, 2_932_896
+#: Milliseconds since the epoch of 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
+_FIRST_MS, _LAST_MS = -62_135_596_800_000, 253_402_300_799_999
+
+
+def _iso_date(days: int) -> str:
+    """``YYYY-MM-DD`` of a day since the epoch in years 1-9999 (the year zero-padded)."""
+    day = datetime.date(1970, 1, 1) + datetime.timedelta(days=days)
+    return f"{day.year:04d}-{day.month:02d}-{day.day:02d}"
+
+
+def _day_range(column: Any) -> Tuple[int, int]:
+    """The first and last day (since the epoch) of a date column with a non-null value, as
+    integers: a Python date cannot hold a year outside 1-9999."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_date64(column.type):  # milliseconds; whole days floored
+        extremes = pc.min_max(pc.cast(column, pa.int64()))
+        return int(extremes["min"].as_py()) // _MS_PER_DAY, int(extremes["max"].as_py()) // _MS_PER_DAY
+    extremes = pc.min_max(pc.cast(column, pa.int32()))
+    return int(extremes["min"].as_py()), int(extremes["max"].as_py())
+
+
+def _check_partition_dates(table: Any, partition_by: Sequence[str]) -> None:
+    """Refuse a date partition value outside years 1-9999 (before any of ``table`` is written)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for column in partition_by:
+        arrow_type = table.schema.field(column).type
+        if not pa.types.is_date(arrow_type) or table.column(column).null_count == len(table.column(column)):
+            continue
+        low, high = _day_range(table.column(column))
+        if low < _FIRST_DAY or high > _LAST_DAY:
+            bad = low if low < _FIRST_DAY else high
+            raise ConfigError(
+                f"DeltaSink(partition_by=...) column '{column}' holds a date {bad} days from 1970-01-01, outside "
+                "years 1 to 9999, which a Delta partition value (YYYY-MM-DD) cannot hold: filter such rows out or "
+                "fix the transform (CAST(epoch milliseconds AS TIMESTAMP) reads them as seconds; use "
+                "timestamp_millis(...))"
+            )
 
 
 def _string_upper_bound(text: str) -> Optional[str]:
@@ -364,7 +420,14 @@ def write_partitioned(
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
 ) -> List[WrittenFile]:
     """Write ``batches`` (Arrow record batches) as Parquet files into the table: one file per
-    distinct partition-value combination (one file without ``partition_by``), none for no rows.
+    run of rows with the same partition values (one file without ``partition_by``), none for no rows.
+
+    At most one file is open at a time: a file is closed as soon as the partition values
+    change, so rows should arrive sorted by ``partition_by`` (DeltaSink sorts within each
+    Spark partition); unsorted rows still land correctly, in more files (each incoming
+    batch is sorted, so at most one file per key and batch). Rows are buffered into row
+    groups of at least :data:`ROW_GROUP_ROWS` rows or :data:`ROW_GROUP_BYTES` bytes,
+    whichever comes first (the rest at the file's end), not one per incoming batch.
 
     Parameters
     ----------
@@ -387,56 +450,138 @@ def write_partitioned(
         The files written, for the driver to commit. A failure leaves the files written so far
         in no commit (invisible).
 
+    Raises
+    ------
+    ConfigError
+        A date partition value outside years 1-9999 (before any row of its batch is written).
+
     Caller: a Spark task (DeltaSink's ``mapInArrow`` function), on an executor.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     partition_by = list(partition_by)
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
-    open_files: Dict[Tuple[Optional[str], ...], Tuple[str, Any, Any, FileStats]] = {}
+    written: List[WrittenFile] = []
+    current: Optional[_OpenFile] = None
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
-            if partition_by:
-                keys = table.select(partition_by).group_by(partition_by, use_threads=False).aggregate([])
-                groups = []
-                for key in keys.to_pylist():
-                    mask = None
-                    for column in partition_by:
-                        value = key[column]
-                        test = pc.is_null(table.column(column)) if value is None else pc.equal(table.column(column), value)
-                        mask = test if mask is None else pc.and_(mask, test)
-                    groups.append((key, table.filter(mask)))
-            else:
-                groups = [({}, table)]
-            for key, part in groups:
-                values = tuple(partition_value(key[c], schema.field(c).type, c) for c in partition_by)
-                if values not in open_files:
+            _check_partition_dates(table, partition_by)
+            for values, part in _runs(table, partition_by, schema):
+                if current is not None and current.values != values:
+                    written.append(current.close(filesystem, partition_by))
+                    current = None
+                if current is None:
                     relative = data_file_path(batch_id, list(zip(partition_by, values)))
-                    stream = filesystem.open_output_stream(relative)
-                    writer = pq.ParquetWriter(stream, data_schema, compression="snappy")
-                    open_files[values] = (relative, stream, writer, FileStats(data_schema, indexed_columns))
-                _, _, writer, stats = open_files[values]
-                data = part.select(data_schema.names)
-                writer.write_table(data)
-                stats.update(data)
-        written: List[WrittenFile] = []
-        for values, (relative, stream, writer, stats) in open_files.items():
-            writer.close()
-            stream.close()
-            size = filesystem.get_file_info(relative).size
-            written.append(WrittenFile(relative, int(size), stats.num_records, stats.to_json(),
-                                       dict(zip(partition_by, values))))
+                    current = _OpenFile(values, relative, filesystem.open_output_stream(relative), data_schema,
+                                        FileStats(data_schema, indexed_columns))
+                current.add(part.select(data_schema.names))
+        if current is not None:
+            done, current = current, None
+            written.append(done.close(filesystem, partition_by))
         return written
     finally:
-        for _, stream, writer, _ in open_files.values():
-            if not stream.closed:
-                try:
-                    writer.close()
-                    stream.close()
-                except Exception:  # the original error is the one to report
-                    pass
+        if current is not None:
+            current.abandon()
+
+
+#: A Parquet row group is written once this many rows are buffered ...
+ROW_GROUP_ROWS = 128 * 1024
+#: ... or this many bytes of Arrow data, whichever comes first.
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+class _OpenFile:
+    """The one data file a task has open: its rows buffered into row groups, its statistics."""
+
+    def __init__(self, values: Tuple[Optional[str], ...], relative: str, stream: Any, data_schema: Any,
+                 stats: FileStats) -> None:
+        import pyarrow.parquet as pq
+
+        self.values = values
+        self.relative = relative
+        self.stream = stream
+        try:
+            self.writer = pq.ParquetWriter(stream, data_schema, compression="snappy")
+        except BaseException:
+            stream.close()
+            raise
+        self.stats = stats
+        self.buffer: List[Any] = []
+        self.buffered_rows = 0
+        self.buffered_bytes = 0
+
+    def add(self, data: Any) -> None:
+        self.stats.update(data)
+        self.buffer.append(data)
+        self.buffered_rows += data.num_rows
+        self.buffered_bytes += data.nbytes
+        if self.buffered_rows >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.buffered_rows:
+            group = pa.concat_tables(self.buffer)
+            self.writer.write_table(group, row_group_size=group.num_rows)  # one row group
+        self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
+
+    def close(self, filesystem: Any, partition_by: Sequence[str]) -> WrittenFile:
+        self._flush()
+        self.writer.close()
+        self.stream.close()
+        size = filesystem.get_file_info(self.relative).size
+        return WrittenFile(self.relative, int(size), self.stats.num_records, self.stats.to_json(),
+                           dict(zip(partition_by, self.values)))
+
+    def abandon(self) -> None:
+        """Close after a failure (the file stays in no commit); the original error is the one to report."""
+        if not self.stream.closed:
+            try:
+                self.writer.close()
+                self.stream.close()
+            except Exception:
+                pass
+
+
+def _runs(table: Any, partition_by: Sequence[str], schema: Any) -> Iterator[Tuple[Tuple[Optional[str], ...], Any]]:
+    """``table``'s rows as runs of equal partition values: ``(serialized values, rows)``.
+
+    The table is sorted by ``partition_by`` first (stably, nulls and empty strings first,
+    as DeltaSink's ``sortWithinPartitions`` orders them: rows that arrive sorted keep their
+    order), so each key is one run; finding the runs compares each row with the one before
+    it (linear in the rows).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not partition_by:
+        yield (), table
+        return
+    # Keys as they are serialized: an empty string is a null partition value (Spark's rule).
+    keys = pa.table({c: _empty_as_null(table.column(c)) for c in partition_by})
+    order = pc.sort_indices(keys, sort_keys=[(c, "ascending", "at_start") for c in partition_by])
+    table, keys = table.take(order), keys.take(order)
+    n = table.num_rows
+    changed: Any = None  # row i + 1 starts a new key
+    for column in partition_by:
+        values = keys.column(column)
+        this, before = values.slice(1), values.slice(0, n - 1)
+        differs = pc.or_(pc.fill_null(pc.not_equal(this, before), False), pc.xor(pc.is_null(this), pc.is_null(before)))
+        changed = differs if changed is None else pc.or_(changed, differs)
+    starts = [0] + [int(i) + 1 for i in pc.indices_nonzero(changed).to_pylist()] + [n]
+    for start, end in zip(starts, starts[1:]):
+        key = keys.slice(start, 1).to_pylist()[0]
+        yield tuple(partition_value(key[c], schema.field(c).type, c) for c in partition_by), table.slice(start, end - start)
+
+
+def _empty_as_null(column: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return column
+    return pc.if_else(pc.equal(column, pa.scalar("", column.type)), pa.scalar(None, column.type), column)

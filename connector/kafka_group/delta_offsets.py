@@ -178,6 +178,17 @@ class CommitCheck:
         )
 
 
+class _CommitRefused(OffsetConflictError):
+    """A refused commit, with what decides whether its files may be deleted."""
+
+    def __init__(self, *, other_writer: bool, maybe_landed: bool, message: str) -> None:
+        super().__init__(message)
+        self.other_writer = other_writer
+        """Another writer holds a partition at another position (not: these very ranges are committed)."""
+        self.maybe_landed = maybe_landed
+        """An earlier attempt of this commit failed in a way that may have committed it (its answer lost)."""
+
+
 class DeltaOffsetStore:
     """Reads and commits Kafka positions kept in a Delta table.
 
@@ -324,17 +335,32 @@ class DeltaOffsetStore:
 
         Raises
         ------
+        OffsetStoreError
+            A file of a local table is not on this machine's disk at its size (executors
+            on other machines wrote it on theirs), before anything is committed.
         OffsetConflictError
             A partition is no longer at its range's ``from`` (checked against the
             very version the commit is based on; a concurrent writer of the same
             partition makes Delta refuse the commit, and the check runs again).
-            ``files`` are deleted then (unless the table references one: a commit
-            whose answer was lost); files of another failure stay, in no commit.
+            ``files`` are deleted only when another writer holds a partition at
+            another position and no attempt of this call may have landed them (nor
+            the latest table version references one); when the table already holds
+            exactly these ranges (a commit whose answer was lost) they are kept: an
+            older version may read them though a concurrent OPTIMIZE removed them
+            from the latest. Files of another failure stay too, in no commit
+            (invisible; VACUUM removes them).
         """
         try:
             return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema)
-        except OffsetConflictError:
-            self._delete_uncommitted(files)
+        except _CommitRefused as exc:
+            if exc.other_writer and not exc.maybe_landed:
+                self._delete_uncommitted(files)
+            elif files:
+                # Already committed (a commit whose answer was lost), or an attempt of this call
+                # may have landed: an older table version may read these files even when the
+                # latest does not (a concurrent OPTIMIZE removed them). VACUUM decides.
+                logger.info("keeping the %d files of the refused commit to offsets.table '%s' (a table version "
+                            "may reference them)", len(files), self.table_path)
             raise
 
     def _commit(
@@ -365,7 +391,9 @@ class DeltaOffsetStore:
             table = self._load(refresh=True)
             check = self._check_in(table, ranges)
             if check.conflicts or check.already_committed:
-                raise OffsetConflictError(
+                raise _CommitRefused(
+                    other_writer=bool(check.conflicts), maybe_landed=last_error is not None,
+                    message=
                     f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': "
                     + (
                         check.describe_conflicts(ranges)
@@ -373,8 +401,9 @@ class DeltaOffsetStore:
                         else "the table already holds exactly these ranges (committed before)"
                     )
                     + ". Another member committed these partitions meanwhile, or their offsets were reset; "
-                    "the batch is not landed and the query replans from the table's offsets"
+                    "the batch is not landed and the query replans from the table's offsets",
                 )
+            self._check_local_files(files)  # once the offsets are committable: a conflict says more
             if table is not None:
                 # Delta would take the files under the table's schema whatever they hold.
                 merge = _merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
@@ -422,9 +451,10 @@ class DeltaOffsetStore:
                 version, self.table_path, len(files), ", ".join(str(r) for r in ranges) or "no ranges",
             )
             return version
-        raise OffsetConflictError(
-            f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': concurrent "
-            f"writers kept winning ({last_error})"
+        raise _CommitRefused(
+            other_writer=True, maybe_landed=True,
+            message=f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': concurrent "
+            f"writers kept winning ({last_error})",
         )
 
     def partition_columns(self) -> Optional[List[str]]:
@@ -437,6 +467,26 @@ class DeltaOffsetStore:
         """The table's properties (``delta.*``; as last loaded); empty when the table does not exist yet."""
         table = self._load()
         return {} if table is None else dict(table.metadata().configuration or {})
+
+    def _check_local_files(self, files: Sequence[DataFile]) -> None:
+        """Refuse, before committing, files of a local table that are not on this machine's disk at
+        their size: on a multi-node cluster, executors write a local path on their own disks, and
+        the committed table would reference files no reader finds."""
+        root = local_table_path(self.table_path)
+        if root is None:
+            return
+        for f in files:
+            full = os.path.join(root, f.path)
+            size = os.path.getsize(full) if os.path.isfile(full) else None
+            if size != f.size:
+                found = "is missing" if size is None else f"has {size} bytes"
+                raise OffsetStoreError(
+                    f"refusing to commit to offsets.table '{self.table_path}': the data file {full} {found} on the "
+                    f"driver, where the executor wrote {f.size} bytes. Executors on other machines write a local "
+                    "path on their own disks: a local table path needs a shared file system mounted at the same "
+                    "path on every node, or use an object store (s3://, abfss://, gs://). Nothing was committed "
+                    "and no offset moved"
+                )
 
     def _delete_uncommitted(self, files: Sequence[DataFile]) -> None:
         """Delete the files of a refused commit, unless the table references one (a commit whose

@@ -229,7 +229,8 @@ class DeltaSink:
         if not ranges and not files:
             return
         crash_point("sink.before_commit")
-        # A refused commit (OffsetConflictError) deletes the files: in no commit, invisible, and gone.
+        # A commit refused for another writer's offsets (OffsetConflictError) deletes the files: in no commit,
+        # invisible, and gone; one refused as already committed keeps them (an older version may read them).
         store.commit(
             files,
             schema,
@@ -293,6 +294,8 @@ class DeltaSink:
         root = (self.checkpoint_location or _checkpoint_of_running_query(session)).rstrip("/")
         if self.checkpoint_location and not self._checkpoint_verified:
             self._verify_checkpoint(session, root)
+        if self.checkpoint_location:
+            self._refuse_committed_batch(session, root, batch_id)
         location = f"{root}/offsets/{batch_id}"
         text = _read_text(session, location)
         if text is None:
@@ -325,6 +328,30 @@ class DeltaSink:
                 )
         self._checkpoint_verified = True
 
+    @staticmethod
+    def _refuse_committed_batch(session: Any, root: str, batch_id: int) -> None:
+        """Refuse a ``checkpoint_location`` that has already committed batch ``batch_id``.
+
+        Spark calls ``foreachBatch`` for batch N only while the query's
+        ``<checkpoint>/commits/N`` does not exist: on a restart it replays N when the
+        commit log ends at N-1, and starts N+1 when it ends at N
+        (``MicroBatchExecution.populateStartOffsets``); it writes ``commits/N`` after the
+        sink returns. A checkpoint holding ``commits/N`` now is another query's (or a stale
+        copy), whose ``offsets/N`` is not this batch's plan. Checked before any file is
+        written, at every batch (one file lookup).
+        """
+        local = _local_path(root)
+        if local is not None and os.path.isdir(os.path.join(local, "offsets")):  # on this disk: no Spark read
+            committed = os.path.isfile(os.path.join(local, "commits", str(batch_id)))
+        else:
+            committed = _read_text(session, f"{root}/commits/{batch_id}") is not None
+        if committed:
+            raise ConfigError(
+                f"DeltaSink(checkpoint_location='{root}') has already committed batch {batch_id}, which Spark is "
+                "running now: it is not this query's checkpoint (or a stale copy of it), so its offsets are not "
+                "this batch's plan. Pass the query's own checkpointLocation as DeltaSink(..., checkpoint_location=...)"
+            )
+
     # -- conflicts ---------------------------------------------------------------------
 
     @staticmethod
@@ -356,6 +383,10 @@ class DeltaSink:
         # Resolved here: a relative local path means the driver's working directory, not a worker's.
         write = _file_writer(normalize_table_path(self.path), self.storage_options, schema, batch_id, partition_by,
                              _indexed_columns(store.configuration()))
+        if partition_by:
+            # Each task then writes one file per key, one at a time (write_partitioned closes a
+            # file when the key changes). Empty strings sort with nulls: both are the null value.
+            batch = batch.sortWithinPartitions(*[_sort_key(c, schema.field(c).type) for c in partition_by])
         rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
         return [
             DataFile(row["path"], int(row["size"]), int(row["num_records"]), row["stats"],
@@ -366,6 +397,18 @@ class DeltaSink:
 
 #: One row per written file, as the executors return them (``mapInArrow``'s result schema).
 _WRITTEN_FILE_SCHEMA = "path string, size long, num_records long, stats string, partition_values string"
+
+
+def _sort_key(column: str, arrow_type: Any) -> Any:
+    """The ``sortWithinPartitions`` key of a partition column: ascending, nulls first, and for a
+    string column the empty string as null (the order ``write_partitioned`` groups by)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    ref = F.col("`" + column.replace("`", "``") + "`")
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        ref = F.nullif(ref, F.lit(""))
+    return ref.asc_nulls_first()
 
 
 def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:

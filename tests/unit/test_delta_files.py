@@ -150,3 +150,136 @@ def test_files_written_per_partition_are_committed_and_read_back_by_delta_rs(tmp
     assert [(r["topic"], r["offset"]) for r in rows] == [("a:b", 1), ("c", 2), ("a:b", 3), (None, 4)]
     assert rows[0]["ts"] == instant  # microsecond UTC instants
     assert write_partitioned([], filesystem=table_filesystem(str(root)), schema=schema, batch_id=2) == []
+
+
+# -- values outside years 1-9999 (Spark's CAST(epoch millis AS TIMESTAMP) gives year ~57000) --
+
+FAR_MS = 1_732_406_400_000 * 1000  # epoch milliseconds read as seconds: year ~56866
+
+
+@pytest.mark.parametrize("unit,per_second", [("s", 1), ("ms", 1000), ("us", 1_000_000)])
+def test_timestamps_beyond_year_9999_get_no_bounds_instead_of_failing(unit: str, per_second: int) -> None:
+    far = pa.array([FAR_MS // 1000 * per_second, 0], pa.int64()).cast(pa.timestamp(unit, tz="UTC"))
+    doc = stats_of(pa.table({"ts": far, "n": [1, 2]}))
+    assert "ts" not in doc["maxValues"]  # no bound: safe for data skipping
+    assert doc["minValues"]["ts"] == "1970-01-01T00:00:00.000Z" and doc["nullCount"]["ts"] == 0 and doc["minValues"]["n"] == 1
+    early = pa.array([-62135596800 * per_second - per_second], pa.int64()).cast(pa.timestamp(unit, tz="UTC"))
+    doc = stats_of(pa.table({"ts": early}))  # 0000-12-31T23:59:59Z: before year 1
+    assert "ts" not in doc["minValues"] and "ts" not in doc["maxValues"]
+
+
+def test_nanosecond_timestamps_keep_their_bounds() -> None:
+    ts = pa.array([1_000_000_001, 2_999_999_999], pa.int64()).cast(pa.timestamp("ns", tz="UTC"))
+    doc = stats_of(pa.table({"ts": ts}))
+    assert doc["minValues"]["ts"] == "1970-01-01T00:00:01.000Z" and doc["maxValues"]["ts"] == "1970-01-01T00:00:03.000Z"
+
+
+def test_dates_beyond_year_9999_get_no_bounds_instead_of_failing() -> None:
+    far_days = FAR_MS // 1000 // 86400
+    doc = stats_of(pa.table({"day": pa.array([far_days, 0], pa.int32()).cast(pa.date32())}))
+    assert "day" not in doc["maxValues"] and doc["minValues"]["day"] == "1970-01-01"
+    assert doc["nullCount"] == {"day": 0}
+    doc = stats_of(pa.table({"day": pa.array([far_days * 86_400_000, 0], pa.int64()).cast(pa.date64())}))
+    assert "day" not in doc["maxValues"]
+
+
+def test_years_before_1000_are_zero_padded() -> None:
+    instant = datetime.datetime(999, 3, 4, 5, 6, 7, 8000, tzinfo=UTC)
+    doc = stats_of(pa.table({"ts": pa.array([instant], pa.timestamp("us", tz="UTC")),
+                             "day": pa.array([datetime.date(999, 3, 4)])}))
+    assert doc["minValues"] == {"ts": "0999-03-04T05:06:07.008Z", "day": "0999-03-04"}
+    assert doc["maxValues"] == {"ts": "0999-03-04T05:06:07.008Z", "day": "0999-03-04"}
+
+
+def test_date_partition_values_beyond_year_9999_are_refused_naming_the_column(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("day", pa.date32()), ("n", pa.int64())])
+    far = pa.array([FAR_MS // 1000 // 86400], pa.int32()).cast(pa.date32())
+    batch = pa.record_batch([far, pa.array([1])], schema=schema)
+    with pytest.raises(ConfigError, match="column 'day'.*years 1 to 9999"):
+        write_partitioned([batch], filesystem=table_filesystem(str(tmp_path / "t")), schema=schema, batch_id=1,
+                          partition_by=["day"])
+    assert not list((tmp_path / "t").rglob("*.parquet"))  # refused before any file is written
+    ok = pa.record_batch([pa.array([datetime.date(999, 1, 2), None]), pa.array([1, 2])], schema=schema)
+    files = write_partitioned([ok], filesystem=table_filesystem(str(tmp_path / "t")), schema=schema, batch_id=2,
+                              partition_by=["day"])
+    assert sorted(str(f.partition_values["day"]) for f in files) == ["0999-01-02", "None"]
+
+
+# -- file layout: few row groups, one file open at a time ------------------------------
+
+
+class CountingFileSystem:
+    """A file system rooted at ``root`` that records, at every file it opens, how many were open."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        import pyarrow.fs as pafs
+
+        self.inner = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        root.mkdir(parents=True, exist_ok=True)
+        self.streams: list[Any] = []
+        self.open_at_each_open: list[int] = []
+
+    def open_output_stream(self, path: str) -> Any:
+        self.open_at_each_open.append(sum(not s.closed for s in self.streams))
+        self.inner.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        stream = self.inner.open_output_stream(path)
+        self.streams.append(stream)
+        return stream
+
+    def get_file_info(self, path: str) -> Any:
+        return self.inner.get_file_info(path)
+
+
+def read_file(root: pathlib.Path, relative: str) -> Any:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(str(root / relative))
+
+
+def test_many_small_batches_give_few_row_groups(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("offset", pa.int64()), ("value", pa.string())])
+    batches = [pa.record_batch([pa.array(range(i * 10, i * 10 + 10)), pa.array(["v"] * 10)], schema=schema)
+               for i in range(500)]
+    [written] = write_partitioned(batches, filesystem=table_filesystem(str(tmp_path)), schema=schema, batch_id=3)
+    parquet = read_file(tmp_path, written.path)
+    assert parquet.metadata.num_row_groups == 1 and parquet.metadata.num_rows == written.num_records == 5000
+    assert parquet.read().column("offset").to_pylist() == list(range(5000))  # order kept
+
+
+def test_keys_arriving_sorted_open_one_file_at_a_time(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("topic", pa.string()), ("offset", pa.int64())])
+    keys = [None, "a", "b", "c"]
+    rows = [(k, i) for k in keys for i in range(25)]  # sorted by key, as the sink's sortWithinPartitions hands them
+    batches = [pa.record_batch([pa.array([t for t, _ in rows[i:i + 7]], pa.string()),
+                                pa.array([o for _, o in rows[i:i + 7]], pa.int64())], schema=schema)
+               for i in range(0, len(rows), 7)]  # batch edges fall inside keys
+    fs = CountingFileSystem(tmp_path)
+    files = write_partitioned(batches, filesystem=fs, schema=schema, batch_id=4, partition_by=["topic"])
+    assert fs.open_at_each_open == [0, 0, 0, 0]  # the previous key's file was closed before the next opened
+    assert len(files) == len(keys)
+    for f in files:
+        parquet = read_file(tmp_path, f.path)
+        assert parquet.metadata.num_row_groups == 1
+        assert parquet.read().column("offset").to_pylist() == list(range(25)) and f.num_records == 25
+    assert sorted(str(f.partition_values["topic"]) for f in files) == ["None", "a", "b", "c"]
+
+
+def test_unsorted_keys_still_land_every_row_under_its_partition(tmp_path: pathlib.Path) -> None:
+    schema = pa.schema([("topic", pa.string()), ("day", pa.date32()), ("offset", pa.int64())])
+    day = datetime.date(2026, 11, 24)
+    rows = [(["b", "a", None, "", "a"][i % 5], day if i % 3 else None, i) for i in range(60)]
+    batches = [pa.record_batch([pa.array([r[0] for r in rows[i:i + 20]], pa.string()),
+                                pa.array([r[1] for r in rows[i:i + 20]], pa.date32()),
+                                pa.array([r[2] for r in rows[i:i + 20]], pa.int64())], schema=schema)
+               for i in range(0, 60, 20)]
+    files = write_partitioned(batches, filesystem=table_filesystem(str(tmp_path)), schema=schema, batch_id=5,
+                              partition_by=["topic", "day"])
+    landed = []
+    for f in files:
+        for offset in read_file(tmp_path, f.path).read().column("offset").to_pylist():
+            landed.append(offset)
+            topic, when, _ = rows[offset]
+            assert f.partition_values == {"topic": topic or None, "day": None if when is None else "2026-11-24"}
+        assert json.loads(f.stats)["numRecords"] == f.num_records
+    assert sorted(landed) == list(range(60))
+    assert len(files) <= 3 * 6  # at most one file per key per incoming batch

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pathlib
 from typing import Optional
 
 import pytest
 
+from kafka_group.errors import ConfigError
 from pyspark_kafka_group.delta_sink import _local_path
 
 
@@ -21,3 +23,26 @@ from pyspark_kafka_group.delta_sink import _local_path
 ])
 def test_only_local_locations_are_read_from_the_disk(location: str, local: Optional[str]) -> None:
     assert _local_path(location) == local
+
+
+class _Batch:
+    """What ``_read_offsets_file`` uses of a batch: its session (never asked: the files are local)."""
+
+    sparkSession = object()
+
+
+def test_a_checkpoint_that_already_committed_the_batch_is_not_this_querys(tmp_path: pathlib.Path) -> None:
+    # Spark calls foreachBatch for batch N only while <checkpoint>/commits/N does not exist
+    # (MicroBatchExecution.populateStartOffsets replays N only when the commit log ends at N-1).
+    from pyspark_kafka_group.delta_sink import DeltaSink
+
+    chk = tmp_path / "chk"
+    (chk / "offsets").mkdir(parents=True)
+    (chk / "commits").mkdir()
+    for n in (2, 3):
+        (chk / "offsets" / str(n)).write_text(f"v1\n{{}}\nplan {n}\n")
+    (chk / "commits" / "2").write_text("v1\n{}\n")
+    sink = DeltaSink(str(tmp_path / "t"), checkpoint_location=str(chk))
+    assert sink._read_offsets_file(_Batch(), 3).endswith("plan 3\n")  # a replay of 3 or its first run
+    with pytest.raises(ConfigError, match=r"checkpoint_location='.*chk'.*already committed batch 2"):
+        sink._read_offsets_file(_Batch(), 2)
