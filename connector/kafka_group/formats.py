@@ -387,11 +387,17 @@ class ProgressOffsets:
         The micro-batch.
     sources : tuple of SourceOffsets
         The ``kafka-group`` sources, in the query's order; other sources are left out.
+    query_id : str
+        The query's ``id`` (``""`` when the event has none).
+    query_name : str
+        The query's ``name`` (``""`` when it has none).
     """
 
     timestamp: Optional[str]
     batch_id: Optional[int]
     sources: Tuple[SourceOffsets, ...]
+    query_id: str = ""
+    query_name: str = ""
 
 
 _NOT_JSON = object()
@@ -476,6 +482,8 @@ def read_progress(event: Any, *, what: str = "progress event") -> ProgressOffset
         timestamp if isinstance(timestamp, str) else None,
         batch_id if isinstance(batch_id, int) and not isinstance(batch_id, bool) else None,
         tuple(found),
+        query_id=str(doc.get("id") or ""),
+        query_name=str(doc.get("name") or ""),
     )
 
 

@@ -24,7 +24,7 @@ exporter in ``pyspark_kafka_group.prometheus`` publishes its result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Optional
 
 from kafka_group.formats import read_progress
 from kafka_group.offsets import TopicPartition
@@ -122,13 +122,12 @@ def source_metrics(event: Any, *, what: str = "progress event") -> List[SourceMe
         The event, or a ``kafka-group`` source's offsets in it, is malformed.
     """
     parsed = read_progress(event, what=what)
-    header = _header(event)
     found: List[SourceMetrics] = []
     for source in parsed.sources:
         owned = source.latest.owned
         found.append(SourceMetrics(
-            query_id=str(header.get("id") or ""),
-            query_name=str(header.get("name") or ""),
+            query_id=parsed.query_id,
+            query_name=parsed.query_name,
             source=source.index,
             batch_id=parsed.batch_id,
             group=source.latest.group,
@@ -140,13 +139,3 @@ def source_metrics(event: Any, *, what: str = "progress event") -> List[SourceMe
         ))
     return found
 
-
-def _header(event: Any) -> Mapping[str, Any]:
-    """The event's ``id`` and ``name`` (``read_progress`` has checked it is an event)."""
-    import json
-
-    if isinstance(event, Mapping):
-        return event
-    text = event if isinstance(event, str) else getattr(event, "json", "{}")
-    doc = json.loads(text)
-    return doc if isinstance(doc, Mapping) else {}
