@@ -31,9 +31,9 @@ from typing import Dict, List, Mapping
 from kafka_group.available_now import target_partitions
 from kafka_group.collaborators import Cluster
 from kafka_group.errors import BrokerUnavailableError, ConfigError, DataLossError, UnknownTopicOrPartitionError
-from kafka_group.offsets import EARLIEST, LATEST, AtTimestamp, OffsetRange, StartingOffsets, StartSpec, TopicPartition
+from kafka_group.offsets import LATEST, OffsetRange, StartingOffsets, StartSpec, TopicPartition
 from kafka_group.options import SourceOptions
-from kafka_group.positioning import settle_times
+from kafka_group.positioning import resolve_positions, settle_times, unseen_by_time
 
 __all__ = ["batch_ranges"]
 
@@ -86,11 +86,12 @@ def batch_ranges(options: SourceOptions, starting: StartingOffsets, cluster: Clu
         raise BrokerUnavailableError(
             f"the cluster gave no offsets for {', '.join(map(str, unanswered))} (their leaders may be down): the "
             "batch read was not planned. Try again, or raise 'kafkaConsumer.connectTimeoutMs'")
+    start_at = resolve_positions(partitions, {}, starts, earliest, latest)
+    end_at = resolve_positions(partitions, {}, ends, earliest, latest)
     ranges: List[OffsetRange] = []
     losses: List[str] = []
     for tp in partitions:
-        start = _offset(starts[tp], earliest[tp], latest[tp])
-        end = _offset(ends[tp], earliest[tp], latest[tp])
+        start, end = start_at[tp], end_at[tp]
         if end > latest[tp]:
             raise ConfigError(f"option 'endingOffsets' ends {tp} at {end}, past its end ({latest[tp]}): give "
                               "latest (-1) or an offset it has reached")
@@ -115,7 +116,7 @@ def batch_ranges(options: SourceOptions, starting: StartingOffsets, cluster: Clu
 
 def _resolve_times(specs: Mapping[TopicPartition, StartSpec], cluster: Cluster,
                    on_no_match: str) -> Dict[TopicPartition, StartSpec]:
-    times = {tp: spec.timestamp_ms for tp, spec in specs.items() if isinstance(spec, AtTimestamp)}
+    times = unseen_by_time(list(specs), {}, specs)
     if not times:
         return dict(specs)
     settled, waiting = settle_times(specs, cluster.offsets_at_times(times), on_no_match)
@@ -125,7 +126,3 @@ def _resolve_times(specs: Mapping[TopicPartition, StartSpec], cluster: Cluster,
             "was not planned. Try again")
     return settled
 
-
-def _offset(spec: StartSpec, earliest: int, latest: int) -> int:
-    assert not isinstance(spec, AtTimestamp)  # resolved by _resolve_times
-    return earliest if spec == EARLIEST else latest if spec == LATEST else spec

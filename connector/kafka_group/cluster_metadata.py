@@ -177,10 +177,10 @@ class ClusterView:
         """The first offset whose record time is at or after ``timestamp_ms``, per partition
         (the latest offset where no record is that recent)."""
         partitions = list(partitions)
-        found = self._list_offsets(partitions, OffsetSpec.for_timestamp(timestamp_ms),  # type: ignore[no-untyped-call]
-                                   lowest_valid=-1)
-        latest = self.latest_offsets([tp for tp in partitions if found.get(tp, -1) < 0])
-        return {tp: (found[tp] if found.get(tp, -1) >= 0 else latest[tp]) for tp in partitions if tp in found or tp in latest}
+        found = self.offsets_at_times({tp: timestamp_ms for tp in partitions})
+        latest = self.latest_offsets([tp for tp in partitions if found.get(tp) is None])
+        return {tp: (offset if offset is not None else latest[tp]) for tp in partitions
+                for offset in (found.get(tp),) if offset is not None or tp in latest}
 
     def offsets_at_times(self, times: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Optional[int]]:
         """Per partition, the first offset whose record time is at or after its time (ms).
