@@ -18,7 +18,6 @@ same; every ``kafka.*`` option is handed to the Kafka client without the prefix.
 
 from __future__ import annotations
 
-
 import difflib
 import re
 from dataclasses import dataclass, field, replace

@@ -26,6 +26,18 @@ class Batches:
     def non_empty(self) -> List[Tuple[int, List[int]]]:
         return [(b, o) for b, o in sorted(self.offsets.items()) if o]
 
+    def landed(self) -> List[int]:
+        """Every offset landed, in batch order (a replayed batch counted once)."""
+        return [offset for _, offsets in self.non_empty() for offset in offsets]
+
+
+def start_gated_query(spark: SparkSession, servers: str, topic: str, sink: Batches, *, min_offsets: int,
+                      max_delay: str) -> Any:
+    """A query of ``topic`` into ``sink`` with ``minOffsetsPerTrigger`` and ``maxTriggerDelay``, every 500 ms."""
+    return (group_stream(spark, servers, topic, unique_name("group"), minOffsetsPerTrigger=str(min_offsets),
+                         maxTriggerDelay=max_delay).load()
+            .writeStream.foreachBatch(sink).trigger(processingTime="500 milliseconds").start())
+
 
 def trigger_report(query: Any, batch_id: int) -> Dict[str, Any]:
     for event in query.recentProgress:
@@ -47,9 +59,7 @@ def test_a_trickle_waits_for_min_offsets_and_the_delay_lets_the_rest_through(
     topic = make_topic(1)
     produce(servers, topic, {0: 5})
     sink = Batches()
-    query = (group_stream(spark, servers, topic, unique_name("group"), minOffsetsPerTrigger="50",
-                          maxTriggerDelay="1h").load()
-             .writeStream.foreachBatch(sink).trigger(processingTime="500 milliseconds").start())
+    query = start_gated_query(spark, servers, topic, sink, min_offsets=50, max_delay="1h")
     try:
         # The first trigger runs whatever waits, as Spark's source does.
         wait_for(lambda: sink.non_empty() == [(0, [0, 1, 2, 3, 4])], "the first batch")
@@ -58,9 +68,8 @@ def test_a_trickle_waits_for_min_offsets_and_the_delay_lets_the_rest_through(
         wait_for(lambda: latest_in_status(query) == 25, "a plan that sees the 20 records")
         assert sink.non_empty() == [(0, [0, 1, 2, 3, 4])]
         produce(servers, topic, {0: 40}, start=25)
-        wait_for(lambda: sum(len(o) for _, o in sink.non_empty()) == 65, "every record to land")
-        landed = [offset for _, offsets in sink.non_empty() for offset in offsets]
-        assert sorted(landed) == list(range(65))  # each once
+        wait_for(lambda: len(sink.landed()) == 65, "every record to land")
+        assert sorted(sink.landed()) == list(range(65))  # each once
         batch_id, offsets = sink.non_empty()[1]
         # The 20 did not land alone: they waited for a batch of at least 50 (the 40 may become visible
         # to a plan in more than one step, so the batch is the first plan that saw 50 or more).
@@ -77,14 +86,12 @@ def test_max_trigger_delay_lands_a_small_batch(spark: SparkSession, kafka: Clust
     topic = make_topic(1)
     produce(servers, topic, {0: 2})
     sink = Batches()
-    query = (group_stream(spark, servers, topic, unique_name("group"), minOffsetsPerTrigger="1000",
-                          maxTriggerDelay="3s").load()
-             .writeStream.foreachBatch(sink).trigger(processingTime="500 milliseconds").start())
+    query = start_gated_query(spark, servers, topic, sink, min_offsets=1000, max_delay="3s")
     try:
         wait_for(lambda: len(sink.non_empty()) == 1, "the first batch")
         produce(servers, topic, {0: 3}, start=2)
-        wait_for(lambda: sum(len(o) for _, o in sink.non_empty()) == 5, "the delay to let 3 records through")
-        assert sorted(o for _, offsets in sink.non_empty() for o in offsets) == [0, 1, 2, 3, 4]
+        wait_for(lambda: len(sink.landed()) == 5, "the delay to let 3 records through")
+        assert sorted(sink.landed()) == [0, 1, 2, 3, 4]
         for batch_id, _ in sink.non_empty()[1:]:  # far below 1000 records: each ran because the delay passed
             assert trigger_report(query, batch_id)["ranBecause"] == "maxTriggerDelay"
     finally:
