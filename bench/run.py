@@ -1,36 +1,36 @@
-"""Performance benchmarks of the ``kafka-group`` source, each figure a ratio to a baseline of the same run.
+"""Performance of the ``kafka-group`` source against what users would pick instead, each figure a
+ratio to a baseline measured in the same run.
 
-Run from the repository root (the package installed, Java 17 present)::
+Run from the repository root (the package and the development brokers installed, Java 17 and
+Maven present; the jars are fetched on first use)::
 
-    python -m bench.run --quick        # under 2 minutes
-    python -m bench.run                # the full workload, about 4 minutes
+    python -m bench.run --quick        # about 6 minutes: 8 and 64 partitions, smaller workloads
+    python -m bench.run                # about 20 minutes: the workloads of the issue
 
-It starts the broker (Apache Kafka by default, `--engine mock` for librdkafka's mock cluster), produces the
-workloads, measures the baselines (raw confluent-kafka consumption; the
-connector's Python read path building Arrow batches; ``kcat``; ``deltalake``
-writing the same records), then the source in Spark ``local[2]`` with
-``Trigger.AvailableNow`` into ``noop`` and into the exactly-once ``DeltaSink``,
-and the fixed cost of a warm micro-batch. The source runs as shipped (default
-options: each batch's ranges packed onto at most ``fetch.maxTasks`` tasks of at
-least ``fetch.minRecordsPerTask`` records) and, interleaved with it, as the
-reference plan it replaced, one task per partition's range
-(:func:`bench.spark_runs.one_task_per_range`). Also: the source's planning
-time per trigger with no new data (64 and 1,000 partitions), the Delta commit
-cost over a long history, and the peak RSS of the Python workers. Each figure
-is printed on its own line and all of them are written to
-``bench/results/<timestamp>.json``.
+It starts Apache Kafka (KRaft, one broker on loopback) and produces one topic per workload:
+values of 100 B and 1 KiB, each over 8, 64 and 1,000 partitions. On every workload, in
+interleaved repetitions (the best of ``--repeat`` is kept, so every contender sees the same
+load):
 
-Spark throughput is judged on micro-batch time (the sum of the batches'
-``triggerExecution``): like the single-process baselines, it leaves out the
-one-time start of the query (planning process, group join, about 1-2 s); the
-wall time with it is printed too. Each throughput figure is the best of
-``--repeat`` runs, baselines and Spark runs alike.
+- (S1) Spark's own ``format("kafka")`` into ``noop``; (S2) ``format("kafka")`` + ``foreachBatch``
+  writing Delta with delta-spark and ``txnAppId``/``txnVersion``; the ``kafka-group`` source into
+  ``noop`` and into the exactly-once ``DeltaSink``. All in one Spark ``local[2]`` session with
+  the spark-sql-kafka-0-10 and delta-spark jars; ``Trigger.AvailableNow`` from ``earliest``,
+  one batch for the backlog (the drain) and batches of ``maxOffsetsPerTrigger`` (steady).
+- (K) ``kafka-consumer-perf-test``; (a) one confluent-kafka consumer; (a2) the connector's read
+  path to Arrow in one process; (b) kcat.
 
-Workload and the broker's bound: the mock keeps at most 5 MiB (or 100,000
-record batches) per partition and drops older batches. The run measures that
-bound first (records kept of 200,000 produced to one partition) and refuses a
-workload whose partitions would exceed it, so the default spreads 2,000,000
-records of 100 B over 64 partitions (31,250 each, about 4 MB).
+Then the fixed cost of a warm tiny batch (into ``noop`` and Delta, both sources), the planning
+time (no new data, 64 and 1,000 partitions owned), the Python workers' peak memory by backlog
+size, and the read path in ``local[1]`` against ``local[2]``. Every figure is printed on its own
+line; all of them go to ``bench/results/<timestamp>.json`` and a plot to
+``bench/results/<timestamp>.png``.
+
+Spark throughput is judged on micro-batch time (the sum of the batches' ``triggerExecution``),
+which leaves out the query's one-time start, as (K)'s ``fetch.time.ms`` leaves out its group
+join. Spark's Kafka source is run with ``kafka.fetch.max.wait.ms=10``: with its default (500 ms)
+every task waits that long at the end of its partition (measured, printed as its own line), and
+the targets are judged against the faster of the two.
 """
 
 from __future__ import annotations
@@ -43,15 +43,22 @@ import shutil
 import sys
 import tempfile
 import time
-from functools import partial
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
 
 from bench import baselines
-from bench.planning_cost import delta_history, planning_ms
-from bench.spark_runs import median, one_task_per_range, planned_tasks, run_query
-from bench.workload import Workload, measure_retention, produce
+from bench.jvm_consumer import consumer_perf_test
+from bench.planning_cost import planning_ms
+from bench.spark_runs import QueryRun, median, run_query
+from bench.workload import Workload, produce
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+#: Options given to Spark's own Kafka source in (S1) and (S2): see the module docstring.
+SPARK_KAFKA_TUNED = {"kafka.fetch.max.wait.ms": "10"}
+
+#: The broker's JVMs, whose CPU time the Spark runs account for (set once the broker runs).
+BROKER_PIDS: List[int] = []
 
 
 class Report:
@@ -70,46 +77,53 @@ class Report:
         self.line(text)
 
 
-def _rate(records: int, seconds: Optional[float]) -> Optional[float]:
-    return None if seconds is None else records / seconds
+@dataclass(frozen=True)
+class Contender:
+    """A Spark query the benchmark runs: a source format into a sink."""
+
+    key: str
+    label: str
+    source_format: str
+    sink: str
+    extra_options: Optional[Dict[str, str]] = None
 
 
-def _best(fn: Any, repeat: int) -> float:
-    return float(min(fn() for _ in range(repeat)))
+KG_NOOP = Contender("kg_noop", "kafka-group -> noop", "kafka-group", "noop")
+S1 = Contender("s1", "(S1) format(kafka) -> noop", "kafka", "noop", SPARK_KAFKA_TUNED)
+KG_DELTA = Contender("kg_delta", "kafka-group + DeltaSink", "kafka-group", "delta")
+S2 = Contender("s2", "(S2) format(kafka) + delta-spark txnAppId", "kafka", "delta", SPARK_KAFKA_TUNED)
+S1_DEFAULTS = Contender("s1_defaults", "(S1) with Spark's defaults", "kafka", "noop")
+SPARK_CONTENDERS = (KG_NOOP, S1, KG_DELTA, S2)
 
 
-def _times(run: Any) -> str:
-    return (f"{run.batch_seconds:.2f} s in {len(run.batches)} batch(es); wall {run.seconds:.2f} s with the query's "
-            f"start = {run.wall_rate:,.0f} rec/s")
-
-
-def _verdict(value: float, target: float, higher_is_better: bool = True) -> str:
-    ok = value >= target if higher_is_better else value <= target
+def _verdict(ok: bool) -> str:
     return "HOLDS" if ok else "MISSED"
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.2f}/{five:.2f}"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small workloads, one repetition (a few minutes)")
-    parser.add_argument("--records", type=int, help="records of 100 B values (default 2,000,000; quick 240,000)")
-    parser.add_argument("--partitions", type=int, help="partitions of each topic (default 64; quick 8)")
-    parser.add_argument("--value-bytes", type=int, default=100, help="value size of the main workload")
-    parser.add_argument("--large-value-bytes", type=int, default=1024, help="value size of the second workload")
+    parser.add_argument("--quick", action="store_true", help="8 and 64 partitions, smaller workloads, one repetition")
+    parser.add_argument("--records", type=int, help="records of each 100 B workload (default 1,000,000; quick 400,000)")
     parser.add_argument("--large-records", type=int,
-                        help="records of the large-value workload (default 4,000 per partition, below the mock's bound)")
-    parser.add_argument("--repeat", type=int, help="repetitions of each throughput figure, best taken (default 2; quick 1)")
+                        help="records of each 1 KiB workload (default 200,000; quick 100,000)")
+    parser.add_argument("--partitions", help="comma-separated partition counts (default 8,64,1000; quick 8,64)")
+    parser.add_argument("--repeat", type=int, help="interleaved repetitions, best kept (default 2; quick 1)")
     parser.add_argument("--tiny-batches", type=int, help="micro-batches of the fixed-cost runs (default 25; quick 12)")
-    parser.add_argument("--min-partitions", type=int, default=None, help="the source's minPartitions in the Spark runs")
+    parser.add_argument("--steady-batches", type=int, default=10,
+                        help="batches of the steady runs (maxOffsetsPerTrigger = records / this)")
     parser.add_argument("--skip-spark", action="store_true", help="baselines and planning only")
     parser.add_argument("--results-dir", default=RESULTS_DIR)
-    parser.add_argument("--engine", choices=("kafka", "mock"), default="kafka",
-                        help="broker: Apache Kafka (default; jars fetched by Maven) or librdkafka's mock cluster")
     args = parser.parse_args(argv)
 
     quick = args.quick
-    partitions = args.partitions or (8 if quick else 64)
-    records = args.records or (240_000 if quick else 2_000_000)
-    large_records = args.large_records or 4_000 * partitions
+    records = args.records or (400_000 if quick else 1_000_000)
+    large_records = args.large_records or (100_000 if quick else 200_000)
+    partition_counts = [int(p) for p in (args.partitions or ("8,64" if quick else "8,64,1000")).split(",")]
     repeat = args.repeat or (1 if quick else 2)
     tiny_batches = args.tiny_batches or (12 if quick else 25)
 
@@ -123,178 +137,227 @@ def main(argv: Optional[List[str]] = None) -> int:
         "started": stamp, "quick": quick, "argv": sys.argv[1:],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_start": os.getloadavg()},
     }
-    embedded: Optional[DevelopmentCluster] = None
+    report.line(f"machine: {os.cpu_count()} CPUs, load average at start {os.getloadavg()}")
+    cluster: Optional[DevelopmentCluster] = None
     spark: Any = None
     try:
-        embedded = start_cluster(args.engine, brokers=1)
-        servers = embedded.bootstrap_servers
-        results["engine"] = args.engine
+        cluster = start_cluster("kafka", brokers=1)
+        servers = cluster.bootstrap_servers
+        BROKER_PIDS[:] = list(getattr(cluster, "pids", []))
         results["versions"] = _versions()
+        report.line("versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()))
 
-        kept, produced = measure_retention(embedded, args.value_bytes)
-        kept_large, produced_large = measure_retention(embedded, args.large_value_bytes, records=20_000)
-        report.figure("broker_retention",
-                      f"broker retention ({args.engine}, one partition): kept {kept:,} of {produced:,} records of "
-                      f"{args.value_bytes} B, {kept_large:,} of {produced_large:,} of {args.large_value_bytes} B",
-                      kept=kept, produced=produced, kept_large=kept_large, produced_large=produced_large)
-
-        main_w = Workload("bench-main", partitions, records, value_bytes=args.value_bytes)
-        small_w = Workload("bench-quarter", partitions, records // 4, value_bytes=args.value_bytes)
-        large_w = Workload("bench-large", partitions, large_records, value_bytes=args.large_value_bytes)
-        tiny_w = Workload("bench-tiny", 8, 8 * 10 * tiny_batches, value_bytes=args.value_bytes)
-        for w in (main_w, small_w, large_w, tiny_w):
-            embedded.create_topic(w.topic, w.partitions)
+        workloads: List[Workload] = [
+            Workload(f"bench-{vb}b-{p}p", p, n, value_bytes=vb)
+            for vb, n in ((100, records), (1024, large_records)) for p in partition_counts
+        ]
+        mid = 64 if 64 in partition_counts else partition_counts[-1]
+        quarter = Workload(f"bench-100b-{mid}p-quarter", mid, records // 4)
+        tiny = Workload("bench-tiny", 8, 8 * 10 * tiny_batches)
+        for w in workloads + [quarter, tiny]:
+            cluster.create_topic(w.topic, w.partitions)
             seconds = produce(servers, w)
-            report.line(f"workload {w.topic}: {w.describe()}; produced in {seconds:.1f} s, all retained")
-        results["workloads"] = {w.topic: w.to_json() for w in (main_w, small_w, large_w, tiny_w)}
+            report.line(f"workload {w.topic}: {w.describe()}; produced in {seconds:.1f} s")
+        results["workloads"] = {w.topic: w.to_json() for w in workloads + [quarter, tiny]}
 
-        # -- baselines -------------------------------------------------------------------------
-        for w, tag in ((main_w, ""), (large_w, "_large")):
-            a = _best(lambda: baselines.raw_consume(servers, w), repeat)
-            a2 = _best(lambda: baselines.python_read_path(servers, w), repeat)
-            ra, ra2 = w.records / a, w.records / a2
-            report.figure(f"a{tag}", f"[{w.topic}] baseline (a) raw consume, one process: {ra:,.0f} rec/s "
-                          f"({ra * (w.key_bytes + w.value_bytes) / 1e6:.0f} MB/s) = 1.00x (a)", rate=ra, seconds=a)
-            report.figure(f"a2{tag}", f"[{w.topic}] baseline (a2) consume + Arrow batches (read_range), one process: "
-                          f"{ra2:,.0f} rec/s = {ra2 / ra:.2f}x (a)", rate=ra2, seconds=a2, ratio_to_a=ra2 / ra)
-            kcat = baselines.kcat_drain(servers, w)
-            if kcat is None:
-                report.figure(f"b{tag}", f"[{w.topic}] baseline (b) kcat: unavailable (kcat not installed)", rate=None)
+        # -- single-process baselines ---------------------------------------------------------------
+        rates: Dict[str, Dict[str, float]] = {w.topic: {} for w in workloads}
+        for w in workloads:
+            measured: Dict[str, List[float]] = {"k": [], "a": [], "a2": [], "b": []}
+            for _ in range(repeat):
+                measured["k"].append(consumer_perf_test(servers, w).rate)
+                measured["a"].append(w.records / baselines.raw_consume(servers, w))
+                measured["a2"].append(w.records / baselines.python_read_path(servers, w))
+                kcat = baselines.kcat_drain(servers, w)
+                if kcat is not None:
+                    measured["b"].append(w.records / kcat)
+            top = {key: max(values) for key, values in measured.items() if values}
+            rates[w.topic].update(top)
+            k = top["k"]
+            report.figure(f"k[{w.topic}]", f"[{w.topic}] (K) kafka-consumer-perf-test: {k:,.0f} rec/s "
+                          f"({k * (w.key_bytes + w.value_bytes) / 1e6:.0f} MB/s) = 1.00x (K)", rate=k)
+            report.figure(f"a[{w.topic}]", f"[{w.topic}] (a) one confluent-kafka consumer, one process: "
+                          f"{top['a']:,.0f} rec/s = {top['a'] / k:.2f}x (K)", rate=top["a"], ratio_to_k=top["a"] / k)
+            report.figure(f"a2[{w.topic}]", f"[{w.topic}] (a2) the connector's read path to Arrow, one process: "
+                          f"{top['a2']:,.0f} rec/s = {top['a2'] / k:.2f}x (K)", rate=top["a2"],
+                          ratio_to_k=top["a2"] / k)
+            if "b" in top:
+                report.figure(f"b[{w.topic}]", f"[{w.topic}] (b) kcat -C -e to /dev/null: {top['b']:,.0f} rec/s = "
+                              f"{top['b'] / k:.2f}x (K)", rate=top["b"], ratio_to_k=top["b"] / k)
             else:
-                kcat = min([kcat] + [baselines.kcat_drain(servers, w) or kcat for _ in range(repeat - 1)])
-                rb = w.records / kcat
-                report.figure(f"b{tag}", f"[{w.topic}] baseline (b) kcat -C -e to /dev/null: {rb:,.0f} rec/s = "
-                              f"{rb / ra:.2f}x (a)", rate=rb, seconds=kcat, ratio_to_a=rb / ra)
-            c = _best(partial(baselines.delta_write, baselines.source_table(w),
-                              os.path.join(workdir, "delta-baseline")), repeat)  # the table is freed with the partial
-            rc = w.records / c
-            report.figure(f"c{tag}", f"[{w.topic}] baseline (c) deltalake.write_deltalake of the same records: "
-                          f"{rc:,.0f} rec/s = {rc / ra2:.2f}x (a2)", rate=rc, seconds=c, ratio_to_a2=rc / ra2)
-        a2_main = report.figures["a2"]["rate"]
-        a2_large = report.figures["a2_large"]["rate"]
+                report.figure(f"b[{w.topic}]", f"[{w.topic}] (b) kcat: unavailable (not installed)", rate=None)
 
-        # -- planning ----------------------------------------------------------------------------
-        plan_small = planning_ms(servers, main_w.topic)
-        report.figure("planning", f"planning, no new data, {plan_small['owned']} partitions owned: median "
-                      f"{plan_small['median_ms']:.1f} ms (p90 {plan_small['p90_ms']:.1f}) = "
-                      f"{plan_small['median_ms'] / 20:.2f}x the 20 ms target: "
-                      f"{_verdict(plan_small['median_ms'], 20, False)}", **plan_small)
-        embedded.create_topic("bench-1000", 1000)
-        plan_big = planning_ms(servers, "bench-1000", rounds=15)
-        report.figure("planning_1000", f"planning, no new data, {plan_big['owned']} partitions owned: median "
-                      f"{plan_big['median_ms']:.1f} ms (p90 {plan_big['p90_ms']:.1f}) = "
-                      f"{plan_big['median_ms'] / 200:.2f}x the 200 ms target: "
-                      f"{_verdict(plan_big['median_ms'], 200, False)}", **plan_big)
-        history = delta_history(workdir, commits=130 if quick else 250)
-        report.figure("delta_history", f"Delta commit (open store + check + commit, the sink's per-batch path) over "
-                      f"{history['commits']} commits, median of 10: {history['first_ms']:.1f} ms at versions 1-10, "
-                      f"{history['before_checkpoint_ms']:.1f} ms at 90-99, {history['after_checkpoint_ms']:.1f} ms at "
-                      f"100-109, {history['last_ms']:.1f} ms at the last 10 = "
-                      f"{history['after_checkpoint_ms'] / history['first_ms']:.2f}x versions 1-10 after a checkpoint; "
-                      f"checkpoints written by delta-rs: {', '.join(history['checkpoints']) or 'none'}", **history)
+        # -- planning ---------------------------------------------------------------------------------
+        for owned_topic, target in ((f"bench-100b-{mid}p", 20.0), ("bench-100b-1000p", 200.0)):
+            if owned_topic not in rates:
+                continue
+            plan = planning_ms(servers, owned_topic, rounds=30 if target == 20.0 else 15)
+            report.figure(f"planning[{plan['owned']}]", f"planning, no new data, {plan['owned']} partitions owned: "
+                          f"median {plan['median_ms']:.1f} ms (p90 {plan['p90_ms']:.1f}) = "
+                          f"{plan['median_ms'] / target:.2f}x the {target:.0f} ms target: "
+                          f"{_verdict(plan['median_ms'] <= target)}", target_ms=target, **plan)
 
         if args.skip_spark:
             return 0
 
-        # -- Spark ---------------------------------------------------------------------------------
-        from pyspark_kafka_group.spark_session import local_session
+        # -- Spark local[2] ---------------------------------------------------------------------------
+        spark = _spark(2)
+        for contender in (KG_NOOP, S1):  # warms the JVM, the Python workers and both sources' code
+            _run(spark, servers, tiny, workdir, contender)
+        report.line(f"Spark local[2] warm ({_load()})")
 
-        t = time.monotonic()
-        spark = local_session("kafka-group-bench", cores=2)
-        report.line(f"Spark local[2] started in {time.monotonic() - t:.1f} s")
-        warm = run_query(spark, servers, tiny_w.topic, workdir, sink="noop")  # warms the JVM and the Python workers
-        report.line(f"warm-up query: {warm.rows:,} rows in {warm.seconds:.1f} s")
-        mp = args.min_partitions
-
-        # The source as shipped (default options: ranges packed onto at most fetch.maxTasks tasks of at
-        # least fetch.minRecordsPerTask records) and, interleaved with it so that both see the same load,
-        # the reference plan it replaced: one Spark task per partition's range.
-        configs: List[Tuple[str, str, bool, bool]] = [  # key, sink, old plan, sample memory
-            ("read", "noop", False, False), ("per_range_read", "noop", True, False),
-            ("e2e", "delta", False, True), ("per_range_e2e", "delta", True, False),
-        ]
-        for w, a2, tag in ((main_w, a2_main, ""), (large_w, a2_large, "_large")):
-            shipped_tasks = planned_tasks(servers, w, None, min_partitions=mp)
-            old_tasks = planned_tasks(servers, w, one_task_per_range(w.partitions), min_partitions=mp)
-            runs: Dict[str, List[Any]] = {key: [] for key, _, _, _ in configs}
+        drains: Dict[str, Dict[str, QueryRun]] = {}
+        for w in workloads:
+            runs: Dict[str, List[QueryRun]] = {c.key: [] for c in SPARK_CONTENDERS}
             for _ in range(repeat):
-                for key, sink, old_plan, sample in configs:
-                    extra = one_task_per_range(w.partitions) if old_plan else None
-                    r = run_query(spark, servers, w.topic, workdir, sink=sink, min_partitions=mp,
-                                  sample_memory=sample, extra_options=extra)
-                    assert r.rows == w.records, f"{key} read {r.rows} of {w.records} records"
-                    runs[key].append(r)
-            best = {key: min(rs, key=lambda r: r.batch_seconds) for key, rs in runs.items()}
-            for key, label, target, tasks in (
-                    ("read", "read path, source into noop", 1.2, shipped_tasks),
-                    ("e2e", "end to end, source into DeltaSink", 0.8, shipped_tasks),
-                    ("per_range_read", "REFERENCE one task per range, source into noop", 1.2, old_tasks),
-                    ("per_range_e2e", "REFERENCE one task per range, source into DeltaSink", 0.8, old_tasks)):
-                r = best[key]
-                report.figure(f"{key}{tag}", f"[{w.topic}] {label} ({tasks} tasks): {r.rate:,.0f} rec/s "
-                              f"({_times(r)}) = {r.rate / a2:.2f}x (a2); target >= {target}x: "
-                              f"{_verdict(r.rate / a2, target)}", ratio_to_a2=r.rate / a2, tasks=tasks, **r.to_json())
-            for key in ("read", "e2e"):
-                ratio = best[key].batch_seconds / best[f"per_range_{key}"].batch_seconds
-                report.figure(f"packing_gain_{key}{tag}", f"[{w.topic}] packing, {key}: micro-batch time "
-                              f"{best[key].batch_seconds:.2f} s ({shipped_tasks} tasks) = {ratio:.2f}x that of one "
-                              f"task per range ({best[f'per_range_{key}'].batch_seconds:.2f} s, {old_tasks} tasks; "
-                              "lower is better)",
-                              ratio_to_one_task_per_range=ratio)
-            peak_one = max(r.peak_worker_rss_mb or 0 for r in runs["e2e"])
-            peak_all = max(r.peak_workers_total_rss_mb or 0 for r in runs["e2e"])
-            report.figure(f"memory{tag}", f"[{w.topic}] Python workers' peak RSS, end to end: "
-                          f"{peak_one:.0f} MB in one worker, {peak_all:.0f} MB all workers "
-                          f"({max(r.workers_seen for r in runs['e2e'])} seen), backlog {w.records:,} records = "
-                          f"{w.payload_bytes / 1e6:.0f} MB", backlog_records=w.records,
-                          peak_worker_rss_mb=peak_one, peak_total_mb=peak_all)
-            if tag == "":
-                quarter = run_query(spark, servers, small_w.topic, workdir, sink="delta", min_partitions=mp,
-                                    sample_memory=True)
-                report.figure("memory_quarter", f"[{small_w.topic}] Python workers' peak RSS, end to end: "
-                              f"{quarter.peak_worker_rss_mb:.0f} MB in one worker, "
-                              f"{quarter.peak_workers_total_rss_mb:.0f} MB all workers, backlog "
-                              f"{small_w.records:,} records = {(quarter.peak_worker_rss_mb or 0) / (peak_one or 1):.2f}x"
-                              " the full backlog's peak in one worker", backlog_records=small_w.records,
-                              **quarter.to_json())
+                for contender in SPARK_CONTENDERS:
+                    runs[contender.key].append(_run(spark, servers, w, workdir, contender,
+                                                    sample_memory=contender is KG_DELTA and w.value_bytes == 100
+                                                    and w.partitions == mid))
+            best = drains[w.topic] = {key: min(rs, key=lambda r: r.batch_seconds) for key, rs in runs.items()}
+            for key, run in best.items():
+                rates[w.topic][key] = run.rate
+            _report_pair(report, w, "drain", best, KG_NOOP, S1, "read path")
+            _report_pair(report, w, "drain", best, KG_DELTA, S2, "end to end, exactly once")
+            report.figure(f"cpu[{w.topic}]", f"[{w.topic}] CPU seconds per second of the drain (query start "
+                          f"included; {_load()}): " + "; ".join(
+                              f"{c.label}: " + ", ".join(f"{kind} {used:.2f}" for kind, used in
+                                                         (best[c.key].cpu_per_second or {}).items())
+                              for c in SPARK_CONTENDERS),
+                          **{c.key: best[c.key].cpu_per_second for c in SPARK_CONTENDERS})
 
-        per_batch = 10 * 8
-        fixed: Dict[str, float] = {}
-        for key, sink, old_plan in (("fixed_cost_noop", "noop", False), ("fixed_cost_delta", "delta", False),
-                                    ("per_range_fixed_cost_noop", "noop", True),
-                                    ("per_range_fixed_cost_delta", "delta", True)):
-            extra = one_task_per_range(tiny_w.partitions) if old_plan else None
-            tasks = planned_tasks(servers, tiny_w, extra, per_partition=per_batch // tiny_w.partitions)
-            tiny = run_query(spark, servers, tiny_w.topic, workdir, sink=sink, max_offsets_per_trigger=per_batch,
-                             extra_options=extra)
-            warm_s = tiny.warm_batch_seconds()
-            med = fixed[key] = median(warm_s)
-            label = "REFERENCE one task per range, " if old_plan else ""
-            verdict = "; target <= 0.5 s: " + _verdict(med, 0.5, False) if sink == "delta" else ""
-            report.figure(key, f"{label}fixed cost per warm micro-batch into {sink} ({per_batch} records per batch "
-                          f"over {tiny_w.partitions} partitions = {tasks} task(s), {len(warm_s)} warm batches): "
-                          f"median {med:.3f} s = {med / 0.5:.2f}x 0.5 s{verdict}",
-                          median_s=med, tasks=tasks, warm_batches_s=warm_s, **tiny.to_json())
-        for sink in ("noop", "delta"):
-            ratio = fixed[f"fixed_cost_{sink}"] / fixed[f"per_range_fixed_cost_{sink}"]
-            report.figure(f"packing_gain_fixed_cost_{sink}", f"packing, fixed cost into {sink}: "
-                          f"{fixed[f'fixed_cost_{sink}']:.3f} s = {ratio:.2f}x that of one task per range "
-                          f"({fixed[f'per_range_fixed_cost_{sink}']:.3f} s; lower is better)", ratio_to_one_task_per_range=ratio)
+        for w in workloads:
+            if w.partitions != mid:
+                continue
+            default = _run(spark, servers, w, workdir, S1_DEFAULTS)
+            tuned = drains[w.topic]["s1"]
+            report.figure(f"s1_defaults[{w.topic}]", f"[{w.topic}] (S1) with Spark's defaults "
+                          f"(kafka.fetch.max.wait.ms=500): {default.rate:,.0f} rec/s = "
+                          f"{default.rate / tuned.rate:.2f}x (S1) with kafka.fetch.max.wait.ms=10", **default.to_json())
+
+        # Steady: the same backlog in batches of maxOffsetsPerTrigger; Spark's consumer pool and
+        # this source's client pool both reuse their clients across the batches.
+        for w in workloads:
+            if w.partitions != mid:
+                continue
+            per_batch = w.records // args.steady_batches
+            runs = {c.key: [] for c in SPARK_CONTENDERS}
+            for _ in range(repeat):
+                for contender in SPARK_CONTENDERS:
+                    runs[contender.key].append(_run(spark, servers, w, workdir, contender,
+                                                    max_offsets_per_trigger=per_batch))
+            best = {key: min(rs, key=lambda r: r.batch_seconds) for key, rs in runs.items()}
+            for key, run in best.items():
+                rates[w.topic][f"steady_{key}"] = run.rate
+            _report_pair(report, w, f"steady {per_batch:,}/batch", best, KG_NOOP, S1, "read path")
+            _report_pair(report, w, f"steady {per_batch:,}/batch", best, KG_DELTA, S2, "end to end, exactly once")
+
+        # Memory: the Python workers' peak RSS for the full backlog and for a quarter of it.
+        full = drains[f"bench-100b-{mid}p"]["kg_delta"]
+        part = _run(spark, servers, quarter, workdir, KG_DELTA, sample_memory=True)
+        report.figure("memory", f"[bench-100b-{mid}p] Python workers' peak RSS, end to end: "
+                      f"{full.peak_worker_rss_mb:.0f} MB in one worker for {full.rows:,} records, "
+                      f"{part.peak_worker_rss_mb:.0f} MB for {part.rows:,} (a quarter) = "
+                      f"{(full.peak_worker_rss_mb or 0) / (part.peak_worker_rss_mb or 1):.2f}x for 4x the backlog; "
+                      f"target flat (<= 1.25x): "
+                      f"{_verdict((full.peak_worker_rss_mb or 0) <= 1.25 * (part.peak_worker_rss_mb or 1))}",
+                      full_mb=full.peak_worker_rss_mb, quarter_mb=part.peak_worker_rss_mb,
+                      full_records=full.rows, quarter_records=part.rows)
+
+        # Fixed cost of a warm tiny batch: 80 records from 8 partitions per batch.
+        fixed: Dict[str, List[float]] = {}
+        per_tiny = 10 * tiny.partitions
+        for contender in SPARK_CONTENDERS:
+            tiny_run = _run(spark, servers, tiny, workdir, contender, max_offsets_per_trigger=per_tiny)
+            fixed[contender.key] = tiny_run.warm_batch_seconds()
+        for ours, theirs, what in ((KG_NOOP, S1, "noop"), (KG_DELTA, S2, "Delta")):
+            mine, base = median(fixed[ours.key]), median(fixed[theirs.key])
+            report.figure(f"fixed_cost[{what}]", f"fixed cost of a warm batch of {per_tiny} records into {what}: "
+                          f"{ours.label} median {mine * 1000:.0f} ms, {theirs.label} {base * 1000:.0f} ms = "
+                          f"{mine / base:.2f}x; target <= 1.0x: {_verdict(mine <= base)}",
+                          ours_s=fixed[ours.key], theirs_s=fixed[theirs.key], ratio=mine / base)
+
+        # local[1] against local[2]: the read path's gain from a second core.
+        spark.stop()
+        spark = _spark(1)
+        _run(spark, servers, tiny, workdir, KG_NOOP)
+        for w in workloads:
+            if w.partitions != mid:
+                continue
+            ones: Dict[str, List[QueryRun]] = {KG_NOOP.key: [], S1.key: []}
+            for _ in range(repeat):
+                for contender in (KG_NOOP, S1):
+                    ones[contender.key].append(_run(spark, servers, w, workdir, contender))
+            one = min(ones[KG_NOOP.key], key=lambda r: r.batch_seconds)
+            one_s1 = min(ones[S1.key], key=lambda r: r.batch_seconds)
+            two, two_s1 = drains[w.topic]["kg_noop"], drains[w.topic]["s1"]
+            gain, gain_s1 = two.rate / one.rate, two_s1.rate / one_s1.rate
+            report.figure(f"cores[{w.topic}]", f"[{w.topic}] read path local[2] {two.rate:,.0f} rec/s = {gain:.2f}x "
+                          f"local[1] ({one.rate:,.0f} rec/s); target >= 1.7x: {_verdict(gain >= 1.7)}; (S1) gains "
+                          f"{gain_s1:.2f}x ({one_s1.rate:,.0f} to {two_s1.rate:,.0f} rec/s)",
+                          local1=one.to_json(), gain=gain, s1_local1=one_s1.to_json(), s1_gain=gain_s1)
+        results["rates"] = rates
         return 0
     finally:
         if spark is not None:
             spark.stop()
-        if embedded is not None:
-            embedded.stop()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         results["machine"]["loadavg_end"] = os.getloadavg()
         results["seconds"] = time.time() - started
         results["figures"] = report.figures
         os.makedirs(args.results_dir, exist_ok=True)
-        out = os.path.join(args.results_dir, f"{stamp}{'-quick' if quick else ''}.json")
-        with open(out, "w") as f:
+        out = os.path.join(args.results_dir, f"{stamp}{'-quick' if quick else ''}")
+        with open(out + ".json", "w") as f:
             json.dump(results, f, indent=1, default=str)
-        print(f"results written to {out} ({results['seconds']:.0f} s)", flush=True)
+        if results.get("rates"):
+            from bench.plot import draw_rates
+
+            draw_rates(results["rates"], out + ".png", title=f"records/s by workload, {stamp}")
+            print(f"plot written to {out}.png", flush=True)
+        print(f"load average at end {os.getloadavg()}; results written to {out}.json "
+              f"({results['seconds']:.0f} s)", flush=True)
+
+
+def _spark(cores: int) -> Any:
+    """A ``local[cores]`` session with Spark's Kafka source and delta-spark on its classpath."""
+    from kafka_group_devbroker.jars import classpath
+    from pyspark_kafka_group.spark_session import local_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return local_session(
+        "kafka-group-bench", cores=cores, extra_jars=classpath("spark-kafka") + classpath("delta-spark"),
+        extra_conf={"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+                    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+                    # delta-spark rebuilds the table's state (its set transactions, for txnAppId) as a
+                    # Spark job of 50 partitions by default: 2.4-6.8 s per batch on local[2], 0.5 s with
+                    # one partition per core (measured); (S2) gets the faster setting.
+                    "spark.databricks.delta.snapshotPartitions": str(cores),
+                    "spark.ui.showConsoleProgress": "false"},
+    )
+
+
+def _run(spark: Any, servers: str, w: Workload, workdir: str, contender: Contender, *,
+         max_offsets_per_trigger: Optional[int] = None, sample_memory: bool = False) -> QueryRun:
+    run = run_query(spark, servers, w.topic, workdir, sink=contender.sink, source_format=contender.source_format,
+                    extra_options=contender.extra_options, max_offsets_per_trigger=max_offsets_per_trigger,
+                    sample_memory=sample_memory, broker_pids=BROKER_PIDS)
+    if run.rows != w.records or (contender.sink == "delta" and run.table_rows != w.records):
+        raise RuntimeError(f"{contender.label} on {w.topic}: {run.rows:,} rows read, {run.table_rows} in the table, "
+                           f"of {w.records:,} records")
+    return run
+
+
+def _report_pair(report: Report, w: Workload, mode: str, best: Dict[str, QueryRun], ours: Contender,
+                 theirs: Contender, what: str) -> None:
+    mine, base = best[ours.key], best[theirs.key]
+    ratio = mine.rate / base.rate
+    report.figure(f"{mode.split()[0]}_{ours.key}[{w.topic}]",
+                  f"[{w.topic}] {mode}, {what}: {ours.label} {mine.rate:,.0f} rec/s "
+                  f"({mine.batch_seconds:.2f} s, {len(mine.batches)} batches) = {ratio:.2f}x {theirs.label} "
+                  f"({base.rate:,.0f} rec/s, {base.batch_seconds:.2f} s); target >= 1.0x: {_verdict(ratio >= 1.0)}",
+                  ratio=ratio, ours=mine.to_json(), theirs=base.to_json())
 
 
 def _versions() -> Dict[str, str]:
@@ -302,8 +365,10 @@ def _versions() -> Dict[str, str]:
     import deltalake
     import pyarrow
     import pyspark
+    from kafka_group_devbroker.jars import DELTA_SPARK_VERSION, KAFKA_VERSION, SPARK_VERSION
 
-    return {"pyspark": pyspark.__version__, "confluent_kafka": str(confluent_kafka.version()),
+    return {"kafka": KAFKA_VERSION, "pyspark": pyspark.__version__, "spark-sql-kafka": SPARK_VERSION,
+            "delta-spark": DELTA_SPARK_VERSION, "confluent_kafka": str(confluent_kafka.version()[0]),
             "librdkafka": confluent_kafka.libversion()[0], "deltalake": deltalake.__version__,
             "pyarrow": pyarrow.__version__}
 

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-__all__ = ["QueryRun", "run_query", "WorkerMemory", "one_task_per_range", "planned_tasks"]
+__all__ = ["QueryRun", "run_query", "WorkerMemory", "DeltaSparkIdempotentWrite", "CpuSampler", "one_task_per_range", "planned_tasks"]
 
 
 @dataclass
@@ -25,6 +25,11 @@ class QueryRun:
     peak_worker_rss_mb: Optional[float] = None
     peak_workers_total_rss_mb: Optional[float] = None
     workers_seen: int = 0
+    #: Rows in the Delta table after the run (sink "delta"), read with delta-rs.
+    table_rows: Optional[int] = None
+    #: CPU seconds per wall second of the run (query start included) by kind of process
+    #: (:class:`CpuSampler`), when sampled.
+    cpu_per_second: Optional[Dict[str, float]] = None
 
     @property
     def wall_rate(self) -> float:
@@ -57,6 +62,8 @@ class QueryRun:
             "peak_worker_rss_mb": self.peak_worker_rss_mb,
             "peak_workers_total_rss_mb": self.peak_workers_total_rss_mb,
             "workers_seen": self.workers_seen,
+            "table_rows": self.table_rows,
+            "cpu_per_second": self.cpu_per_second,
         }
 
 
@@ -99,6 +106,71 @@ class WorkerMemory:
                 self.peak_one_kb = max(self.peak_one_kb, rss, hwm)
             self.peak_total_kb = max(self.peak_total_kb, total)
             self._stop.wait(self._interval)
+
+
+class CpuSampler:
+    """CPU seconds used during a run by each kind of process: this Python process (the driver's
+    Python), its Java descendants (the Spark JVM), its Python descendants (Spark's Python workers and
+    the source's planning process) and the broker's JVMs.
+
+    A background thread reads ``utime + stime`` of every such process every ``interval`` seconds
+    (a worker that exits between two samples loses at most one interval of its time).
+    """
+
+    KINDS = ("driver", "spark_jvm", "python_workers", "broker")
+
+    def __init__(self, broker_pids: List[int], interval: float = 0.25) -> None:
+        self._broker = set(broker_pids)
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._ticks = os.sysconf("SC_CLK_TCK")
+        self._first: Dict[int, float] = {}
+        self._last: Dict[int, float] = {}
+        self._kind: Dict[int, str] = {}
+        self.wall = 0.0
+        self.seconds: Dict[str, float] = {}
+
+    def __enter__(self) -> "CpuSampler":
+        self._sample(initial=True)
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sample(initial=False)
+        self.wall = time.monotonic() - self._started
+        self.seconds = {kind: 0.0 for kind in self.KINDS}
+        for pid, last in self._last.items():
+            self.seconds[self._kind[pid]] += last - self._first.get(pid, 0.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample(initial=False)
+
+    def _sample(self, *, initial: bool) -> None:
+        me = os.getpid()
+        for pid in [me, *_descendants(me), *self._broker]:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / self._ticks
+                if pid not in self._kind:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read()
+                    self._kind[pid] = ("driver" if pid == me else "broker" if pid in self._broker
+                                       else "spark_jvm" if b"java" in cmd.split(b"\0")[0] else "python_workers")
+            except (OSError, ValueError, IndexError):
+                continue
+            if initial:
+                self._first[pid] = cpu
+            self._last[pid] = cpu
+
+    def describe(self) -> str:
+        """CPU seconds per wall second of each kind, for example ``broker 0.41, spark_jvm 0.62, ...``."""
+        return ", ".join(f"{kind} {self.seconds.get(kind, 0.0) / self.wall:.2f}" for kind in self.KINDS)
 
 
 def _status_kb(pid: int, key: str) -> int:
@@ -144,45 +216,62 @@ def run_query(
     sample_memory: bool = False,
     source_format: str = "kafka-group",
     extra_options: Optional[Dict[str, Any]] = None,
+    broker_pids: Optional[List[int]] = None,
 ) -> QueryRun:
     """Run one ``Trigger.AvailableNow`` query from earliest with a fresh group.
 
     Parameters
     ----------
     sink : {"noop", "delta"}
-        Spark's ``noop`` sink, or :class:`DeltaSink` with option ``offsets.table``.
+        Spark's ``noop`` sink, or exactly-once Delta: for ``source_format="kafka-group"``
+        :class:`DeltaSink` with option ``offsets.table``; for Spark's own ``"kafka"``
+        source a ``foreachBatch`` writing with delta-spark and ``txnAppId``/``txnVersion``
+        (:class:`DeltaSparkIdempotentWrite`, the pattern Delta's documentation gives).
+    source_format : {"kafka-group", "kafka"}
+        This connector, or Spark's built-in Kafka source (its own consumer group per query).
     """
     from pyspark_kafka_group import DeltaSink
 
-    name = f"{sink}-{topic}-{uuid.uuid4().hex[:8]}"
+    name = f"{source_format}-{sink}-{topic}-{uuid.uuid4().hex[:8]}"
     table = os.path.join(workdir, name, "table")
     checkpoint = os.path.join(workdir, name, "checkpoint")
+    ours = source_format == "kafka-group"
     reader = (spark.readStream.format(source_format)
               .option("kafka.bootstrap.servers", servers)
               .option("subscribe", topic)
-              .option("kafka.group.id", f"bench-{name}")
-              .option("kafka.session.timeout.ms", "6000")
               .option("startingOffsets", "earliest"))
+    if ours:
+        reader = reader.option("kafka.group.id", f"bench-{name}").option("kafka.session.timeout.ms", "6000")
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
     if min_partitions is not None:
         reader = reader.option("minPartitions", min_partitions)
-    if sink == "delta":
+    if sink == "delta" and ours:
         reader = reader.option("offsets.table", table)
     for key, value in (extra_options or {}).items():
         reader = reader.option(key, value)
     stream = reader.load()
     writer = stream.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
-    writer = writer.format("noop") if sink == "noop" else writer.foreachBatch(DeltaSink(table))
+    if sink == "noop":
+        writer = writer.format("noop")
+    elif ours:
+        writer = writer.foreachBatch(DeltaSink(table))
+    else:
+        writer = writer.foreachBatch(DeltaSparkIdempotentWrite(table, app_id=name))
     memory = WorkerMemory() if sample_memory else None
+    cpu = CpuSampler(broker_pids) if broker_pids is not None else None
     if memory is not None:
         memory.__enter__()
+    if cpu is not None:
+        cpu.__enter__()
     try:
         started = time.monotonic()
         query = writer.start()
         query.awaitTermination()
         seconds = time.monotonic() - started
     finally:
+        if cpu is not None:
+            cpu.__exit__(None, None, None)
         if memory is not None:
             memory.__exit__(None, None, None)
     batches = [{"batchId": p["batchId"], "numInputRows": p["numInputRows"], "durationMs": dict(p["durationMs"])}
@@ -194,8 +283,31 @@ def run_query(
         run.peak_worker_rss_mb = memory.peak_one_kb / 1024
         run.peak_workers_total_rss_mb = memory.peak_total_kb / 1024
         run.workers_seen = len(memory.pids)
+    if cpu is not None:
+        run.cpu_per_second = {kind: used / cpu.wall for kind, used in cpu.seconds.items()}
+    if sink == "delta":
+        from deltalake import DeltaTable
+
+        run.table_rows = DeltaTable(table).to_pyarrow_dataset().count_rows() if rows else 0
     shutil.rmtree(os.path.join(workdir, name), ignore_errors=True)
     return run
+
+
+class DeltaSparkIdempotentWrite:
+    """Baseline (S2)'s ``foreachBatch`` function: append each micro-batch to a Delta table with
+    delta-spark, made idempotent by ``txnAppId``/``txnVersion`` (Delta's documented pattern for
+    exactly-once ``foreachBatch`` writes: a replayed batch id is skipped).
+
+    Caller: the query's micro-batch thread on the driver.
+    """
+
+    def __init__(self, table: str, *, app_id: str) -> None:
+        self._table = table
+        self._app_id = app_id
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        (batch.write.format("delta").mode("append")
+         .option("txnAppId", self._app_id).option("txnVersion", batch_id).save(self._table))
 
 
 def one_task_per_range(ranges: int) -> Dict[str, Any]:
