@@ -14,6 +14,7 @@ from typing import Dict, Generator, List, Sequence, Tuple, cast
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -77,6 +78,26 @@ def test_tasks_of_one_process_share_one_client_and_read_exactly_their_ranges(kaf
     after = default_pool().stats()
     assert _delta(before, after) == {"created": 1, "reused": 3, "closed": 0}
     assert after.in_use == 0
+
+
+def test_a_reused_client_reads_a_range_that_ends_on_a_transaction_marker_again(kafka: Cluster) -> None:
+    # Such a range ends only at the client's partition-EOF event (no record reaches the end):
+    # a reused client re-assigned to the same partition must report EOF again.
+    if kafka.engine != "kafka":
+        pytest.skip("needs Apache Kafka: the mock cluster writes no transaction markers")
+    topic = create_topic(kafka, 1, "pool-txn")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("txn")})
+    producer.init_transactions(60)
+    for i in range(5):  # offsets 0-9: a record, then its commit marker
+        producer.begin_transaction()
+        producer.produce(topic, value=b'{"n":%d}' % (2 * i), partition=0)
+        producer.commit_transaction(60)
+    settings = _settings(kafka)
+    whole = [OffsetRange(TopicPartition(topic, 0), 0, 10)]
+    before = default_pool().stats()
+    reads = [_rows(list(read_ranges(whole, settings))) for _ in range(2)]
+    assert reads[0] == reads[1] == [(0, o, o) for o in range(0, 10, 2)]
+    assert _delta(before, default_pool().stats()) == {"created": 1, "reused": 1, "closed": 0}
 
 
 def test_a_range_after_a_data_loss_skip_reads_exactly_its_records(kafka: Cluster) -> None:

@@ -207,3 +207,12 @@ def test_the_pool_repr_shows_no_config_value(fx: Fixture) -> None:
     with fx.pool.client(CONFIG):
         pass
     assert "s3cret" not in repr(fx.pool) and "s3cret" not in repr(fx.pool._idle)
+
+
+def test_reader_clients_do_not_hold_fetches_open_unless_the_user_says_so() -> None:
+    # A pooled client re-assigned after a range that reached the partition's end waits for the
+    # fetch in flight: the broker's long poll must be short (fetch.wait.max.ms, default 500 ms).
+    from kafka_group.client_config import reader_config
+
+    assert reader_config({"bootstrap.servers": "b:9092"}, None)["fetch.wait.max.ms"] == "10"
+    assert reader_config({"bootstrap.servers": "b:9092", "fetch.wait.max.ms": "100"}, None)["fetch.wait.max.ms"] == "100"
