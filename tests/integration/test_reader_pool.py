@@ -10,7 +10,7 @@ after a data-loss skip, a task stopped early by Spark.
 from __future__ import annotations
 
 import json
-from typing import Dict, Generator, List, Sequence, Tuple, cast
+from typing import Dict, Generator, Iterator, List, Sequence, Tuple, cast
 
 import pyarrow as pa
 import pytest
@@ -26,6 +26,12 @@ from kafka_group.reader_pool import PoolStats, default_pool
 from tests.support import Cluster, create_topic, produce, unique_name
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_idle_readers() -> Iterator[None]:
+    yield
+    default_pool().close_all()  # before the run's broker stops: idle clients would log its absence
 
 Read = List[Tuple[int, int, int]]  # (partition, offset, the record's number "n")
 
