@@ -214,5 +214,5 @@ def test_reader_clients_do_not_hold_fetches_open_unless_the_user_says_so() -> No
     # fetch in flight: the broker's long poll must be short (fetch.wait.max.ms, default 500 ms).
     from kafka_group.client_config import reader_config
 
-    assert reader_config({"bootstrap.servers": "b:9092"}, None)["fetch.wait.max.ms"] == "10"
+    assert reader_config({"bootstrap.servers": "b:9092"}, None)["fetch.wait.max.ms"] == "5"
     assert reader_config({"bootstrap.servers": "b:9092", "fetch.wait.max.ms": "100"}, None)["fetch.wait.max.ms"] == "100"
