@@ -31,6 +31,11 @@ The rules:
   used idle client. A Python worker runs one task at a time, so one idle client per
   config is the usual case; Spark's JVM cache holds 64 for all the tasks of an
   executor, where ours is per worker process.
+* **Re-assigning is cheap only with a short long poll.** A client has one fetch in
+  flight per broker; after a range reaches its partition's end that fetch waits up
+  to ``fetch.wait.max.ms`` for new records, and the next range's first fetch waits
+  behind it. Readers set it to 5 ms (librdkafka's default is 500 ms; see
+  :func:`kafka_group.client_config.reader_config`).
 * **Fork-safe.** PySpark's daemon forks its workers. A pool records its process
   id; in another process it forgets what it inherited without closing it (the
   clients' librdkafka threads do not exist in the child, and closing would wait
