@@ -4,6 +4,13 @@ A reader never joins the consumer group: it assigns itself the one partition of
 its range at the range's first offset, reads in bulk until the range's end, and
 turns the records into Arrow record batches of Spark's Kafka schema.
 
+A task reads all its ranges with one client, checked out of the process's
+:mod:`kafka_group.reader_pool` (so the next task of the same Python worker reuses
+it): each range re-``assign()``-s it at the range's start. ``assign()`` replaces
+the assignment, and librdkafka's op versions drop what was prefetched for the old
+one; the offset checks below (and a check of the first and last record's
+partition) guard that anyway.
+
 Gaps inside a range are normal in compacted topics and around transaction
 markers; a gap is *data loss* only when the broker's earliest offset has moved
 past offsets the plan promised (retention, a deleted or recreated topic).
@@ -15,7 +22,7 @@ import itertools
 import logging
 import operator
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
 import pyarrow as pa
@@ -25,6 +32,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.errors import DataLossError, FetchError
 from kafka_group.offsets import OffsetRange
+from kafka_group.reader_pool import DEFAULT_IDLE_TIMEOUT_MS, ReaderPool, default_pool
 from kafka_group.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
 
 __all__ = ["ReadSettings", "read_range", "read_ranges", "RecordBatchBuilder"]
@@ -41,6 +49,8 @@ _OFFSET = cast("Callable[[Message], int]", Message.offset)
 _TIMESTAMP = Message.timestamp
 _HEADERS = cast("Callable[[Message], Optional[List[Tuple[str, Optional[bytes]]]]]", Message.headers)
 _ERROR = Message.error
+_PARTITION = Message.partition
+_TOPIC = Message.topic
 
 _TIMESTAMP_ARROW = pa.timestamp("us", tz="UTC")
 #: librdkafka's ``TIMESTAMP_NOT_AVAILABLE``.
@@ -63,13 +73,17 @@ class ReadSettings:
         The longest wait for the next planned record before the read fails.
     max_records_per_batch : int
         Records per returned Arrow batch.
+    client_idle_timeout_ms : int
+        How long the reader's client stays open in the process's pool after its
+        task, for the next task to reuse (``kafkaConsumer.cacheTimeoutMs``).
     """
 
-    client_config: Mapping[str, str]
+    client_config: Mapping[str, str] = field(repr=False)
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
     max_records_per_batch: int
+    client_idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
 
 
 class RecordBatchBuilder:
@@ -163,7 +177,9 @@ def _timestamp_columns(stamps: Sequence[Tuple[int, int]]) -> Tuple[pa.Array, pa.
     )
 
 
-def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+def read_range(
+    offset_range: OffsetRange, settings: ReadSettings, *, consumer: Optional[Consumer] = None
+) -> Iterator[pa.RecordBatch]:
     """Read the records of one planned range.
 
     Parameters
@@ -172,6 +188,10 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
         The range ``[from_offset, until_offset)`` of one partition.
     settings : ReadSettings
         How to read.
+    consumer : confluent_kafka.Consumer, optional
+        The client to read with, held by the caller alone (:func:`read_ranges` passes
+        the task's pooled client); it is re-assigned to this range. Without it, a
+        client is checked out of the process's pool for this range.
 
     Yields
     ------
@@ -188,56 +208,68 @@ def read_range(offset_range: OffsetRange, settings: ReadSettings) -> Iterator[pa
     """
     if offset_range.size <= 0:
         return
+    if consumer is None:
+        with default_pool().client(settings.client_config, idle_timeout_ms=settings.client_idle_timeout_ms) as pooled:
+            yield from _read(offset_range, settings, pooled)
+    else:
+        yield from _read(offset_range, settings, consumer)
+
+
+def _read(offset_range: OffsetRange, settings: ReadSettings, consumer: Consumer) -> Iterator[pa.RecordBatch]:
+    """:func:`read_range` with its client."""
     tp = offset_range.topic_partition
     started = time.monotonic()
     first_at: Optional[float] = None
-    consumer = Consumer(dict(settings.client_config))
-    try:
-        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset_range.from_offset)])
-        builder = RecordBatchBuilder(tp.topic, tp.partition, settings.include_headers)
-        next_offset = offset_range.from_offset
-        until = offset_range.until_offset
-        deadline = time.monotonic() + settings.poll_timeout_ms / 1000
-        while next_offset < until:
-            want = min(settings.max_records_per_batch - len(builder), until - next_offset)
-            messages = consumer.consume(num_messages=max(1, want), timeout=_CONSUME_WAIT_S)
-            if messages:
-                if first_at is None:
-                    first_at = time.monotonic()
-                taken = _take_contiguous(messages, next_offset, until)
-                if taken is not None:
-                    # The common case, with no Python code per record: no errors, no gaps.
-                    builder.add_messages(*taken)
-                    next_offset += len(taken[1])
+    consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset_range.from_offset)])
+    builder = RecordBatchBuilder(tp.topic, tp.partition, settings.include_headers)
+    next_offset = offset_range.from_offset
+    until = offset_range.until_offset
+    deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+    while next_offset < until:
+        want = min(settings.max_records_per_batch - len(builder), until - next_offset)
+        messages = consumer.consume(num_messages=max(1, want), timeout=_CONSUME_WAIT_S)
+        if messages:
+            if first_at is None:
+                first_at = time.monotonic()
+            taken = _take_contiguous(messages, tp.topic, tp.partition, next_offset, until)
+            if taken is not None:
+                # The common case, with no Python code per record: no errors, no gaps.
+                builder.add_messages(*taken)
+                next_offset += len(taken[1])
+                deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+            else:
+                before = len(builder)
+                next_offset = _take_one_by_one(consumer, offset_range, messages, next_offset, builder, settings)
+                if len(builder) > before:
                     deadline = time.monotonic() + settings.poll_timeout_ms / 1000
-                else:
-                    before = len(builder)
-                    next_offset = _take_one_by_one(consumer, offset_range, messages, next_offset, builder, settings)
-                    if len(builder) > before:
-                        deadline = time.monotonic() + settings.poll_timeout_ms / 1000
-            if len(builder) >= settings.max_records_per_batch:
-                yield builder.build()
-            if next_offset < until and time.monotonic() > deadline:
-                raise FetchError(
-                    f"no record of {tp} arrived for {settings.poll_timeout_ms} ms while reading the "
-                    f"planned range [{offset_range.from_offset}, {until}) at offset {next_offset}; "
-                    f"check that the brokers ({settings.client_config.get('bootstrap.servers')}) are "
-                    "reachable from the executors, or raise 'kafkaConsumer.pollTimeoutMs'"
-                )
-        if len(builder):
+        if len(builder) >= settings.max_records_per_batch:
             yield builder.build()
-        logger.debug("read %s [%d, %d) in %.3f s (first records after %.3f s)", tp, offset_range.from_offset, until,
-                     time.monotonic() - started, (first_at or started) - started)
-    finally:
-        consumer.close()
+        if next_offset < until and time.monotonic() > deadline:
+            raise FetchError(
+                f"no record of {tp} arrived for {settings.poll_timeout_ms} ms while reading the "
+                f"planned range [{offset_range.from_offset}, {until}) at offset {next_offset}; "
+                f"check that the brokers ({settings.client_config.get('bootstrap.servers')}) are "
+                "reachable from the executors, or raise 'kafkaConsumer.pollTimeoutMs'"
+            )
+    if len(builder):
+        yield builder.build()
+    logger.debug("read %s [%d, %d) in %.3f s (first records after %.3f s)", tp, offset_range.from_offset, until,
+                 time.monotonic() - started, (first_at or started) - started)
 
 
-def read_ranges(offset_ranges: Sequence[OffsetRange], settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+def read_ranges(
+    offset_ranges: Sequence[OffsetRange], settings: ReadSettings, *, pool: Optional[ReaderPool] = None
+) -> Iterator[pa.RecordBatch]:
     """Read several planned ranges one after another, as one Spark task.
 
     A Spark task has a fixed cost (about 0.1 s of a core measured with Spark 4.3
     ``local[2]``), so a micro-batch of many small ranges runs faster as a few
     tasks that each read several ranges than as one task per range.
+
+    The task reads every range with one client, checked out of ``pool`` when the
+    first record is asked for and returned (unassigned) when the last range is
+    done or Spark stops reading early; the next task of this Python worker with the
+    same client settings reuses it.
 
     Parameters
     ----------
@@ -245,25 +277,44 @@ def read_ranges(offset_ranges: Sequence[OffsetRange], settings: ReadSettings) ->
         The ranges, read in the given order.
     settings : ReadSettings
         How to read.
+    pool : ReaderPool, optional
+        Where the client comes from; the process's :func:`~kafka_group.reader_pool.default_pool`
+        when not given.
 
     Yields
     ------
     pyarrow.RecordBatch
         The batches of :func:`read_range` for each range in turn.
+
+    Notes
+    -----
+    Caller: the Spark task's thread (``read()`` of the stream and batch readers).
     """
-    for offset_range in offset_ranges:
-        yield from read_range(offset_range, settings)
+    todo = [r for r in offset_ranges if r.size > 0]
+    if not todo:
+        return
+    source = default_pool() if pool is None else pool
+    with source.client(settings.client_config, idle_timeout_ms=settings.client_idle_timeout_ms) as consumer:
+        for offset_range in todo:
+            yield from _read(offset_range, settings, consumer)
 
 
 def _take_contiguous(
-    messages: List[Message], next_offset: int, until: int
+    messages: List[Message], topic: str, partition: int, next_offset: int, until: int
 ) -> Optional[Tuple[List[Message], List[int]]]:
-    """The messages and their offsets when they carry no error and continue exactly at
-    ``next_offset`` without a gap (cut at ``until``); None otherwise."""
+    """The messages and their offsets when they carry no error, are of ``topic`` and
+    ``partition``, and continue exactly at ``next_offset`` without a gap (cut at
+    ``until``); None otherwise."""
     n = len(messages)
     # Identity, not list.count(None): comparing a KafkaError with None by == leaves a
     # Python exception set inside confluent-kafka (SystemError), seen at partition EOF.
     if any(map(operator.is_not, map(_ERROR, messages), itertools.repeat(None))):
+        return None
+    # A reused client: records of an earlier assignment would come first (the queue is in
+    # order), or last; librdkafka drops them, and this check costs two records, not n.
+    first, last = messages[0], messages[-1]
+    if (_PARTITION(first) != partition or _PARTITION(last) != partition
+            or _TOPIC(first) != topic or _TOPIC(last) != topic):
         return None
     offsets = list(map(_OFFSET, messages))
     if offsets != list(range(next_offset, next_offset + n)):
@@ -285,6 +336,7 @@ def _take_one_by_one(
     """Add ``messages`` one by one, dealing with errors, gaps and records outside the
     range; return the offset to continue from."""
     until = offset_range.until_offset
+    tp = offset_range.topic_partition
     good: List[Message] = []
     # The broker's earliest offset, asked at the first gap of these messages and kept for
     # the others: they all came in one fetch, so one answer tells for every gap in it
@@ -293,6 +345,11 @@ def _take_one_by_one(
     # round trip per record.
     earliest: Optional[int] = None
     for message in messages:
+        if message.partition() is not None and (message.partition() != tp.partition or message.topic() != tp.topic):
+            # Of an earlier assignment of this reused client (librdkafka should have dropped it).
+            logger.debug("ignoring a record or event of %s [%s] while reading %s", message.topic(),
+                         message.partition(), tp)
+            continue
         error = message.error()
         if error is not None:
             next_offset = _handle_error(consumer, offset_range, next_offset, error, message, settings)

@@ -466,6 +466,12 @@ POLL_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     parser=positive_int,
     default='120000',
 )
+CACHE_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
+    'kafkaConsumer.cacheTimeoutMs', 'positive int', '300000',
+    "How long an executor's Python worker keeps a reader's Kafka client open after its task, for the next task to reuse (one client per task, not per range; Spark's `spark.kafka.consumer.cache.timeout`). Idle clients are unassigned (no prefetching); at most 2 per client config and 8 in all are kept per worker.",
+    parser=positive_int,
+    default='300000',
+)
 CONNECT_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'kafkaConsumer.connectTimeoutMs', 'positive int', '30000',
     "The driver's bounded wait for the cluster; an unreachable cluster fails naming the servers.",
@@ -576,6 +582,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     FETCH_MIN_RECORDS_PER_TASK,
     FETCH_MAX_TASKS,
     POLL_TIMEOUT_MS,
+    CACHE_TIMEOUT_MS,
     CONNECT_TIMEOUT_MS,
     GROUP_JOIN_TIMEOUT_MS,
     AVAILABLE_NOW_TIMEOUT_MS,

@@ -94,7 +94,10 @@ OPTION_SPELLING: Mapping[str, str] = {o.key: o.name for o in OPTIONS if o.source
 _SPARK_KAFKA_OPTIONS_NOT_SUPPORTED: Mapping[str, str] = {
     "endingoffsets": "this is a streaming source; use Trigger.AvailableNow to stop at the latest offsets",
     "groupidprefix": "the connector joins the group named by 'kafka.group.id'",
-    "kafka.consumer.cache.enabled": "executor readers are created per task",
+    "kafka.consumer.cache.enabled": (
+        "each executor Python worker keeps its readers' clients for reuse; set "
+        "'kafkaConsumer.cacheTimeoutMs' to change how long an idle one stays open"
+    ),
 }
 
 class SubscriptionKind:
@@ -151,6 +154,7 @@ class SourceOptions:
     revoke_timeout_ms: int
     max_records_per_arrow_batch: int
     available_now_timeout_ms: int = 300_000
+    reader_cache_timeout_ms: int = 300_000
     offsets_table: Optional[str] = None
     offsets_table_storage: Mapping[str, str] = field(default_factory=dict, repr=False)
     rebalance_listener: Optional[str] = None
@@ -275,6 +279,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
     fail_on_data_loss = catalog.FAIL_ON_DATA_LOSS.value(opts)
     include_headers = catalog.INCLUDE_HEADERS.value(opts)
     poll_timeout_ms = catalog.POLL_TIMEOUT_MS.value(opts)
+    reader_cache_timeout_ms = catalog.CACHE_TIMEOUT_MS.value(opts)
     connect_timeout_ms = catalog.CONNECT_TIMEOUT_MS.value(opts)
     group_join_timeout_ms = catalog.GROUP_JOIN_TIMEOUT_MS.value(opts)
     revoke_timeout_ms = catalog.REVOKE_TIMEOUT_MS.value(opts)
@@ -338,6 +343,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         include_headers=include_headers,
         min_partitions=min_partitions,
         poll_timeout_ms=poll_timeout_ms,
+        reader_cache_timeout_ms=reader_cache_timeout_ms,
         connect_timeout_ms=connect_timeout_ms,
         group_join_timeout_ms=group_join_timeout_ms,
         revoke_timeout_ms=revoke_timeout_ms,

@@ -153,5 +153,6 @@ def read_settings(options: SourceOptions) -> "ReadSettings":
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
         max_records_per_batch=options.max_records_per_arrow_batch,
+        client_idle_timeout_ms=options.reader_cache_timeout_ms,
     )
 

@@ -47,6 +47,16 @@ def test_declared_defaults_are_the_parsed_defaults() -> None:
     assert parsed.revoke_timeout_ms == int(OPTION_DEFAULTS["revoketimeoutms"] or 0)
     assert parsed.available_now_timeout_ms == int(OPTION_DEFAULTS["availablenowtimeoutms"] or 0)
     assert parsed.poll_timeout_ms == int(OPTION_DEFAULTS["kafkaconsumer.polltimeoutms"] or 0)
+    assert parsed.reader_cache_timeout_ms == int(OPTION_DEFAULTS["kafkaconsumer.cachetimeoutms"] or 0) == 300_000
+
+
+def test_the_reader_cache_timeout_reaches_the_executors_read_settings() -> None:
+    from kafka_group.options import parse_source_options as parse
+    from pyspark_kafka_group.stream_reader import read_settings
+
+    options = parse({"kafka.bootstrap.servers": "h:9092", "subscribe": "t", "kafka.group.id": "g",
+                     "kafkaconsumer.cachetimeoutms": "60000"})
+    assert read_settings(options).client_idle_timeout_ms == 60_000
 
 
 # A value each option's parser refuses. An option added to the catalog without one here fails
@@ -74,6 +84,7 @@ BAD_VALUES = {
     "fetch.minRecordsPerTask": "1.5",
     "fetch.maxTasks": "0",
     "kafkaConsumer.pollTimeoutMs": "2m",
+    "kafkaConsumer.cacheTimeoutMs": "5 minutes",
     "kafkaConsumer.connectTimeoutMs": "-1",
     "groupJoinTimeoutMs": "",
     "availableNowTimeoutMs": "ten",

@@ -1,0 +1,405 @@
+"""Executor side: a per-process pool of the Kafka clients that read planned ranges.
+
+A Spark Python worker is reused across tasks (``spark.python.worker.reuse``, on by
+default) and runs one task at a time. Creating a ``confluent_kafka.Consumer`` per
+range cost a client start (threads, a bootstrap connection, metadata) and a close
+per range; the pool keeps the reader clients of a process and hands one to each
+task, as Spark's own Kafka source does with its consumer cache
+(``spark.kafka.consumer.cache.*``).
+
+The rules:
+
+* **Keyed by the full client config.** Two queries (or two settings of one
+  query) never share a client. The key holds secrets (SASL passwords): it has no
+  readable ``repr`` and is never logged.
+* **Exclusive checkout.** :meth:`ReaderPool.client` is a context manager; the
+  client it yields is held by that caller alone until the block ends, so a client
+  is never used by two threads at once. The pool's own state is under one lock.
+* **Returned clean, or closed.** When the block ends normally, or with
+  ``GeneratorExit`` (Spark stops consuming a task's iterator early), the client is
+  ``unassign()``-ed before it is parked: an idle client left assigned would keep
+  prefetching, up to ``queued.max.messages.kbytes`` (64 MB for readers,
+  :func:`kafka_group.client_config.reader_config`), while nobody reads it. On any
+  other exception the client is closed, not returned: its state is unknown.
+* **Idle clients are closed** after the idle timeout (the source option
+  ``kafkaConsumer.cacheTimeoutMs``, default 5 minutes like Spark's
+  ``spark.kafka.consumer.cache.timeout``) by a daemon thread the pool starts
+  when it first parks a client (a Spark worker sits blocked between tasks, so
+  closing cannot wait for the next checkout); the thread ends when nothing is idle.
+* **Bounded.** At most :data:`MAX_IDLE_PER_KEY` idle clients per config and
+  :data:`MAX_IDLE` in all are kept; returning one more closes the least recently
+  used idle client. A Python worker runs one task at a time, so one idle client per
+  config is the usual case; Spark's JVM cache holds 64 for all the tasks of an
+  executor, where ours is per worker process.
+* **Re-assigning is cheap only with a short long poll.** A client has one fetch in
+  flight per broker; after a range reaches its partition's end that fetch waits up
+  to ``fetch.wait.max.ms`` for new records, and the next range's first fetch waits
+  behind it. Readers set it to 5 ms (librdkafka's default is 500 ms; see
+  :func:`kafka_group.client_config.reader_config`).
+* **Fork-safe.** PySpark's daemon forks its workers. A pool records its process
+  id; in another process it forgets what it inherited without closing it (the
+  clients' librdkafka threads do not exist in the child, and closing would wait
+  on them).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from types import TracebackType
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Type
+
+__all__ = [
+    "ReaderClient",
+    "ReaderPool",
+    "PoolStats",
+    "default_pool",
+    "DEFAULT_IDLE_TIMEOUT_MS",
+    "MAX_IDLE_PER_KEY",
+    "MAX_IDLE",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The idle timeout when the caller gives none (``kafkaConsumer.cacheTimeoutMs``'s default).
+DEFAULT_IDLE_TIMEOUT_MS = 300_000
+#: Idle clients kept per client config.
+MAX_IDLE_PER_KEY = 2
+#: Idle clients kept in all, over every config.
+MAX_IDLE = 8
+
+
+class ReaderClient(Protocol):
+    """What the pool needs of a client (``confluent_kafka.Consumer`` has it)."""
+
+    def unassign(self) -> None:
+        """Drop the assignment (stops fetching)."""
+
+    def close(self) -> None:
+        """Close the client."""
+
+
+class PoolStats(NamedTuple):
+    """Counters of a pool since it was made (or since its process forked).
+
+    Attributes
+    ----------
+    created : int
+        Clients the factory made.
+    reused : int
+        Checkouts served by an idle client.
+    closed : int
+        Clients closed by the pool (errors, idle timeout, the cap, :meth:`ReaderPool.close_all`).
+    idle : int
+        Clients parked now.
+    in_use : int
+        Clients checked out now.
+    """
+
+    created: int
+    reused: int
+    closed: int
+    idle: int
+    in_use: int
+
+
+class _ConfigKey:
+    """A client config as a dict key; its values (secrets among them) never show in a ``repr``."""
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, config: Mapping[str, str]) -> None:
+        self._items: Tuple[Tuple[str, str], ...] = tuple(sorted((str(k), str(v)) for k, v in config.items()))
+        self._hash = hash(self._items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ConfigKey) and other._items == self._items
+
+    def __repr__(self) -> str:
+        return f"<reader config of {len(self._items)} settings>"
+
+
+class _Idle(NamedTuple):
+    client: Any
+    key: _ConfigKey
+    expires_at: float
+
+
+class ReaderPool:
+    """Reader clients of one process, checked out one caller at a time.
+
+    Parameters
+    ----------
+    factory : callable
+        ``factory(config) -> client``: makes a client of a config dict (``confluent_kafka.Consumer``).
+    max_idle_per_key : int
+        Idle clients kept per config.
+    max_idle : int
+        Idle clients kept in all.
+    clock : callable
+        Seconds, monotonic (tests pass their own).
+    getpid : callable
+        The current process id (tests pass their own to stand for a fork).
+    start_reaper : bool
+        Whether to close idle clients from a daemon thread; tests that drive
+        :meth:`close_expired` themselves pass False.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[Dict[str, str]], Any],
+        *,
+        max_idle_per_key: int = MAX_IDLE_PER_KEY,
+        max_idle: int = MAX_IDLE,
+        clock: Callable[[], float] = time.monotonic,
+        getpid: Callable[[], int] = os.getpid,
+        start_reaper: bool = True,
+    ) -> None:
+        self._factory = factory
+        self._max_idle_per_key = max_idle_per_key
+        self._max_idle = max_idle
+        self._clock = clock
+        self._getpid = getpid
+        self._start_reaper = start_reaper
+        self._reset()
+
+    def _reset(self) -> None:
+        """Fresh state for this process (at construction, and in a forked child)."""
+        self._pid = self._getpid()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        # Least recently returned first.
+        self._idle: "OrderedDict[int, _Idle]" = OrderedDict()
+        self._in_use = 0
+        self._created = 0
+        self._reused = 0
+        self._closed = 0
+        self._reaper: Optional[threading.Thread] = None
+
+    def _check_process(self) -> None:
+        """In a forked child, forget the clients inherited from the parent without closing them."""
+        if self._getpid() != self._pid:
+            inherited = len(self._idle)
+            self._reset()
+            logger.debug("reader pool: process changed (fork); forgot %d inherited idle clients", inherited)
+
+    def client(self, config: Mapping[str, str], *, idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS) -> "_Checkout":
+        """Check out a client of ``config`` for the duration of a ``with`` block.
+
+        Parameters
+        ----------
+        config : mapping
+            The client's full config; clients are shared only between equal configs.
+        idle_timeout_ms : int
+            How long the client may stay idle after this checkout before it is closed.
+
+        Returns
+        -------
+        context manager
+            ``with pool.client(config) as consumer:``; on a normal exit (or
+            ``GeneratorExit``) the client is unassigned and parked, on any other
+            exception it is closed.
+
+        Notes
+        -----
+        Caller: any thread (a Spark task's thread; benchmark threads). The client is
+        the caller's alone until the block ends.
+        """
+        return _Checkout(self, _ConfigKey(config), dict(config), idle_timeout_ms / 1000)
+
+    def _take(self, key: _ConfigKey, config: Dict[str, str]) -> Any:
+        self._check_process()
+        with self._lock:
+            for token in reversed(self._idle):  # the most recently returned: its connections are warmest
+                if self._idle[token].key == key:
+                    entry = self._idle.pop(token)
+                    self._in_use += 1
+                    self._reused += 1
+                    return entry.client
+            self._in_use += 1
+        try:
+            client = self._factory(config)
+        except BaseException:
+            with self._lock:
+                self._in_use -= 1
+            raise
+        with self._lock:
+            self._created += 1
+        return client
+
+    def _give_back(self, key: _ConfigKey, client: Any, idle_timeout_s: float, clean: bool) -> None:
+        evicted: List[Any] = []
+        if clean:
+            try:
+                client.unassign()
+            except Exception:  # a client that cannot unassign is not fit to be reused
+                logger.warning("reader pool: unassign failed; closing the client", exc_info=True)
+                clean = False
+        with self._lock:
+            self._in_use -= 1
+            if clean:
+                self._idle[id(client)] = _Idle(client, key, self._clock() + idle_timeout_s)
+                same = [t for t, e in self._idle.items() if e.key == key]
+                for token in same[: max(0, len(same) - self._max_idle_per_key)]:
+                    evicted.append(self._idle.pop(token).client)
+                while len(self._idle) > self._max_idle:
+                    evicted.append(self._idle.popitem(last=False)[1].client)
+                self._ensure_reaper()
+                self._wake.notify_all()
+            else:
+                evicted.append(client)
+        self._close(evicted, "returned after an error" if not clean else "over the idle cap")
+
+    def _close(self, clients: List[Any], why: str) -> None:
+        """Close clients outside the lock (a close may take a while)."""
+        for client in clients:
+            try:
+                client.close()
+            except Exception:
+                logger.debug("reader pool: closing a client failed", exc_info=True)
+        if clients:
+            with self._lock:
+                self._closed += len(clients)
+            logger.debug("reader pool: closed %d client(s) %s", len(clients), why)
+
+    def close_expired(self) -> int:
+        """Close the idle clients whose idle timeout has passed; return how many.
+
+        Notes
+        -----
+        Caller: the pool's reaper thread; tests.
+        """
+        self._check_process()
+        with self._lock:
+            now = self._clock()
+            expired = [t for t, e in self._idle.items() if e.expires_at <= now]
+            clients = [self._idle.pop(t).client for t in expired]
+        self._close(clients, "after their idle timeout")
+        return len(clients)
+
+    def close_all(self) -> None:
+        """Close every idle client (a checked-out one is parked or closed when its holder returns it).
+
+        Notes
+        -----
+        Caller: ``atexit``; tests.
+        """
+        self._check_process()
+        with self._lock:
+            clients = [e.client for e in self._idle.values()]
+            self._idle.clear()
+            self._wake.notify_all()
+        self._close(clients, "at shutdown")
+
+    def stats(self) -> PoolStats:
+        """The pool's counters now.
+
+        Notes
+        -----
+        Caller: any thread.
+        """
+        self._check_process()
+        with self._lock:
+            return PoolStats(self._created, self._reused, self._closed, len(self._idle), self._in_use)
+
+    def __repr__(self) -> str:
+        return f"ReaderPool({self.stats()})"
+
+    # -- the reaper ------------------------------------------------------------------
+
+    def _ensure_reaper(self) -> None:
+        """Start the reaper thread if it is not running. Called under the lock."""
+        if not self._start_reaper or (self._reaper is not None and self._reaper.is_alive()):
+            return
+        self._reaper = threading.Thread(target=self._reap, name="kafka-group-reader-pool-reaper", daemon=True)
+        self._reaper.start()
+
+    def _reap(self) -> None:
+        """Close idle clients as their timeouts pass; end when none is idle.
+
+        Notes
+        -----
+        Caller: the reaper thread.
+        """
+        me = threading.current_thread()
+        while True:
+            with self._lock:
+                if self._reaper is not me:
+                    return  # the pool was reset (fork): this thread is not the pool's any more
+                if not self._idle:
+                    self._reaper = None
+                    return
+                wait = min(e.expires_at for e in self._idle.values()) - self._clock()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+            self.close_expired()
+
+
+def _consumer(config: Dict[str, str]) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(config)
+
+
+class _Checkout:
+    """The context manager of :meth:`ReaderPool.client`."""
+
+    def __init__(self, pool: ReaderPool, key: _ConfigKey, config: Dict[str, str], idle_timeout_s: float) -> None:
+        self._pool = pool
+        self._key = key
+        self._config = config
+        self._idle_timeout_s = idle_timeout_s
+        self._client: Any = None
+        self._pid = 0
+
+    def __enter__(self) -> Any:
+        if self._client is not None:
+            raise RuntimeError("a reader pool checkout is not reentrant")
+        self._client = self._pool._take(self._key, self._config)
+        self._pid = self._pool._getpid()
+        return self._client
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        client, self._client = self._client, None
+        if self._pool._getpid() != self._pid:
+            return  # checked out before a fork: the client's threads are the parent's; not ours to park or close
+        clean = exc_type is None or issubclass(exc_type, GeneratorExit)
+        self._pool._give_back(self._key, client, self._idle_timeout_s, clean)
+
+
+_default: Optional[ReaderPool] = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> ReaderPool:
+    """The process's pool of ``confluent_kafka.Consumer`` readers (made on first use).
+
+    Notes
+    -----
+    Caller: any thread.
+    """
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = ReaderPool(_consumer)
+            atexit.register(_default.close_all)
+        return _default
+
+
+def _after_fork_in_child() -> None:
+    # The module lock may have been held by another thread at the fork: it would never be released here.
+    global _default_lock
+    _default_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
