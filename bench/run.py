@@ -368,7 +368,7 @@ def _versions() -> Dict[str, str]:
     from kafka_group_devbroker.jars import DELTA_SPARK_VERSION, KAFKA_VERSION, SPARK_VERSION
 
     return {"kafka": KAFKA_VERSION, "pyspark": pyspark.__version__, "spark-sql-kafka": SPARK_VERSION,
-            "delta-spark": DELTA_SPARK_VERSION, "confluent_kafka": str(confluent_kafka.version()[0]),
+            "delta-spark": DELTA_SPARK_VERSION, "confluent_kafka": confluent_kafka.__version__,
             "librdkafka": confluent_kafka.libversion()[0], "deltalake": deltalake.__version__,
             "pyarrow": pyarrow.__version__}
 
