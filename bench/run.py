@@ -334,6 +334,9 @@ def _spark(cores: int) -> Any:
                     # Spark job of 50 partitions by default: 2.4-6.8 s per batch on local[2], 0.5 s with
                     # one partition per core (measured); (S2) gets the faster setting.
                     "spark.databricks.delta.snapshotPartitions": str(cores),
+                    # Spark's Kafka source on 1,000 partitions of 1 KiB ran the 1 GiB default heap out
+                    # of memory (local mode: tasks and driver share one JVM); the machine has 24 GiB.
+                    "spark.driver.memory": "4g",
                     "spark.ui.showConsoleProgress": "false"},
     )
 

@@ -36,10 +36,18 @@ The rules:
   to ``fetch.wait.max.ms`` for new records, and the next range's first fetch waits
   behind it. Readers set it to 5 ms (librdkafka's default is 500 ms; see
   :func:`kafka_group.client_config.reader_config`).
+* **Parked clients hold nothing.** ``unassign()`` stops fetching but leaves what
+  was fetched (and error events of the old assignment) in the client's queue
+  until the next ``consume()``; the pool consumes it away, without waiting, before
+  parking the client.
 * **Fork-safe.** PySpark's daemon forks its workers. A pool records its process
   id; in another process it forgets what it inherited without closing it (the
   clients' librdkafka threads do not exist in the child, and closing would wait
-  on them).
+  on them) and keeps a reference to it for good: dropping the last one would run
+  confluent-kafka's destructor, which does the same.
+* **Re-entrant returns.** The garbage collector may finalize an abandoned read
+  (a generator holding a checkout) while this thread holds the pool's lock; such
+  a return is queued and handled before the lock is released, never waited for.
 """
 
 from __future__ import annotations
@@ -49,9 +57,10 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Type
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Type
 
 __all__ = [
     "ReaderClient",
@@ -71,6 +80,13 @@ DEFAULT_IDLE_TIMEOUT_MS = 300_000
 MAX_IDLE_PER_KEY = 2
 #: Idle clients kept in all, over every config.
 MAX_IDLE = 8
+#: The reaper's longest sleep: ``Condition.wait`` overflows on timeouts of centuries.
+_MAX_REAPER_WAIT_S = 3600.0
+#: ``consume()`` calls that empty a parked client's queue, at most (10,000 messages each).
+_MAX_DRAIN_CALLS = 100
+
+# Clients inherited through a fork, kept referenced for the life of the process (see the module docstring).
+_INHERITED: List[Any] = []
 
 
 class ReaderClient(Protocol):
@@ -78,6 +94,9 @@ class ReaderClient(Protocol):
 
     def unassign(self) -> None:
         """Drop the assignment (stops fetching)."""
+
+    def consume(self, num_messages: int = ..., timeout: float = ...) -> List[Any]:
+        """Messages and events from the client's queue."""
 
     def close(self) -> None:
         """Close the client."""
@@ -172,9 +191,14 @@ class ReaderPool:
 
     def _reset(self) -> None:
         """Fresh state for this process (at construction, and in a forked child)."""
+        if getattr(self, "_idle", None):
+            _INHERITED.extend(entry.client for entry in self._idle.values())
         self._pid = self._getpid()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        # The thread holding the lock (see _locked), and returns queued while it held it.
+        self._owner: Optional[int] = None
+        self._pending: Deque[Tuple[_ConfigKey, Any, float, bool]] = deque()
         # Least recently returned first.
         self._idle: "OrderedDict[int, _Idle]" = OrderedDict()
         self._in_use = 0
@@ -182,6 +206,26 @@ class ReaderPool:
         self._reused = 0
         self._closed = 0
         self._reaper: Optional[threading.Thread] = None
+
+    @contextmanager
+    def _locked(self) -> Iterator[List[Any]]:
+        """Hold the pool's lock; yields a list of clients to close once it is released.
+
+        Returns queued meanwhile by this thread (see :meth:`_give_back`) are parked
+        before the lock is released.
+        """
+        evicted: List[Any] = []
+        try:
+            with self._lock:
+                self._owner = threading.get_ident()
+                try:
+                    yield evicted
+                finally:
+                    while self._pending:
+                        evicted.extend(self._park(*self._pending.popleft()))
+                    self._owner = None
+        finally:
+            self._close(evicted)
 
     def _check_process(self) -> None:
         """In a forked child, forget the clients inherited from the parent without closing them."""
@@ -216,7 +260,7 @@ class ReaderPool:
 
     def _take(self, key: _ConfigKey, config: Dict[str, str]) -> Any:
         self._check_process()
-        with self._lock:
+        with self._locked():
             for token in reversed(self._idle):  # the most recently returned: its connections are warmest
                 if self._idle[token].key == key:
                     entry = self._idle.pop(token)
@@ -227,37 +271,59 @@ class ReaderPool:
         try:
             client = self._factory(config)
         except BaseException:
-            with self._lock:
+            with self._locked():
                 self._in_use -= 1
             raise
-        with self._lock:
+        with self._locked():
             self._created += 1
         return client
 
     def _give_back(self, key: _ConfigKey, client: Any, idle_timeout_s: float, clean: bool) -> None:
-        evicted: List[Any] = []
+        """Park a returned client (emptied first), or close it.
+
+        Notes
+        -----
+        Caller: the thread that checked the client out; or the garbage collector finalizing
+        an abandoned read, in whatever thread it runs, possibly inside a locked section of
+        this pool (then the return is queued for that section to finish).
+        """
+        interrupted: Optional[BaseException] = None
         if clean:
             try:
                 client.unassign()
+                for _ in range(_MAX_DRAIN_CALLS):  # what was fetched for the old assignment, and its stale events
+                    if not client.consume(num_messages=10_000, timeout=0):
+                        break
             except Exception:  # a client that cannot unassign is not fit to be reused
                 logger.warning("reader pool: unassign failed; closing the client", exc_info=True)
                 clean = False
-        with self._lock:
-            self._in_use -= 1
-            if clean:
-                self._idle[id(client)] = _Idle(client, key, self._clock() + idle_timeout_s)
-                same = [t for t, e in self._idle.items() if e.key == key]
-                for token in same[: max(0, len(same) - self._max_idle_per_key)]:
-                    evicted.append(self._idle.pop(token).client)
-                while len(self._idle) > self._max_idle:
-                    evicted.append(self._idle.popitem(last=False)[1].client)
-                self._ensure_reaper()
-                self._wake.notify_all()
-            else:
-                evicted.append(client)
-        self._close(evicted, "returned after an error" if not clean else "over the idle cap")
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: release the client, then go on raising
+                clean, interrupted = False, exc
+        if self._owner == threading.get_ident():
+            self._pending.append((key, client, idle_timeout_s, clean))
+        else:
+            with self._locked() as evicted:
+                evicted.extend(self._park(key, client, idle_timeout_s, clean))
+        if interrupted is not None:
+            raise interrupted
 
-    def _close(self, clients: List[Any], why: str) -> None:
+    def _park(self, key: _ConfigKey, client: Any, idle_timeout_s: float, clean: bool) -> List[Any]:
+        """Park a returned client under the lock; return the clients to close. Called under the lock."""
+        self._in_use -= 1
+        if not clean:
+            return [client]
+        evicted: List[Any] = []
+        self._idle[id(client)] = _Idle(client, key, self._clock() + idle_timeout_s)
+        same = [t for t, e in self._idle.items() if e.key == key]
+        for token in same[: max(0, len(same) - self._max_idle_per_key)]:
+            evicted.append(self._idle.pop(token).client)
+        while len(self._idle) > self._max_idle:
+            evicted.append(self._idle.popitem(last=False)[1].client)
+        self._ensure_reaper()
+        self._wake.notify_all()
+        return evicted
+
+    def _close(self, clients: List[Any]) -> None:
         """Close clients outside the lock (a close may take a while)."""
         for client in clients:
             try:
@@ -265,9 +331,9 @@ class ReaderPool:
             except Exception:
                 logger.debug("reader pool: closing a client failed", exc_info=True)
         if clients:
-            with self._lock:
+            with self._locked():
                 self._closed += len(clients)
-            logger.debug("reader pool: closed %d client(s) %s", len(clients), why)
+            logger.debug("reader pool: closed %d client(s)", len(clients))
 
     def close_expired(self) -> int:
         """Close the idle clients whose idle timeout has passed; return how many.
@@ -277,12 +343,12 @@ class ReaderPool:
         Caller: the pool's reaper thread; tests.
         """
         self._check_process()
-        with self._lock:
+        with self._locked() as evicted:
             now = self._clock()
             expired = [t for t, e in self._idle.items() if e.expires_at <= now]
-            clients = [self._idle.pop(t).client for t in expired]
-        self._close(clients, "after their idle timeout")
-        return len(clients)
+            evicted.extend(self._idle.pop(t).client for t in expired)
+            closing = len(expired)
+        return closing
 
     def close_all(self) -> None:
         """Close every idle client (a checked-out one is parked or closed when its holder returns it).
@@ -292,11 +358,10 @@ class ReaderPool:
         Caller: ``atexit``; tests.
         """
         self._check_process()
-        with self._lock:
-            clients = [e.client for e in self._idle.values()]
+        with self._locked() as evicted:
+            evicted.extend(e.client for e in self._idle.values())
             self._idle.clear()
             self._wake.notify_all()
-        self._close(clients, "at shutdown")
 
     def stats(self) -> PoolStats:
         """The pool's counters now.
@@ -306,7 +371,7 @@ class ReaderPool:
         Caller: any thread.
         """
         self._check_process()
-        with self._lock:
+        with self._locked():
             return PoolStats(self._created, self._reused, self._closed, len(self._idle), self._in_use)
 
     def __repr__(self) -> str:
@@ -330,7 +395,7 @@ class ReaderPool:
         """
         me = threading.current_thread()
         while True:
-            with self._lock:
+            with self._locked():
                 if self._reaper is not me:
                     return  # the pool was reset (fork): this thread is not the pool's any more
                 if not self._idle:
@@ -338,7 +403,9 @@ class ReaderPool:
                     return
                 wait = min(e.expires_at for e in self._idle.values()) - self._clock()
                 if wait > 0:
-                    self._wake.wait(wait)
+                    self._owner = None  # the wait releases the lock
+                    self._wake.wait(min(wait, _MAX_REAPER_WAIT_S))
+                    self._owner = threading.get_ident()
                     continue
             self.close_expired()
 
@@ -372,7 +439,8 @@ class _Checkout:
     ) -> None:
         client, self._client = self._client, None
         if self._pool._getpid() != self._pid:
-            return  # checked out before a fork: the client's threads are the parent's; not ours to park or close
+            _INHERITED.append(client)  # checked out before a fork: the parent's threads; never park, close or free it
+            return
         clean = exc_type is None or issubclass(exc_type, GeneratorExit)
         self._pool._give_back(self._key, client, self._idle_timeout_s, clean)
 

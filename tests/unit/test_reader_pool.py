@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import threading
-from typing import Dict, Generator, List
+import weakref
+from typing import Dict, Generator, Iterator, List
 
 import pytest
 
@@ -18,6 +20,12 @@ class FakeClient:
         self.config = config
         self.calls: List[str] = []
         self.fail_unassign = False
+        self.queued = 0  # messages left in the client's queue (a real client's prefetch)
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> List[int]:
+        taken = min(self.queued, num_messages)
+        self.queued -= taken
+        return list(range(taken))
 
     def unassign(self) -> None:
         self.calls.append("unassign")
@@ -183,6 +191,83 @@ def test_idle_clients_are_capped_per_config_and_in_all_the_least_recently_return
     with fx.pool.client(CONFIG) as kept:
         pass
     assert kept is fx.made[0]
+
+
+def test_a_returned_client_drops_what_it_had_prefetched(fx: Fixture) -> None:
+    # unassign() stops fetching but leaves fetched messages (and stale error events) in the
+    # client's queue until the next consume(): up to queued.max.messages.kbytes per parked client,
+    # and a stale error the next task would see first.
+    with fx.pool.client(CONFIG) as client:
+        client.queued = 25_000
+    assert client.queued == 0
+    assert client.calls[0] == "unassign"
+
+
+def test_a_generator_finalized_by_the_garbage_collector_under_the_pool_lock_does_not_deadlock(fx: Fixture) -> None:
+    def reader() -> Iterator[int]:
+        with fx.pool.client(CONFIG):
+            yield 1
+            yield 2
+
+    abandoned = reader()
+    next(abandoned)
+    cycle: List[object] = [abandoned]
+    cycle.append(cycle)  # only the cyclic collector frees it
+    del abandoned, cycle
+    finished = threading.Event()
+
+    def collect_under_the_lock() -> None:
+        with fx.pool._locked():  # any allocation the pool makes under its lock may run the collector
+            gc.collect()
+        finished.set()
+
+    worker = threading.Thread(target=collect_under_the_lock, daemon=True)
+    worker.start()
+    assert finished.wait(5), "the pool deadlocked on its own lock"
+    assert fx.pool.stats().idle == 1 and fx.pool.stats().in_use == 0
+
+
+def test_a_huge_idle_timeout_does_not_kill_the_reaper() -> None:
+    errors: List[BaseException] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value or Exception())
+    try:
+        pool = ReaderPool(FakeClient)
+        with pool.client(CONFIG, idle_timeout_ms=10**16):
+            pass
+        reaper = pool._reaper
+        assert reaper is not None
+        reaper.join(0.5)
+        assert errors == [] and reaper.is_alive()
+    finally:
+        threading.excepthook = previous
+        pool.close_all()
+
+
+def test_an_interrupt_while_parking_a_client_still_releases_it(fx: Fixture) -> None:
+    class Interrupted(FakeClient):
+        def unassign(self) -> None:
+            raise KeyboardInterrupt
+
+    pool = ReaderPool(Interrupted, start_reaper=False)
+    with pytest.raises(KeyboardInterrupt):
+        with pool.client(CONFIG):
+            pass
+    assert pool.stats().in_use == 0
+
+
+def test_after_a_fork_inherited_clients_are_kept_alive_never_destroyed(fx: Fixture) -> None:
+    # Dropping the last reference would run confluent-kafka's destructor, which joins librdkafka
+    # threads that do not exist in the child and takes locks a parent thread may have held.
+    with fx.pool.client(CONFIG) as parent_client:
+        pass
+    alive = weakref.ref(parent_client)
+    fx.pid.pid = 101
+    fx.pool.stats()
+    del parent_client
+    fx.made.clear()
+    gc.collect()
+    assert alive() is not None
 
 
 def test_after_a_fork_inherited_clients_are_forgotten_not_closed(fx: Fixture) -> None:
