@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["QueryRun", "run_query", "WorkerMemory", "DeltaSparkIdempotentWrite", "CpuSampler", "one_task_per_range", "planned_tasks"]
 
@@ -27,7 +27,7 @@ class QueryRun:
     workers_seen: int = 0
     #: Rows in the Delta table after the run (sink "delta"), read with delta-rs.
     table_rows: Optional[int] = None
-    #: CPU seconds per wall second of the run (query start included) by kind of process
+    #: CPU seconds per wall second of the micro-batches by kind of process
     #: (:class:`CpuSampler`), when sampled.
     cpu_per_second: Optional[Dict[str, float]] = None
 
@@ -119,7 +119,7 @@ class CpuSampler:
 
     KINDS = ("driver", "spark_jvm", "python_workers", "broker")
 
-    def __init__(self, broker_pids: List[int], interval: float = 0.25) -> None:
+    def __init__(self, broker_pids: List[int], interval: float = 0.1) -> None:
         self._broker = set(broker_pids)
         self._interval = interval
         self._stop = threading.Event()
@@ -130,6 +130,8 @@ class CpuSampler:
         self._kind: Dict[int, str] = {}
         self.wall = 0.0
         self.seconds: Dict[str, float] = {}
+        #: (wall clock time, CPU seconds used so far by each kind), one per sample.
+        self.series: List[Tuple[float, Dict[str, float]]] = []
 
     def __enter__(self) -> "CpuSampler":
         self._sample(initial=True)
@@ -151,6 +153,23 @@ class CpuSampler:
             self._sample(initial=False)
 
     def _sample(self, *, initial: bool) -> None:
+        self._read_all(initial=initial)
+        totals = {kind: 0.0 for kind in self.KINDS}
+        for pid, last in self._last.items():
+            totals[self._kind[pid]] += last - self._first.get(pid, 0.0)
+        self.series.append((time.time(), totals))
+
+    def window(self, start: float, end: float) -> Optional[Dict[str, float]]:
+        """CPU seconds per second of each kind between two wall clock times (widened to the
+        samples around them); None when the samples do not cover the window."""
+        before = [s for s in self.series if s[0] <= start]
+        after = [s for s in self.series if s[0] >= end]
+        if not before or not after:
+            return None
+        (t0, c0), (t1, c1) = before[-1], after[0]
+        return {kind: (c1[kind] - c0[kind]) / (t1 - t0) for kind in self.KINDS}
+
+    def _read_all(self, *, initial: bool) -> None:
         me = os.getpid()
         for pid in [me, *_descendants(me), *self._broker]:
             try:
@@ -283,8 +302,12 @@ def run_query(
         run.peak_worker_rss_mb = memory.peak_one_kb / 1024
         run.peak_workers_total_rss_mb = memory.peak_total_kb / 1024
         run.workers_seen = len(memory.pids)
-    if cpu is not None:
-        run.cpu_per_second = {kind: used / cpu.wall for kind, used in cpu.seconds.items()}
+    if cpu is not None and batches:
+        # The micro-batches only, as the throughput figures: from the first trigger's start to the
+        # last one's end (progress timestamps are the triggers' start times).
+        starts = [_epoch(str(_as_dict(p)["timestamp"])) for p in query.recentProgress]
+        end = starts[-1] + batches[-1]["durationMs"].get("triggerExecution", 0) / 1000
+        run.cpu_per_second = cpu.window(starts[0], end)
     if sink == "delta":
         from deltalake import DeltaTable
 
@@ -341,6 +364,13 @@ def planned_tasks(servers: str, workload: Any, extra_options: Optional[Dict[str,
                           per_partition if per_partition is not None else n // parts + (1 if p < n % parts else 0))
               for p in range(parts)]
     return len(pack_ranges(ranges, sizing))
+
+
+def _epoch(iso: str) -> float:
+    """Seconds since the epoch of a progress timestamp such as ``2026-11-24T16:29:41.123Z``."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _as_dict(progress: Any) -> Dict[str, Any]:
