@@ -14,7 +14,7 @@ from kafka_group.client_config import reader_config
 from kafka_group.fetch import ReadSettings, read_range
 from kafka_group.offsets import OffsetRange, TopicPartition
 
-__all__ = ["raw_consume", "python_read_path", "kcat_drain", "delta_write", "source_table"]
+__all__ = ["raw_consume", "python_read_path", "kcat_drain", "delta_write", "source_table", "cpu_scaling"]
 
 
 def _reader_conf(servers: str) -> Dict[str, str]:
@@ -106,3 +106,25 @@ def delta_write(table: pa.Table, path: str) -> float:
     started = time.monotonic()
     write_deltalake(path, table, mode="append")
     return time.monotonic() - started
+
+
+def _spin(loops: int) -> float:
+    started = time.perf_counter()
+    total = 0
+    for i in range(loops):
+        total += i * i
+    return time.perf_counter() - started
+
+
+def cpu_scaling(loops: int = 15_000_000, repeat: int = 3) -> float:
+    """How much more CPU-bound work two processes do than one on this machine (2.0 on two idle,
+    independent cores; less when the cores are shared, hyperthreads of one, or busy).
+
+    The same pure-Python loop runs in one process, then in two at once; best of ``repeat``.
+    """
+    import multiprocessing
+
+    one = min(_spin(loops) for _ in range(repeat))
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        two = min(max(pool.map(_spin, [loops, loops])) for _ in range(repeat))
+    return 2 * one / two

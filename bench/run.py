@@ -138,6 +138,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_start": os.getloadavg()},
     }
     report.line(f"machine: {os.cpu_count()} CPUs, load average at start {os.getloadavg()}")
+    scaling = baselines.cpu_scaling()
+    report.figure("machine_scaling", f"machine: two CPU-bound Python processes do {scaling:.2f}x the work of one "
+                  "(2.00x on two idle, independent cores): the ceiling of any local[1] -> local[2] gain",
+                  ratio=scaling)
     cluster: Optional[DevelopmentCluster] = None
     spark: Any = None
     try:
