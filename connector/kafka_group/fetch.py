@@ -454,110 +454,132 @@ def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: Read
                builder: MixedBatchBuilder) -> Iterator[pa.RecordBatch]:
     """Read ranges of distinct partitions with one assignment; yield each full batch of ``builder``."""
     started = time.monotonic()
-    states: Dict[Tuple[str, int], _Pending] = {}
-    for offset_range in ranges:
-        tp = offset_range.topic_partition
-        states[(tp.topic, tp.partition)] = _Pending(offset_range)
+    reading = _Pass(ranges)
     consumer.assign([KafkaTopicPartition(r.topic_partition.topic, r.topic_partition.partition, r.from_offset)
                      for r in ranges])
-    pending = len(states)
-    remaining = sum(r.size for r in ranges)
+    states = reading.states
     cap = settings.max_records_per_batch
     timeout_s = settings.poll_timeout_ms / 1000
     deadline = time.monotonic() + timeout_s
-    while pending:
-        want = max(1, min(cap - len(builder), remaining))
+    while reading.pending:
+        want = max(1, min(cap - len(builder), reading.remaining))
         messages = consumer.consume(num_messages=want, timeout=_CONSUME_WAIT_S)
         progressed = False
         for partition, run in partition_runs(messages):
-            if partition is None:
-                _client_errors(run, states, settings)
+            if partition is None or partition < 0:
+                progressed = _unpartitioned(consumer, run, reading, settings) or progressed
                 continue
             first_topic = _TOPIC(run[0])
             state = states.get((first_topic, partition)) if first_topic is not None else None
             if state is not None and not state.done:
-                taken = _take_contiguous(run, state.offset_range.topic_partition.topic, partition,
-                                         state.next_offset, state.offset_range.until_offset)
+                topic = state.offset_range.topic_partition.topic
+                taken = _take_contiguous(run, topic, partition, state.next_offset, state.offset_range.until_offset)
                 if taken is not None:
                     # The common case, with no Python code per record: no errors, no gaps.
-                    builder.add_run(state.offset_range.topic_partition.topic, partition, *taken)
-                    moved, finished = _advance(consumer, state, state.next_offset + len(taken[1]))
-                    remaining -= moved
-                    pending -= finished
-                    progressed = progressed or moved > 0
+                    builder.add_run(topic, partition, *taken)
+                    progressed = reading.advance(state, state.next_offset + len(taken[1])) or progressed
                     continue
-            for topic, records in itertools.groupby(run, key=_TOPIC):
-                state = states.get((topic, partition)) if topic is not None else None
+            for topic_or_none, records in itertools.groupby(run, key=_TOPIC):
+                if topic_or_none is None:
+                    progressed = _unpartitioned(consumer, list(records), reading, settings) or progressed
+                    continue
+                state = states.get((topic_or_none, partition))
                 if state is None:
-                    _foreign(list(records), topic, partition, states, settings)
+                    # Of an earlier assignment of this reused client (librdkafka should have dropped it).
+                    logger.debug("ignoring records or events of %s [%d] (not planned in this assignment)",
+                                 topic_or_none, partition)
                     continue
                 if state.done:
                     continue  # the rest of a finished range's partition, fetched before it was unassigned
                 next_offset = _take_one_by_one(consumer, state.offset_range, list(records), state.next_offset,
                                                builder, settings)
-                moved, finished = _advance(consumer, state, next_offset)
-                remaining -= moved
-                pending -= finished
-                progressed = progressed or moved > 0
+                progressed = reading.advance(state, next_offset) or progressed
+        if reading.finished:
+            # No more fetching (nor prefetched memory) for finished ranges, in one call for all;
+            # what is queued of them already is dropped above (state.done).
+            consumer.incremental_unassign(reading.finished)
+            reading.finished = []
         if progressed:
             # Progress of any range: a planned record, or offsets known to hold none (gaps, skips, EOF).
             deadline = time.monotonic() + timeout_s
         if len(builder) >= cap:
             yield builder.build()
-        if pending and time.monotonic() > deadline:
-            waiting = [s for s in states.values() if not s.done]
-            shown = ", ".join(f"{s.offset_range.topic_partition} at offset {s.next_offset} of "
-                              f"[{s.offset_range.from_offset}, {s.offset_range.until_offset})" for s in waiting[:10])
-            more = f" and {len(waiting) - 10} more" if len(waiting) > 10 else ""
+        if reading.pending and time.monotonic() > deadline:
             raise FetchError(
-                f"no planned record of {len(waiting)} partition(s) arrived for {settings.poll_timeout_ms} ms: "
-                f"{shown}{more}; check that the brokers ({settings.client_config.get('bootstrap.servers')}) are "
-                "reachable from the executors, or raise 'kafkaConsumer.pollTimeoutMs'"
+                f"no planned record of {reading.pending} partition(s) arrived for {settings.poll_timeout_ms} ms: "
+                f"{reading.describe_pending(positions=True)}; check that the brokers "
+                f"({settings.client_config.get('bootstrap.servers')}) are reachable from the executors, "
+                "or raise 'kafkaConsumer.pollTimeoutMs'"
             )
     logger.debug("read %d ranges in %.3f s", len(ranges), time.monotonic() - started)
 
 
-def _advance(consumer: Consumer, state: _Pending, next_offset: int) -> Tuple[int, bool]:
-    """Move ``state`` to ``next_offset`` (never back); when its range is done, stop fetching
-    its partition. Returns the offsets moved over and whether the range is done now."""
-    moved = next_offset - state.next_offset
-    if moved <= 0:
-        return 0, False
-    state.next_offset = next_offset
-    if next_offset >= state.offset_range.until_offset:
-        state.done = True
-        tp = state.offset_range.topic_partition
-        # No more fetching (nor prefetched memory) for it; what is queued already is dropped by the caller.
-        consumer.incremental_unassign([KafkaTopicPartition(tp.topic, tp.partition)])
-        return moved, True
-    return moved, False
+class _Pass:
+    """The read state of the ranges of one assignment (one range per partition)."""
+
+    def __init__(self, ranges: Sequence[OffsetRange]) -> None:
+        self.states: Dict[Tuple[str, int], _Pending] = {}
+        for offset_range in ranges:
+            tp = offset_range.topic_partition
+            self.states[(tp.topic, tp.partition)] = _Pending(offset_range)
+        self.pending = len(self.states)
+        #: Offsets not yet read or skipped, over every range (an upper bound of the records to come).
+        self.remaining = sum(r.size for r in ranges)
+        #: Partitions of ranges done since the caller last unassigned them.
+        self.finished: List[KafkaTopicPartition] = []
+
+    def advance(self, state: _Pending, next_offset: int) -> bool:
+        """Move ``state`` to ``next_offset`` (never back); return whether it moved."""
+        moved = next_offset - state.next_offset
+        if moved <= 0:
+            return False
+        state.next_offset = next_offset
+        self.remaining -= moved
+        if next_offset >= state.offset_range.until_offset:
+            state.done = True
+            self.pending -= 1
+            tp = state.offset_range.topic_partition
+            self.finished.append(KafkaTopicPartition(tp.topic, tp.partition))
+        return True
+
+    def pending_states(self) -> List[_Pending]:
+        """The ranges not done yet."""
+        return [s for s in self.states.values() if not s.done]
+
+    def describe_pending(self, *, positions: bool = False, most: int = 10) -> str:
+        """The partitions still pending (with their offsets), for messages."""
+        waiting = self.pending_states()
+        shown = ", ".join(
+            f"{s.offset_range.topic_partition} at offset {s.next_offset} of "
+            f"[{s.offset_range.from_offset}, {s.offset_range.until_offset})" if positions
+            else str(s.offset_range.topic_partition) for s in waiting[:most])
+        return shown + (f" and {len(waiting) - most} more" if len(waiting) > most else "")
 
 
-def _foreign(messages: List[Message], topic: Optional[str], partition: int, states: Mapping[Tuple[str, int], _Pending],
-             settings: ReadSettings) -> None:
-    """Messages of a partition no range of this pass reads: records or events of an earlier
-    assignment of this reused client (librdkafka should have dropped them), ignored; an
-    error event that names no topic goes to :func:`_client_errors`."""
-    if topic is None:
-        _client_errors(messages, states, settings)
-        return
-    logger.debug("ignoring %d records or events of %s [%s] (not planned in this assignment)", len(messages), topic,
-                 partition)
+def _unpartitioned(consumer: Consumer, messages: List[Message], reading: _Pass, settings: ReadSettings) -> bool:
+    """Error events of no partition; return whether a range moved.
 
-
-def _client_errors(messages: List[Message], states: Mapping[Tuple[str, int], _Pending],
-                   settings: ReadSettings) -> None:
-    """Error events of no partition (transport, all brokers down): a retriable one is logged,
-    any other fails the task."""
+    One that names a topic (the topic is gone, say) is an error of every pending range of
+    that topic, dealt with as :func:`_handle_error` does for one range. One that names
+    none (transport, all brokers down) is logged when retriable and fails the task
+    otherwise.
+    """
+    progressed = False
     for message in messages:
         error = message.error()
         if error is None:
+            continue  # no record lacks a partition
+        topic = message.topic()
+        if topic is not None:
+            for state in [s for s in reading.pending_states() if s.offset_range.topic_partition.topic == topic]:
+                next_offset = _handle_error(consumer, state.offset_range, state.next_offset, error, message, settings)
+                progressed = reading.advance(state, next_offset) or progressed
             continue
-        waiting = [str(s.offset_range.topic_partition) for s in states.values() if not s.done]
-        what = ", ".join(waiting[:10]) + (f" and {len(waiting) - 10} more" if len(waiting) > 10 else "")
         if error.fatal() or not error.retriable():
-            raise FetchError(f"reading {what} failed: {error.str()}", kafka_error_code=error.code())
-        logger.warning("retriable error reading %s: %s", what, error.str())
+            raise FetchError(f"reading {reading.describe_pending()} failed: {error.str()}",
+                             kafka_error_code=error.code())
+        logger.warning("retriable error reading %s: %s", reading.describe_pending(), error.str())
+    return progressed
 
 
 def _take_contiguous(

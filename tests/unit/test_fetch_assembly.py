@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group import fetch
-from kafka_group.errors import FetchError
+from kafka_group.errors import DataLossError, FetchError
 from kafka_group.fetch import MixedBatchBuilder, ReadSettings, RecordBatchBuilder, partition_runs, read_passes
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.record_schema import arrow_schema
@@ -187,7 +187,7 @@ def test_one_assignment_reads_interleaved_partitions_and_topics_exactly_once() -
     assert len(got) == len(set(got))
     assert client.calls[0] == ("assign", [("a", 0, 0), ("a", 1, 10), ("b", 0, 100)])
     # each range's partition stops being fetched once its range is done
-    unassigned = [c[1][0][:2] for c in client.calls if c[0] == "incremental_unassign"]
+    unassigned = [tp[:2] for name, tps in client.calls if name == "incremental_unassign" for tp in tps]
     assert sorted(unassigned) == [("a", 0), ("a", 1), ("b", 0)]
 
 
@@ -232,6 +232,16 @@ def test_errors_of_no_partition_warn_when_retriable_and_fail_otherwise(caplog: p
     fatal = Message(error=KafkaError(KafkaError._ALL_BROKERS_DOWN))
     with pytest.raises(FetchError, match=r"reading a-0 failed: .*[Bb]roker"):
         read(ScriptedClient([[fatal]]), [OffsetRange(A0, 0, 2)], settings())
+
+
+def test_an_error_of_a_topic_with_no_partition_is_an_error_of_each_of_its_pending_ranges() -> None:
+    gone = Message(topic="a", error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    ranges = [OffsetRange(A0, 0, 5), OffsetRange(A1, 0, 5), OffsetRange(B0, 0, 2)]
+    client = ScriptedClient([recs(A0, 0, 2) + [gone] + recs(B0, 0, 2)])
+    assert sorted(rows(read(client, ranges, settings(fail_on_data_loss=False)))) == [
+        ("a", 0, 0), ("a", 0, 1), ("b", 0, 0), ("b", 0, 1)]
+    with pytest.raises(DataLossError, match=r"data loss in a-0: offsets \[0, 5\)"):
+        read(ScriptedClient([[gone]]), ranges, settings())
 
 
 def test_the_poll_timeout_names_every_partition_still_pending() -> None:
