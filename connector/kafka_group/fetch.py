@@ -1,15 +1,38 @@
-"""Executor side: read one planned offset range with ``assign()`` and return Arrow batches.
+"""Executor side: read a task's planned offset ranges with ``assign()`` and return Arrow batches.
 
-A reader never joins the consumer group: it assigns itself the one partition of
-its range at the range's first offset, reads in bulk until the range's end, and
+A reader never joins the consumer group: it assigns itself the partitions of its
+ranges at the ranges' first offsets, reads in bulk until each range's end, and
 turns the records into Arrow record batches of Spark's Kafka schema.
 
 A task reads all its ranges with one client, checked out of the process's
 :mod:`kafka_group.reader_pool` (so the next task of the same Python worker reuses
-it): each range re-``assign()``-s it at the range's start. ``assign()`` replaces
-the assignment, and librdkafka's op versions drop what was prefetched for the old
-one; the offset checks below (and a check of the first and last record's
-partition) guard that anyway.
+it), and with **one assignment**: every range's partition at once, at the range's
+start (a task of a 1,000-partition topic has about 250 ranges; re-assigning per
+range cost a fetch round trip each, 5-7 ms). What ``consume()`` returns is split
+into runs of one partition (``itertools.groupby`` on ``Message.partition``, no
+Python frame per record), and each run goes to its range:
+
+* the fast path takes a run whole when it has no error event, is of the range's
+  topic and partition, and continues exactly at the range's next offset (cut at
+  its end);
+* anything else goes record by record: error events (partition EOF, offset out of
+  range, unknown partition), gaps (compaction, transaction markers, or data loss
+  when the broker's earliest offset moved past them), records of an earlier
+  assignment of a reused client;
+* a range that reaches its end is ``incremental_unassign()``-ed (no more fetching
+  or prefetched memory for it), and whatever of its partition still arrives is
+  dropped; a data-loss skip repositions its partition alone
+  (``incremental_unassign`` then ``incremental_assign`` at the new offset), the
+  others keep their place.
+
+Several ranges of one partition in a task: adjacent pieces (``[a, b)`` and
+``[b, c)``) are read as one; other pieces of that partition are read in a later
+*pass* (a second assignment), since one assignment holds a partition once.
+
+Batches hold records of several partitions (Spark needs no batch to hold one):
+one builder for the task, flushed at ``maxRecordsPerBatch`` records, so memory is
+bounded by the batch size whatever the number of partitions. Records of one
+partition stay in offset order; across partitions the order is the arrival order.
 
 Gaps inside a range are normal in compacted topics and around transaction
 markers; a gap is *data loss* only when the broker's earliest offset has moved
@@ -23,7 +46,7 @@ import logging
 import operator
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,11 +54,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.errors import DataLossError, FetchError
-from kafka_group.offsets import OffsetRange
+from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.reader_pool import DEFAULT_IDLE_TIMEOUT_MS, ReaderPool, default_pool
 from kafka_group.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
 
-__all__ = ["ReadSettings", "read_range", "read_ranges", "RecordBatchBuilder"]
+__all__ = [
+    "ReadSettings",
+    "read_range",
+    "read_ranges",
+    "read_passes",
+    "partition_runs",
+    "MixedBatchBuilder",
+    "RecordBatchBuilder",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -86,14 +117,95 @@ class ReadSettings:
     client_idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
 
 
-class RecordBatchBuilder:
-    """Accumulates records of one partition, then builds an Arrow batch of Spark's Kafka schema.
+class MixedBatchBuilder:
+    """Accumulates runs of records of any partitions, then builds one Arrow batch of Spark's Kafka schema.
 
     Per record, only confluent-kafka's own accessors run (through ``map`` over the
     unbound ``Message`` methods, so no Python frame per record); every column is
-    then built in one call: ``topic`` and ``partition`` as repeated scalars,
-    ``timestamp`` by one vectorized multiply, ``timestampType`` as a repeated
-    scalar when all records share a type (they do unless the topic mixes them).
+    then built in one call: ``topic`` and ``partition`` from the runs (a repeated
+    scalar when the batch holds one partition, else each run's value repeated by
+    its length), ``timestamp`` by one vectorized multiply, ``timestampType`` as a
+    repeated scalar when all records share a type (they do unless the topic mixes
+    them).
+
+    Parameters
+    ----------
+    include_headers : bool
+        Whether to build the ``headers`` column.
+    """
+
+    def __init__(self, include_headers: bool) -> None:
+        self._include_headers = include_headers
+        self._schema = arrow_schema(include_headers)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._keys: List[Optional[bytes]] = []
+        self._values: List[Optional[bytes]] = []
+        self._offsets: List[int] = []
+        self._stamps: List[Tuple[int, int]] = []
+        self._headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
+        # One (topic, partition, count) per run; consecutive runs of one partition share an entry.
+        self._runs: List[List[Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def add_run(self, topic: str, partition: int, messages: Sequence[Message],
+                offsets: Optional[Sequence[int]] = None) -> None:
+        """Append confluent-kafka messages of one partition.
+
+        Parameters
+        ----------
+        topic : str
+            The records' topic.
+        partition : int
+            The records' partition.
+        messages : sequence of confluent_kafka.Message
+            Records of that partition, all without error, in offset order.
+        offsets : sequence of int, optional
+            Their offsets, when the caller has them already.
+        """
+        n = len(messages)
+        if n == 0:
+            return
+        self._keys.extend(map(_KEY, messages))
+        self._values.extend(map(_VALUE, messages))
+        self._offsets.extend(map(_OFFSET, messages) if offsets is None else offsets)
+        self._stamps.extend(map(_TIMESTAMP, messages))
+        if self._include_headers:
+            self._headers.extend(map(_HEADERS, messages))
+        runs = self._runs
+        if runs and runs[-1][1] == partition and runs[-1][0] == topic:
+            runs[-1][2] += n
+        else:
+            runs.append([topic, partition, n])
+
+    def build(self) -> pa.RecordBatch:
+        """Return the accumulated records as one batch and start a new one."""
+        n = len(self._offsets)
+        timestamps, timestamp_types = _timestamp_columns(self._stamps)
+        topics, partitions = _run_columns(self._runs, n)
+        columns = [
+            pa.array(self._keys, pa.binary()),
+            pa.array(self._values, pa.binary()),
+            topics,
+            partitions,
+            pa.array(self._offsets, pa.int64()),
+            timestamps,
+            timestamp_types,
+        ]
+        if self._include_headers:
+            columns.append(pa.array(self._headers, HEADER_TYPE))
+        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
+        self._reset()
+        return batch
+
+
+class RecordBatchBuilder:
+    """Accumulates records of one partition, then builds an Arrow batch of Spark's Kafka schema.
+
+    A :class:`MixedBatchBuilder` whose records are all of one partition.
 
     Parameters
     ----------
@@ -106,21 +218,12 @@ class RecordBatchBuilder:
     """
 
     def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self._topic = pa.scalar(topic, pa.string())
-        self._partition = pa.scalar(partition, pa.int32())
-        self._include_headers = include_headers
-        self._schema = arrow_schema(include_headers)
-        self._reset()
-
-    def _reset(self) -> None:
-        self._keys: List[Optional[bytes]] = []
-        self._values: List[Optional[bytes]] = []
-        self._offsets: List[int] = []
-        self._stamps: List[Tuple[int, int]] = []
-        self._headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
+        self._topic = topic
+        self._partition = partition
+        self._builder = MixedBatchBuilder(include_headers)
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return len(self._builder)
 
     def add_messages(self, messages: Sequence[Message], offsets: Optional[Sequence[int]] = None) -> None:
         """Append confluent-kafka messages.
@@ -132,31 +235,31 @@ class RecordBatchBuilder:
         offsets : sequence of int, optional
             Their offsets, when the caller has them already.
         """
-        self._keys.extend(map(_KEY, messages))
-        self._values.extend(map(_VALUE, messages))
-        self._offsets.extend(map(_OFFSET, messages) if offsets is None else offsets)
-        self._stamps.extend(map(_TIMESTAMP, messages))
-        if self._include_headers:
-            self._headers.extend(map(_HEADERS, messages))
+        self._builder.add_run(self._topic, self._partition, messages, offsets)
 
     def build(self) -> pa.RecordBatch:
         """Return the accumulated records as one batch and start a new one."""
-        n = len(self._offsets)
-        timestamps, timestamp_types = _timestamp_columns(self._stamps)
-        columns = [
-            pa.array(self._keys, pa.binary()),
-            pa.array(self._values, pa.binary()),
-            pa.repeat(self._topic, n),
-            pa.repeat(self._partition, n),
-            pa.array(self._offsets, pa.int64()),
-            timestamps,
-            timestamp_types,
-        ]
-        if self._include_headers:
-            columns.append(pa.array(self._headers, HEADER_TYPE))
-        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
-        self._reset()
-        return batch
+        return self._builder.build()
+
+
+def _run_columns(runs: Sequence[Sequence[Any]], n: int) -> Tuple[pa.Array, pa.Array]:
+    """The ``topic`` and ``partition`` columns of ``n`` records from their ``(topic, partition, count)`` runs."""
+    if len(runs) <= 1:
+        topic, partition = (runs[0][0], runs[0][1]) if runs else ("", 0)
+        return pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n)
+    counts = [run[2] for run in runs]
+    partitions = pa.array(_repeat_each([run[1] for run in runs], counts), pa.int32())
+    names = list(dict.fromkeys(run[0] for run in runs))
+    if len(names) == 1:
+        return pa.repeat(pa.scalar(names[0], pa.string()), n), partitions
+    index = {name: i for i, name in enumerate(names)}
+    indices = pa.array(_repeat_each([index[run[0]] for run in runs], counts), pa.int32())
+    return pc.take(pa.array(names, pa.string()), indices), partitions
+
+
+def _repeat_each(values: Sequence[Any], counts: Sequence[int]) -> List[Any]:
+    """``values[i]`` repeated ``counts[i]`` times, in order (C-level loops only)."""
+    return list(itertools.chain.from_iterable(map(itertools.repeat, values, counts)))
 
 
 def _timestamp_columns(stamps: Sequence[Tuple[int, int]]) -> Tuple[pa.Array, pa.Array]:
@@ -189,9 +292,8 @@ def read_range(
     settings : ReadSettings
         How to read.
     consumer : confluent_kafka.Consumer, optional
-        The client to read with, held by the caller alone (:func:`read_ranges` passes
-        the task's pooled client); it is re-assigned to this range. Without it, a
-        client is checked out of the process's pool for this range.
+        The client to read with, held by the caller alone; it is re-assigned to this
+        range. Without it, a client is checked out of the process's pool for this range.
 
     Yields
     ------
@@ -210,71 +312,32 @@ def read_range(
         return
     if consumer is None:
         with default_pool().client(settings.client_config, idle_timeout_ms=settings.client_idle_timeout_ms) as pooled:
-            yield from _read(offset_range, settings, pooled)
+            yield from _read_passes(pooled, [[offset_range]], settings)
     else:
-        yield from _read(offset_range, settings, consumer)
-
-
-def _read(offset_range: OffsetRange, settings: ReadSettings, consumer: Consumer) -> Iterator[pa.RecordBatch]:
-    """:func:`read_range` with its client."""
-    tp = offset_range.topic_partition
-    started = time.monotonic()
-    first_at: Optional[float] = None
-    consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset_range.from_offset)])
-    builder = RecordBatchBuilder(tp.topic, tp.partition, settings.include_headers)
-    next_offset = offset_range.from_offset
-    until = offset_range.until_offset
-    deadline = time.monotonic() + settings.poll_timeout_ms / 1000
-    while next_offset < until:
-        want = min(settings.max_records_per_batch - len(builder), until - next_offset)
-        messages = consumer.consume(num_messages=max(1, want), timeout=_CONSUME_WAIT_S)
-        if messages:
-            if first_at is None:
-                first_at = time.monotonic()
-            taken = _take_contiguous(messages, tp.topic, tp.partition, next_offset, until)
-            if taken is not None:
-                # The common case, with no Python code per record: no errors, no gaps.
-                builder.add_messages(*taken)
-                next_offset += len(taken[1])
-                deadline = time.monotonic() + settings.poll_timeout_ms / 1000
-            else:
-                before = len(builder)
-                next_offset = _take_one_by_one(consumer, offset_range, messages, next_offset, builder, settings)
-                if len(builder) > before:
-                    deadline = time.monotonic() + settings.poll_timeout_ms / 1000
-        if len(builder) >= settings.max_records_per_batch:
-            yield builder.build()
-        if next_offset < until and time.monotonic() > deadline:
-            raise FetchError(
-                f"no record of {tp} arrived for {settings.poll_timeout_ms} ms while reading the "
-                f"planned range [{offset_range.from_offset}, {until}) at offset {next_offset}; "
-                f"check that the brokers ({settings.client_config.get('bootstrap.servers')}) are "
-                "reachable from the executors, or raise 'kafkaConsumer.pollTimeoutMs'"
-            )
-    if len(builder):
-        yield builder.build()
-    logger.debug("read %s [%d, %d) in %.3f s (first records after %.3f s)", tp, offset_range.from_offset, until,
-                 time.monotonic() - started, (first_at or started) - started)
+        yield from _read_passes(consumer, [[offset_range]], settings)
 
 
 def read_ranges(
     offset_ranges: Sequence[OffsetRange], settings: ReadSettings, *, pool: Optional[ReaderPool] = None
 ) -> Iterator[pa.RecordBatch]:
-    """Read several planned ranges one after another, as one Spark task.
+    """Read several planned ranges as one Spark task, with one client and one assignment.
 
     A Spark task has a fixed cost (about 0.1 s of a core measured with Spark 4.3
     ``local[2]``), so a micro-batch of many small ranges runs faster as a few
-    tasks that each read several ranges than as one task per range.
+    tasks that each read several ranges than as one task per range; and the task
+    reads its ranges together, every partition assigned at once (see the module
+    docstring), so a range costs no fetch round trip of its own.
 
-    The task reads every range with one client, checked out of ``pool`` when the
-    first record is asked for and returned (unassigned) when the last range is
-    done or Spark stops reading early; the next task of this Python worker with the
-    same client settings reuses it.
+    The task reads with one client, checked out of ``pool`` when the first record
+    is asked for and returned (unassigned) when the last range is done or Spark
+    stops reading early; the next task of this Python worker with the same client
+    settings reuses it.
 
     Parameters
     ----------
     offset_ranges : sequence of OffsetRange
-        The ranges, read in the given order.
+        The ranges. Adjacent ranges of one partition are read as one; other ranges of
+        a partition that already has one are read after it, in a later assignment.
     settings : ReadSettings
         How to read.
     pool : ReaderPool, optional
@@ -284,19 +347,239 @@ def read_ranges(
     Yields
     ------
     pyarrow.RecordBatch
-        The batches of :func:`read_range` for each range in turn.
+        Batches of Spark's Kafka schema, each at most ``settings.max_records_per_batch``
+        records, possibly of several partitions: each planned record once, those of
+        one partition in offset order.
+
+    Raises
+    ------
+    DataLossError
+        Planned offsets are gone from the broker and ``failOnDataLoss`` is true.
+    FetchError
+        No planned record of any unfinished range arrived within
+        ``kafkaConsumer.pollTimeoutMs``, or the client failed.
 
     Notes
     -----
     Caller: the Spark task's thread (``read()`` of the stream and batch readers).
     """
-    todo = [r for r in offset_ranges if r.size > 0]
-    if not todo:
+    passes = read_passes(offset_ranges)
+    if not passes:
         return
     source = default_pool() if pool is None else pool
     with source.client(settings.client_config, idle_timeout_ms=settings.client_idle_timeout_ms) as consumer:
-        for offset_range in todo:
-            yield from _read(offset_range, settings, consumer)
+        yield from _read_passes(consumer, passes, settings)
+
+
+def read_passes(offset_ranges: Sequence[OffsetRange]) -> List[List[OffsetRange]]:
+    """Group a task's ranges into assignments that hold each partition at most once.
+
+    Empty ranges are dropped; ranges of one partition that touch (``[a, b)`` and
+    ``[b, c)``, in any order) become one; the ``i``-th remaining range of each
+    partition (by start offset) goes to pass ``i``. Partitions keep the order of
+    their first range.
+
+    Parameters
+    ----------
+    offset_ranges : sequence of OffsetRange
+        A task's planned ranges.
+
+    Returns
+    -------
+    list of list of OffsetRange
+        The passes, each with at most one range per partition; empty when nothing is to be read.
+    """
+    by_partition: Dict[TopicPartition, List[OffsetRange]] = {}
+    for offset_range in offset_ranges:
+        if offset_range.size > 0:
+            by_partition.setdefault(offset_range.topic_partition, []).append(offset_range)
+    passes: List[List[OffsetRange]] = []
+    for pieces in by_partition.values():
+        merged: List[OffsetRange] = []
+        for piece in sorted(pieces, key=operator.attrgetter("from_offset", "until_offset")):
+            if merged and merged[-1].until_offset == piece.from_offset:
+                merged[-1] = merged[-1]._replace(until_offset=piece.until_offset)
+            else:
+                merged.append(piece)
+        for i, piece in enumerate(merged):
+            if i == len(passes):
+                passes.append([])
+            passes[i].append(piece)
+    return passes
+
+
+def partition_runs(messages: Sequence[Message]) -> Iterator[Tuple[Optional[int], List[Message]]]:
+    """Split what ``consume()`` returned into runs of consecutive messages of one partition number.
+
+    A run may still hold records of two topics that share the partition number, or
+    error events; :func:`_take_contiguous` checks every record's topic.
+
+    Parameters
+    ----------
+    messages : sequence of confluent_kafka.Message
+        Records and events, in the order the client delivered them.
+
+    Yields
+    ------
+    tuple of (int or None, list of confluent_kafka.Message)
+        The partition number (None for events of no partition, such as transport
+        errors) and the run's messages.
+    """
+    for partition, run in itertools.groupby(messages, key=_PARTITION):
+        yield partition, list(run)
+
+
+class _Pending:
+    """The read state of one range of a pass."""
+
+    __slots__ = ("offset_range", "next_offset", "done")
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        self.offset_range = offset_range
+        self.next_offset = offset_range.from_offset
+        self.done = False
+
+
+def _read_passes(consumer: Consumer, passes: Sequence[Sequence[OffsetRange]],
+                 settings: ReadSettings) -> Iterator[pa.RecordBatch]:
+    """Read each pass with one assignment of ``consumer``; batches span passes."""
+    builder = MixedBatchBuilder(settings.include_headers)
+    for ranges in passes:
+        yield from _read_pass(consumer, ranges, settings, builder)
+    if len(builder):
+        yield builder.build()
+
+
+def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: ReadSettings,
+               builder: MixedBatchBuilder) -> Iterator[pa.RecordBatch]:
+    """Read ranges of distinct partitions with one assignment; yield each full batch of ``builder``."""
+    started = time.monotonic()
+    reading = _Pass(ranges)
+    consumer.assign([KafkaTopicPartition(r.topic_partition.topic, r.topic_partition.partition, r.from_offset)
+                     for r in ranges])
+    states = reading.states
+    cap = settings.max_records_per_batch
+    timeout_s = settings.poll_timeout_ms / 1000
+    deadline = time.monotonic() + timeout_s
+    while reading.pending:
+        want = max(1, min(cap - len(builder), reading.remaining))
+        messages = consumer.consume(num_messages=want, timeout=_CONSUME_WAIT_S)
+        progressed = False
+        for partition, run in partition_runs(messages):
+            if partition is None or partition < 0:
+                progressed = _unpartitioned(consumer, run, reading, settings) or progressed
+                continue
+            first_topic = _TOPIC(run[0])
+            state = states.get((first_topic, partition)) if first_topic is not None else None
+            if state is not None and not state.done:
+                topic = state.offset_range.topic_partition.topic
+                taken = _take_contiguous(run, topic, partition, state.next_offset, state.offset_range.until_offset)
+                if taken is not None:
+                    # The common case, with no Python code per record: no errors, no gaps.
+                    builder.add_run(topic, partition, *taken)
+                    progressed = reading.advance(state, state.next_offset + len(taken[1])) or progressed
+                    continue
+            for topic_or_none, records in itertools.groupby(run, key=_TOPIC):
+                if topic_or_none is None:
+                    progressed = _unpartitioned(consumer, list(records), reading, settings) or progressed
+                    continue
+                state = states.get((topic_or_none, partition))
+                if state is None:
+                    # Of an earlier assignment of this reused client (librdkafka should have dropped it).
+                    logger.debug("ignoring records or events of %s [%d] (not planned in this assignment)",
+                                 topic_or_none, partition)
+                    continue
+                if state.done:
+                    continue  # the rest of a finished range's partition, fetched before it was unassigned
+                next_offset = _take_one_by_one(consumer, state.offset_range, list(records), state.next_offset,
+                                               builder, settings)
+                progressed = reading.advance(state, next_offset) or progressed
+        if reading.finished:
+            # No more fetching (nor prefetched memory) for finished ranges, in one call for all;
+            # what is queued of them already is dropped above (state.done).
+            consumer.incremental_unassign(reading.finished)
+            reading.finished = []
+        if progressed:
+            # Progress of any range: a planned record, or offsets known to hold none (gaps, skips, EOF).
+            deadline = time.monotonic() + timeout_s
+        if len(builder) >= cap:
+            yield builder.build()
+        if reading.pending and time.monotonic() > deadline:
+            raise FetchError(
+                f"no planned record of {reading.pending} partition(s) arrived for {settings.poll_timeout_ms} ms: "
+                f"{reading.describe_pending(positions=True)}; check that the brokers "
+                f"({settings.client_config.get('bootstrap.servers')}) are reachable from the executors, "
+                "or raise 'kafkaConsumer.pollTimeoutMs'"
+            )
+    logger.debug("read %d ranges in %.3f s", len(ranges), time.monotonic() - started)
+
+
+class _Pass:
+    """The read state of the ranges of one assignment (one range per partition)."""
+
+    def __init__(self, ranges: Sequence[OffsetRange]) -> None:
+        self.states: Dict[Tuple[str, int], _Pending] = {}
+        for offset_range in ranges:
+            tp = offset_range.topic_partition
+            self.states[(tp.topic, tp.partition)] = _Pending(offset_range)
+        self.pending = len(self.states)
+        #: Offsets not yet read or skipped, over every range (an upper bound of the records to come).
+        self.remaining = sum(r.size for r in ranges)
+        #: Partitions of ranges done since the caller last unassigned them.
+        self.finished: List[KafkaTopicPartition] = []
+
+    def advance(self, state: _Pending, next_offset: int) -> bool:
+        """Move ``state`` to ``next_offset`` (never back); return whether it moved."""
+        moved = next_offset - state.next_offset
+        if moved <= 0:
+            return False
+        state.next_offset = next_offset
+        self.remaining -= moved
+        if next_offset >= state.offset_range.until_offset:
+            state.done = True
+            self.pending -= 1
+            tp = state.offset_range.topic_partition
+            self.finished.append(KafkaTopicPartition(tp.topic, tp.partition))
+        return True
+
+    def pending_states(self) -> List[_Pending]:
+        """The ranges not done yet."""
+        return [s for s in self.states.values() if not s.done]
+
+    def describe_pending(self, *, positions: bool = False, most: int = 10) -> str:
+        """The partitions still pending (with their offsets), for messages."""
+        waiting = self.pending_states()
+        shown = ", ".join(
+            f"{s.offset_range.topic_partition} at offset {s.next_offset} of "
+            f"[{s.offset_range.from_offset}, {s.offset_range.until_offset})" if positions
+            else str(s.offset_range.topic_partition) for s in waiting[:most])
+        return shown + (f" and {len(waiting) - most} more" if len(waiting) > most else "")
+
+
+def _unpartitioned(consumer: Consumer, messages: List[Message], reading: _Pass, settings: ReadSettings) -> bool:
+    """Error events of no partition; return whether a range moved.
+
+    One that names a topic (the topic is gone, say) is an error of every pending range of
+    that topic, dealt with as :func:`_handle_error` does for one range. One that names
+    none (transport, all brokers down) is logged when retriable and fails the task
+    otherwise.
+    """
+    progressed = False
+    for message in messages:
+        error = message.error()
+        if error is None:
+            continue  # no record lacks a partition
+        topic = message.topic()
+        if topic is not None:
+            for state in [s for s in reading.pending_states() if s.offset_range.topic_partition.topic == topic]:
+                next_offset = _handle_error(consumer, state.offset_range, state.next_offset, error, message, settings)
+                progressed = reading.advance(state, next_offset) or progressed
+            continue
+        if error.fatal() or not error.retriable():
+            raise FetchError(f"reading {reading.describe_pending()} failed: {error.str()}",
+                             kafka_error_code=error.code())
+        logger.warning("retriable error reading %s: %s", reading.describe_pending(), error.str())
+    return progressed
 
 
 def _take_contiguous(
@@ -310,11 +593,13 @@ def _take_contiguous(
     # Python exception set inside confluent-kafka (SystemError), seen at partition EOF.
     if any(map(operator.is_not, map(_ERROR, messages), itertools.repeat(None))):
         return None
-    # A reused client: records of an earlier assignment would come first (the queue is in
-    # order), or last; librdkafka drops them, and this check costs two records, not n.
+    # A run of partition_runs() is of one partition number, but a task's ranges may span
+    # topics that share it, and a reused client could deliver records of an earlier
+    # assignment (librdkafka drops them): every record's topic is checked (C-level loops).
     first, last = messages[0], messages[-1]
-    if (_PARTITION(first) != partition or _PARTITION(last) != partition
-            or _TOPIC(first) != topic or _TOPIC(last) != topic):
+    if _PARTITION(first) != partition or _PARTITION(last) != partition:
+        return None
+    if list(map(_TOPIC, messages)).count(topic) != n:
         return None
     offsets = list(map(_OFFSET, messages))
     if offsets != list(range(next_offset, next_offset + n)):
@@ -330,7 +615,7 @@ def _take_one_by_one(
     offset_range: OffsetRange,
     messages: List[Message],
     next_offset: int,
-    builder: RecordBatchBuilder,
+    builder: MixedBatchBuilder,
     settings: ReadSettings,
 ) -> int:
     """Add ``messages`` one by one, dealing with errors, gaps and records outside the
@@ -367,7 +652,7 @@ def _take_one_by_one(
         good.append(message)
         next_offset = offset + 1
     if good:
-        builder.add_messages(good)
+        builder.add_run(tp.topic, tp.partition, good)
     return next_offset
 
 
@@ -448,8 +733,19 @@ def _lost(
         )
     logger.warning("%s; skipping them because failOnDataLoss is false", text)
     if reposition and missing_until < offset_range.until_offset:
-        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, missing_until)])
+        _reposition(consumer, tp, missing_until)
     return missing_until
+
+
+def _reposition(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
+    """Fetch ``tp`` from ``offset`` on, leaving the client's other partitions where they are.
+
+    ``assign()`` would replace the whole assignment; ``seek()`` fails on a partition whose
+    fetcher stopped at an offset error (``auto.offset.reset=error``). Removing the
+    partition and adding it back at the offset works in every state.
+    """
+    consumer.incremental_unassign([KafkaTopicPartition(tp.topic, tp.partition)])
+    consumer.incremental_assign([KafkaTopicPartition(tp.topic, tp.partition, offset)])
 
 
 def _watermarks(consumer: Consumer, offset_range: OffsetRange) -> Tuple[int, int]:
