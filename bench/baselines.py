@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from bench.workload import Workload
 from kafka_group.client_config import reader_config
-from kafka_group.fetch import ReadSettings, read_range
+from kafka_group.fetch import ReadSettings, read_ranges
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["raw_consume", "python_read_path", "kcat_drain", "delta_write", "source_table", "cpu_scaling"]
@@ -48,18 +48,31 @@ def raw_consume(servers: str, workload: Workload, batch: int = 10_000) -> float:
     return seconds
 
 
-def python_read_path(servers: str, workload: Workload, read: Any = read_range) -> float:
-    """Baseline (a2): the connector's executor read path (:func:`kafka_group.fetch.read_range`,
-    Arrow batches of Spark's Kafka schema) run over every partition in turn in this one
-    process. Returns seconds."""
+def python_read_path(servers: str, workload: Workload, read: Any = None) -> float:
+    """Baseline (a2): the connector's executor read path in this one process, building Arrow
+    batches of Spark's Kafka schema. Returns seconds.
+
+    By default every partition's range is read as ONE task would read them
+    (:func:`kafka_group.fetch.read_ranges`: one pooled client, one assignment of every
+    partition). ``read`` (a function of one range and the settings, such as
+    :func:`kafka_group.fetch.read_range` or an older module's) reads the ranges one after
+    another instead.
+    """
     settings = ReadSettings(client_config=_reader_conf(servers), include_headers=False, fail_on_data_loss=True,
                             poll_timeout_ms=60_000, max_records_per_batch=20_000)
+    ranges = [OffsetRange(TopicPartition(workload.topic, p), 0,
+                          workload.records // workload.partitions + (1 if p < workload.records % workload.partitions
+                                                                     else 0))
+              for p in range(workload.partitions)]
     started = time.monotonic()
     rows = 0
-    for p in range(workload.partitions):
-        until = workload.records // workload.partitions + (1 if p < workload.records % workload.partitions else 0)
-        for rb in read(OffsetRange(TopicPartition(workload.topic, p), 0, until), settings):
+    if read is None:
+        for rb in read_ranges(ranges, settings):
             rows += rb.num_rows
+    else:
+        for offset_range in ranges:
+            for rb in read(offset_range, settings):
+                rows += rb.num_rows
     seconds = time.monotonic() - started
     assert rows == workload.records, (rows, workload.records)
     return seconds
