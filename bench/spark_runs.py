@@ -69,7 +69,8 @@ class QueryRun:
 
 class WorkerMemory:
     """Samples the RSS of this process's Spark Python workers (``pyspark.daemon``/``worker``
-    descendants of this process) in a background thread."""
+    descendants of this process) in a background thread; the peak of each worker is its peak
+    during this run (its VmHWM is reset when first seen)."""
 
     def __init__(self, interval: float = 0.05) -> None:
         self._interval = interval
@@ -97,6 +98,8 @@ class WorkerMemory:
                         cmd = f.read()
                     if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
                         continue
+                    if pid not in self.pids:
+                        _reset_peak(pid)  # Spark reuses its workers: their VmHWM would carry earlier runs' peaks
                     rss = _status_kb(pid, "VmRSS")
                     hwm = _status_kb(pid, "VmHWM")
                 except OSError:
@@ -190,6 +193,16 @@ class CpuSampler:
     def describe(self) -> str:
         """CPU seconds per wall second of each kind, for example ``broker 0.41, spark_jvm 0.62, ...``."""
         return ", ".join(f"{kind} {self.seconds.get(kind, 0.0) / self.wall:.2f}" for kind in self.KINDS)
+
+
+def _reset_peak(pid: int) -> None:
+    """Reset a process's peak RSS (VmHWM) to its current RSS (Linux ``clear_refs`` 5); without the
+    permission, VmHWM stays the process's lifetime peak."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def _status_kb(pid: int, key: str) -> int:
