@@ -10,7 +10,6 @@ topic with a fresh group, until it has read every record.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 import uuid
@@ -47,16 +46,6 @@ class ConsumerPerfResult:
         return self.records / self.fetch_seconds
 
 
-def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK):
-        return os.path.join(java_home, "bin", "java")
-    java = shutil.which("java")
-    if java is None:
-        raise RuntimeError("no 'java' on PATH (and JAVA_HOME unset): kafka-consumer-perf-test needs Java 17")
-    return java
-
-
 def consumer_perf_test(servers: str, workload: Workload, *, timeout_ms: int = 120_000) -> ConsumerPerfResult:
     """Run ``kafka-consumer-perf-test`` over the whole topic of ``workload``.
 
@@ -73,6 +62,7 @@ def consumer_perf_test(servers: str, workload: Workload, *, timeout_ms: int = 12
     -------
     ConsumerPerfResult
     """
+    from kafka_group_devbroker.apache_kafka import _java  # the broker's own way to find Java 17
     from kafka_group_devbroker.jars import classpath
 
     with tempfile.TemporaryDirectory(prefix="consumer-perf-") as folder:
