@@ -66,14 +66,16 @@ class Report:
 
     def __init__(self) -> None:
         self.figures: Dict[str, Any] = {}
+        self.lines: List[str] = []
 
     def line(self, text: str) -> None:
         """Print a line at once."""
+        self.lines.append(text)
         print(text, flush=True)
 
     def figure(self, key: str, text: str, **values: Any) -> None:
         """Print a figure and record it under ``key``."""
-        self.figures[key] = values
+        self.figures[key] = dict(values, text=text)
         self.line(text)
 
 
@@ -317,10 +319,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         results["figures"] = report.figures
         os.makedirs(args.results_dir, exist_ok=True)
         out = os.path.join(args.results_dir, f"{stamp}{'-quick' if quick else ''}")
+        results["lines"] = report.lines
         with open(out + ".json", "w") as f:
             json.dump(results, f, indent=1, default=str)
         if results.get("rates"):
             from bench.plot import draw_rates
+            from bench.report_table import markdown_table
+
+            with open(out + ".md", "w") as f:
+                f.write(markdown_table(results) + "\n\nPrinted lines:\n\n" +
+                        "".join(f"    {line}\n" for line in report.lines))
 
             draw_rates(results["rates"], out + ".png", title=f"records/s by workload, {stamp}")
             print(f"plot written to {out}.png", flush=True)
