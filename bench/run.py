@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Optional
 
 from bench import baselines
 from bench.jvm_consumer import consumer_perf_test
-from bench.planning_cost import planning_ms
+from bench.planning_cost import delta_history, planning_ms
 from bench.spark_runs import QueryRun, median, run_query
 from bench.workload import Workload, produce
 
@@ -202,6 +202,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                           f"median {plan['median_ms']:.1f} ms (p90 {plan['p90_ms']:.1f}) = "
                           f"{plan['median_ms'] / target:.2f}x the {target:.0f} ms target: "
                           f"{_verdict(plan['median_ms'] <= target)}", target_ms=target, **plan)
+
+        history = delta_history(workdir, commits=130 if quick else 250)
+        report.figure("delta_history", f"Delta commit (open store + check + commit, the sink's per-batch path) over "
+                      f"{history['commits']} commits, median of 10: {history['first_ms']:.1f} ms at versions 1-10, "
+                      f"{history['before_checkpoint_ms']:.1f} ms at 90-99, {history['after_checkpoint_ms']:.1f} ms at "
+                      f"100-109, {history['last_ms']:.1f} ms at the last 10; checkpoints written by delta-rs: "
+                      f"{', '.join(history['checkpoints']) or 'none'}", **history)
 
         if args.skip_spark:
             return 0
