@@ -4,8 +4,8 @@ ratio to a baseline measured in the same run.
 Run from the repository root (the package and the development brokers installed, Java 17 and
 Maven present; the jars are fetched on first use)::
 
-    python -m bench.run --quick        # about 6 minutes: 8 and 64 partitions, smaller workloads
-    python -m bench.run                # about 20 minutes: the workloads of the issue
+    python -m bench.run --quick        # about 4 minutes: 8 and 64 partitions, smaller workloads
+    python -m bench.run                # about 12 minutes: the workloads of the issue
 
 It starts Apache Kafka (KRaft, one broker on loopback) and produces one topic per workload:
 values of 100 B and 1 KiB, each over 8, 64 and 1,000 partitions. On every workload, in
