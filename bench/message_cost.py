@@ -15,7 +15,7 @@ threads included):
    record already costs a ``Message`` object, a ``bytes`` object each for key and
    value (confluent-kafka copies them out of librdkafka's buffer when it builds the
    message) and a ``str`` for the topic.
-2. ``+accessors``: plus what :class:`kafka_group.fetch.RecordBatchBuilder` and
+2. ``+accessors``: plus what :class:`kafka_group.fetch.MixedBatchBuilder` and
    ``_take_contiguous`` call per record through ``map`` (error, offset, key, value,
    timestamp): no Python frame per record, but a C call and a reference each.
 3. ``read_range``: :func:`kafka_group.fetch.read_range` to Arrow batches of Spark's

@@ -65,7 +65,6 @@ __all__ = [
     "read_passes",
     "partition_runs",
     "MixedBatchBuilder",
-    "RecordBatchBuilder",
 ]
 
 logger = logging.getLogger(__name__)
@@ -202,46 +201,6 @@ class MixedBatchBuilder:
         return batch
 
 
-class RecordBatchBuilder:
-    """Accumulates records of one partition, then builds an Arrow batch of Spark's Kafka schema.
-
-    A :class:`MixedBatchBuilder` whose records are all of one partition.
-
-    Parameters
-    ----------
-    topic : str
-        The records' topic.
-    partition : int
-        The records' partition.
-    include_headers : bool
-        Whether to build the ``headers`` column.
-    """
-
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self._topic = topic
-        self._partition = partition
-        self._builder = MixedBatchBuilder(include_headers)
-
-    def __len__(self) -> int:
-        return len(self._builder)
-
-    def add_messages(self, messages: Sequence[Message], offsets: Optional[Sequence[int]] = None) -> None:
-        """Append confluent-kafka messages.
-
-        Parameters
-        ----------
-        messages : sequence of confluent_kafka.Message
-            Records of this builder's partition, all without error, in offset order.
-        offsets : sequence of int, optional
-            Their offsets, when the caller has them already.
-        """
-        self._builder.add_run(self._topic, self._partition, messages, offsets)
-
-    def build(self) -> pa.RecordBatch:
-        """Return the accumulated records as one batch and start a new one."""
-        return self._builder.build()
-
-
 def _run_columns(runs: Sequence[Sequence[Any]], n: int) -> Tuple[pa.Array, pa.Array]:
     """The ``topic`` and ``partition`` columns of ``n`` records from their ``(topic, partition, count)`` runs."""
     if len(runs) <= 1:
@@ -308,12 +267,9 @@ def read_range(
     FetchError
         No record arrived within ``kafkaConsumer.pollTimeoutMs``, or the client failed.
     """
-    if offset_range.size <= 0:
-        return
     if consumer is None:
-        with default_pool().client(settings.client_config, idle_timeout_ms=settings.client_idle_timeout_ms) as pooled:
-            yield from _read_passes(pooled, [[offset_range]], settings)
-    else:
+        yield from read_ranges([offset_range], settings)
+    elif offset_range.size > 0:
         yield from _read_passes(consumer, [[offset_range]], settings)
 
 

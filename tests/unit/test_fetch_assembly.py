@@ -20,7 +20,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group import fetch
 from kafka_group.errors import DataLossError, FetchError
-from kafka_group.fetch import MixedBatchBuilder, ReadSettings, RecordBatchBuilder, partition_runs, read_passes
+from kafka_group.fetch import MixedBatchBuilder, ReadSettings, partition_runs, read_passes
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.record_schema import arrow_schema
 
@@ -113,13 +113,13 @@ def test_a_mixed_batch_has_each_records_topic_partition_and_columns() -> None:
     assert len(builder) == 0 and builder.build().num_rows == 0
 
 
-def test_a_mixed_batch_of_one_topic_and_the_one_partition_builder() -> None:
+def test_a_mixed_batch_of_one_topic_and_a_batch_of_one_partition() -> None:
     builder = MixedBatchBuilder(include_headers=False)
     builder.add_run("a", 1, recs(A1, 0, 2))
     builder.add_run("a", 0, recs(A0, 0, 1))
     assert rows([builder.build()]) == [("a", 1, 0), ("a", 1, 1), ("a", 0, 0)]
-    single = RecordBatchBuilder("b", 0, include_headers=False)
-    single.add_messages(recs(B0, 3, 5))
+    single = MixedBatchBuilder(include_headers=False)
+    single.add_run("b", 0, recs(B0, 3, 5))
     batch = single.build()
     assert batch.schema == arrow_schema(False) and rows([batch]) == [("b", 0, 3), ("b", 0, 4)]
 
