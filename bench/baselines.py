@@ -14,7 +14,7 @@ from kafka_group.client_config import reader_config
 from kafka_group.fetch import ReadSettings, read_ranges
 from kafka_group.offsets import OffsetRange, TopicPartition
 
-__all__ = ["raw_consume", "python_read_path", "kcat_drain", "delta_write", "source_table", "cpu_scaling"]
+__all__ = ["raw_consume", "python_read_path", "kcat_drain", "cpu_scaling"]
 
 
 def _reader_conf(servers: str) -> Dict[str, str]:
@@ -87,37 +87,6 @@ def kcat_drain(servers: str, workload: Workload) -> Optional[float]:
     subprocess.run([kcat, "-C", "-b", servers, "-t", workload.topic, "-o", "beginning", "-e", "-q",
                     "-f", "%s\n"],
                    stdout=subprocess.DEVNULL, check=True, timeout=600)
-    return time.monotonic() - started
-
-
-def source_table(workload: Workload) -> pa.Table:
-    """The workload's records as the source would return them (Spark's Kafka schema)."""
-    import os
-
-    from kafka_group.record_schema import arrow_schema
-
-    n = workload.records
-    pool = os.urandom(workload.value_bytes * 64 + 4096)
-    spread = len(pool) - workload.value_bytes
-    values = [pool[(i * 61) % spread:(i * 61) % spread + workload.value_bytes] for i in range(n)]
-    keys = [b"%016d" % i for i in range(n)]
-    now_us = int(time.time() * 1e6)
-    return pa.table(
-        [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-         pa.array([workload.topic] * n, pa.string()), pa.array([i % workload.partitions for i in range(n)], pa.int32()),
-         pa.array([i // workload.partitions for i in range(n)], pa.int64()),
-         pa.array([now_us] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())],
-        schema=arrow_schema(False),
-    )
-
-
-def delta_write(table: pa.Table, path: str) -> float:
-    """Baseline (c): ``deltalake.write_deltalake`` of the workload's table. Returns seconds."""
-    from deltalake import write_deltalake
-
-    shutil.rmtree(path, ignore_errors=True)
-    started = time.monotonic()
-    write_deltalake(path, table, mode="append")
     return time.monotonic() - started
 
 

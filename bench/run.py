@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from bench import baselines
 from bench.jvm_consumer import consumer_perf_test
@@ -221,11 +221,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         drains: Dict[str, Dict[str, QueryRun]] = {}
         for w in workloads:
-            runs: Dict[str, List[QueryRun]] = {c.key: [] for c in SPARK_CONTENDERS}
-            for _ in range(repeat):
-                for contender in SPARK_CONTENDERS:
-                    runs[contender.key].append(_run(spark, servers, w, workdir, contender))
-            best = drains[w.topic] = {key: min(rs, key=lambda r: r.batch_seconds) for key, rs in runs.items()}
+            best = drains[w.topic] = _best_of(spark, servers, w, workdir, SPARK_CONTENDERS, repeat)
             for key, run in best.items():
                 rates[w.topic][key] = run.rate
             _report_pair(report, w, "drain", best, KG_NOOP, S1, "read path")
@@ -235,9 +231,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                               f"{c.label}: {_cpu(best[c.key])}" for c in SPARK_CONTENDERS),
                           **{c.key: best[c.key].cpu_per_second for c in SPARK_CONTENDERS})
 
-        for w in workloads:
-            if w.partitions != mid:
-                continue
+        middle = [w for w in workloads if w.partitions == mid]
+        for w in middle:
             default = _run(spark, servers, w, workdir, S1_DEFAULTS)
             tuned = drains[w.topic]["s1"]
             report.figure(f"s1_defaults[{w.topic}]", f"[{w.topic}] (S1) with Spark's defaults "
@@ -246,16 +241,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         # Steady: the same backlog in batches of maxOffsetsPerTrigger; Spark's consumer pool and
         # this source's client pool both reuse their clients across the batches.
-        for w in workloads:
-            if w.partitions != mid:
-                continue
+        for w in middle:
             per_batch = w.records // args.steady_batches
-            runs = {c.key: [] for c in SPARK_CONTENDERS}
-            for _ in range(repeat):
-                for contender in SPARK_CONTENDERS:
-                    runs[contender.key].append(_run(spark, servers, w, workdir, contender,
-                                                    max_offsets_per_trigger=per_batch))
-            best = {key: min(rs, key=lambda r: r.batch_seconds) for key, rs in runs.items()}
+            best = _best_of(spark, servers, w, workdir, SPARK_CONTENDERS, repeat, max_offsets_per_trigger=per_batch)
             for key, run in best.items():
                 rates[w.topic][f"steady_{key}"] = run.rate
             _report_pair(report, w, f"steady {per_batch:,}/batch", best, KG_NOOP, S1, "read path")
@@ -268,8 +256,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         spark = _spark(2)
         _run(spark, servers, tiny, workdir, KG_DELTA)
         part = _run(spark, servers, quarter, workdir, KG_DELTA, sample_memory=True)
-        full = _run(spark, servers, next(w for w in workloads if w.value_bytes == 100 and w.partitions == mid),
-                    workdir, KG_DELTA, sample_memory=True)
+        full = _run(spark, servers, next(w for w in middle if w.value_bytes == 100), workdir, KG_DELTA,
+                    sample_memory=True)
         report.figure("memory", f"[bench-100b-{mid}p] Python workers' peak RSS, end to end, fresh session: "
                       f"{part.peak_worker_rss_mb:.0f} MB in one worker for {part.rows:,} records (a quarter), then "
                       f"{full.peak_worker_rss_mb:.0f} MB for {full.rows:,} = "
@@ -297,15 +285,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         spark.stop()
         spark = _spark(1)
         _run(spark, servers, tiny, workdir, KG_NOOP)
-        for w in workloads:
-            if w.partitions != mid:
-                continue
-            ones: Dict[str, List[QueryRun]] = {KG_NOOP.key: [], S1.key: []}
-            for _ in range(repeat):
-                for contender in (KG_NOOP, S1):
-                    ones[contender.key].append(_run(spark, servers, w, workdir, contender))
-            one = min(ones[KG_NOOP.key], key=lambda r: r.batch_seconds)
-            one_s1 = min(ones[S1.key], key=lambda r: r.batch_seconds)
+        for w in middle:
+            ones = _best_of(spark, servers, w, workdir, (KG_NOOP, S1), repeat)
+            one, one_s1 = ones[KG_NOOP.key], ones[S1.key]
             two, two_s1 = drains[w.topic]["kg_noop"], drains[w.topic]["s1"]
             gain, gain_s1 = two.rate / one.rate, two_s1.rate / one_s1.rate
             report.figure(f"cores[{w.topic}]", f"[{w.topic}] read path local[2] {two.rate:,.0f} rec/s = {gain:.2f}x "
@@ -373,6 +355,17 @@ def _run(spark: Any, servers: str, w: Workload, workdir: str, contender: Contend
         raise RuntimeError(f"{contender.label} on {w.topic}: {run.rows:,} rows read, {run.table_rows} in the table, "
                            f"of {w.records:,} records")
     return run
+
+
+def _best_of(spark: Any, servers: str, w: Workload, workdir: str, contenders: Sequence[Contender], repeat: int,
+             **options: Any) -> Dict[str, QueryRun]:
+    """Each contender's fastest run (least micro-batch time) of ``repeat``, the contenders taking
+    turns so that all see the same load."""
+    runs: Dict[str, List[QueryRun]] = {c.key: [] for c in contenders}
+    for _ in range(repeat):
+        for contender in contenders:
+            runs[contender.key].append(_run(spark, servers, w, workdir, contender, **options))
+    return {key: min(rs, key=lambda r: r.batch_seconds) for key, rs in runs.items()}
 
 
 def _cpu(run: QueryRun) -> str:

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["QueryRun", "run_query", "WorkerMemory", "DeltaSparkIdempotentWrite", "CpuSampler", "one_task_per_range", "planned_tasks"]
+__all__ = ["QueryRun", "run_query", "WorkerMemory", "DeltaSparkIdempotentWrite", "CpuSampler", "one_task_per_range"]
 
 
 @dataclass
@@ -117,7 +117,8 @@ class CpuSampler:
     the source's planning process) and the broker's JVMs.
 
     A background thread reads ``utime + stime`` of every such process every ``interval`` seconds
-    (a worker that exits between two samples loses at most one interval of its time).
+    into :attr:`series` (a worker that exits between two samples loses at most one interval of its
+    time); :meth:`window` gives the CPU per second of each kind between two times.
     """
 
     KINDS = ("driver", "spark_jvm", "python_workers", "broker")
@@ -131,14 +132,11 @@ class CpuSampler:
         self._first: Dict[int, float] = {}
         self._last: Dict[int, float] = {}
         self._kind: Dict[int, str] = {}
-        self.wall = 0.0
-        self.seconds: Dict[str, float] = {}
         #: (wall clock time, CPU seconds used so far by each kind), one per sample.
         self.series: List[Tuple[float, Dict[str, float]]] = []
 
     def __enter__(self) -> "CpuSampler":
         self._sample(initial=True)
-        self._started = time.monotonic()
         self._thread.start()
         return self
 
@@ -146,10 +144,6 @@ class CpuSampler:
         self._stop.set()
         self._thread.join(5)
         self._sample(initial=False)
-        self.wall = time.monotonic() - self._started
-        self.seconds = {kind: 0.0 for kind in self.KINDS}
-        for pid, last in self._last.items():
-            self.seconds[self._kind[pid]] += last - self._first.get(pid, 0.0)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -189,10 +183,6 @@ class CpuSampler:
             if initial:
                 self._first[pid] = cpu
             self._last[pid] = cpu
-
-    def describe(self) -> str:
-        """CPU seconds per wall second of each kind, for example ``broker 0.41, spark_jvm 0.62, ...``."""
-        return ", ".join(f"{kind} {self.seconds.get(kind, 0.0) / self.wall:.2f}" for kind in self.KINDS)
 
 
 def _reset_peak(pid: int) -> None:
@@ -356,27 +346,6 @@ def one_task_per_range(ranges: int) -> Dict[str, Any]:
     batch as 1,000 tasks of 2,000 records, not 64).
     """
     return {"fetch.minRecordsPerTask": 1, "fetch.maxTasks": ranges}
-
-
-def planned_tasks(servers: str, workload: Any, extra_options: Optional[Dict[str, Any]], *,
-                  min_partitions: Optional[int] = None, per_partition: Optional[int] = None) -> int:
-    """Tasks the source plans for one batch of ``per_partition`` records from every partition of
-    ``workload`` (default: its whole backlog), with the given options: the connector's own option
-    parsing and :func:`kafka_group.planning.pack_ranges`, without Spark."""
-    from kafka_group.offsets import OffsetRange, TopicPartition
-    from kafka_group.options import parse_source_options
-    from kafka_group.planning import pack_ranges
-
-    options = {"kafka.bootstrap.servers": servers, "subscribe": workload.topic, "kafka.group.id": "bench-plan"}
-    if min_partitions is not None:
-        options["minPartitions"] = str(min_partitions)
-    options.update({k: str(v) for k, v in (extra_options or {}).items()})
-    sizing = parse_source_options(options).task_sizing
-    n, parts = workload.records, workload.partitions
-    ranges = [OffsetRange(TopicPartition(workload.topic, p), 0,
-                          per_partition if per_partition is not None else n // parts + (1 if p < n % parts else 0))
-              for p in range(parts)]
-    return len(pack_ranges(ranges, sizing))
 
 
 def _epoch(iso: str) -> float:

@@ -1,9 +1,9 @@
-"""The benchmark workload: an embedded broker, one topic, records of fixed key and value sizes.
+"""The benchmark workload: one topic, records of fixed key and value sizes.
 
-The librdkafka mock broker keeps at most 5 MiB (or 100,000 record batches) per
-partition and silently drops older batches. :func:`produce` therefore checks
-after producing that every partition still starts at offset 0, and
-:func:`measure_retention` measures the bound itself.
+:func:`produce` checks after producing that the broker kept every record (every
+partition still starts at offset 0): librdkafka's mock broker (which
+``bench.profile_read`` runs on with ``KAFKA_GROUP_BENCH_BROKER=mock``) keeps at most 5 MiB (or 100,000 record batches) per
+partition and silently drops older batches.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from typing import Any, Dict, Tuple
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-__all__ = ["Workload", "produce", "watermarks", "measure_retention", "MOCK_PARTITION_BYTES"]
+__all__ = ["Workload", "produce", "watermarks"]
 
-#: The mock broker's per-partition retention bound (librdkafka 2.16 mock cluster).
-MOCK_PARTITION_BYTES = 5 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -118,12 +116,3 @@ def watermarks(servers: str, topic: str, partitions: int) -> Dict[int, Tuple[int
         return found
     finally:
         consumer.close()
-
-
-def measure_retention(embedded: Any, value_bytes: int, records: int = 200_000) -> Tuple[int, int]:
-    """Produce ``records`` into a one-partition topic; return (kept, produced)."""
-    topic = f"retention-{value_bytes}"
-    embedded.create_topic(topic, 1)
-    produce(embedded.bootstrap_servers, Workload(topic, 1, records, value_bytes=value_bytes), check_retained=False)
-    (low, high), = watermarks(embedded.bootstrap_servers, topic, 1).values()
-    return high - low, records
