@@ -26,6 +26,16 @@ module needs the ``pip install -e .`` again (README.md, "Developing").
 
 from setuptools import setup
 
+#: The test tools, without a Spark (the 'test' extra adds the pinned one).
+TEST_TOOLS = [
+    "pytest>=8", "mypy>=1.10", "polars>=1",
+    # an S3-compatible server on loopback for the object-store tests (moto's server mode)
+    "moto[server]>=5.1", "prometheus_client>=0.20",
+    "nbclient", "nbformat", "ipykernel", "matplotlib",
+    # tests/unit/test_packaging.py builds the wheel without build isolation
+    "setuptools>=64", "wheel",
+]
+
 setup(
     name="pyspark-kafka-group",
     version="0.1.0",
@@ -53,20 +63,28 @@ setup(
     # extra brings it where there is none.
     install_requires=[
         "confluent-kafka>=2.12",
-        "pyarrow>=15",
+        # pyspark's DataFrame.mapInArrow (DeltaSink's write) refuses to run without pandas >= 2.2 and
+        # pyarrow >= 18 (pyspark.sql.pandas.utils), even though the sink touches Arrow only. pip's
+        # pyspark does not bring them (its 'sql' extra does), and a runtime's Spark may lack them.
+        "pyarrow>=18",
+        "pandas>=2.2",
         "deltalake>=1.0",
     ],
     extras_require={
-        "test": ["pytest>=8", "mypy>=1.10", "pandas>=2,<3", "polars>=1",
-                 # the test environment pins the Spark that delta-spark supports; delta-spark 4.4.0 because
-                 # Maven Central has no Spark 4.2 jar of 4.4.1 (io.delta:delta-spark_4.2_2.13)
-                 "pyspark[connect]==4.2.0", "delta-spark==4.4.0",
-                 # an S3-compatible server on loopback for the object-store tests (moto's server mode)
-                 "moto[server]>=5.1", "prometheus_client>=0.20",
-                 "nbclient", "nbformat", "ipykernel", "matplotlib",
-                 # tests/unit/test_packaging.py builds the wheel without build isolation
-                 "setuptools>=64", "wheel"],
-        "spark": ["pyspark>=4.2"],
+        "test": TEST_TOOLS + [
+            # the test environment pins the Spark that delta-spark supports; delta-spark 4.4.0 because
+            # Maven Central has no Spark 4.2 jar of 4.4.1 (io.delta:delta-spark_4.2_2.13)
+            "pyspark[connect]==4.2.0", "delta-spark==4.4.0",
+            # pandas 3 makes pyspark 4.2's Connect client print a warning on every session
+            "pandas>=2.2,<3",
+        ],
+        # the tools of the tests without a Spark: scripts/test-newest.sh adds them to the newest
+        # pyspark that the 'spark' extra resolves (no delta-spark: it supports Spark 4.2 at most)
+        "test-base": TEST_TOOLS,
+        # pyspark's own 'sql' extra: what pyspark itself says its SQL needs (pandas, pyarrow, numpy)
+        "spark": ["pyspark[sql]>=4.2"],
+        # a Spark Connect client (builder.remote(...)): grpcio and the rest, as pyspark declares them
+        "connect": ["pyspark[connect]>=4.2"],
         "plot": ["matplotlib"],
         # pyspark_kafka_group.prometheus: lag metrics for Prometheus (HTTP endpoint or Pushgateway)
         "metrics": ["prometheus_client>=0.20"],

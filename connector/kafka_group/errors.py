@@ -91,7 +91,14 @@ class ConfigError(KafkaGroupError, ValueError):
     """
 
 
-class SparkVersionError(KafkaGroupError, ImportError):
+class DependencyError(KafkaGroupError, ImportError):
+    """A package the connector needs at run time is missing or too old here; the message names the
+    package, the version found and the pip command. Raised before any query starts (for example
+    when a :class:`~pyspark_kafka_group.DeltaSink` is constructed). Not retriable: install it.
+    """
+
+
+class SparkVersionError(DependencyError):
     """pyspark is missing, or older than the Spark the data source needs (4.2): raised when
     ``pyspark_kafka_group`` is imported. The package does not require pyspark itself (a cluster
     runtime brings its own Spark, often without pip metadata); the message names the version found

@@ -49,6 +49,7 @@ from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.formats import read_checkpoint_offsets
 from kafka_group.offsets import OffsetRange
+from pyspark_kafka_group.spark_requirement import require_sink_dependencies
 
 __all__ = ["DeltaSink"]
 
@@ -117,6 +118,9 @@ class DeltaSink:
     ------
     ConfigError
         No path, or (in a Spark Connect process) no ``checkpoint_location``.
+    DependencyError
+        pandas or pyarrow, which Spark's ``mapInArrow`` needs for the sink's writes, is missing
+        or older than pyspark asks for (the message names the package and the pip command).
 
     Notes
     -----
@@ -157,6 +161,7 @@ class DeltaSink:
             raise ConfigError(
                 f"DeltaSink(partition_by=...) takes a list of column names, such as ['date'], got {partition_by!r}"
             )
+        require_sink_dependencies()
         self.path = path
         self.transform = transform
         if checkpoint_location is None and _connect_mode():

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Optional, Tuple
 
-from kafka_group.errors import SparkVersionError
+from kafka_group.errors import DependencyError, SparkVersionError
 
-__all__ = ["MINIMUM_SPARK", "require_spark", "spark_version_problem"]
+__all__ = ["MINIMUM_SPARK", "require_sink_dependencies", "require_spark", "spark_version_problem"]
 
 #: The oldest Spark whose Python streaming data source API (admission control,
 #: ``Trigger.AvailableNow``) the source uses.
@@ -42,6 +42,42 @@ def spark_version_problem(version: Optional[str]) -> Optional[str]:
         return (f"pyspark-kafka-group needs pyspark >= {needed}, and the pyspark here is {version}: {_INSTALL}. "
                 "On a cluster runtime, pick one whose Spark is 4.2 or newer rather than installing pyspark over it")
     return None
+
+
+def require_sink_dependencies() -> None:
+    """Raise :class:`~kafka_group.errors.DependencyError` unless what ``DeltaSink`` writes with is here.
+
+    The sink writes each batch's files with ``DataFrame.mapInArrow``, which pyspark runs only with
+    pandas and pyarrow at the versions it names (``pyspark.sql.pandas.utils``; pandas >= 2.2 and
+    pyarrow >= 18 for Spark 4.2 and 4.3), and refuses inside the first batch otherwise. The package
+    requires both; this check makes an environment that lost them (a ``--no-deps`` install, a
+    runtime's older pandas) fail when the sink is constructed, before a query starts, with the
+    versions pyspark itself asks for.
+
+    Called on the thread that constructs the sink (the notebook's, or the Connect server's).
+    """
+    from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
+
+    for package, check in (("pandas", require_minimum_pandas_version),
+                           ("pyarrow", require_minimum_pyarrow_version)):
+        try:
+            check()
+        except ImportError as missing:  # pyspark's PySparkImportError is an ImportError
+            raise DependencyError(_sink_dependency_message(package, str(missing))) from None
+
+
+def _sink_dependency_message(package: str, pyspark_says: str) -> str:
+    """The error for a missing or old ``package`` under ``DeltaSink``, from pyspark's own message."""
+    found = re.search(r"\[[A-Z_]+\]\s*(.*)", pyspark_says)
+    detail = (found.group(1) if found else pyspark_says).strip()
+    return (f"DeltaSink writes with Spark's DataFrame.mapInArrow, which needs {package}: {detail} "
+            f"Install what the connector requires into this Python (and the executors' PYSPARK_PYTHON): "
+            f"pip install 'pyspark-kafka-group' (it requires pandas>=2.2 and pyarrow>=18), "
+            f"or pip install '{package}>={_MINIMUM_SINK[package]}'")
+
+
+#: What the package requires for the sink (setup.py), as the fix to name.
+_MINIMUM_SINK = {"pandas": "2.2", "pyarrow": "18"}
 
 
 def require_spark() -> None:

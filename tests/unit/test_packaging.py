@@ -135,7 +135,142 @@ def test_the_connector_requires_pyspark_only_through_its_spark_extra(connector_w
         requires = email.message_from_bytes(whl.read(metadata)).get_all("Requires-Dist") or []
     spark = [r for r in requires if r.replace(" ", "").lower().startswith("pyspark")]
     assert [r for r in spark if "extra ==" not in r] == [], requires  # a runtime's own Spark is never replaced
-    assert 'pyspark>=4.2; extra == "spark"' in spark, requires
+    assert 'pyspark[sql]>=4.2; extra == "spark"' in spark, requires
+
+
+def _requires(connector_wheel_dir: pathlib.Path) -> List[str]:
+    """The wheel's ``Requires-Dist`` lines."""
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        [metadata] = [n for n in whl.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(whl.read(metadata)).get_all("Requires-Dist") or []
+
+
+def test_the_connector_requires_what_the_sinks_writes_run_with(connector_wheel_dir: pathlib.Path) -> None:
+    """pyspark's mapInArrow (DeltaSink's write) needs pandas >= 2.2 and pyarrow >= 18 wherever Spark came
+    from: required by the package itself, not left to the 'spark' extra or to a runtime (issue 24)."""
+    unconditional = {r.replace(" ", "") for r in _requires(connector_wheel_dir) if "extra ==" not in r}
+    assert {"pandas>=2.2", "pyarrow>=18"} <= unconditional, unconditional
+
+
+#: Third-party imports of the shipped packages that are declared in an extra on purpose, and why.
+_EXTRA_ONLY = {
+    "pyspark": "spark",              # a runtime brings its own (test_installing_on_a_spark_runtime_...)
+    "prometheus_client": "metrics",  # pyspark_kafka_group.prometheus only
+    "matplotlib": "plot",            # pyspark_kafka_group.lag_plot only
+}
+
+
+def _third_party_imports() -> Dict[str, List[str]]:
+    """Top-level modules the shipped packages import (stdlib and their own excluded) -> importing files."""
+    import ast
+
+    found: Dict[str, List[str]] = {}
+    for folder in (ROOT / "connector" / "kafka_group", ROOT / "python" / "pyspark_kafka_group"):
+        for path in sorted(folder.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in sys.stdlib_module_names and top not in ("__future__", "kafka_group",
+                                                                          "pyspark_kafka_group"):
+                        found.setdefault(top, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_third_party_import_is_a_declared_requirement(connector_wheel_dir: pathlib.Path) -> None:
+    """Nothing the shipped code imports is satisfied by accident (issue 24): each third-party module is
+    provided by a distribution the wheel requires, unconditionally or (for the listed ones) in its extra."""
+    import importlib.metadata
+    import re
+
+    providers = importlib.metadata.packages_distributions()
+    declared: Dict[str, set[str]] = {}
+    for line in _requires(connector_wheel_dir):
+        name = re.split(r"[\[<>=!~; ]", line, maxsplit=1)[0].lower().replace("_", "-")
+        extra = re.search(r'extra == "([^"]+)"', line)
+        declared.setdefault(name, set()).add(extra.group(1) if extra else "")
+    for module, files in _third_party_imports().items():
+        distributions = [d.lower().replace("_", "-") for d in providers.get(module, [])]
+        assert distributions, f"{module} (imported by {files[0]}) is installed by no distribution here"
+        needed = {_EXTRA_ONLY.get(module, "")}
+        assert any(needed & declared.get(d, set()) for d in distributions), (
+            f"{module} (imported by {sorted(set(files))}) is not a requirement of the package"
+            + (f" (extra {needed.pop()!r})" if module in _EXTRA_ONLY else ""))
+
+
+def _clean_env() -> Dict[str, str]:
+    """This run's environment without what would let a fresh virtualenv see this one's packages."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+#: Run by a fresh virtualenv's python outside any source tree: every module of both packages imports
+#: from where pip put it, Spark's lookup of ``pyspark_*`` data sources finds ``kafka-group``, and the
+#: offsets tool runs as documented.
+_FROM_THE_INSTALL = """
+import importlib, pkgutil, sys, pathlib
+import kafka_group, pyspark_kafka_group
+for package in (kafka_group, pyspark_kafka_group):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        importlib.import_module(info.name)
+found = [m.name for m in pkgutil.iter_modules() if m.name.startswith("pyspark_")]
+assert "pyspark_kafka_group" in found, found
+print(importlib.import_module("pyspark_kafka_group").DefaultSource.name())
+print(pathlib.Path(kafka_group.__file__).resolve())
+"""
+
+
+def test_the_built_wheel_runs_in_a_fresh_virtualenv_without_the_source_tree(
+    connector_wheel_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """The wheel as PyPI would serve it, installed with its requirements checked by pip (satisfied from
+    the environment a runtime has, offline), used from a folder with no checkout beside it."""
+    python = _fresh_venv(tmp_path / "venv", _runtime_site(tmp_path / "runtime", pyspark_metadata=True))
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--find-links",
+                                str(connector_wheel_dir), "-q", "--disable-pip-version-check", str(wheel)],
+                               capture_output=True, text=True, env=_clean_env())
+    assert installed.returncode == 0, installed.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    used = subprocess.run([str(python), "-c", _FROM_THE_INSTALL], capture_output=True, text=True,
+                          cwd=elsewhere, env=_clean_env())
+    assert used.returncode == 0, used.stderr
+    name, module_file = used.stdout.split()
+    assert name == "kafka-group"
+    assert pathlib.Path(module_file).is_relative_to((tmp_path / "venv").resolve()), module_file
+    tool = subprocess.run([str(python), "-m", "kafka_group.offsets_tool", "--help"], capture_output=True,
+                          text=True, cwd=elsewhere, env=_clean_env())
+    assert tool.returncode == 0 and "usage" in tool.stdout.lower(), tool.stderr
+
+
+def test_an_editable_install_is_found_by_spark_and_shows_edits(tmp_path: pathlib.Path) -> None:
+    """``pip install -e .`` (README, "Install"): Spark's ``pkgutil.iter_modules`` lookup finds the
+    package, and an edit to an existing module shows without reinstalling."""
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT, copy, ignore=_NOT_SOURCES)
+    python = _fresh_venv(tmp_path / "venv", _runtime_site(tmp_path / "runtime", pyspark_metadata=True))
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
+                                "--disable-pip-version-check", "-e", str(copy)],
+                               capture_output=True, text=True, env=_clean_env())
+    assert installed.returncode == 0, installed.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    used = subprocess.run([str(python), "-c", _FROM_THE_INSTALL], capture_output=True, text=True,
+                          cwd=elsewhere, env=_clean_env())
+    assert used.returncode == 0, used.stderr
+    name, module_file = used.stdout.split()
+    assert name == "kafka-group" and pathlib.Path(module_file).is_relative_to(copy.resolve()), module_file
+    errors = copy / "connector" / "kafka_group" / "errors.py"
+    errors.write_text(errors.read_text(encoding="utf-8") + "\nEDITED_IN_PLACE = True\n", encoding="utf-8")
+    edited = subprocess.run([str(python), "-c", "import kafka_group.errors as e; print(e.EDITED_IN_PLACE)"],
+                            capture_output=True, text=True, cwd=elsewhere, env=_clean_env())
+    assert edited.returncode == 0 and edited.stdout.strip() == "True", edited.stderr
 
 
 #: What of this environment's site-packages a "cluster runtime" does not get: the connector itself
