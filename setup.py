@@ -24,7 +24,7 @@ plain folder on ``sys.path``. Edits to existing files show at once; a new or del
 module needs the ``pip install -e .`` again (README.md, "Developing").
 """
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 #: The test tools, without a Spark (the 'test' extra adds the pinned one).
 TEST_TOOLS = [
@@ -50,7 +50,9 @@ setup(
         # pyspark_kafka_group.metrics looks in, pyspark_kafka_group/jvm_shim.
         "pyspark_kafka_group.jvm_shim": "jvm-shim/src",
     },
-    packages=["kafka_group", "pyspark_kafka_group", "pyspark_kafka_group.jvm_shim"],
+    # the core's subpackages (group/, plan/, flow/, read/, delta/, config/) found under its folder
+    packages=(["kafka_group"] + ["kafka_group." + name for name in find_packages("connector/kafka_group")]
+              + ["pyspark_kafka_group", "pyspark_kafka_group.jvm_shim"]),
     package_data={
         "kafka_group": ["py.typed"],
         "pyspark_kafka_group": ["py.typed"],

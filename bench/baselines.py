@@ -10,8 +10,8 @@ from typing import Any, Dict, Optional
 import pyarrow as pa
 
 from bench.workload import Workload
-from kafka_group.client_config import reader_config
-from kafka_group.fetch import ReadSettings, read_ranges
+from kafka_group.config.client_config import reader_config
+from kafka_group.read.fetch import ReadSettings, read_ranges
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["raw_consume", "python_read_path", "kcat_drain", "cpu_scaling"]
@@ -53,9 +53,9 @@ def python_read_path(servers: str, workload: Workload, read: Any = None) -> floa
     batches of Spark's Kafka schema. Returns seconds.
 
     By default every partition's range is read as ONE task would read them
-    (:func:`kafka_group.fetch.read_ranges`: one pooled client, one assignment of every
+    (:func:`kafka_group.read.fetch.read_ranges`: one pooled client, one assignment of every
     partition). ``read`` (a function of one range and the settings, such as
-    :func:`kafka_group.fetch.read_range` or an older module's) reads the ranges one after
+    :func:`kafka_group.read.fetch.read_range` or an older module's) reads the ranges one after
     another instead.
     """
     settings = ReadSettings(client_config=_reader_conf(servers), include_headers=False, fail_on_data_loss=True,

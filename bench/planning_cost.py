@@ -19,7 +19,7 @@ def planning_ms(servers: str, topic: str, *, rounds: int = 30, offsets_table: Op
     starts at ``latest`` and asks for the next batch ``rounds`` times.
     """
     from kafka_group.offsets import BatchOffsets
-    from kafka_group.options import parse_source_options
+    from kafka_group.config.options import parse_source_options
     from kafka_group.source_driver import SourceDriver
 
     options = {
@@ -53,9 +53,9 @@ def delta_history(workdir: str, commits: int = 250, samples: int = 10) -> Dict[s
     and list the checkpoints delta-rs wrote."""
     import pyarrow as pa
 
-    from kafka_group.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange, TopicPartition
-    from kafka_group.record_schema import arrow_schema
+    from kafka_group.read.record_schema import arrow_schema
 
     path = os.path.join(workdir, f"history-{uuid.uuid4().hex[:8]}")
     schema: pa.Schema = arrow_schema(False)

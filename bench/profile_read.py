@@ -1,4 +1,4 @@
-"""Profile the executor read path (:func:`kafka_group.fetch.read_range`) in one process.
+"""Profile the executor read path (:func:`kafka_group.read.fetch.read_range`) in one process.
 
 Run from the repository root, with ``pyinstrument`` installed::
 
@@ -24,7 +24,7 @@ from bench.workload import Workload, produce
 
 def _load(path: Optional[str]) -> Any:
     if path is None:
-        from kafka_group import fetch
+        from kafka_group.read import fetch
 
         return fetch.read_range
     spec = importlib.util.spec_from_file_location("fetch_under_test", path)

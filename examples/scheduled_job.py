@@ -136,7 +136,7 @@ def check_table(table: str, group: str, ends: Dict[TopicPartitionKey, int]) -> T
     """
     from deltalake import DeltaTable
 
-    from kafka_group.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import TopicPartition
 
     if not ends and not os.path.isdir(os.path.join(table, "_delta_log")):

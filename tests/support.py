@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-    from kafka_group.membership import RebalanceEvent
+    from kafka_group.group.membership import RebalanceEvent
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -299,7 +299,7 @@ def table_positions(table: pathlib.Path, group: str, topic: str, partitions: int
     """The Kafka offset the table holds for ``group`` on each partition (its app transaction; ``None``: none)."""
     from deltalake import DeltaTable
 
-    from kafka_group.delta_offsets import transaction_id
+    from kafka_group.delta.delta_offsets import transaction_id
     from kafka_group.offsets import TopicPartition
 
     dt = DeltaTable(str(table))

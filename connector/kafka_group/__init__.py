@@ -1,10 +1,18 @@
-"""pyspark-kafka-group's Spark-independent core.
+"""pyspark-kafka-group's Spark-independent core, one subpackage per concern.
 
-Membership (:mod:`kafka_group.membership`), the offset model
-(:mod:`kafka_group.offsets`), planning (:mod:`kafka_group.planning`,
-:mod:`kafka_group.source_driver`) and executor-side fetching
-(:mod:`kafka_group.fetch`). Nothing here imports pyspark. The development
-brokers are not part of it: they are the separate ``kafka-group-devbroker``
+- :mod:`kafka_group.group`: membership in the consumer group, rebalances, cluster metadata;
+- :mod:`kafka_group.plan`: what a batch reads (plans, starting positions, data loss,
+  AvailableNow, trigger thresholds, bounded batch reads);
+- :mod:`kafka_group.flow`: flow control and event-time alignment;
+- :mod:`kafka_group.read`: executor-side fetching into Arrow;
+- :mod:`kafka_group.delta`: the Delta offsets table and the exactly-once commit;
+- :mod:`kafka_group.config`: options and librdkafka client settings.
+
+At the top: the offset model (:mod:`kafka_group.offsets`) and the documents' formats
+(:mod:`kafka_group.formats`), the error hierarchy (:mod:`kafka_group.errors`), the driver
+(:mod:`kafka_group.source_driver`) and its factory, the collaborator protocols, the
+offsets tool (``python -m kafka_group.offsets_tool``). Nothing here imports pyspark. The
+development brokers are not part of it: they are the separate ``kafka-group-devbroker``
 distribution (``devbroker/``, :mod:`kafka_group_devbroker`).
 """
 

@@ -3,9 +3,9 @@
 :class:`~kafka_group.source_driver.SourceDriver` takes its cluster view, group
 member and offset store as constructor arguments typed by these protocols, so
 tests drive it with in-memory fakes (``tests/unit/driver_fakes.py``) and the
-real ones (:class:`~kafka_group.cluster_metadata.ClusterView`,
-:class:`~kafka_group.membership.GroupMember`,
-:class:`~kafka_group.delta_offsets.DeltaOffsetStore`) satisfy them as they are.
+real ones (:class:`~kafka_group.group.cluster_metadata.ClusterView`,
+:class:`~kafka_group.group.membership.GroupMember`,
+:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`) satisfy them as they are.
 Only the methods the driver uses are declared.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Sequence
 
-from kafka_group.membership import RebalanceEvent
+from kafka_group.group.membership import RebalanceEvent
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["Cluster", "Committer", "Member", "OffsetStore"]
 
 
 class Cluster(Protocol):
-    """The cluster's topics and offsets (:class:`~kafka_group.cluster_metadata.ClusterView`)."""
+    """The cluster's topics and offsets (:class:`~kafka_group.group.cluster_metadata.ClusterView`)."""
 
     def topic_partitions(self, topics: Optional[Iterable[str]] = None) -> Dict[str, int]:
         """Partition counts of ``topics`` (every topic when None); missing topics are left out."""
@@ -47,7 +47,7 @@ class Cluster(Protocol):
 
 class Committer(Protocol):
     """Commits positions to a Kafka group, for lag tools
-    (:class:`~kafka_group.membership.GroupOffsetCommitter`, or the member itself)."""
+    (:class:`~kafka_group.group.membership.GroupOffsetCommitter`, or the member itself)."""
 
     def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
         """Commit ``positions``; a failure is logged and loses nothing."""
@@ -57,7 +57,7 @@ class Committer(Protocol):
 
 
 class Member(Committer, Protocol):
-    """The query's consumer-group member (:class:`~kafka_group.membership.GroupMember`)."""
+    """The query's consumer-group member (:class:`~kafka_group.group.membership.GroupMember`)."""
 
     group_id: str
 
@@ -86,7 +86,7 @@ class Member(Committer, Protocol):
 
 
 class OffsetStore(Protocol):
-    """The offsets table (:class:`~kafka_group.delta_offsets.DeltaOffsetStore`)."""
+    """The offsets table (:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`)."""
 
     def positions(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The table's positions of ``partitions`` (those it has seen)."""

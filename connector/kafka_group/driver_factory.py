@@ -2,11 +2,11 @@
 
 The driver takes its cluster view, group member and offset store as arguments
 (so tests drive it with fakes); this module makes the real ones from the
-options: :class:`~kafka_group.cluster_metadata.ClusterView`,
-:class:`~kafka_group.membership.GroupMember` (or a
-:class:`~kafka_group.membership.GroupOffsetCommitter` for ``assign``),
-:class:`~kafka_group.delta_offsets.DeltaOffsetStore`,
-:class:`~kafka_group.event_time.EventTimeAlignment`, the user's rebalance
+options: :class:`~kafka_group.group.cluster_metadata.ClusterView`,
+:class:`~kafka_group.group.membership.GroupMember` (or a
+:class:`~kafka_group.group.membership.GroupOffsetCommitter` for ``assign``),
+:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`,
+:class:`~kafka_group.flow.event_time.EventTimeAlignment`, the user's rebalance
 listener and the flow-control channel.
 """
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Optional
 
-from kafka_group.cluster_metadata import ClusterView
-from kafka_group.delta_offsets import DeltaOffsetStore
-from kafka_group.event_time import EventTimeAlignment
-from kafka_group.membership import GroupMember, GroupOffsetCommitter
+from kafka_group.group.cluster_metadata import ClusterView
+from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.flow.event_time import EventTimeAlignment
+from kafka_group.group.membership import GroupMember, GroupOffsetCommitter
 from kafka_group.offsets import TopicPartition
-from kafka_group.options import SourceOptions, SubscriptionKind
-from kafka_group.rebalance_listener import load_rebalance_listener
+from kafka_group.config.options import SourceOptions, SubscriptionKind
+from kafka_group.group.rebalance_listener import load_rebalance_listener
 
 if TYPE_CHECKING:
     from kafka_group.source_driver import SourceDriver

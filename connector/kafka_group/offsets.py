@@ -295,7 +295,7 @@ class BatchOffsets:
         The Delta table holding the offsets (key ``@offsetsTable``), when there is one.
         Keys starting with ``@`` cannot be topics (Kafka topic names cannot hold ``@``).
     flow : dict
-        The query's manual pauses (key ``@flow``, see :mod:`kafka_group.flow_control`).
+        The query's manual pauses (key ``@flow``, see :mod:`kafka_group.flow.flow_control`).
     """
 
     positions: Mapping[TopicPartition, int]

@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from kafka_group.cluster_metadata import ClusterView
-from kafka_group.delta_offsets import DeltaOffsetStore
+from kafka_group.group.cluster_metadata import ClusterView
+from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError, KafkaGroupError
 from kafka_group.offsets import TopicPartition, parse_starting_offsets
 

@@ -1,10 +1,10 @@
 """The driver side of the source: decides the offset ranges of each micro-batch.
 
 :class:`SourceDriver` orchestrates each planning call: position newly owned partitions
-(:mod:`~kafka_group.positioning`), follow the offsets table, check for data loss
-(:mod:`~kafka_group.data_loss`), plan (:mod:`~kafka_group.planning`) within the flow rules
-(:mod:`~kafka_group.flow_control`), register the ranges a revoke waits for
-(:mod:`~kafka_group.rebalance`); an AvailableNow run ends as :mod:`~kafka_group.available_now`
+(:mod:`~kafka_group.plan.positioning`), follow the offsets table, check for data loss
+(:mod:`~kafka_group.plan.data_loss`), plan (:mod:`~kafka_group.plan.planning`) within the flow rules
+(:mod:`~kafka_group.flow.flow_control`), register the ranges a revoke waits for
+(:mod:`~kafka_group.group.rebalance`); an AvailableNow run ends as :mod:`~kafka_group.plan.available_now`
 decides. Created lazily (:meth:`SourceDriver.from_options`) in the process that serves the
 query's planning calls, never pickled. Threads: Spark's planning thread (the runner's main
 thread, also the SIGTERM handler's), the member's poll thread, the control channel's thread.
@@ -16,19 +16,19 @@ import functools
 import logging
 from typing import AbstractSet, Any, Dict, FrozenSet, Optional
 
-from kafka_group.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
+from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.collaborators import Cluster, Committer, Member, OffsetStore
-from kafka_group.data_loss import checked_positions
-from kafka_group.event_time import EventTimeAlignment
+from kafka_group.plan.data_loss import checked_positions
+from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.faults import crash_point
-from kafka_group.flow_control import FlowControl
-from kafka_group.membership import RebalanceEvent
+from kafka_group.flow.flow_control import FlowControl
+from kafka_group.group.membership import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
-from kafka_group.options import SourceOptions
-from kafka_group.planning import BatchPlan, plan_batch
-from kafka_group.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
-from kafka_group.rebalance import OwnedPartitions, finish_revoke, membership_report
-from kafka_group.trigger_gate import ENOUGH_RECORDS, TriggerGate
+from kafka_group.config.options import SourceOptions
+from kafka_group.plan.planning import BatchPlan, plan_batch
+from kafka_group.plan.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
+from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report
+from kafka_group.plan.trigger_gate import ENOUGH_RECORDS, TriggerGate
 
 __all__ = ["SourceDriver"]
 
@@ -248,7 +248,7 @@ class SourceDriver:
                 client.close()
 
     def _position_new_partitions(self, start: BatchOffsets) -> None:
-        """Position the partitions that entered ownership since the last plan (see :mod:`~kafka_group.positioning`)."""
+        """Position the partitions that entered ownership since the last plan (see :mod:`~kafka_group.plan.positioning`)."""
         new = self._book.unpositioned(self.owned())
         if not new:
             return

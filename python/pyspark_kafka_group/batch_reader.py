@@ -13,8 +13,8 @@ from typing import Any, Iterator, Sequence
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kafka_group.offsets import StartingOffsets
-from kafka_group.options import SourceOptions
-from kafka_group.planning import pack_ranges
+from kafka_group.config.options import SourceOptions
+from kafka_group.plan.planning import pack_ranges
 from pyspark_kafka_group.stream_reader import OffsetRangesPartition, read_settings
 
 __all__ = ["KafkaGroupBatchReader"]
@@ -26,7 +26,7 @@ class KafkaGroupBatchReader(DataSourceReader):
     Parameters
     ----------
     options : SourceOptions
-        The read's options, checked by :func:`kafka_group.options.check_batch_options`.
+        The read's options, checked by :func:`kafka_group.config.options.check_batch_options`.
     starting : StartingOffsets
         Where the read starts (``earliest`` unless set).
     """
@@ -37,8 +37,8 @@ class KafkaGroupBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """The read's ranges, packed onto tasks like a stream's. Caller: Spark's planning, on the driver."""
-        from kafka_group.batch_read import batch_ranges
-        from kafka_group.cluster_metadata import ClusterView
+        from kafka_group.plan.batch_read import batch_ranges
+        from kafka_group.group.cluster_metadata import ClusterView
         from kafka_group.log_setup import configure_from_env
 
         configure_from_env()
@@ -48,7 +48,7 @@ class KafkaGroupBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read a task's ranges as Arrow record batches of Spark's Kafka schema. Caller: an executor."""
-        from kafka_group.fetch import read_ranges
+        from kafka_group.read.fetch import read_ranges
         from kafka_group.log_setup import configure_from_env
 
         configure_from_env()

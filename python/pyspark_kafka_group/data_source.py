@@ -7,8 +7,8 @@ from typing import Union
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from kafka_group.options import SourceOptions, check_batch_options, check_stream_options, parse_source_options
-from kafka_group.record_schema import spark_ddl
+from kafka_group.config.options import SourceOptions, check_batch_options, check_stream_options, parse_source_options
+from kafka_group.read.record_schema import spark_ddl
 
 __all__ = ["KafkaGroupDataSource"]
 

@@ -8,7 +8,7 @@
    through Spark (``read.text``) for any other file system, so that it works in
    Spark Connect sessions too;
 2. asks the table whether those ranges are still committable (see
-   :mod:`kafka_group.delta_offsets`): a batch already committed (a replay after a
+   :mod:`kafka_group.delta.delta_offsets`): a batch already committed (a replay after a
    crash) is skipped; partitions another member or a reset moved are left out
    (their rows dropped, or nothing of the batch landed when the rows cannot be
    told apart), and the source plans what did not land again from the table;
@@ -16,7 +16,7 @@
    (``batch.mapInArrow``: each task writes its rows, one file per partition-value
    combination, through delta-rs's object store, so local paths, ``s3://``,
    ``abfss://`` and ``gs://`` alike, with no Hadoop file system and no JVM; see
-   :mod:`kafka_group.delta_files`) and return each file's ``add`` action: path,
+   :mod:`kafka_group.delta.delta_files`) and return each file's ``add`` action: path,
    size, record count, statistics for data skipping, partition values. The files
    are invisible: they are in no Delta commit yet;
 4. commits those files together with the new position of every planned
@@ -38,13 +38,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
-from kafka_group.delta_files import (
+from kafka_group.delta.delta_files import (
     DEFAULT_INDEXED_COLUMNS,
     check_partition_columns,
     table_filesystem,
     write_partitioned,
 )
-from kafka_group.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path, same_table_location
+from kafka_group.delta.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path, same_table_location
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.formats import read_checkpoint_offsets
@@ -110,7 +110,7 @@ class DeltaSink:
         rows. Without it such a batch fails the query before any file is written, naming the
         column. A column whose type changes is refused either way. The new columns are committed
         (``ADD COLUMN``) right before the batch's data and offsets, see
-        :meth:`kafka_group.delta_offsets.DeltaOffsetStore.commit`. Give every query of the
+        :meth:`kafka_group.delta.delta_offsets.DeltaOffsetStore.commit`. Give every query of the
         group that writes the table the same transform and setting: once one merged a column,
         the others' batches lack it and are refused unless they merge too.
 

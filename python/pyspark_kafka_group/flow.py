@@ -11,7 +11,7 @@ Pauses are kept in the query's checkpoint (they survive a restart) and are
 dropped, with a log line, when the group moves the partition to another member.
 
 The query is reached through its control channel, a private folder on the
-driver's local disk (see :mod:`kafka_group.flow_channel`), found from the
+driver's local disk (see :mod:`kafka_group.flow.flow_channel`), found from the
 query's progress. From another process on the driver, pass the folder instead of
 the query; :func:`queries` lists them.
 
@@ -33,9 +33,9 @@ import uuid
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from kafka_group.errors import FlowControlError
-from kafka_group.flow_channel import find_controls, read_status, send_request
+from kafka_group.flow.flow_channel import find_controls, read_status, send_request
 from kafka_group.formats import read_progress
-from kafka_group.options import default_control_dir
+from kafka_group.config.options import default_control_dir
 
 __all__ = ["pause", "resume", "status", "queries"]
 

@@ -1,7 +1,7 @@
 """``kafka-group-flow``: flow-control requests carried by a Spark batch read, for Spark Connect clients.
 
 A Spark Connect client cannot see the driver's disk, where a running query's
-control channel lives (:mod:`kafka_group.flow_channel`). It reads this batch
+control channel lives (:mod:`kafka_group.flow.flow_channel`). It reads this batch
 data source instead::
 
     spark.read.format("kafka-group-flow")
@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafka_group.errors import FlowControlError
-from kafka_group.flow_channel import exchange, read_status
+from kafka_group.flow.flow_channel import exchange, read_status
 
 __all__ = ["FlowControlDataSource"]
 

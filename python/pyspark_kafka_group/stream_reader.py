@@ -21,14 +21,14 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from kafka_group.client_config import reader_config
+from kafka_group.config.client_config import reader_config
 from kafka_group.formats import write_latest_report
 from kafka_group.offsets import BatchOffsets, OffsetRange
-from kafka_group.options import SourceOptions
-from kafka_group.planning import pack_ranges
+from kafka_group.config.options import SourceOptions
+from kafka_group.plan.planning import pack_ranges
 
 if TYPE_CHECKING:
-    from kafka_group.fetch import ReadSettings
+    from kafka_group.read.fetch import ReadSettings
 
 __all__ = ["KafkaGroupStreamReader", "OffsetRangesPartition", "read_settings"]
 
@@ -64,7 +64,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _source_driver(self) -> Any:
         if self._driver is None:
             from kafka_group.log_setup import configure_from_env
-            from kafka_group.membership import leave_group_on_sigterm
+            from kafka_group.group.membership import leave_group_on_sigterm
 
             configure_from_env()
             from kafka_group.source_driver import SourceDriver
@@ -135,7 +135,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read a task's planned ranges and return Arrow record batches of Spark's Kafka schema."""
-        from kafka_group.fetch import read_ranges
+        from kafka_group.read.fetch import read_ranges
         from kafka_group.log_setup import configure_from_env
 
         configure_from_env()
@@ -145,7 +145,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
 def read_settings(options: SourceOptions) -> "ReadSettings":
     """How an executor reads planned ranges (streams and batch reads alike)."""
-    from kafka_group.fetch import ReadSettings
+    from kafka_group.read.fetch import ReadSettings
 
     return ReadSettings(
         client_config=reader_config(options.client_config, options.group_id),

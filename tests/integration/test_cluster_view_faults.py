@@ -14,7 +14,7 @@ from typing import Dict
 import pytest
 from confluent_kafka import Producer
 
-from kafka_group.cluster_metadata import ClusterView
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.offsets import TopicPartition
 from tests.support import Cluster, create_topic, wait_for
 

@@ -13,9 +13,9 @@ from typing import Any, List
 import pytest
 from confluent_kafka import Producer
 
-from kafka_group import fetch
-from kafka_group.client_config import reader_config
-from kafka_group.fetch import ReadSettings, read_range
+from kafka_group.read import fetch
+from kafka_group.config.client_config import reader_config
+from kafka_group.read.fetch import ReadSettings, read_range
 from kafka_group.offsets import OffsetRange, TopicPartition
 from tests.support import Cluster, create_topic, unique_name
 

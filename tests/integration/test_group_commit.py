@@ -16,7 +16,7 @@ from typing import Iterator, List
 import pytest
 
 from kafka_group_devbroker import ApacheKafka
-from kafka_group.membership import GroupMember
+from kafka_group.group.membership import GroupMember
 from kafka_group.offsets import TopicPartition
 from tests.support import BROKER_ENGINE, apache, unique_name, wait_for
 

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafka_group.formats import read_progress
-from kafka_group.membership import GroupMember
+from kafka_group.group.membership import GroupMember
 from tests.support import (
     BROKER_ENGINE,
     Cluster,

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 from pyspark.sql import SparkSession
 
-from kafka_group.membership import GroupMember, RebalanceEvent
+from kafka_group.group.membership import GroupMember, RebalanceEvent
 from tests.support import BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
 
 pytestmark = [

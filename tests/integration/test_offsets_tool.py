@@ -7,7 +7,7 @@ import pathlib
 import pytest
 from pyspark.sql import SparkSession
 
-from kafka_group.cluster_metadata import ClusterView
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import TopicPartition
 from kafka_group.offsets_tool import main, reset_offsets, show_offsets
@@ -55,7 +55,7 @@ def test_running_query_follows_a_reset(
 def test_reset_refuses_offsets_outside_the_partition(
     kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
-    from kafka_group.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange
     import pyarrow as pa
 

@@ -1,7 +1,7 @@
 """Executors' reader clients reused across ranges and tasks, on real Kafka (issue 17, item 3).
 
 A task reads all its ranges with one client from the process's pool
-(kafka_group.reader_pool) and one assignment of all their partitions (pieces of a
+(kafka_group.read.reader_pool) and one assignment of all their partitions (pieces of a
 partition that do not touch in a later assignment); the next task of the same
 process reuses the client. What it reads must still be exactly the planned
 records: an earlier range of a partition read after a later one, a range after a
@@ -21,11 +21,11 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_group.client_config import reader_config
+from kafka_group.config.client_config import reader_config
 from kafka_group.errors import DataLossError
-from kafka_group.fetch import ReadSettings, read_ranges
+from kafka_group.read.fetch import ReadSettings, read_ranges
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.reader_pool import PoolStats, default_pool
+from kafka_group.read.reader_pool import PoolStats, default_pool
 from tests.support import Cluster, create_topic, produce, unique_name
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,9 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from kafka_group.membership import RebalanceEvent
+from kafka_group.group.membership import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
-from kafka_group.options import SourceOptions, parse_source_options
+from kafka_group.config.options import SourceOptions, parse_source_options
 from kafka_group.source_driver import SourceDriver
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
@@ -78,7 +78,7 @@ class FakeCluster:
 class FakeMember:
     """A group member whose rebalances the test fires; commits are recorded in ``commits``.
 
-    Unlike the real :class:`~kafka_group.membership.GroupMember`, a commit from the
+    Unlike the real :class:`~kafka_group.group.membership.GroupMember`, a commit from the
     planning thread takes effect at once (the real one queues it for its poll thread,
     which sends it asynchronously and leaves out partitions revoked meanwhile), and
     listeners run on the thread that fires the event (a test that needs the poll

@@ -11,7 +11,7 @@ from typing import Any, Dict
 import pyarrow as pa
 import pytest
 
-from kafka_group.delta_files import (
+from kafka_group.delta.delta_files import (
     FileStats,
     check_partition_columns,
     data_file_path,

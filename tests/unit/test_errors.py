@@ -7,9 +7,9 @@ import pickle
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_group.cluster_metadata import ClusterView
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.errors import BrokerUnavailableError, GroupMembershipError, KafkaGroupError
-from kafka_group.membership import GroupMember
+from kafka_group.group.membership import GroupMember
 
 
 def test_an_error_built_from_a_kafka_exception_keeps_its_code_name_and_cause() -> None:

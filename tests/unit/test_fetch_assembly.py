@@ -18,11 +18,11 @@ import pytest
 from confluent_kafka import KafkaError, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group import fetch
+from kafka_group.read import fetch
 from kafka_group.errors import DataLossError, FetchError
-from kafka_group.fetch import MixedBatchBuilder, ReadSettings, partition_runs, read_passes
+from kafka_group.read.fetch import MixedBatchBuilder, ReadSettings, partition_runs, read_passes
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.record_schema import arrow_schema
+from kafka_group.read.record_schema import arrow_schema
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping
 import pytest
 
 from kafka_group.errors import FlowControlError
-from kafka_group.flow_channel import ControlChannel, exchange, send_request
+from kafka_group.flow.flow_channel import ControlChannel, exchange, send_request
 from pyspark_kafka_group.flow_source import answer_request
 
 

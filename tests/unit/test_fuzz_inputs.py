@@ -11,7 +11,7 @@ import pytest
 
 from kafka_group.errors import KafkaGroupError
 from kafka_group.offsets import BatchOffsets, parse_assign, parse_starting_offsets
-from kafka_group.options import OPTION_SPELLING, parse_source_options
+from kafka_group.config.options import OPTION_SPELLING, parse_source_options
 
 KEYS = list(OPTION_SPELLING.values()) + [
     "kafka.bootstrap.servers", "kafka.group.id", "kafka.group.instance.id", "kafka.enable.auto.commit",

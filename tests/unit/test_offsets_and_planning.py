@@ -11,7 +11,7 @@ import pytest
 
 from kafka_group.errors import OffsetFormatError
 from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
-from kafka_group.planning import TaskSizing, allocate_budget, pack_ranges, plan_batch
+from kafka_group.plan.planning import TaskSizing, allocate_budget, pack_ranges, plan_batch
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

@@ -1,4 +1,4 @@
-"""Options are declared once (kafka_group.option_catalog): each declaration's parser, default and spelling
+"""Options are declared once (kafka_group.config.option_catalog): each declaration's parser, default and spelling
 are what parse_source_options uses, its "did you mean" hints come from them, and the README's table is
 rendered from them."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kafka_group.errors import ConfigError
-from kafka_group.option_catalog import (
+from kafka_group.config.option_catalog import (
     CONTROL_DIR,
     FETCH_MAX_TASKS,
     OPTIONS,
@@ -21,7 +21,7 @@ from kafka_group.option_catalog import (
     readme_table_block,
     render_markdown_table,
 )
-from kafka_group.options import OPTION_DEFAULTS, OPTION_SPELLING, parse_source_options
+from kafka_group.config.options import OPTION_DEFAULTS, OPTION_SPELLING, parse_source_options
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -30,7 +30,7 @@ def test_readme_table_is_the_rendered_declarations() -> None:
     block = readme_table_block(README.read_text(encoding="utf-8"))
     assert block, "README.md lost its option table markers"
     assert block == render_markdown_table(), (
-        "README.md's option table differs from kafka_group/option_catalog.py: edit the declaration, then run "
+        "README.md's option table differs from kafka_group/config/option_catalog.py: edit the declaration, then run "
         "`python -m kafka_group.option_catalog --write README.md`")
 
 
@@ -51,7 +51,7 @@ def test_declared_defaults_are_the_parsed_defaults() -> None:
 
 
 def test_the_reader_cache_timeout_reaches_the_executors_read_settings() -> None:
-    from kafka_group.options import parse_source_options as parse
+    from kafka_group.config.options import parse_source_options as parse
     from pyspark_kafka_group.stream_reader import read_settings
 
     options = parse({"kafka.bootstrap.servers": "h:9092", "subscribe": "t", "kafka.group.id": "g",

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_group.errors import ConfigError, OffsetFormatError
 from kafka_group.offsets import EARLIEST, LATEST, TopicPartition
-from kafka_group.options import SubscriptionKind, parse_source_options
+from kafka_group.config.options import SubscriptionKind, parse_source_options
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", "kafka.group.id": "g"}
 
@@ -176,7 +176,7 @@ def test_rebalance_listener_needs_a_group() -> None:
 
 
 def test_rebalance_listener_that_cannot_be_imported() -> None:
-    from kafka_group.rebalance_listener import load_rebalance_listener
+    from kafka_group.group.rebalance_listener import load_rebalance_listener
 
     with pytest.raises(ConfigError, match="cannot import module 'no_such_module_here' on the driver"):
         load_rebalance_listener("no_such_module_here:f")

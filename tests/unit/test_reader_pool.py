@@ -1,4 +1,4 @@
-"""The executors' pool of reader clients (kafka_group.reader_pool), driven with fake clients."""
+"""The executors' pool of reader clients (kafka_group.read.reader_pool), driven with fake clients."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Dict, Generator, Iterator, List
 
 import pytest
 
-from kafka_group.reader_pool import ReaderPool
+from kafka_group.read.reader_pool import ReaderPool
 
 CONFIG = {"bootstrap.servers": "b:9092", "group.id": "g", "sasl.password": "s3cret"}
 OTHER = {"bootstrap.servers": "b:9092", "group.id": "other"}
@@ -297,7 +297,7 @@ def test_the_pool_repr_shows_no_config_value(fx: Fixture) -> None:
 def test_reader_clients_do_not_hold_fetches_open_unless_the_user_says_so() -> None:
     # A pooled client re-assigned after a range that reached the partition's end waits for the
     # fetch in flight: the broker's long poll must be short (fetch.wait.max.ms, default 500 ms).
-    from kafka_group.client_config import reader_config
+    from kafka_group.config.client_config import reader_config
 
     assert reader_config({"bootstrap.servers": "b:9092"}, None)["fetch.wait.max.ms"] == "5"
     assert reader_config({"bootstrap.servers": "b:9092", "fetch.wait.max.ms": "100"}, None)["fetch.wait.max.ms"] == "100"

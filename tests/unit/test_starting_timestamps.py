@@ -6,7 +6,7 @@ import pytest
 
 from kafka_group.errors import ConfigError, NoOffsetForTimestampError
 from kafka_group.offsets import EARLIEST, LATEST, AtTimestamp, StartingOffsets, TopicPartition
-from kafka_group.positioning import settle_times
+from kafka_group.plan.positioning import settle_times
 from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, with_table
 
 # -- options -------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import List
 import pytest
 
 from kafka_group.errors import ConfigError
-from kafka_group.trigger_gate import TriggerGate
+from kafka_group.plan.trigger_gate import TriggerGate
 from tests.unit.driver_fakes import T0, one_partition, options
 
 

@@ -26,14 +26,14 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from kafka_group.errors import FlowControlError
-from kafka_group.flow_channel import ControlChannel
+from kafka_group.flow.flow_channel import ControlChannel
 from kafka_group.offsets import TopicPartition, partitions_by_topic
-from kafka_group.options import SourceOptions, SubscriptionKind
-from kafka_group.planning import BatchPlan
+from kafka_group.config.options import SourceOptions, SubscriptionKind
+from kafka_group.plan.planning import BatchPlan
 
 if TYPE_CHECKING:
     from kafka_group.collaborators import Member
-    from kafka_group.membership import RebalanceEvent
+    from kafka_group.group.membership import RebalanceEvent
 
 __all__ = ["FlowControl", "PauseState"]
 
@@ -181,7 +181,7 @@ class FlowControl:
 
     def drop_stale(self, partitions: Sequence[TopicPartition]) -> None:
         """Forget the pauses of ``partitions``: another member read them meanwhile (see
-        :func:`kafka_group.positioning.stale_pauses`). Caller: Spark's planning thread."""
+        :func:`kafka_group.plan.positioning.stale_pauses`). Caller: Spark's planning thread."""
         with self._lock:
             self._pauses.drop(partitions, "another member of the group read it meanwhile")
 

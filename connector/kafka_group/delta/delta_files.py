@@ -170,7 +170,7 @@ def table_filesystem(table_uri: str, storage_options: Optional[Mapping[str, str]
     import pyarrow.fs as pafs
     from deltalake.fs import DeltaStorageHandler
 
-    from kafka_group.delta_offsets import local_table_path
+    from kafka_group.delta.delta_offsets import local_table_path
 
     local = local_table_path(table_uri)  # None for a URI of another scheme (s3://, dbfs:/...): kept as written
     if local is not None:

@@ -2,7 +2,7 @@
 (:class:`OwnedPartitions`), revokes that wait for the running batch (:func:`finish_revoke`), and
 the ``@member`` progress report.
 
-Beside :mod:`kafka_group.membership` (which joins the group and records the
+Beside :mod:`kafka_group.group.membership` (which joins the group and records the
 events): what the source does when the member tells it partitions are going.
 """
 

@@ -5,7 +5,7 @@ ranges at the ranges' first offsets, reads in bulk until each range's end, and
 turns the records into Arrow record batches of Spark's Kafka schema.
 
 A task reads all its ranges with one client, checked out of the process's
-:mod:`kafka_group.reader_pool` (so the next task of the same Python worker reuses
+:mod:`kafka_group.read.reader_pool` (so the next task of the same Python worker reuses
 it), and with **one assignment**: every range's partition at once, at the range's
 start (a task of a 1,000-partition topic has about 250 ranges; re-assigning per
 range cost a fetch round trip each, 5-7 ms). What ``consume()`` returns is split
@@ -55,8 +55,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.errors import DataLossError, FetchError
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.reader_pool import DEFAULT_IDLE_TIMEOUT_MS, ReaderPool, default_pool
-from kafka_group.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
+from kafka_group.read.reader_pool import DEFAULT_IDLE_TIMEOUT_MS, ReaderPool, default_pool
+from kafka_group.read.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
 
 __all__ = [
     "ReadSettings",
@@ -94,7 +94,7 @@ class ReadSettings:
     Attributes
     ----------
     client_config : dict
-        Settings of the reader's Kafka client (see :func:`kafka_group.client_config.reader_config`).
+        Settings of the reader's Kafka client (see :func:`kafka_group.config.client_config.reader_config`).
     include_headers : bool
         Whether to return the ``headers`` column.
     fail_on_data_loss : bool
@@ -297,7 +297,7 @@ def read_ranges(
     settings : ReadSettings
         How to read.
     pool : ReaderPool, optional
-        Where the client comes from; the process's :func:`~kafka_group.reader_pool.default_pool`
+        Where the client comes from; the process's :func:`~kafka_group.read.reader_pool.default_pool`
         when not given.
 
     Yields

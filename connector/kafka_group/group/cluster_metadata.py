@@ -17,10 +17,10 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from kafka_group.client_config import isolation_level
+from kafka_group.config.client_config import isolation_level
 from kafka_group.errors import BrokerUnavailableError, UnknownTopicOrPartitionError
 from kafka_group.offsets import TopicPartition
-from kafka_group.options import redact_client_config
+from kafka_group.config.options import redact_client_config
 
 __all__ = ["ClusterView"]
 

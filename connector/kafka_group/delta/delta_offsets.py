@@ -37,7 +37,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from kafka_group.delta_files import DATA_FOLDER
+from kafka_group.delta.delta_files import DATA_FOLDER
 from kafka_group.errors import (
     OffsetConflictError,
     OffsetStoreError,
@@ -46,7 +46,7 @@ from kafka_group.errors import (
 )
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.schema_evolution import SchemaMerge, merge_schemas, merged_columns
+from kafka_group.delta.schema_evolution import SchemaMerge, merge_schemas, merged_columns
 
 __all__ = [
     "DATA_FOLDER",
@@ -272,7 +272,7 @@ class DeltaOffsetStore:
         merge_schema : bool
             Whether columns the batch adds are merged into the table's schema (by :meth:`commit`)
             and columns it lacks read as NULL, instead of refused (see
-            :mod:`kafka_group.schema_evolution`). A type change is refused either way.
+            :mod:`kafka_group.delta.schema_evolution`). A type change is refused either way.
 
         Raises
         ------
@@ -326,7 +326,7 @@ class DeltaOffsetStore:
             existing table must have (checked on the very version committed on).
         merge_schema : bool
             Whether the columns the files add are merged into the table's schema (see above and
-            :mod:`kafka_group.schema_evolution`); a type change is refused either way.
+            :mod:`kafka_group.delta.schema_evolution`); a type change is refused either way.
 
         Returns
         -------
@@ -496,7 +496,7 @@ class DeltaOffsetStore:
         if self.references_any([f.path for f in files]):
             logger.warning("offsets.table '%s' references files of the refused commit; keeping them", self.table_path)
             return
-        from kafka_group.delta_files import table_filesystem
+        from kafka_group.delta.delta_files import table_filesystem
 
         filesystem = table_filesystem(self.table_path, self._storage_options)
         for f in files:
@@ -808,7 +808,7 @@ def _unsupported_features(table: Any) -> List[str]:
 
 def describe_schema_mismatch(table_schema: Any, arrow_schema: Any, *, merge_schema: bool = False) -> List[str]:
     """How a batch's Arrow schema differs from a Delta table's schema (empty when it fits);
-    the rule is :func:`kafka_group.schema_evolution.merge_schemas`."""
+    the rule is :func:`kafka_group.delta.schema_evolution.merge_schemas`."""
     return _merge(table_schema, arrow_schema, merge_schema).problems
 
 

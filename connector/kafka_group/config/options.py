@@ -6,7 +6,7 @@ values. :func:`parse_source_options` turns them into a frozen
 :class:`~kafka_group.errors.ConfigError` that names the option and the fix.
 
 Each option is declared once, with its parser and default, in
-:mod:`kafka_group.option_catalog`; this module reads the options through those
+:mod:`kafka_group.config.option_catalog`; this module reads the options through those
 declarations and adds what no single declaration can say: the client settings the
 connector refuses, the Spark options it does not support, and the rules between
 options (exactly one of ``subscribe``/``subscribePattern``/``assign``, a group for
@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
-from kafka_group import option_catalog as catalog
-from kafka_group.client_config import CLASSIC_ONLY_KEYS, uses_consumer_protocol
+from kafka_group.config import option_catalog as catalog
+from kafka_group.config.client_config import CLASSIC_ONLY_KEYS, uses_consumer_protocol
 from kafka_group.errors import ConfigError
-from kafka_group.option_catalog import OPTIONS, default_control_dir, parse_duration_ms
-from kafka_group.planning import FlowPolicy, TaskSizing
+from kafka_group.config.option_catalog import OPTIONS, default_control_dir, parse_duration_ms
+from kafka_group.plan.planning import FlowPolicy, TaskSizing
 from kafka_group.offsets import EARLIEST, LATEST, StartingOffsets, TopicPartition
 
 __all__ = [
@@ -84,7 +84,7 @@ REFUSED_CLIENT_KEYS: Mapping[str, str] = {
 
 #: Options of the source (lower-cased as Spark hands them) and their fixed defaults
 #: (None: no default, or one computed at parse time), from their one declaration in
-#: :mod:`kafka_group.option_catalog`.
+#: :mod:`kafka_group.config.option_catalog`.
 OPTION_DEFAULTS: Mapping[str, Optional[str]] = {o.key: o.default for o in OPTIONS if o.source_option}
 
 #: The declared spelling of each option of the source, for messages and the
@@ -114,7 +114,7 @@ class SourceOptions:
 
     Each attribute holds the parsed value of one option, or of a few related ones
     (``flow_policy``, ``task_sizing``); the options' meanings, accepted values and
-    defaults are declared once, in :mod:`kafka_group.option_catalog` (the README's
+    defaults are declared once, in :mod:`kafka_group.config.option_catalog` (the README's
     option table is rendered from it), and :func:`parse_source_options` shows which
     option fills which attribute. Attributes not read from one option:
 

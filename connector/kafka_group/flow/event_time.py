@@ -23,7 +23,7 @@ from typing import Dict, Mapping, Optional, Tuple
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.client_config import reader_config
+from kafka_group.config.client_config import reader_config
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["AlignmentView", "EventTimeAlignment"]

@@ -17,7 +17,7 @@ from typing import AbstractSet, Any, Callable, Dict, FrozenSet, List, Mapping, O
 from kafka_group.collaborators import Cluster, Member, OffsetStore
 from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError
 from kafka_group.offsets import LATEST, StartSpec, TopicPartition
-from kafka_group.options import SourceOptions, SubscriptionKind
+from kafka_group.config.options import SourceOptions, SubscriptionKind
 
 __all__ = ["Unfinished", "await_end", "find_unfinished", "short_of_end", "target_offsets", "target_partitions",
            "unfinished"]
@@ -142,7 +142,7 @@ def find_unfinished(
 
     ``resumed`` says whether the query resumes from its checkpoint; the offsets
     table's positions of the target count too, as in positioning. ``spec`` is the
-    positioning rule (:func:`kafka_group.positioning.starting_spec`) for a
+    positioning rule (:func:`kafka_group.plan.positioning.starting_spec`) for a
     partition and ``resumed``.
 
     Caller: Spark's planning thread.

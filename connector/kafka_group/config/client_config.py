@@ -1,7 +1,7 @@
 """Kafka client settings for the driver's group member and the executors' readers.
 
 The user's ``kafka.*`` options pass through; the connector adds the settings its
-guarantees depend on and refuses (in :mod:`kafka_group.options`) the ones that
+guarantees depend on and refuses (in :mod:`kafka_group.config.options`) the ones that
 would break them.
 """
 
@@ -78,7 +78,7 @@ def member_config(client_config: Mapping[str, str], group_id: str) -> Dict[str, 
 
     With ``group.protocol=consumer`` (KIP-848) the classic-only settings
     (:data:`CLASSIC_ONLY_KEYS`) are neither set nor passed on: librdkafka refuses
-    them there. :func:`kafka_group.options.parse_source_options` refuses a user's
+    them there. :func:`kafka_group.config.options.parse_source_options` refuses a user's
     such setting before this runs, naming it.
 
     Parameters

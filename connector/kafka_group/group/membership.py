@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.client_config import member_config, uses_consumer_protocol
+from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError
 from kafka_group.offsets import TopicPartition
 

@@ -19,7 +19,7 @@ The rules:
   ``GeneratorExit`` (Spark stops consuming a task's iterator early), the client is
   ``unassign()``-ed before it is parked: an idle client left assigned would keep
   prefetching, up to ``queued.max.messages.kbytes`` (64 MB for readers,
-  :func:`kafka_group.client_config.reader_config`), while nobody reads it. On any
+  :func:`kafka_group.config.client_config.reader_config`), while nobody reads it. On any
   other exception the client is closed, not returned: its state is unknown.
 * **Idle clients are closed** after the idle timeout (the source option
   ``kafkaConsumer.cacheTimeoutMs``, default 5 minutes like Spark's
@@ -35,7 +35,7 @@ The rules:
   flight per broker; after a range reaches its partition's end that fetch waits up
   to ``fetch.wait.max.ms`` for new records, and the next range's first fetch waits
   behind it. Readers set it to 5 ms (librdkafka's default is 500 ms; see
-  :func:`kafka_group.client_config.reader_config`).
+  :func:`kafka_group.config.client_config.reader_config`).
 * **Parked clients hold nothing.** ``unassign()`` stops fetching but leaves what
   was fetched (and error events of the old assignment) in the client's queue
   until the next ``consume()``; the pool consumes it away, without waiting, before

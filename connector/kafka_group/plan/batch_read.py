@@ -20,7 +20,7 @@ with Spark's rules:
 
 Unlike Spark, partitions the JSON options do not name start at ``earliest`` and end
 at ``latest`` (Spark requires every partition to be named). The ranges are split
-into tasks like a stream's (:func:`kafka_group.planning.pack_ranges`).
+into tasks like a stream's (:func:`kafka_group.plan.planning.pack_ranges`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Mapping
 
-from kafka_group.available_now import target_partitions
+from kafka_group.plan.available_now import target_partitions
 from kafka_group.collaborators import Cluster
 from kafka_group.errors import BrokerUnavailableError, ConfigError, DataLossError, UnknownTopicOrPartitionError
 from kafka_group.offsets import LATEST, OffsetRange, StartingOffsets, StartSpec, TopicPartition
-from kafka_group.options import SourceOptions
-from kafka_group.positioning import resolve_positions, settle_times, unseen_by_time
+from kafka_group.config.options import SourceOptions
+from kafka_group.plan.positioning import resolve_positions, settle_times, unseen_by_time
 
 __all__ = ["batch_ranges"]
 
@@ -48,7 +48,7 @@ def batch_ranges(options: SourceOptions, starting: StartingOffsets, cluster: Clu
     options : SourceOptions
         The read's options (subscription, ``endingOffsets``..., ``failOnDataLoss``).
     starting : StartingOffsets
-        Where the read starts (:func:`kafka_group.options.check_batch_options`).
+        Where the read starts (:func:`kafka_group.config.options.check_batch_options`).
     cluster : Cluster
         The cluster's metadata and offsets.
 

@@ -1,0 +1,1 @@
+"""Configuration: the option catalog (one declaration per option), the rules between options, librdkafka client settings."""

@@ -1,0 +1,1 @@
+"""Delta Lake: the offsets table and the exactly-once commit, data files, schema evolution."""

@@ -1,0 +1,1 @@
+"""The consumer group: membership, rebalance handling, the user's rebalance listener, cluster metadata."""

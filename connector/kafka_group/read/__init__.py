@@ -1,0 +1,1 @@
+"""Executor-side reading: the fetch loop, the pool of reusable consumers, the Arrow record schema."""
