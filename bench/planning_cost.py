@@ -18,9 +18,9 @@ def planning_ms(servers: str, topic: str, *, rounds: int = 30, offsets_table: Op
     The driver joins a fresh group subscribed to ``topic`` (it owns every partition),
     starts at ``latest`` and asks for the next batch ``rounds`` times.
     """
-    from kafka_group.offsets import BatchOffsets
+    from kafka_group.formats import read_offset_document, write_offset_document
     from kafka_group.config.options import parse_source_options
-    from kafka_group.source_driver import SourceDriver
+    from kafka_group.driver_factory import build_source_driver
 
     options = {
         "kafka.bootstrap.servers": servers, "subscribe": topic,
@@ -29,7 +29,7 @@ def planning_ms(servers: str, topic: str, *, rounds: int = 30, offsets_table: Op
     }
     if offsets_table is not None:
         options["offsets.table"] = offsets_table
-    driver = SourceDriver.from_options(parse_source_options(options))
+    driver = build_source_driver(parse_source_options(options))
     try:
         start = driver.initial_offsets()
         owned = len(driver.owned())
@@ -39,7 +39,7 @@ def planning_ms(servers: str, topic: str, *, rounds: int = 30, offsets_table: Op
             end = driver.next_offsets(start, None)
             times.append((time.perf_counter() - t) * 1000)
             assert end is None, "new data arrived during the planning benchmark"
-            start = BatchOffsets.from_json_dict(start.to_json_dict())
+            start = read_offset_document(write_offset_document(start))
     finally:
         driver.close()
     times.sort()

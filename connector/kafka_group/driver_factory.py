@@ -13,7 +13,7 @@ listener and the flow-control channel.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
@@ -22,20 +22,18 @@ from kafka_group.group.membership import GroupMember, GroupOffsetCommitter
 from kafka_group.offsets import TopicPartition
 from kafka_group.config.options import SourceOptions, SubscriptionKind
 from kafka_group.group.rebalance_listener import load_rebalance_listener
-
-if TYPE_CHECKING:
-    from kafka_group.source_driver import SourceDriver
+from kafka_group.source_driver import SourceDriver
 
 __all__ = ["build_source_driver"]
 
 logger = logging.getLogger(__name__)
 
 
-def build_source_driver(options: SourceOptions) -> "SourceDriver":
+def build_source_driver(options: SourceOptions) -> SourceDriver:
     """The driver of a query, with its real collaborators, its control channel open.
 
     Caller: the stream reader, on the runner's main thread, at the first planning call
-    (through :meth:`SourceDriver.from_options`).
+    (the driver imports neither this module nor the real collaborators).
 
     Raises
     ------
@@ -44,8 +42,6 @@ def build_source_driver(options: SourceOptions) -> "SourceDriver":
     UnknownTopicOrPartitionError
         ``assign`` names a topic or partition that does not exist.
     """
-    from kafka_group.source_driver import SourceDriver
-
     cluster = ClusterView(options.client_config, options.connect_timeout_ms)
     store: Optional[DeltaOffsetStore] = None
     if options.offsets_table is not None:

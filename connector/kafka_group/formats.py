@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from kafka_group.errors import FormatError
+from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
 
 __all__ = [
     "CHECKPOINT_VERSIONS",
@@ -62,9 +63,6 @@ __all__ = [
     "write_offset_document",
 ]
 
-# The keys come before the import of kafka_group.offsets below: that module re-exports
-# them and imports this one at its end, so either may be imported first.
-
 #: The offset document's key naming the consumer group.
 GROUP_KEY = "@group"
 #: The offset document's key naming the Delta table that holds the offsets.
@@ -79,8 +77,6 @@ CHECKPOINT_VERSIONS = (1,)
 
 _DOCUMENT_KEYS = (GROUP_KEY, OFFSETS_TABLE_KEY, FLOW_KEY)
 _REPORT_KEYS = (MEMBER_KEY, FLOW_KEY)
-
-from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition  # noqa: E402  (see above)
 
 
 def _show(value: Any, limit: int = 200) -> str:

@@ -15,8 +15,10 @@ is at that position. A document alone therefore says exactly which records its
 batch holds, even when a partition's range does not start where the previous
 batch ended (it moved between group members meanwhile).
 
-This module is the in-memory model; the document's JSON form (and its ``@`` keys)
-is written and read by :mod:`kafka_group.formats`, its one owner.
+This module is the in-memory model and imports no format: the document's JSON form (and
+its ``@`` keys) is written and read by :mod:`kafka_group.formats`
+(:func:`~kafka_group.formats.write_offset_document`,
+:func:`~kafka_group.formats.read_offset_document`), its one owner, which builds on this model.
 """
 
 from __future__ import annotations
@@ -28,10 +30,6 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tup
 from kafka_group.errors import OffsetFormatError
 
 __all__ = [
-    "FLOW_KEY",
-    "GROUP_KEY",
-    "MEMBER_KEY",
-    "OFFSETS_TABLE_KEY",
     "TopicPartition",
     "OffsetRange",
     "StartingOffsets",
@@ -329,30 +327,6 @@ class BatchOffsets:
         """The ranges of this batch, sorted by topic and partition."""
         return [self.ranges[tp] for tp in sorted(self.ranges)]
 
-    def to_json_dict(self) -> Dict[str, Any]:
-        """The JSON-ready offset document: ``{"topic": {"0": [from, until] or position}}``.
-
-        Written by :func:`kafka_group.formats.write_offset_document`, the format's owner.
-        """
-        from kafka_group.formats import write_offset_document
-
-        return write_offset_document(self)
-
-    @staticmethod
-    def from_json_dict(doc: Mapping[str, Any]) -> "BatchOffsets":
-        """Read a document written by :meth:`to_json_dict` (e.g. from Spark's checkpoint).
-
-        Read by :func:`kafka_group.formats.read_offset_document`, the format's owner.
-
-        Raises
-        ------
-        FormatError
-            The document is not of that form (an :class:`~kafka_group.errors.OffsetFormatError`).
-        """
-        from kafka_group.formats import read_offset_document
-
-        return read_offset_document(doc)
-
 
 def partitions_by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[int]]:
     """``{"orders": [0, 3]}``: the partitions of each topic, sorted (the form reports use)."""
@@ -361,7 +335,3 @@ def partitions_by_topic(partitions: Iterable[TopicPartition]) -> Dict[str, List[
         grouped.setdefault(tp.topic, []).append(tp.partition)
     return grouped
 
-
-# The offset document's keys are owned by kafka_group.formats (which imports this module);
-# re-exported here for the code that names them through the model.
-from kafka_group.formats import FLOW_KEY, GROUP_KEY, MEMBER_KEY, OFFSETS_TABLE_KEY  # noqa: E402

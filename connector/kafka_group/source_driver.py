@@ -5,7 +5,7 @@
 (:mod:`~kafka_group.plan.data_loss`), plan (:mod:`~kafka_group.plan.planning`) within the flow rules
 (:mod:`~kafka_group.flow.flow_control`), register the ranges a revoke waits for
 (:mod:`~kafka_group.group.rebalance`); an AvailableNow run ends as :mod:`~kafka_group.plan.available_now`
-decides. Created lazily (:meth:`SourceDriver.from_options`) in the process that serves the
+decides. Created lazily (:func:`kafka_group.driver_factory.build_source_driver`) in the process that serves the
 query's planning calls, never pickled. Threads: Spark's planning thread (the runner's main
 thread, also the SIGTERM handler's), the member's poll thread, the control channel's thread.
 """
@@ -78,14 +78,6 @@ class SourceDriver:
         self.flow = FlowControl(options, self.owned, lambda topic: cluster.topic_partitions([topic]).get(topic))
         if member is not None:
             member.add_listener(self._on_rebalance)
-
-    @classmethod
-    def from_options(cls, options: SourceOptions) -> "SourceDriver":
-        """The driver with its real collaborators (:func:`~kafka_group.driver_factory.build_source_driver`).
-        Caller: the stream reader, on the runner's main thread, at the first planning call."""
-        from kafka_group.driver_factory import build_source_driver
-
-        return build_source_driver(options)
 
     def owned(self) -> FrozenSet[TopicPartition]:
         """The partitions this query may plan now. Caller: any thread."""

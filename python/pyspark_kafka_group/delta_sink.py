@@ -41,10 +41,10 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 from kafka_group.delta.delta_files import (
     DEFAULT_INDEXED_COLUMNS,
     check_partition_columns,
-    table_filesystem,
     write_partitioned,
 )
-from kafka_group.delta.delta_offsets import DataFile, DeltaOffsetStore, normalize_table_path, same_table_location
+from kafka_group.delta.delta_offsets import DataFile, DeltaOffsetStore
+from kafka_group.delta.table_location import normalize_table_path, same_table_location, table_filesystem
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.formats import read_checkpoint_offsets

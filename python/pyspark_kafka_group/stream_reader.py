@@ -22,8 +22,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafka_group.config.client_config import reader_config
-from kafka_group.formats import write_latest_report
-from kafka_group.offsets import BatchOffsets, OffsetRange
+from kafka_group.formats import read_offset_document, write_latest_report, write_offset_document
+from kafka_group.offsets import OffsetRange
 from kafka_group.config.options import SourceOptions
 from kafka_group.plan.planning import pack_ranges
 
@@ -67,9 +67,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             from kafka_group.group.membership import leave_group_on_sigterm
 
             configure_from_env()
-            from kafka_group.source_driver import SourceDriver
+            from kafka_group.driver_factory import build_source_driver
 
-            self._driver = SourceDriver.from_options(self._options)
+            self._driver = build_source_driver(self._options)
             leave_group_on_sigterm(self._driver.close)
         return self._driver
 
@@ -77,7 +77,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def initialOffset(self) -> dict:  # type: ignore[type-arg]
         """Positions of the partitions this query owns when it starts."""
-        return self._source_driver().initial_offsets().to_json_dict()  # type: ignore[no-any-return]
+        return write_offset_document(self._source_driver().initial_offsets())  # type: ignore[no-any-return]
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxOffsetsPerTrigger`` as Spark's ``ReadMaxRows``, else all available."""
@@ -91,8 +91,8 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         Returns ``start`` unchanged when there is nothing new to read.
         """
         max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        end = self._source_driver().next_offsets(BatchOffsets.from_json_dict(start), max_records)
-        return start if end is None else end.to_json_dict()
+        end = self._source_driver().next_offsets(read_offset_document(start), max_records)
+        return start if end is None else write_offset_document(end)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Record the latest offsets of now: an AvailableNow run reads up to them and stops."""
@@ -114,7 +114,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         ones, even of one partition, as up to ``fetch.maxTasks``."""
         if start == end:
             return []
-        batch = BatchOffsets.from_json_dict(end)
+        batch = read_offset_document(end)
         if self._driver is not None:  # the planning runner: a revoke must wait for this batch
             self._driver.on_batch_running(batch)
         ranges: List[OffsetRange] = batch.planned_ranges()
@@ -123,7 +123,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def commit(self, end: dict) -> None:  # type: ignore[type-arg]
         """Spark has completed the batch: commit its positions to the Kafka group for lag tools."""
         if self._driver is not None:
-            self._driver.on_batch_committed(BatchOffsets.from_json_dict(end))
+            self._driver.on_batch_committed(read_offset_document(end))
 
     def stop(self) -> None:
         """Leave the group."""

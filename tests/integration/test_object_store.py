@@ -16,7 +16,8 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from kafka_group.delta.delta_files import table_filesystem, write_partitioned
+from kafka_group.delta.delta_files import write_partitioned
+from kafka_group.delta.table_location import table_filesystem
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import OffsetConflictError
 from kafka_group.offsets import OffsetRange, TopicPartition

@@ -17,9 +17,9 @@ from kafka_group.delta.delta_files import (
     data_file_path,
     escape_path_name,
     partition_value,
-    table_filesystem,
     write_partitioned,
 )
+from kafka_group.delta.table_location import table_filesystem
 from kafka_group.errors import ConfigError
 
 UTC = datetime.timezone.utc

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kafka_group.errors import KafkaGroupError
-from kafka_group.offsets import BatchOffsets, parse_assign, parse_starting_offsets
+from kafka_group.formats import read_offset_document
+from kafka_group.offsets import parse_assign, parse_starting_offsets
 from kafka_group.config.options import OPTION_SPELLING, parse_source_options
 
 KEYS = list(OPTION_SPELLING.values()) + [
@@ -64,7 +65,7 @@ def test_random_option_maps(seed: int) -> None:
 def test_random_offset_documents(seed: int) -> None:
     rng = random.Random(seed)
     doc = random_json(rng)
-    for parse in (lambda: BatchOffsets.from_json_dict(doc), lambda: parse_starting_offsets(json.dumps(doc)),
+    for parse in (lambda: read_offset_document(doc), lambda: parse_starting_offsets(json.dumps(doc)),
                   lambda: parse_assign(json.dumps(doc)), lambda: parse_starting_offsets(random_text(rng)),
                   lambda: parse_assign(random_text(rng))):
         try:

@@ -31,10 +31,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from kafka_group.delta.table_location import DATA_FOLDER
 from kafka_group.errors import ConfigError
 
 __all__ = [
-    "DATA_FOLDER",
     "DEFAULT_INDEXED_COLUMNS",
     "HIVE_DEFAULT_PARTITION",
     "STRING_PREFIX_LENGTH",
@@ -44,14 +44,8 @@ __all__ = [
     "data_file_path",
     "escape_path_name",
     "partition_value",
-    "table_filesystem",
     "write_partitioned",
 ]
-
-#: Folder, inside the table, where DeltaSink writes data files before committing them.
-#: Files there that no commit references (a crash before the commit, a task attempt Spark
-#: retried) are invisible to readers; delta-spark's VACUUM removes them.
-DATA_FOLDER = "data"
 
 #: Columns with statistics: delta-spark's default ``delta.dataSkippingNumIndexedCols``.
 DEFAULT_INDEXED_COLUMNS = 32
@@ -157,27 +151,6 @@ def data_file_path(batch_id: int, partition: Sequence[Tuple[str, Optional[str]]]
         for column, value in partition
     )
     return f"{DATA_FOLDER}/{folders}part-{batch_id:08d}-{uuid.uuid4().hex}.snappy.parquet"
-
-
-def table_filesystem(table_uri: str, storage_options: Optional[Mapping[str, str]] = None) -> Any:
-    """A ``pyarrow.fs.FileSystem`` rooted at the table, through delta-rs's object store.
-
-    Paths given to it are relative to the table root. It reaches every store delta-rs does
-    (local paths, ``s3://``, ``s3a://``, ``abfss://``, ``az://``, ``gs://``) with the same
-    storage options, which delta-rs completes from ``AWS_*``, ``AZURE_*`` and ``GOOGLE_*``
-    environment variables.
-    """
-    import pyarrow.fs as pafs
-    from deltalake.fs import DeltaStorageHandler
-
-    from kafka_group.delta.delta_offsets import local_table_path
-
-    local = local_table_path(table_uri)  # None for a URI of another scheme (s3://, dbfs:/...): kept as written
-    if local is not None:
-        # delta-rs's local store needs the root folder to exist (object stores have no folders).
-        table_uri = local
-        os.makedirs(table_uri, exist_ok=True)
-    return pafs.PyFileSystem(DeltaStorageHandler(table_uri, options=dict(storage_options or {}) or None))
 
 
 # -- statistics -----------------------------------------------------------------------

@@ -31,13 +31,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.delta_files import DATA_FOLDER
 from kafka_group.errors import (
     OffsetConflictError,
     OffsetStoreError,
@@ -47,17 +45,14 @@ from kafka_group.errors import (
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.delta.schema_evolution import SchemaMerge, merge_schemas, merged_columns
+from kafka_group.delta.table_location import DATA_FOLDER, local_table_path, table_filesystem
 
 __all__ = [
-    "DATA_FOLDER",
     "DeltaOffsetStore",
     "DataFile",
     "CommitCheck",
     "transaction_id",
     "group_marker_id",
-    "local_table_path",
-    "normalize_table_path",
-    "same_table_location",
 ]
 
 logger = logging.getLogger(__name__)
@@ -88,56 +83,6 @@ def transaction_id(group: str, tp: TopicPartition) -> str:
 def group_marker_id(group: str) -> str:
     """The transaction id that binds a table to ``group``."""
     return f"{_PREFIX}:{group}"
-
-
-#: A URI scheme (RFC 3986): two characters at least, so a Windows drive letter (``C:``) is a path.
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):(.*)$", re.DOTALL)
-
-
-def _split_scheme(path: str) -> Tuple[Optional[str], str]:
-    """``(scheme in lower case, the rest after ':')``, or ``(None, path)`` for a plain path."""
-    match = _SCHEME.match(path)
-    return (match.group(1).lower(), match.group(2)) if match else (None, path)
-
-
-def local_table_path(path: str) -> Optional[str]:
-    """The absolute local path of a table location that is on this machine's file system (a plain
-    path, or a ``file:`` URI), without a trailing slash; None for any other scheme (``s3://``,
-    ``abfss://``, ``gs://``, ``dbfs:/`` ...), which is never read as a local folder."""
-    scheme, rest = _split_scheme(path.strip())
-    if scheme is None:
-        return os.path.abspath(rest)
-    if scheme != "file":
-        return None
-    if rest.startswith("//"):  # file://<host>/path: an empty host or localhost is this machine
-        host, _, tail = rest[2:].partition("/")
-        if host not in ("", "localhost"):
-            return None
-        rest = "/" + tail
-    return os.path.abspath(rest)
-
-
-def normalize_table_path(path: str) -> str:
-    """A comparable form of a table location that keeps its scheme.
-
-    A local location (a plain path, relative to the working directory, or a ``file:`` URI in any of
-    its spellings) becomes an absolute path; any other URI keeps its scheme (in lower case) and its
-    authority, loses a trailing slash, and an empty authority (``dbfs:///x``) is written as Hadoop
-    writes it (``dbfs:/x``). Nothing else is changed: object keys are case-sensitive, and ``s3://``
-    and ``s3a://`` stay different locations.
-    """
-    local = local_table_path(path)
-    if local is not None:
-        return local
-    scheme, rest = _split_scheme(path.strip())
-    if rest.startswith("///"):
-        rest = rest[2:]
-    return f"{scheme}:{rest.rstrip('/') or '/'}"
-
-
-def same_table_location(a: str, b: str) -> bool:
-    """Whether two spellings of a table location name the same table (see :func:`normalize_table_path`)."""
-    return normalize_table_path(a) == normalize_table_path(b)
 
 
 @dataclass(frozen=True)
@@ -496,8 +441,6 @@ class DeltaOffsetStore:
         if self.references_any([f.path for f in files]):
             logger.warning("offsets.table '%s' references files of the refused commit; keeping them", self.table_path)
             return
-        from kafka_group.delta.delta_files import table_filesystem
-
         filesystem = table_filesystem(self.table_path, self._storage_options)
         for f in files:
             try:
