@@ -15,8 +15,8 @@ threads included):
    record already costs a ``Message`` object, a ``bytes`` object each for key and
    value (confluent-kafka copies them out of librdkafka's buffer when it builds the
    message) and a ``str`` for the topic.
-2. ``+accessors``: plus what :class:`kafka_group.read.fetch.MixedBatchBuilder` and
-   ``_take_contiguous`` call per record through ``map`` (error, offset, key, value,
+2. ``+accessors``: plus what :class:`kafka_group.read.batch_assembly.MixedBatchBuilder` and
+   ``take_contiguous`` call per record through ``map`` (error, offset, key, value,
    timestamp): no Python frame per record, but a C call and a reference each.
 3. ``read_range``: :func:`kafka_group.read.fetch.read_range` to Arrow batches of Spark's
    Kafka schema (the connector's full executor path).
@@ -80,7 +80,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from bench.workload import Workload, produce
 from kafka_group.config.client_config import reader_config
-from kafka_group.read.fetch import ReadSettings, read_range
+from kafka_group.read.fetch import read_range
+from kafka_group.read.read_settings import ReadSettings
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 #: The workloads of the issue: (records, value bytes).

@@ -28,7 +28,7 @@ from kafka_group.config.options import SourceOptions
 from kafka_group.plan.planning import pack_ranges
 
 if TYPE_CHECKING:
-    from kafka_group.read.fetch import ReadSettings
+    from kafka_group.read.read_settings import ReadSettings
 
 __all__ = ["KafkaGroupStreamReader", "OffsetRangesPartition", "read_settings"]
 
@@ -145,7 +145,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
 def read_settings(options: SourceOptions) -> "ReadSettings":
     """How an executor reads planned ranges (streams and batch reads alike)."""
-    from kafka_group.read.fetch import ReadSettings
+    from kafka_group.read.read_settings import ReadSettings
 
     return ReadSettings(
         client_config=reader_config(options.client_config, options.group_id),

@@ -13,9 +13,10 @@ from typing import Any, List
 import pytest
 from confluent_kafka import Producer
 
-from kafka_group.read import fetch
+from kafka_group.read import gaps
 from kafka_group.config.client_config import reader_config
-from kafka_group.read.fetch import ReadSettings, read_range
+from kafka_group.read.fetch import read_range
+from kafka_group.read.read_settings import ReadSettings
 from kafka_group.offsets import OffsetRange, TopicPartition
 from tests.support import Cluster, create_topic, unique_name
 
@@ -35,13 +36,13 @@ def test_a_range_of_small_transactions_reads_every_record_with_few_watermark_req
         producer.produce(topic, value=b"%d" % i, partition=0)
         producer.commit_transaction(60)
     asked: List[Any] = []
-    real = fetch._watermarks
+    real = gaps.watermarks
 
     def counted(consumer: Any, offset_range: OffsetRange) -> Any:
         asked.append(offset_range)
         return real(consumer, offset_range)
 
-    monkeypatch.setattr(fetch, "_watermarks", counted)  # counts this module's own requests; the client is real
+    monkeypatch.setattr(gaps, "watermarks", counted)  # counts this module's own requests; the client is real
     settings = ReadSettings(client_config=reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None),
                             include_headers=False, fail_on_data_loss=True, poll_timeout_ms=30_000,
                             max_records_per_batch=10_000)

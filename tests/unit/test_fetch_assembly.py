@@ -20,7 +20,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.read import fetch
 from kafka_group.errors import DataLossError, FetchError
-from kafka_group.read.fetch import MixedBatchBuilder, ReadSettings, partition_runs, read_passes
+from kafka_group.read.batch_assembly import MixedBatchBuilder, partition_runs, take_contiguous
+from kafka_group.read.fetch import read_passes
+from kafka_group.read.read_settings import ReadSettings
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read.record_schema import arrow_schema
 
@@ -83,12 +85,12 @@ def test_runs_follow_the_delivery_order_and_events_of_no_partition_are_their_own
 
 def test_the_fast_path_takes_only_a_run_of_its_topic_continuing_at_the_next_offset() -> None:
     run = recs(A0, 5, 10)
-    taken = fetch._take_contiguous(run, "a", 0, 5, 8)
+    taken = take_contiguous(run, "a", 0, 5, 8)
     assert taken is not None and taken[1] == [5, 6, 7] and len(taken[0]) == 3
-    assert fetch._take_contiguous(run, "a", 0, 4, 8) is None  # a gap before it
+    assert take_contiguous(run, "a", 0, 4, 8) is None  # a gap before it
     mixed = recs(A0, 5, 7) + [rec("b", 0, 7)] + recs(A0, 8, 10)  # a record of another topic inside
-    assert fetch._take_contiguous(mixed, "a", 0, 5, 10) is None
-    assert fetch._take_contiguous(run + [eof(A0, 10)], "a", 0, 5, 20) is None
+    assert take_contiguous(mixed, "a", 0, 5, 10) is None
+    assert take_contiguous(run + [eof(A0, 10)], "a", 0, 5, 20) is None
 
 
 # --- batches of several partitions ---------------------------------------------------------------

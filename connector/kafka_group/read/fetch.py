@@ -37,6 +37,10 @@ partition stay in offset order; across partitions the order is the arrival order
 Gaps inside a range are normal in compacted topics and around transaction
 markers; a gap is *data loss* only when the broker's earliest offset has moved
 past offsets the plan promised (retention, a deleted or recreated topic).
+
+This module is the read loop; the batch assembly is :mod:`kafka_group.read.batch_assembly`,
+gap and loss handling :mod:`kafka_group.read.gaps`, the settings
+:mod:`kafka_group.read.read_settings`.
 """
 
 from __future__ import annotations
@@ -45,198 +49,29 @@ import itertools
 import logging
 import operator
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import Consumer, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.errors import DataLossError, FetchError
+from kafka_group.errors import FetchError
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.read.reader_pool import DEFAULT_IDLE_TIMEOUT_MS, ReaderPool, default_pool
-from kafka_group.read.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
+from kafka_group.read import gaps
+from kafka_group.read.batch_assembly import MixedBatchBuilder, partition_runs, take_contiguous
+from kafka_group.read.read_settings import ReadSettings
+from kafka_group.read.reader_pool import ReaderPool, default_pool
 
 __all__ = [
-    "ReadSettings",
     "read_range",
     "read_ranges",
     "read_passes",
-    "partition_runs",
-    "MixedBatchBuilder",
 ]
 
 logger = logging.getLogger(__name__)
 
 _CONSUME_WAIT_S = 0.5
-
-# confluent-kafka's accessors, unbound: ``map(_OFFSET, messages)`` runs no Python frame per record.
-# Records of a partition always have an offset; headers are a list of pairs as confluent-kafka returns them.
-_KEY = Message.key
-_VALUE = Message.value
-_OFFSET = cast("Callable[[Message], int]", Message.offset)
-_TIMESTAMP = Message.timestamp
-_HEADERS = cast("Callable[[Message], Optional[List[Tuple[str, Optional[bytes]]]]]", Message.headers)
-_ERROR = Message.error
-_PARTITION = Message.partition
 _TOPIC = Message.topic
-
-_TIMESTAMP_ARROW = pa.timestamp("us", tz="UTC")
-#: librdkafka's ``TIMESTAMP_NOT_AVAILABLE``.
-_TIMESTAMP_NOT_AVAILABLE = 0
-
-
-@dataclass(frozen=True)
-class ReadSettings:
-    """How an executor reads a range.
-
-    Attributes
-    ----------
-    client_config : dict
-        Settings of the reader's Kafka client (see :func:`kafka_group.config.client_config.reader_config`).
-    include_headers : bool
-        Whether to return the ``headers`` column.
-    fail_on_data_loss : bool
-        Whether missing planned offsets fail the read (else they are skipped and logged).
-    poll_timeout_ms : int
-        The longest wait for the next planned record before the read fails.
-    max_records_per_batch : int
-        Records per returned Arrow batch.
-    client_idle_timeout_ms : int
-        How long the reader's client stays open in the process's pool after its
-        task, for the next task to reuse (``kafkaConsumer.cacheTimeoutMs``).
-    """
-
-    client_config: Mapping[str, str] = field(repr=False)
-    include_headers: bool
-    fail_on_data_loss: bool
-    poll_timeout_ms: int
-    max_records_per_batch: int
-    client_idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
-
-
-class MixedBatchBuilder:
-    """Accumulates runs of records of any partitions, then builds one Arrow batch of Spark's Kafka schema.
-
-    Per record, only confluent-kafka's own accessors run (through ``map`` over the
-    unbound ``Message`` methods, so no Python frame per record); every column is
-    then built in one call: ``topic`` and ``partition`` from the runs (a repeated
-    scalar when the batch holds one partition, else each run's value repeated by
-    its length), ``timestamp`` by one vectorized multiply, ``timestampType`` as a
-    repeated scalar when all records share a type (they do unless the topic mixes
-    them).
-
-    Parameters
-    ----------
-    include_headers : bool
-        Whether to build the ``headers`` column.
-    """
-
-    def __init__(self, include_headers: bool) -> None:
-        self._include_headers = include_headers
-        self._schema = arrow_schema(include_headers)
-        self._reset()
-
-    def _reset(self) -> None:
-        self._keys: List[Optional[bytes]] = []
-        self._values: List[Optional[bytes]] = []
-        self._offsets: List[int] = []
-        self._stamps: List[Tuple[int, int]] = []
-        self._headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
-        # One (topic, partition, count) per run; consecutive runs of one partition share an entry.
-        self._runs: List[List[Any]] = []
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def add_run(self, topic: str, partition: int, messages: Sequence[Message],
-                offsets: Optional[Sequence[int]] = None) -> None:
-        """Append confluent-kafka messages of one partition.
-
-        Parameters
-        ----------
-        topic : str
-            The records' topic.
-        partition : int
-            The records' partition.
-        messages : sequence of confluent_kafka.Message
-            Records of that partition, all without error, in offset order.
-        offsets : sequence of int, optional
-            Their offsets, when the caller has them already.
-        """
-        n = len(messages)
-        if n == 0:
-            return
-        self._keys.extend(map(_KEY, messages))
-        self._values.extend(map(_VALUE, messages))
-        self._offsets.extend(map(_OFFSET, messages) if offsets is None else offsets)
-        self._stamps.extend(map(_TIMESTAMP, messages))
-        if self._include_headers:
-            self._headers.extend(map(_HEADERS, messages))
-        runs = self._runs
-        if runs and runs[-1][1] == partition and runs[-1][0] == topic:
-            runs[-1][2] += n
-        else:
-            runs.append([topic, partition, n])
-
-    def build(self) -> pa.RecordBatch:
-        """Return the accumulated records as one batch and start a new one."""
-        n = len(self._offsets)
-        timestamps, timestamp_types = _timestamp_columns(self._stamps)
-        topics, partitions = _run_columns(self._runs, n)
-        columns = [
-            pa.array(self._keys, pa.binary()),
-            pa.array(self._values, pa.binary()),
-            topics,
-            partitions,
-            pa.array(self._offsets, pa.int64()),
-            timestamps,
-            timestamp_types,
-        ]
-        if self._include_headers:
-            columns.append(pa.array(self._headers, HEADER_TYPE))
-        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
-        self._reset()
-        return batch
-
-
-def _run_columns(runs: Sequence[Sequence[Any]], n: int) -> Tuple[pa.Array, pa.Array]:
-    """The ``topic`` and ``partition`` columns of ``n`` records from their ``(topic, partition, count)`` runs."""
-    if len(runs) <= 1:
-        topic, partition = (runs[0][0], runs[0][1]) if runs else ("", 0)
-        return pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n)
-    counts = [run[2] for run in runs]
-    partitions = pa.array(_repeat_each([run[1] for run in runs], counts), pa.int32())
-    names = list(dict.fromkeys(run[0] for run in runs))
-    if len(names) == 1:
-        return pa.repeat(pa.scalar(names[0], pa.string()), n), partitions
-    index = {name: i for i, name in enumerate(names)}
-    indices = pa.array(_repeat_each([index[run[0]] for run in runs], counts), pa.int32())
-    return pc.take(pa.array(names, pa.string()), indices), partitions
-
-
-def _repeat_each(values: Sequence[Any], counts: Sequence[int]) -> List[Any]:
-    """``values[i]`` repeated ``counts[i]`` times, in order (C-level loops only)."""
-    return list(itertools.chain.from_iterable(map(itertools.repeat, values, counts)))
-
-
-def _timestamp_columns(stamps: Sequence[Tuple[int, int]]) -> Tuple[pa.Array, pa.Array]:
-    """The ``timestamp`` and ``timestampType`` columns from librdkafka's ``(type, ms)`` pairs."""
-    n = len(stamps)
-    if n == 0:
-        return pa.array([], _TIMESTAMP_ARROW), pa.array([], pa.int32())
-    kinds, millis = zip(*stamps)
-    first = kinds[0]
-    if first != _TIMESTAMP_NOT_AVAILABLE and kinds.count(first) == n:
-        micros = pc.multiply(pa.array(millis, pa.int64()), 1000).cast(_TIMESTAMP_ARROW)
-        kind = pa.scalar(TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(first, -1), pa.int32())
-        return micros, pa.repeat(kind, n)
-    # Mixed types or records without a timestamp: per record (rare).
-    return (
-        pa.array([ms * 1000 if t != _TIMESTAMP_NOT_AVAILABLE else None for t, ms in stamps], _TIMESTAMP_ARROW),
-        pa.array([TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(t, -1) for t in kinds], pa.int32()),
-    )
 
 
 def read_range(
@@ -364,27 +199,6 @@ def read_passes(offset_ranges: Sequence[OffsetRange]) -> List[List[OffsetRange]]
     return passes
 
 
-def partition_runs(messages: Sequence[Message]) -> Iterator[Tuple[Optional[int], List[Message]]]:
-    """Split what ``consume()`` returned into runs of consecutive messages of one partition number.
-
-    A run may still hold records of two topics that share the partition number, or
-    error events; :func:`_take_contiguous` checks every record's topic.
-
-    Parameters
-    ----------
-    messages : sequence of confluent_kafka.Message
-        Records and events, in the order the client delivered them.
-
-    Yields
-    ------
-    tuple of (int or None, list of confluent_kafka.Message)
-        The partition number (None for events of no partition, such as transport
-        errors) and the run's messages.
-    """
-    for partition, run in itertools.groupby(messages, key=_PARTITION):
-        yield partition, list(run)
-
-
 class _Pending:
     """The read state of one range of a pass."""
 
@@ -429,7 +243,7 @@ def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: Read
             state = states.get((first_topic, partition)) if first_topic is not None else None
             if state is not None and not state.done:
                 topic = state.offset_range.topic_partition.topic
-                taken = _take_contiguous(run, topic, partition, state.next_offset, state.offset_range.until_offset)
+                taken = take_contiguous(run, topic, partition, state.next_offset, state.offset_range.until_offset)
                 if taken is not None:
                     # The common case, with no Python code per record: no errors, no gaps.
                     builder.add_run(topic, partition, *taken)
@@ -516,7 +330,7 @@ def _unpartitioned(consumer: Consumer, messages: List[Message], reading: _Pass, 
     """Error events of no partition; return whether a range moved.
 
     One that names a topic (the topic is gone, say) is an error of every pending range of
-    that topic, dealt with as :func:`_handle_error` does for one range. One that names
+    that topic, dealt with as :func:`~kafka_group.read.gaps.handle_error` does for one range. One that names
     none (transport, all brokers down) is logged when retriable and fails the task
     otherwise.
     """
@@ -528,7 +342,8 @@ def _unpartitioned(consumer: Consumer, messages: List[Message], reading: _Pass, 
         topic = message.topic()
         if topic is not None:
             for state in [s for s in reading.pending_states() if s.offset_range.topic_partition.topic == topic]:
-                next_offset = _handle_error(consumer, state.offset_range, state.next_offset, error, message, settings)
+                next_offset = gaps.handle_error(consumer, state.offset_range, state.next_offset, error, message,
+                                                settings)
                 progressed = reading.advance(state, next_offset) or progressed
             continue
         if error.fatal() or not error.retriable():
@@ -536,34 +351,6 @@ def _unpartitioned(consumer: Consumer, messages: List[Message], reading: _Pass, 
                              kafka_error_code=error.code())
         logger.warning("retriable error reading %s: %s", reading.describe_pending(), error.str())
     return progressed
-
-
-def _take_contiguous(
-    messages: List[Message], topic: str, partition: int, next_offset: int, until: int
-) -> Optional[Tuple[List[Message], List[int]]]:
-    """The messages and their offsets when they carry no error, are of ``topic`` and
-    ``partition``, and continue exactly at ``next_offset`` without a gap (cut at
-    ``until``); None otherwise."""
-    n = len(messages)
-    # Identity, not list.count(None): comparing a KafkaError with None by == leaves a
-    # Python exception set inside confluent-kafka (SystemError), seen at partition EOF.
-    if any(map(operator.is_not, map(_ERROR, messages), itertools.repeat(None))):
-        return None
-    # A run of partition_runs() is of one partition number, but a task's ranges may span
-    # topics that share it, and a reused client could deliver records of an earlier
-    # assignment (librdkafka drops them): every record's topic is checked (C-level loops).
-    first, last = messages[0], messages[-1]
-    if _PARTITION(first) != partition or _PARTITION(last) != partition:
-        return None
-    if list(map(_TOPIC, messages)).count(topic) != n:
-        return None
-    offsets = list(map(_OFFSET, messages))
-    if offsets != list(range(next_offset, next_offset + n)):
-        return None
-    if next_offset + n > until:
-        keep = until - next_offset
-        return messages[:keep], offsets[:keep]
-    return messages, offsets
 
 
 def _take_one_by_one(
@@ -593,7 +380,7 @@ def _take_one_by_one(
             continue
         error = message.error()
         if error is not None:
-            next_offset = _handle_error(consumer, offset_range, next_offset, error, message, settings)
+            next_offset = gaps.handle_error(consumer, offset_range, next_offset, error, message, settings)
             continue
         offset = message.offset()
         if offset is None or offset < next_offset:
@@ -603,116 +390,10 @@ def _take_one_by_one(
             break
         if offset > next_offset:
             if earliest is None:
-                earliest = _watermarks(consumer, offset_range)[0]
-            _check_gap(consumer, offset_range, next_offset, offset, settings, earliest)
+                earliest = gaps.watermarks(consumer, offset_range)[0]
+            gaps.check_gap(consumer, offset_range, next_offset, offset, settings, earliest)
         good.append(message)
         next_offset = offset + 1
     if good:
         builder.add_run(tp.topic, tp.partition, good)
     return next_offset
-
-
-def _handle_error(
-    consumer: Consumer,
-    offset_range: OffsetRange,
-    next_offset: int,
-    error: KafkaError,
-    message: Any,
-    settings: ReadSettings,
-) -> int:
-    """Deal with an error event; return the offset to continue from."""
-    code = error.code()
-    tp = offset_range.topic_partition
-    if code == KafkaError._PARTITION_EOF:
-        end = message.offset()
-        if end is not None and end >= offset_range.until_offset:
-            # The client delivered everything before the end in order: offsets of the range
-            # that never came hold no records for us (transaction markers, aborted or
-            # compacted records).
-            return offset_range.until_offset
-        if end is not None:
-            low, high = _watermarks(consumer, offset_range)
-            if high < offset_range.until_offset:
-                return _lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
-                             why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
-        return next_offset
-    if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
-        low, high = _watermarks(consumer, offset_range)
-        if low > next_offset:
-            return _lost(consumer, offset_range, next_offset, min(low, offset_range.until_offset), settings,
-                         why=f"the earliest offset on the broker is now {low} (retention or deleted records)")
-        if high < offset_range.until_offset:
-            return _lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
-                         why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
-        raise FetchError(f"offset {next_offset} of {tp} is out of range on the broker ({error.str()})",
-                         kafka_error_code=code)
-    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
-        return _lost(consumer, offset_range, next_offset, offset_range.until_offset, settings,
-                     why=f"the broker no longer has the partition ({error.str()})")
-    if error.fatal() or not error.retriable():
-        raise FetchError(f"reading {tp} at offset {next_offset} failed: {error.str()}", kafka_error_code=code)
-    logger.warning("retriable error reading %s at offset %d: %s", tp, next_offset, error.str())
-    return next_offset
-
-
-def _check_gap(consumer: Consumer, offset_range: OffsetRange, expected: int, got: int, settings: ReadSettings,
-               low: int) -> None:
-    """A gap ``[expected, got)`` in the delivered records is data loss when the broker's
-    earliest offset ``low`` is past its start; else no record was ever there."""
-    if low > expected:
-        _lost(consumer, offset_range, expected, min(low, got), settings,
-              why=f"the earliest offset on the broker is now {low} (retention or deleted records)",
-              reposition=False)
-    else:
-        logger.debug("gap in %s from %d to %d (compaction or transaction markers)", offset_range.topic_partition,
-                     expected, got)
-
-
-def _lost(
-    consumer: Consumer,
-    offset_range: OffsetRange,
-    missing_from: int,
-    missing_until: int,
-    settings: ReadSettings,
-    *,
-    why: str,
-    reposition: bool = True,
-) -> int:
-    tp = offset_range.topic_partition
-    text = (
-        f"data loss in {tp}: offsets [{missing_from}, {missing_until}) of the planned range "
-        f"[{offset_range.from_offset}, {offset_range.until_offset}) are no longer on the broker: {why}"
-    )
-    if settings.fail_on_data_loss:
-        raise DataLossError(
-            text + ". Set option 'failOnDataLoss' to 'false' to skip missing offsets and go on"
-        )
-    logger.warning("%s; skipping them because failOnDataLoss is false", text)
-    if reposition and missing_until < offset_range.until_offset:
-        _reposition(consumer, tp, missing_until)
-    return missing_until
-
-
-def _reposition(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
-    """Fetch ``tp`` from ``offset`` on, leaving the client's other partitions where they are.
-
-    ``assign()`` would replace the whole assignment; ``seek()`` fails on a partition whose
-    fetcher stopped at an offset error (``auto.offset.reset=error``). Removing the
-    partition and adding it back at the offset works in every state.
-    """
-    consumer.incremental_unassign([KafkaTopicPartition(tp.topic, tp.partition)])
-    consumer.incremental_assign([KafkaTopicPartition(tp.topic, tp.partition, offset)])
-
-
-def _watermarks(consumer: Consumer, offset_range: OffsetRange) -> Tuple[int, int]:
-    tp = offset_range.topic_partition
-    try:
-        low, high = consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=10,
-                                                   cached=False)
-    except KafkaException as exc:
-        error = exc.args[0]
-        if isinstance(error, KafkaError) and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                                              KafkaError._UNKNOWN_PARTITION):
-            return 0, 0
-        raise FetchError(f"could not read the watermarks of {tp}: {exc}") from exc
-    return int(low), int(high)
