@@ -124,7 +124,7 @@ def summarize(table: str, expected: int, seconds: float) -> bool:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    from kafka_group.delta.delta_offsets import transaction_id
+    from kafka_group.delta.offsets_table import transaction_id
     from kafka_group.offsets import TopicPartition
 
     delta = DeltaTable(table)

@@ -43,7 +43,8 @@ from kafka_group.delta.delta_files import (
     check_partition_columns,
     write_partitioned,
 )
-from kafka_group.delta.delta_offsets import DataFile, DeltaOffsetStore
+from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.table_location import normalize_table_path, same_table_location, table_filesystem
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point

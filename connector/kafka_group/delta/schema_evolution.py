@@ -22,6 +22,9 @@ The rule (``DeltaSink(..., merge_schema=...)``)
   (delta-rs) would read NULL from the batch's files. Two batch columns that differ only in case
   are refused too.
 - Nullability of columns both sides have is not compared: Spark writes every column nullable.
+
+:func:`batch_merge`, :func:`merge_or_raise` and :func:`describe_schema_mismatch` apply the rule to
+a deltalake table schema and a batch's Arrow schema (deltalake is imported when they are called).
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
-__all__ = ["SchemaMerge", "merge_schemas", "merged_columns", "type_name"]
+from kafka_group.errors import SchemaMismatchError
+
+__all__ = ["SchemaMerge", "batch_merge", "describe_schema_mismatch", "merge_or_raise", "merge_schemas", "merged_columns",
+           "type_name"]
 
 #: What a refused new column's message names as the fix.
 MERGE_FIX = "DeltaSink(..., merge_schema=True)"
@@ -203,3 +209,35 @@ def merged_columns(table: Mapping[str, Any], merged: Mapping[str, Any]) -> List[
     before = {f["name"]: f for f in table.get("fields", [])}
     return [dict(f) for f in merged.get("fields", []) if before.get(f["name"]) != f]
 
+
+# -- against a deltalake table ---------------------------------------------------------
+
+
+def describe_schema_mismatch(table_schema: Any, arrow_schema: Any, *, merge_schema: bool = False) -> List[str]:
+    """How a batch's Arrow schema differs from a Delta table's schema (empty when it fits);
+    the rule is :func:`merge_schemas`."""
+    return batch_merge(table_schema, arrow_schema, merge_schema).problems
+
+
+def batch_merge(table_schema: Any, arrow_schema: Any, merge_schema: bool) -> SchemaMerge:
+    """:func:`merge_schemas` of a deltalake table schema and a batch's Arrow schema."""
+    from deltalake.schema import Schema
+
+    try:
+        batch = json.loads(Schema.from_arrow(arrow_schema).to_json())
+    except Exception as exc:  # deltalake refuses names equal but for case, types Delta lacks
+        raise SchemaMismatchError(f"the batch's columns cannot be a Delta schema: {exc}. Nothing was committed and "
+                                  "no offset moved; rename or cast the columns in the transform") from exc
+    return merge_schemas(json.loads(table_schema.to_json()), batch, merge_schema=merge_schema)
+
+
+def merge_or_raise(table_path: str, table_schema: Any, arrow_schema: Any, batch: str,
+                    merge_schema: bool) -> SchemaMerge:
+    """:func:`batch_merge`, refusing a batch that does not fit (``batch`` names it in the error)."""
+    merge = batch_merge(table_schema, arrow_schema, merge_schema)
+    if merge.problems:
+        raise SchemaMismatchError(
+            f"{batch} does not fit the schema of Delta table '{table_path}': " + "; ".join(merge.problems)
+            + ". Nothing was committed and no offset moved"
+        )
+    return merge

@@ -23,7 +23,7 @@ from kafka_group.read.read_settings import ReadSettings
 __all__ = [
     "check_gap",
     "handle_error",
-    "reposition",
+    "reposition_partition",
     "skip_lost",
     "watermarks",
 ]
@@ -111,11 +111,11 @@ def skip_lost(
         )
     logger.warning("%s; skipping them because failOnDataLoss is false", text)
     if reposition and missing_until < offset_range.until_offset:
-        reposition(consumer, tp, missing_until)
+        reposition_partition(consumer, tp, missing_until)
     return missing_until
 
 
-def reposition(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
+def reposition_partition(consumer: Consumer, tp: TopicPartition, offset: int) -> None:
     """Fetch ``tp`` from ``offset`` on, leaving the client's other partitions where they are.
 
     ``assign()`` would replace the whole assignment; ``seek()`` fails on a partition whose

@@ -1,0 +1,162 @@
+"""Data-less commits to the offsets table: move a partition past lost offsets, hold the
+start of partitions a refused batch read, reset positions (the offsets tool).
+
+Each is a Delta commit of application transactions only (no ``add`` action), made on top of
+the version the caller checked; a race lost to another writer is checked again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, List, Mapping, Sequence
+
+from kafka_group.delta.offsets_table import (
+    COMMIT_ATTEMPTS,
+    GROUP_METADATA_KEY,
+    MARKER_VERSION,
+    OffsetsTable,
+    group_marker_id,
+    transaction_id,
+)
+from kafka_group.errors import OffsetStoreError
+from kafka_group.offsets import OffsetRange, TopicPartition
+
+__all__ = ["OffsetMoves"]
+
+logger = logging.getLogger(__name__)
+
+
+class OffsetMoves(OffsetsTable):
+    """The offsets table with its data-less commits (see the module docstring; parameters as
+    :class:`~kafka_group.delta.offsets_table.OffsetsTable`)."""
+
+    def move(self, tp: TopicPartition, expected: int, to: int, *, reason: str) -> bool:
+        """Move one partition from ``expected`` to ``to`` in a commit of its own (no data), only
+        if the table still has it at ``expected``.
+
+        The source calls this from its planning thread when it skips offsets the broker no
+        longer has (``failOnDataLoss=false``): the batch's range then starts at ``to``, and a
+        table left at ``expected`` would refuse every commit of the partition.
+
+        Parameters
+        ----------
+        tp : TopicPartition
+            The partition.
+        expected : int
+            Its position the caller planned from.
+        to : int
+            The new position.
+        reason : str
+            Recorded in the commit's metadata (``kafkaGroup.reason``) and the log.
+
+        Returns
+        -------
+        bool
+            Whether the table moved; False when its position is no longer ``expected``
+            (another member or a reset moved it) or it has never seen the partition.
+        """
+        for _ in range(COMMIT_ATTEMPTS):
+            table = self._load(refresh=True)
+            if table is None or self._positions_in(table, [tp]).get(tp) != expected:
+                return False
+            if self._try_move(table, {tp: to}, operation="skip", reason=reason):
+                logger.warning("offsets.table '%s': moved %s from %d to %d (%s)", self.table_path, tp, expected, to,
+                               reason)
+                return True
+        return False
+
+    def hold_unseen(self, ranges: Sequence[OffsetRange], *, reason: str) -> List[TopicPartition]:
+        """Record each range's ``from`` as the position of its partition, for the partitions
+        the table has never seen, in a commit of its own (no data).
+
+        The sink calls this for a batch that lands nothing (its offsets conflict and its
+        rows cannot be told apart by partition): the source's next batch, and any other
+        member of the group, then plans those partitions from where this batch started
+        instead of applying ``startingOffsets`` to them as to partitions never read.
+
+        Parameters
+        ----------
+        ranges : sequence of OffsetRange
+            The batch's ranges; only those of partitions the table has never seen are
+            recorded (conflicting and already committed ones have a position).
+        reason : str
+            Recorded in the commit's metadata (``kafkaGroup.reason``) and the log.
+
+        Returns
+        -------
+        list of TopicPartition
+            The partitions whose position this recorded; none when the table does not exist,
+            already knows every partition, or another writer recorded them first.
+        """
+        for _ in range(COMMIT_ATTEMPTS):
+            table = self._load(refresh=True)
+            if table is None:
+                return []
+            # Checked again on every attempt: a writer that won a race may have recorded some
+            # of them (its commit then holds them), and the others must still be recorded.
+            known = self._positions_in(table, [r.topic_partition for r in ranges])
+            unseen = {r.topic_partition: r.from_offset for r in ranges if r.topic_partition not in known}
+            if not unseen:
+                return []
+            if self._try_move(table, unseen, operation="hold", reason=reason):
+                logger.info("offsets.table '%s': recorded %s (%s)", self.table_path,
+                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
+                return sorted(unseen)
+        raise OffsetStoreError(
+            f"could not record where the partitions of a batch that landed nothing start in offsets.table "
+            f"'{self.table_path}': concurrent writers kept winning ({reason}). Nothing was landed; the batch is "
+            "retried when the query restarts"
+        )
+
+    def _try_move(self, table: Any, to: Mapping[TopicPartition, int], *, operation: str, reason: str) -> bool:
+        """One data-less commit setting ``to`` on top of ``table`` (the caller checked what it
+        expects there); False when another writer committed first and Delta refused it."""
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties, Transaction
+
+        properties = CommitProperties(
+            app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
+            + [Transaction(group_marker_id(self.group), MARKER_VERSION)],
+            custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
+                             "kafkaGroup.reason": reason},
+            # No retry inside delta-rs: a concurrent commit makes the caller check again.
+            max_commit_retries=0,
+        )
+        try:
+            table.create_write_transaction([], mode="append", schema=table.schema(), commit_properties=properties)
+        except CommitFailedError as exc:
+            logger.info("%s of %s in %s lost a race (%s); checking again", operation,
+                        ", ".join(map(str, sorted(to))), self.table_path, exc)
+            return False
+        return True
+
+    def reset(self, positions: Mapping[TopicPartition, int], *, reason: str) -> int:
+        """Set partitions' positions in a Delta commit of their own (no data).
+
+        A running query picks the new positions up at its next batch.
+
+        Returns
+        -------
+        int
+            The new table version.
+        """
+        from deltalake.transaction import CommitProperties, Transaction
+
+        table = self._load(refresh=True)
+        if table is None:
+            raise OffsetStoreError(
+                f"offsets.table '{self.table_path}' does not exist yet: run the query once before resetting offsets"
+            )
+        txns = [Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(positions.items())]
+        txns.append(Transaction(group_marker_id(self.group), MARKER_VERSION))
+        table.create_write_transaction(
+            [],
+            mode="append",
+            schema=table.schema(),
+            commit_properties=CommitProperties(
+                app_transactions=txns,
+                custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "reset", "reason": reason},
+            ),
+        )
+        table.update_incremental()
+        return int(table.version())

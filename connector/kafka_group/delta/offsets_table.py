@@ -1,0 +1,255 @@
+"""Table access for the offsets table: load it, bind it to one group, read positions, refuse what an append would break.
+
+A partition's position is the version of its Delta application transaction
+(:func:`transaction_id`); the group marker (:func:`group_marker_id`) binds a table to one
+consumer group from its first commit (the convention is :mod:`kafka_group.delta.delta_offsets`'s).
+:class:`OffsetsTable` is the base of the store: what it reads, the data-less commits
+(:mod:`kafka_group.delta.offset_moves`) and the commit with the data
+(:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`) build on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import urllib.parse
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
+from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
+from kafka_group.offsets import TopicPartition
+
+__all__ = [
+    "COMMIT_ATTEMPTS",
+    "GROUP_METADATA_KEY",
+    "MARKER_VERSION",
+    "OffsetsTable",
+    "group_marker_id",
+    "transaction_id",
+]
+
+logger = logging.getLogger(__name__)
+
+_PREFIX = "kafka-group"
+#: Commit metadata naming the group that wrote a commit.
+GROUP_METADATA_KEY = "kafkaGroup.groupId"
+#: The group marker's transaction version.
+MARKER_VERSION = 1
+_HISTORY_SCAN = 50
+#: Attempts of a commit that loses races to concurrent writers.
+COMMIT_ATTEMPTS = 10
+
+#: Table features (``protocol`` reader and writer features) that an append of plain Parquet files,
+#: as DeltaSink writes them, honours and that delta-rs commits (checked against deltalake 1.6.6).
+#: ``columnMapping`` is allowed as a name only while ``delta.columnMapping.mode`` is ``none``;
+#: ``invariants``, ``checkConstraints`` and ``generatedColumns`` only while none is defined
+#: (the sink writes its files with pyarrow, which evaluates none of them).
+_APPENDABLE_FEATURES = frozenset({
+    "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
+    "invariants", "timestampNtz", "v2Checkpoint", "variantType",
+})
+
+
+
+def transaction_id(group: str, tp: TopicPartition) -> str:
+    """The Delta application transaction id holding ``tp``'s position for ``group``."""
+    return f"{_PREFIX}:{group}:{tp.topic}:{tp.partition}"
+
+
+def group_marker_id(group: str) -> str:
+    """The transaction id that binds a table to ``group``."""
+    return f"{_PREFIX}:{group}"
+
+
+class OffsetsTable:
+    """Access to a Delta table that holds one group's Kafka positions.
+
+    Parameters
+    ----------
+    table_path : str
+        The Delta table (a local path or a URI delta-rs understands).
+    group : str
+        The consumer group whose positions this table holds.
+    storage_options : dict, optional
+        Passed to delta-rs for object stores.
+
+    Raises
+    ------
+    OffsetStoreError
+        The path exists but is not a Delta table, or the table belongs to another group.
+    """
+
+    def __init__(self, table_path: str, group: str, storage_options: Optional[Mapping[str, str]] = None) -> None:
+        self.table_path = table_path
+        self.group = group
+        self._storage_options = dict(storage_options or {})
+        self._table: Any = None
+        self._check_location()
+        table = self._load()
+        if table is not None:
+            self._check_group(table)
+
+    def exists(self) -> bool:
+        """Whether the Delta table exists yet (the first commit creates it)."""
+        return self._load() is not None
+
+    def positions(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The committed position of each of ``partitions`` the table has seen (latest table version)."""
+        table = self._load(refresh=True)
+        if table is None:
+            return {}
+        return self._positions_in(table, partitions)
+
+    def _positions_in(self, table: Any, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        result: Dict[TopicPartition, int] = {}
+        for tp in partitions:
+            version = table.transaction_version(transaction_id(self.group, tp))
+            if version is not None:
+                result[tp] = int(version)
+        return result
+
+    def partition_columns(self) -> Optional[List[str]]:
+        """The table's partition columns (as last loaded: :meth:`check` and :meth:`commit` refresh);
+        None when the table does not exist yet."""
+        table = self._load()
+        return None if table is None else list(table.metadata().partition_columns)
+
+    def configuration(self) -> Dict[str, Optional[str]]:
+        """The table's properties (``delta.*``; as last loaded); empty when the table does not exist yet."""
+        table = self._load()
+        return {} if table is None else dict(table.metadata().configuration or {})
+
+    def references_any(self, paths: Sequence[str]) -> bool:
+        """Whether the latest table version adds any of ``paths`` (relative to the table root).
+
+        The sink asks before it deletes the files of a refused commit: a commit whose answer
+        was lost (then refused as already committed) references them."""
+        import pyarrow as pa
+
+        table = self._load(refresh=True)
+        if table is None or not paths:
+            return False
+        # The log holds percent-encoded paths (URIs).
+        committed = {urllib.parse.unquote(p) for p in pa.table(table.get_add_actions(flatten=False)).column("path")
+                     .to_pylist()}
+        return any(p in committed for p in paths)
+
+    def check_partition_columns(self, partition_by: Sequence[str], table: Any = None) -> None:
+        """Refuse files partitioned by ``partition_by`` for a table partitioned otherwise (a table
+        not created yet takes any partitioning).
+
+        Raises
+        ------
+        SchemaMismatchError
+            The message names both partitionings and the fix.
+        """
+        table = self._load(refresh=True) if table is None else table
+        if table is None:
+            return
+        existing = list(table.metadata().partition_columns)
+        if existing != list(partition_by):
+            raise SchemaMismatchError(
+                f"DeltaSink partitions by {list(partition_by)} but Delta table '{self.table_path}' is partitioned "
+                f"by {existing}: pass DeltaSink(..., partition_by={existing}) (or leave partition_by out to follow "
+                "the table), or land into a new table. Nothing was written and no offset moved"
+            )
+
+    def _check_appendable(self, table: Any) -> None:
+        """Refuse ``table`` when the sink's appends would corrupt it or delta-rs cannot commit to it
+        (a table not created yet is not checked: the sink creates it).
+
+        Caller: DeltaSink on the driver, through :meth:`check` and :meth:`check_schema` before it
+        writes a batch's files, and :meth:`commit` again on the version it commits on.
+
+        Raises
+        ------
+        UnsupportedTableFeatureError
+            Column mapping (``delta.columnMapping.mode`` ``name`` or ``id``: the sink's files
+            carry the logical column names, which such a table's readers do not look for),
+            CHECK constraints, NOT NULL invariants, generated or identity columns (the sink's
+            files are not checked against them), or a reader or writer feature outside the ones
+            an append of plain Parquet files honours and delta-rs commits. The message names the
+            feature and the fix.
+        """
+        problems = _unsupported_features(table)
+        if problems:
+            raise UnsupportedTableFeatureError(
+                f"DeltaSink cannot write to offsets.table '{self.table_path}': " + "; ".join(problems)
+                + ". Nothing was written and no offset moved. Land into a new table without it (let the first "
+                "batch create the table, or CREATE TABLE ... USING DELTA without that feature), or remove it "
+                "from this table with delta-spark (ALTER TABLE ... DROP FEATURE / DROP CONSTRAINT)"
+            )
+
+    def _check_location(self) -> None:
+        local = local_table_path(self.table_path)
+        if local is None:  # an object store or another file system: delta-rs finds the table there
+            return
+        if os.path.isfile(local):
+            raise OffsetStoreError(
+                f"offsets.table '{self.table_path}' is a file, not a Delta table folder: point it at a folder"
+            )
+        if os.path.isdir(local) and not os.path.isdir(os.path.join(local, "_delta_log")):
+            visible = [n for n in os.listdir(local) if not n.startswith(".") and n != DATA_FOLDER]
+            if visible:
+                raise OffsetStoreError(
+                    f"offsets.table '{self.table_path}' is not a Delta table (the folder has files but no "
+                    "_delta_log): point it at a new folder or at the Delta table this query writes"
+                )
+
+    def _load(self, refresh: bool = False) -> Any:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        if self._table is not None:
+            if refresh:
+                self._table.update_incremental()
+            return self._table
+        try:
+            self._table = DeltaTable(self.table_path, storage_options=self._storage_options or None)
+        except TableNotFoundError:
+            return None
+        return self._table
+
+    def _check_group(self, table: Any) -> None:
+        if table.transaction_version(group_marker_id(self.group)) is not None:
+            return
+        for entry in table.history(_HISTORY_SCAN):
+            other = entry.get(GROUP_METADATA_KEY)
+            if other is not None and other != self.group:
+                raise OffsetStoreError(
+                    f"offsets.table '{self.table_path}' holds the offsets of consumer group '{other}', not "
+                    f"'{self.group}': a table's offsets belong to one group. Use group '{other}', or another table"
+                )
+
+
+def _unsupported_features(table: Any) -> List[str]:
+    """What in ``table``'s protocol, properties and schema an append of the sink's Parquet files
+    would not honour (empty when the table takes them)."""
+    protocol = table.protocol()
+    configuration = dict(table.metadata().configuration or {})
+    problems: List[str] = []
+    mode = configuration.get("delta.columnMapping.mode", "none")
+    if mode != "none":
+        problems.append(f"column mapping is on (table property delta.columnMapping.mode='{mode}'): the sink "
+                        "writes its Parquet files under the logical column names, which such a table's readers "
+                        "(delta-spark) do not look for, so they would read NULLs")
+    features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
+    unknown = sorted(features - _APPENDABLE_FEATURES)
+    if unknown:
+        problems.append(f"the table has the feature(s) {', '.join(unknown)}, which delta-rs (deltalake) cannot "
+                        "commit to, or which an append of plain Parquet files would not honour")
+    constraints = sorted(k for k in configuration if k.startswith("delta.constraints."))
+    if constraints:
+        problems.append(f"CHECK constraints ({', '.join(constraints)}) are defined: the sink's files are not "
+                        "checked against them")
+    for field in table.schema().fields:
+        metadata = dict(field.metadata or {})
+        if "delta.invariants" in metadata:
+            problems.append(f"column '{field.name}' has a NOT NULL or CHECK invariant (delta.invariants): the "
+                            "sink's files are not checked against it")
+        if "delta.generationExpression" in metadata:
+            problems.append(f"column '{field.name}' is generated (delta.generationExpression): the sink does not "
+                            "compute it")
+        if any(key.startswith("delta.identity.") for key in metadata):
+            problems.append(f"column '{field.name}' is an identity column: the sink does not assign its values")
+    return problems
