@@ -38,13 +38,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.delta_files import (
-    DEFAULT_INDEXED_COLUMNS,
-    check_partition_columns,
-    write_partitioned,
-)
 from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.delta_files import write_partitioned
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
+from kafka_group.delta.partition_values import check_partition_columns
 from kafka_group.delta.table_location import normalize_table_path, same_table_location, table_filesystem
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
