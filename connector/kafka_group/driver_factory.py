@@ -20,7 +20,7 @@ from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.group.membership import GroupMember, GroupOffsetCommitter
 from kafka_group.offsets import TopicPartition
-from kafka_group.config.options import SourceOptions, SubscriptionKind
+from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.group.rebalance_listener import load_rebalance_listener
 from kafka_group.source_driver import SourceDriver
 

@@ -24,7 +24,7 @@ from kafka_group.faults import crash_point
 from kafka_group.flow.flow_control import FlowControl
 from kafka_group.group.membership import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
-from kafka_group.config.options import SourceOptions
+from kafka_group.config.source_options import SourceOptions
 from kafka_group.plan.planning import BatchPlan, plan_batch
 from kafka_group.plan.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
 from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Sequence
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kafka_group.offsets import StartingOffsets
-from kafka_group.config.options import SourceOptions
+from kafka_group.config.source_options import SourceOptions
 from kafka_group.plan.planning import pack_ranges
 from pyspark_kafka_group.stream_reader import OffsetRangesPartition, read_settings
 
@@ -26,7 +26,7 @@ class KafkaGroupBatchReader(DataSourceReader):
     Parameters
     ----------
     options : SourceOptions
-        The read's options, checked by :func:`kafka_group.config.options.check_batch_options`.
+        The read's options, checked by :func:`kafka_group.config.option_rules.check_batch_options`.
     starting : StartingOffsets
         Where the read starts (``earliest`` unless set).
     """

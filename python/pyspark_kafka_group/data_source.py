@@ -7,7 +7,9 @@ from typing import Union
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from kafka_group.config.options import SourceOptions, check_batch_options, check_stream_options, parse_source_options
+from kafka_group.config.option_rules import check_batch_options, check_stream_options
+from kafka_group.config.options import parse_source_options
+from kafka_group.config.source_options import SourceOptions
 from kafka_group.read.record_schema import spark_ddl
 
 __all__ = ["KafkaGroupDataSource"]

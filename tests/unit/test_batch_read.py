@@ -9,7 +9,9 @@ import pytest
 from kafka_group.plan.batch_read import batch_ranges
 from kafka_group.errors import ConfigError, DataLossError, NoOffsetForTimestampError, UnknownTopicOrPartitionError
 from kafka_group.offsets import TopicPartition
-from kafka_group.config.options import SourceOptions, check_batch_options, check_stream_options, parse_source_options
+from kafka_group.config.option_rules import check_batch_options, check_stream_options
+from kafka_group.config.options import parse_source_options
+from kafka_group.config.source_options import SourceOptions
 from tests.unit.driver_fakes import T0, T1, FakeCluster
 
 
@@ -117,6 +119,6 @@ def test_sparks_stream_only_options_are_ignored_by_batch_reads_as_in_spark() -> 
 
 def test_every_refused_stream_option_is_a_declared_option() -> None:
     from kafka_group.config.option_catalog import OPTIONS
-    from kafka_group.config.options import _STREAM_ONLY
+    from kafka_group.config.option_rules import _STREAM_ONLY
 
     assert set(_STREAM_ONLY) <= {o.key for o in OPTIONS}

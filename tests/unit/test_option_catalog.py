@@ -21,7 +21,8 @@ from kafka_group.config.option_catalog import (
     readme_table_block,
     render_markdown_table,
 )
-from kafka_group.config.options import OPTION_DEFAULTS, OPTION_SPELLING, parse_source_options
+from kafka_group.config.option_catalog import OPTION_DEFAULTS, OPTION_SPELLING
+from kafka_group.config.options import parse_source_options
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 

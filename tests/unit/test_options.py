@@ -8,7 +8,8 @@ import pytest
 
 from kafka_group.errors import ConfigError, OffsetFormatError
 from kafka_group.offsets import EARLIEST, LATEST, TopicPartition
-from kafka_group.config.options import SubscriptionKind, parse_source_options
+from kafka_group.config.options import parse_source_options
+from kafka_group.config.source_options import SubscriptionKind
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", "kafka.group.id": "g"}
 

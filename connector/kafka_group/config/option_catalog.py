@@ -10,7 +10,7 @@ fix. Everything else is derived from :data:`OPTIONS`:
   declaration (:meth:`OptionSpec.get`: the user's value or the declared default,
   parsed), then applies the rules that involve more than one option;
 * the accepted spellings, the defaults and the "did you mean" hint for unknown
-  options (:data:`kafka_group.config.options.OPTION_SPELLING`, ``OPTION_DEFAULTS``);
+  options (:data:`OPTION_SPELLING`, :data:`OPTION_DEFAULTS`, below the declarations);
 * the README's option table (``python -m kafka_group.option_catalog --write README.md``;
   a unit test fails when it drifts from the declarations).
 
@@ -55,6 +55,8 @@ __all__ = [
     "one_of",
     "parse_duration_ms",
     "default_control_dir",
+    "OPTION_DEFAULTS",
+    "OPTION_SPELLING",
 ]
 
 #: Markers around the generated table in README.md.
@@ -599,6 +601,16 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     ISOLATION_LEVEL,
     KAFKA_CLIENT_SETTING,
 )
+
+
+#: Options of the source (lower-cased as Spark hands them) and their fixed defaults
+#: (None: no default, or one computed at parse time), from their one declaration in
+#: :mod:`kafka_group.config.option_catalog`.
+OPTION_DEFAULTS: Mapping[str, Optional[str]] = {o.key: o.default for o in OPTIONS if o.source_option}
+
+#: The declared spelling of each option of the source, for messages and the
+#: "did you mean" hint of an unknown option.
+OPTION_SPELLING: Mapping[str, str] = {o.key: o.name for o in OPTIONS if o.source_option}
 
 
 def render_markdown_table(options: Sequence[OptionSpec[Any]] = OPTIONS) -> str:

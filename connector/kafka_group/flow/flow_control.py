@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List
 from kafka_group.errors import FlowControlError
 from kafka_group.flow.flow_channel import ControlChannel
 from kafka_group.offsets import TopicPartition, partitions_by_topic
-from kafka_group.config.options import SourceOptions, SubscriptionKind
+from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.plan.planning import BatchPlan
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from kafka_group.plan.available_now import target_partitions
 from kafka_group.collaborators import Cluster
 from kafka_group.errors import BrokerUnavailableError, ConfigError, DataLossError, UnknownTopicOrPartitionError
 from kafka_group.offsets import LATEST, OffsetRange, StartingOffsets, StartSpec, TopicPartition
-from kafka_group.config.options import SourceOptions
+from kafka_group.config.source_options import SourceOptions
 from kafka_group.plan.positioning import resolve_positions, settle_times, unseen_by_time
 
 __all__ = ["batch_ranges"]
@@ -48,7 +48,7 @@ def batch_ranges(options: SourceOptions, starting: StartingOffsets, cluster: Clu
     options : SourceOptions
         The read's options (subscription, ``endingOffsets``..., ``failOnDataLoss``).
     starting : StartingOffsets
-        Where the read starts (:func:`kafka_group.config.options.check_batch_options`).
+        Where the read starts (:func:`kafka_group.config.option_rules.check_batch_options`).
     cluster : Cluster
         The cluster's metadata and offsets.
 
