@@ -60,7 +60,8 @@ from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read import gaps
 from kafka_group.read.batch_assembly import MixedBatchBuilder, partition_runs, take_contiguous
 from kafka_group.read.read_settings import ReadSettings
-from kafka_group.read.reader_pool import ReaderPool, default_pool
+from kafka_group.read.default_pool import default_pool
+from kafka_group.read.reader_pool import ReaderPool
 
 __all__ = [
     "read_range",
@@ -132,7 +133,7 @@ def read_ranges(
     settings : ReadSettings
         How to read.
     pool : ReaderPool, optional
-        Where the client comes from; the process's :func:`~kafka_group.read.reader_pool.default_pool`
+        Where the client comes from; the process's :func:`~kafka_group.read.default_pool.default_pool`
         when not given.
 
     Yields

@@ -52,7 +52,6 @@ The rules:
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import threading
@@ -60,13 +59,12 @@ import time
 from collections import OrderedDict, deque
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Type
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Tuple, Type
+
+from kafka_group.read.pool_clients import INHERITED, ConfigKey, IdleClient, PoolStats
 
 __all__ = [
-    "ReaderClient",
     "ReaderPool",
-    "PoolStats",
-    "default_pool",
     "DEFAULT_IDLE_TIMEOUT_MS",
     "MAX_IDLE_PER_KEY",
     "MAX_IDLE",
@@ -84,72 +82,6 @@ MAX_IDLE = 8
 _MAX_REAPER_WAIT_S = 3600.0
 #: ``consume()`` calls that empty a parked client's queue, at most (10,000 messages each).
 _MAX_DRAIN_CALLS = 100
-
-# Clients inherited through a fork, kept referenced for the life of the process (see the module docstring).
-_INHERITED: List[Any] = []
-
-
-class ReaderClient(Protocol):
-    """What the pool needs of a client (``confluent_kafka.Consumer`` has it)."""
-
-    def unassign(self) -> None:
-        """Drop the assignment (stops fetching)."""
-
-    def consume(self, num_messages: int = ..., timeout: float = ...) -> List[Any]:
-        """Messages and events from the client's queue."""
-
-    def close(self) -> None:
-        """Close the client."""
-
-
-class PoolStats(NamedTuple):
-    """Counters of a pool since it was made (or since its process forked).
-
-    Attributes
-    ----------
-    created : int
-        Clients the factory made.
-    reused : int
-        Checkouts served by an idle client.
-    closed : int
-        Clients closed by the pool (errors, idle timeout, the cap, :meth:`ReaderPool.close_all`).
-    idle : int
-        Clients parked now.
-    in_use : int
-        Clients checked out now.
-    """
-
-    created: int
-    reused: int
-    closed: int
-    idle: int
-    in_use: int
-
-
-class _ConfigKey:
-    """A client config as a dict key; its values (secrets among them) never show in a ``repr``."""
-
-    __slots__ = ("_items", "_hash")
-
-    def __init__(self, config: Mapping[str, str]) -> None:
-        self._items: Tuple[Tuple[str, str], ...] = tuple(sorted((str(k), str(v)) for k, v in config.items()))
-        self._hash = hash(self._items)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ConfigKey) and other._items == self._items
-
-    def __repr__(self) -> str:
-        return f"<reader config of {len(self._items)} settings>"
-
-
-class _Idle(NamedTuple):
-    client: Any
-    key: _ConfigKey
-    expires_at: float
-
 
 class ReaderPool:
     """Reader clients of one process, checked out one caller at a time.
@@ -192,15 +124,15 @@ class ReaderPool:
     def _reset(self) -> None:
         """Fresh state for this process (at construction, and in a forked child)."""
         if getattr(self, "_idle", None):
-            _INHERITED.extend(entry.client for entry in self._idle.values())
+            INHERITED.extend(entry.client for entry in self._idle.values())
         self._pid = self._getpid()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         # The thread holding the lock (see _locked), and returns queued while it held it.
         self._owner: Optional[int] = None
-        self._pending: Deque[Tuple[_ConfigKey, Any, float, bool]] = deque()
+        self._pending: Deque[Tuple[ConfigKey, Any, float, bool]] = deque()
         # Least recently returned first.
-        self._idle: "OrderedDict[int, _Idle]" = OrderedDict()
+        self._idle: "OrderedDict[int, IdleClient]" = OrderedDict()
         self._in_use = 0
         self._created = 0
         self._reused = 0
@@ -256,9 +188,9 @@ class ReaderPool:
         Caller: any thread (a Spark task's thread; benchmark threads). The client is
         the caller's alone until the block ends.
         """
-        return _Checkout(self, _ConfigKey(config), dict(config), idle_timeout_ms / 1000)
+        return _Checkout(self, ConfigKey(config), dict(config), idle_timeout_ms / 1000)
 
-    def _take(self, key: _ConfigKey, config: Dict[str, str]) -> Any:
+    def _take(self, key: ConfigKey, config: Dict[str, str]) -> Any:
         self._check_process()
         with self._locked():
             for token in reversed(self._idle):  # the most recently returned: its connections are warmest
@@ -278,7 +210,7 @@ class ReaderPool:
             self._created += 1
         return client
 
-    def _give_back(self, key: _ConfigKey, client: Any, idle_timeout_s: float, clean: bool) -> None:
+    def _give_back(self, key: ConfigKey, client: Any, idle_timeout_s: float, clean: bool) -> None:
         """Park a returned client (emptied first), or close it.
 
         Notes
@@ -307,13 +239,13 @@ class ReaderPool:
         if interrupted is not None:
             raise interrupted
 
-    def _park(self, key: _ConfigKey, client: Any, idle_timeout_s: float, clean: bool) -> List[Any]:
+    def _park(self, key: ConfigKey, client: Any, idle_timeout_s: float, clean: bool) -> List[Any]:
         """Park a returned client under the lock; return the clients to close. Called under the lock."""
         self._in_use -= 1
         if not clean:
             return [client]
         evicted: List[Any] = []
-        self._idle[id(client)] = _Idle(client, key, self._clock() + idle_timeout_s)
+        self._idle[id(client)] = IdleClient(client, key, self._clock() + idle_timeout_s)
         same = [t for t, e in self._idle.items() if e.key == key]
         for token in same[: max(0, len(same) - self._max_idle_per_key)]:
             evicted.append(self._idle.pop(token).client)
@@ -410,16 +342,10 @@ class ReaderPool:
             self.close_expired()
 
 
-def _consumer(config: Dict[str, str]) -> Any:
-    from confluent_kafka import Consumer
-
-    return Consumer(config)
-
-
 class _Checkout:
     """The context manager of :meth:`ReaderPool.client`."""
 
-    def __init__(self, pool: ReaderPool, key: _ConfigKey, config: Dict[str, str], idle_timeout_s: float) -> None:
+    def __init__(self, pool: ReaderPool, key: ConfigKey, config: Dict[str, str], idle_timeout_s: float) -> None:
         self._pool = pool
         self._key = key
         self._config = config
@@ -439,35 +365,9 @@ class _Checkout:
     ) -> None:
         client, self._client = self._client, None
         if self._pool._getpid() != self._pid:
-            _INHERITED.append(client)  # checked out before a fork: the parent's threads; never park, close or free it
+            INHERITED.append(client)  # checked out before a fork: the parent's threads; never park, close or free it
             return
         clean = exc_type is None or issubclass(exc_type, GeneratorExit)
         self._pool._give_back(self._key, client, self._idle_timeout_s, clean)
 
 
-_default: Optional[ReaderPool] = None
-_default_lock = threading.Lock()
-
-
-def default_pool() -> ReaderPool:
-    """The process's pool of ``confluent_kafka.Consumer`` readers (made on first use).
-
-    Notes
-    -----
-    Caller: any thread.
-    """
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = ReaderPool(_consumer)
-            atexit.register(_default.close_all)
-        return _default
-
-
-def _after_fork_in_child() -> None:
-    # The module lock may have been held by another thread at the fork: it would never be released here.
-    global _default_lock
-    _default_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
