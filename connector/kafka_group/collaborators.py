@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Sequence
 
-from kafka_group.group.membership import RebalanceEvent
+from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["Cluster", "Committer", "Member", "OffsetStore"]
@@ -47,7 +47,7 @@ class Cluster(Protocol):
 
 class Committer(Protocol):
     """Commits positions to a Kafka group, for lag tools
-    (:class:`~kafka_group.group.membership.GroupOffsetCommitter`, or the member itself)."""
+    (:class:`~kafka_group.group.offset_commits.GroupOffsetCommitter`, or the member itself)."""
 
     def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
         """Commit ``positions``; a failure is logged and loses nothing."""

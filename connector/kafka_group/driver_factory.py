@@ -4,7 +4,7 @@ The driver takes its cluster view, group member and offset store as arguments
 (so tests drive it with fakes); this module makes the real ones from the
 options: :class:`~kafka_group.group.cluster_metadata.ClusterView`,
 :class:`~kafka_group.group.membership.GroupMember` (or a
-:class:`~kafka_group.group.membership.GroupOffsetCommitter` for ``assign``),
+:class:`~kafka_group.group.offset_commits.GroupOffsetCommitter` for ``assign``),
 :class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`,
 :class:`~kafka_group.flow.event_time.EventTimeAlignment`, the user's rebalance
 listener and the flow-control channel.
@@ -18,7 +18,8 @@ from typing import Optional
 from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.flow.event_time import EventTimeAlignment
-from kafka_group.group.membership import GroupMember, GroupOffsetCommitter
+from kafka_group.group.membership import GroupMember
+from kafka_group.group.offset_commits import GroupOffsetCommitter
 from kafka_group.offsets import TopicPartition
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.group.rebalance_listener import load_rebalance_listener

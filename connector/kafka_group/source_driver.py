@@ -22,7 +22,7 @@ from kafka_group.plan.data_loss import checked_positions
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.faults import crash_point
 from kafka_group.flow.flow_control import FlowControl
-from kafka_group.group.membership import RebalanceEvent
+from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.config.source_options import SourceOptions
 from kafka_group.plan.planning import BatchPlan, plan_batch

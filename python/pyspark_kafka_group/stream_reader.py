@@ -64,7 +64,7 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _source_driver(self) -> Any:
         if self._driver is None:
             from kafka_group.log_setup import configure_from_env
-            from kafka_group.group.membership import leave_group_on_sigterm
+            from kafka_group.group.sigterm import leave_group_on_sigterm
 
             configure_from_env()
             from kafka_group.driver_factory import build_source_driver

@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Tuple
 import pytest
 from pyspark.sql import SparkSession
 
-from kafka_group.group.membership import GroupMember, RebalanceEvent
+from kafka_group.group.membership import GroupMember
+from kafka_group.group.rebalance_event import RebalanceEvent
 from tests.support import BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
 
 pytestmark = [

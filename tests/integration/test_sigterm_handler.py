@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 _CHILD = textwrap.dedent("""
     import os, signal, sys, threading
-    from kafka_group.group.membership import leave_group_on_sigterm
+    from kafka_group.group.sigterm import leave_group_on_sigterm
 
     lock = threading.Lock()
     closed = []
@@ -68,7 +68,8 @@ def test_second_sigterm_during_close_neither_deadlocks_nor_recloses() -> None:
 
 _ASSIGN_CHILD = textwrap.dedent("""
     import os, signal, sys
-    from kafka_group.group.membership import GroupOffsetCommitter, leave_group_on_sigterm
+    from kafka_group.group.offset_commits import GroupOffsetCommitter
+    from kafka_group.group.sigterm import leave_group_on_sigterm
     from kafka_group.offsets import TopicPartition
 
     servers, group, topic = sys.argv[1:4]

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from kafka_group.group.membership import RebalanceEvent
+from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.config.options import parse_source_options
 from kafka_group.config.source_options import SourceOptions

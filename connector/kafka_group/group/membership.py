@@ -15,12 +15,8 @@ under one lock.
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
-from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -28,47 +24,16 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError
+from kafka_group.group.offset_commits import commit_positions
+from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import TopicPartition
 
-__all__ = ["GroupMember", "GroupOffsetCommitter", "RebalanceEvent", "leave_group_on_sigterm"]
+__all__ = ["GroupMember"]
 
 logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT_S = 0.05
 _IDLE_BETWEEN_POLLS_S = 0.05
-
-
-@dataclass(frozen=True)
-class RebalanceEvent:
-    """One change of the member's assignment."""
-
-    kind: str
-    """``assign``, ``revoke`` or ``lost``."""
-    partitions: FrozenSet[TopicPartition]
-    """The partitions added (assign) or removed (revoke, lost)."""
-    generation: int
-    """The member's rebalance count after this event (1 after the first assignment)."""
-    owned: FrozenSet[TopicPartition] = frozenset()
-    """Every partition the member owns after this event."""
-    group_id: str = ""
-    """The consumer group."""
-    member_id: str = ""
-    """The member id the group coordinator gave this member ("" before it had one)."""
-    at: float = field(default_factory=time.time)
-    """When the event happened (seconds since the epoch)."""
-
-    @property
-    def cause(self) -> str:
-        """Why the assignment changed, in words, as far as a member can tell."""
-        return _CAUSES.get(self.kind, self.kind)
-
-
-_CAUSES = {
-    "assign": "the group coordinator assigned partitions (this member joined, or the group rebalanced)",
-    "revoke": "the group is rebalancing (a member joined or left, or the subscription's topics changed)",
-    "lost": "this member lost its membership (session timed out or it was fenced); the partitions may "
-            "already belong to another member",
-}
 
 
 class GroupMember:
@@ -386,85 +351,3 @@ class GroupMember:
                 listener(event)
             except Exception:  # a user's listener must not break the member
                 logger.exception("rebalance listener %r failed", listener)
-
-
-def commit_positions(
-    consumer: Consumer, lock: Any, group_id: str, positions: Mapping[TopicPartition, int]
-) -> bool:
-    """Commit ``positions`` to ``group_id`` synchronously, under ``lock``.
-
-    Returns whether it succeeded; a failure (for example after a rebalance) is
-    logged and loses nothing: the positions are kept elsewhere.
-    """
-    if not positions:
-        return True
-    offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
-    with lock:
-        try:
-            consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", group_id, exc)
-            return False
-    return True
-
-
-class GroupOffsetCommitter:
-    """Commits positions to a group without joining it (for ``assign`` with ``kafka.group.id``).
-
-    Callers: Spark's planning calls and the SIGTERM handler, both on the runner's main thread.
-
-    Kafka accepts such commits while the group has no active members; lag tools
-    then show this query's progress under the group's name.
-    """
-
-    def __init__(self, client_config: Mapping[str, str], group_id: str) -> None:
-        self.group_id = group_id
-        # Reentrant: Spark's commit() calls commit() on the runner's main thread, and the
-        # SIGTERM handler (leave_group_on_sigterm) runs close() on that same thread, possibly
-        # between two bytecodes of commit()'s locked block; it must not wait on its own thread.
-        self._lock = threading.RLock()
-        self._consumer = Consumer(member_config(client_config, group_id))
-
-    def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
-        """Commit ``positions``; a failure is logged and loses nothing."""
-        return commit_positions(self._consumer, self._lock, self.group_id, positions)
-
-    def close(self) -> None:
-        """Release the client."""
-        with self._lock:
-            self._consumer.close()
-
-
-def leave_group_on_sigterm(close: Callable[[], None]) -> None:
-    """Make SIGTERM leave the group before the process ends.
-
-    Spark ends the process that hosts a Python streaming source with SIGTERM
-    when the query stops, without calling ``stop()``. Without a handler the
-    member would linger in the group until its session times out, and the
-    other members would wait that long for its partitions.
-
-    Further SIGTERMs while ``close`` runs are ignored: Spark can send two, and a
-    second handler run inside the first one's ``close`` waited for ever on a lock
-    the first one held (a ``threading.Event``'s), leaving the process behind its
-    JVM.
-
-    Only works when called from the main thread; does nothing elsewhere.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def handler(signum: int, frame: Optional[FrameType]) -> None:
-        # Python runs handlers only in the main thread, between bytecodes: nothing can
-        # run between entering this handler and ignoring the signal.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            close()
-        finally:
-            if callable(previous):
-                previous(signum, frame)
-            else:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, handler)
