@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from bench.workload import Workload
 from kafka_group.config.client_config import reader_config
+from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read.fetch import read_ranges
 from kafka_group.read.read_settings import ReadSettings
-from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["raw_consume", "python_read_path", "kcat_drain", "cpu_scaling"]
 

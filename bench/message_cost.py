@@ -80,9 +80,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from bench.workload import Workload, produce
 from kafka_group.config.client_config import reader_config
+from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read.fetch import read_range
 from kafka_group.read.read_settings import ReadSettings
-from kafka_group.offsets import OffsetRange, TopicPartition
 
 #: The workloads of the issue: (records, value bytes).
 WORKLOADS: Tuple[Tuple[int, int], ...] = ((1_000_000, 100), (200_000, 1024))

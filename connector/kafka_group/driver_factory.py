@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from kafka_group.group.cluster_metadata import ClusterView
+from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.flow.event_time import EventTimeAlignment
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.group.membership import GroupMember
 from kafka_group.group.offset_commits import GroupOffsetCommitter
-from kafka_group.offsets import TopicPartition
-from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.group.rebalance_listener import load_rebalance_listener
+from kafka_group.offsets import TopicPartition
 from kafka_group.source_driver import SourceDriver
 
 __all__ = ["build_source_driver"]

@@ -24,9 +24,9 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError, KafkaGroupError
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.offsets import TopicPartition, parse_starting_offsets
 
 __all__ = ["PartitionOffsets", "show_offsets", "reset_offsets", "parse_timestamp", "main"]

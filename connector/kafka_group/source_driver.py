@@ -16,18 +16,18 @@ import functools
 import logging
 from typing import AbstractSet, Any, Dict, FrozenSet, Optional
 
-from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.collaborators import Cluster, Committer, Member, OffsetStore
-from kafka_group.plan.data_loss import checked_positions
-from kafka_group.flow.event_time import EventTimeAlignment
+from kafka_group.config.source_options import SourceOptions
 from kafka_group.faults import crash_point
+from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.flow.flow_control import FlowControl
+from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report
 from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
-from kafka_group.config.source_options import SourceOptions
+from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
+from kafka_group.plan.data_loss import checked_positions
 from kafka_group.plan.planning import BatchPlan, plan_batch
 from kafka_group.plan.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
-from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report
 from kafka_group.plan.trigger_gate import ENOUGH_RECORDS, TriggerGate
 
 __all__ = ["SourceDriver"]
@@ -167,8 +167,7 @@ class SourceDriver:
                 sum(r.size for r in plan.ranges)):
             # minOffsetsPerTrigger: this trigger is skipped (an AvailableNow run must end: it is not gated).
             # The status shows the partitions it would have read as held by that rule.
-            skipped = BatchPlan([], {**plan.held, **{r.topic_partition: ENOUGH_RECORDS for r in plan.ranges}})
-            self.flow.planned(checked, self._latest, skipped, self._member)
+            self.flow.planned(checked, self._latest, plan.held_for_records(ENOUGH_RECORDS), self._member)
             return None
         self.flow.planned(checked, self._latest, plan, self._member)
         if not plan.ranges and flow == dict(start.flow):
@@ -176,9 +175,7 @@ class SourceDriver:
         ranges = self._book.start_batch(positions, checked, plan.ranges)
         group, table = self._doc_metadata()
         end = BatchOffsets.from_ranges(positions, ranges, group=group, offsets_table=table, flow=flow)
-        logger.info("planned %d records: %s%s", sum(r.size for r in ranges), ", ".join(str(r) for r in ranges)
-                    or "nothing", "; held back: " + ", ".join(f"{tp} ({why})" for tp, why in sorted(plan.held.items()))
-                    if plan.held else "")
+        logger.info("planned %s", BatchPlan(ranges, plan.held).describe())
         return end
 
     def latest_report(self) -> Dict[TopicPartition, int]:
@@ -240,7 +237,7 @@ class SourceDriver:
                 client.close()
 
     def _position_new_partitions(self, start: BatchOffsets) -> None:
-        """Position the partitions that entered ownership since the last plan (see :mod:`~kafka_group.plan.positioning`)."""
+        """Position the partitions that entered ownership since the last plan (:mod:`~kafka_group.plan.positioning`)."""
         new = self._book.unpositioned(self.owned())
         if not new:
             return

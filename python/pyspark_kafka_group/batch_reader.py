@@ -12,8 +12,8 @@ from typing import Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from kafka_group.offsets import StartingOffsets
 from kafka_group.config.source_options import SourceOptions
+from kafka_group.offsets import StartingOffsets
 from kafka_group.plan.planning import pack_ranges
 from pyspark_kafka_group.stream_reader import OffsetRangesPartition, read_settings
 

@@ -22,9 +22,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kafka_group.config.client_config import reader_config
+from kafka_group.config.source_options import SourceOptions
 from kafka_group.formats import read_offset_document, write_latest_report, write_offset_document
 from kafka_group.offsets import OffsetRange
-from kafka_group.config.source_options import SourceOptions
 from kafka_group.plan.planning import pack_ranges
 
 if TYPE_CHECKING:

@@ -13,11 +13,11 @@ from typing import Any, List
 import pytest
 from confluent_kafka import Producer
 
-from kafka_group.read import gaps
 from kafka_group.config.client_config import reader_config
+from kafka_group.offsets import OffsetRange, TopicPartition
+from kafka_group.read import gaps
 from kafka_group.read.fetch import read_range
 from kafka_group.read.read_settings import ReadSettings
-from kafka_group.offsets import OffsetRange, TopicPartition
 from tests.support import Cluster, create_topic, unique_name
 
 pytestmark = pytest.mark.integration

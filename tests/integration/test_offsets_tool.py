@@ -7,8 +7,8 @@ import pathlib
 import pytest
 from pyspark.sql import SparkSession
 
-from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.errors import ConfigError
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.offsets import TopicPartition
 from kafka_group.offsets_tool import main, reset_offsets, show_offsets
 from pyspark_kafka_group import DeltaSink

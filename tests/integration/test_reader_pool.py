@@ -23,11 +23,11 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_group.config.client_config import reader_config
 from kafka_group.errors import DataLossError
-from kafka_group.read.fetch import read_ranges
-from kafka_group.read.read_settings import ReadSettings
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read.default_pool import default_pool
+from kafka_group.read.fetch import read_ranges
 from kafka_group.read.pool_clients import PoolStats
+from kafka_group.read.read_settings import ReadSettings
 from tests.support import Cluster, create_topic, produce, unique_name
 
 pytestmark = pytest.mark.integration

@@ -6,12 +6,12 @@ from typing import Dict, Tuple
 
 import pytest
 
-from kafka_group.plan.batch_read import batch_ranges
-from kafka_group.errors import ConfigError, DataLossError, NoOffsetForTimestampError, UnknownTopicOrPartitionError
-from kafka_group.offsets import TopicPartition
 from kafka_group.config.option_rules import check_batch_options, check_stream_options
 from kafka_group.config.options import parse_source_options
 from kafka_group.config.source_options import SourceOptions
+from kafka_group.errors import ConfigError, DataLossError, NoOffsetForTimestampError, UnknownTopicOrPartitionError
+from kafka_group.offsets import TopicPartition
+from kafka_group.plan.batch_read import batch_ranges
 from tests.unit.driver_fakes import T0, T1, FakeCluster
 
 

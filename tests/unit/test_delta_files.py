@@ -13,7 +13,12 @@ import pytest
 
 from kafka_group.delta.delta_files import write_partitioned
 from kafka_group.delta.file_stats import FileStats
-from kafka_group.delta.partition_values import check_partition_columns, data_file_path, escape_path_name, partition_value
+from kafka_group.delta.partition_values import (
+    check_partition_columns,
+    data_file_path,
+    escape_path_name,
+    partition_value,
+)
 from kafka_group.delta.table_location import table_filesystem
 from kafka_group.errors import ConfigError
 

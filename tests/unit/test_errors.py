@@ -7,8 +7,8 @@ import pickle
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.errors import BrokerUnavailableError, GroupMembershipError, KafkaGroupError
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.group.membership import GroupMember
 
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from kafka_group.config.option_catalog import OPTION_SPELLING
+from kafka_group.config.options import parse_source_options
 from kafka_group.errors import KafkaGroupError
 from kafka_group.formats import read_offset_document
 from kafka_group.offsets import parse_assign, parse_starting_offsets
-from kafka_group.config.option_catalog import OPTION_SPELLING
-from kafka_group.config.options import parse_source_options
 
 KEYS = list(OPTION_SPELLING.values()) + [
     "kafka.bootstrap.servers", "kafka.group.id", "kafka.group.instance.id", "kafka.enable.auto.commit",

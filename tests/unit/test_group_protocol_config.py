@@ -7,8 +7,8 @@ from typing import Dict
 import pytest
 
 from kafka_group.config.client_config import CLASSIC_ONLY_KEYS, member_config
-from kafka_group.errors import ConfigError
 from kafka_group.config.options import parse_source_options
+from kafka_group.errors import ConfigError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", "kafka.group.id": "g"}
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from kafka_group.errors import ConfigError
 from kafka_group.config.option_catalog import (
     CONTROL_DIR,
     FETCH_MAX_TASKS,
@@ -23,6 +22,7 @@ from kafka_group.config.option_catalog import (
 )
 from kafka_group.config.option_catalog import OPTION_DEFAULTS, OPTION_SPELLING
 from kafka_group.config.options import parse_source_options
+from kafka_group.errors import ConfigError
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 

@@ -6,10 +6,10 @@ from typing import Dict
 
 import pytest
 
-from kafka_group.errors import ConfigError, OffsetFormatError
-from kafka_group.offsets import EARLIEST, LATEST, TopicPartition
 from kafka_group.config.options import parse_source_options
 from kafka_group.config.source_options import SubscriptionKind
+from kafka_group.errors import ConfigError, OffsetFormatError
+from kafka_group.offsets import EARLIEST, LATEST, TopicPartition
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", "kafka.group.id": "g"}
 

@@ -6,10 +6,10 @@ from typing import Dict, Optional
 
 import pytest
 
-from kafka_group.plan.available_now import short_of_end, unfinished
-from kafka_group.plan.data_loss import LossCheck, check_positions, past_end, table_moves
 from kafka_group.errors import DataLossError
 from kafka_group.offsets import EARLIEST, LATEST, StartingOffsets, TopicPartition
+from kafka_group.plan.available_now import short_of_end, unfinished
+from kafka_group.plan.data_loss import LossCheck, check_positions, past_end, table_moves
 from kafka_group.plan.positioning import (
     follow_table,
     is_resumed,

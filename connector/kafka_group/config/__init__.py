@@ -1,1 +1,2 @@
-"""Configuration: the option catalog (one declaration per option), the rules between options, librdkafka client settings."""
+"""Configuration: the option catalog (one declaration per option), the parsed options, the rules
+between options, librdkafka client settings."""

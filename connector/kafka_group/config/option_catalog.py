@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
+from kafka_group.group.rebalance_listener import check_listener_spec
 from kafka_group.offsets import (
     EARLIEST,
     LATEST,
@@ -41,7 +42,6 @@ from kafka_group.offsets import (
     parse_starting_timestamps,
 )
 from kafka_group.plan.planning import SHARING_MODES
-from kafka_group.group.rebalance_listener import check_listener_spec
 
 __all__ = [
     "OptionSpec",

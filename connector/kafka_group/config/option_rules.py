@@ -46,7 +46,7 @@ def check_stream_options(options: SourceOptions) -> None:
 
 
 def check_group_given(options: SourceOptions, *, batch_hint: bool) -> None:
-    """A stream with ``subscribe`` or ``subscribePattern`` needs ``kafka.group.id`` (``batch_hint``: say a batch read does not)."""
+    """``subscribe`` and ``subscribePattern`` need ``kafka.group.id`` (``batch_hint``: say a batch read does not)."""
     kind = options.subscription_kind
     if kind != SubscriptionKind.ASSIGN and not options.group_id:
         raise ConfigError(

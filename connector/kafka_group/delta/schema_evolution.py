@@ -36,8 +36,10 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from kafka_group.errors import SchemaMismatchError
 
-__all__ = ["SchemaMerge", "batch_merge", "describe_schema_mismatch", "merge_or_raise", "merge_schemas", "merged_columns",
-           "type_name"]
+__all__ = [
+    "SchemaMerge", "batch_merge", "describe_schema_mismatch", "merge_or_raise", "merge_schemas", "merged_columns",
+    "type_name",
+]
 
 #: What a refused new column's message names as the fix.
 MERGE_FIX = "DeltaSink(..., merge_schema=True)"

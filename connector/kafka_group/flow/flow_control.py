@@ -25,10 +25,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import FlowControlError
 from kafka_group.flow.flow_channel import ControlChannel
 from kafka_group.offsets import TopicPartition, partitions_by_topic
-from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.plan.planning import BatchPlan
 
 if TYPE_CHECKING:

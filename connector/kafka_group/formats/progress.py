@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from kafka_group.errors import FormatError
-from kafka_group.formats.json_values import is_offset, loads, partition_lists, partition_number, show, source_offset_value
+from kafka_group.formats.json_values import (
+    is_offset,
+    loads,
+    partition_lists,
+    partition_number,
+    show,
+    source_offset_value,
+)
 from kafka_group.formats.offset_document import FLOW_KEY, read_offset_document, write_offset_document
 from kafka_group.offsets import BatchOffsets, TopicPartition
 

@@ -18,9 +18,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from kafka_group.config.client_config import isolation_level
+from kafka_group.config.source_options import redact_client_config
 from kafka_group.errors import BrokerUnavailableError, UnknownTopicOrPartitionError
 from kafka_group.offsets import TopicPartition
-from kafka_group.config.source_options import redact_client_config
 
 __all__ = ["ClusterView"]
 

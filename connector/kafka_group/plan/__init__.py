@@ -1,1 +1,2 @@
-"""Planning decisions: batch plans, starting positions, data-loss checks, AvailableNow targets, trigger thresholds, bounded batch reads."""
+"""Planning decisions: batch plans, starting positions, data-loss checks, AvailableNow targets,
+trigger thresholds, bounded batch reads."""

@@ -15,9 +15,9 @@ import time
 from typing import AbstractSet, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple, TypeVar
 
 from kafka_group.collaborators import Cluster, Member, OffsetStore
+from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError
 from kafka_group.offsets import LATEST, StartSpec, TopicPartition
-from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 
 __all__ = ["Unfinished", "await_end", "find_unfinished", "short_of_end", "target_offsets", "target_partitions",
            "unfinished"]

@@ -28,11 +28,11 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Mapping
 
-from kafka_group.plan.available_now import target_partitions
 from kafka_group.collaborators import Cluster
+from kafka_group.config.source_options import SourceOptions
 from kafka_group.errors import BrokerUnavailableError, ConfigError, DataLossError, UnknownTopicOrPartitionError
 from kafka_group.offsets import LATEST, OffsetRange, StartingOffsets, StartSpec, TopicPartition
-from kafka_group.config.source_options import SourceOptions
+from kafka_group.plan.available_now import target_partitions
 from kafka_group.plan.positioning import resolve_positions, settle_times, unseen_by_time
 
 __all__ = ["batch_ranges"]

@@ -72,6 +72,17 @@ class BatchPlan:
     ranges: List[OffsetRange]
     held: Dict[TopicPartition, str]
 
+    def held_for_records(self, reason: str) -> "BatchPlan":
+        """This plan skipped as a whole (``minOffsetsPerTrigger``): no range, each of its partitions
+        held for ``reason``, with the ones it held already."""
+        return BatchPlan([], {**self.held, **{r.topic_partition: reason for r in self.ranges}})
+
+    def describe(self) -> str:
+        """``records: ranges; held back: partitions (why)`` for the log."""
+        held = ("; held back: " + ", ".join(f"{tp} ({why})" for tp, why in sorted(self.held.items()))
+                if self.held else "")
+        return f"{sum(r.size for r in self.ranges)} records: {', '.join(map(str, self.ranges)) or 'nothing'}{held}"
+
 
 def allocate_budget(backlogs: Mapping[TopicPartition, int], budget: Optional[int]) -> Dict[TopicPartition, int]:
     """Share a batch budget among partitions in proportion to their backlogs.

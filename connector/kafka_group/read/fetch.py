@@ -59,8 +59,8 @@ from kafka_group.errors import FetchError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read import gaps
 from kafka_group.read.batch_assembly import MixedBatchBuilder, partition_runs, take_contiguous
-from kafka_group.read.read_settings import ReadSettings
 from kafka_group.read.default_pool import default_pool
+from kafka_group.read.read_settings import ReadSettings
 from kafka_group.read.reader_pool import ReaderPool
 
 __all__ = [
