@@ -36,13 +36,8 @@ from typing import Any, Mapping, Optional, Sequence
 from kafka_group.delta.commit_files import DataFile, check_local_files, delete_files
 from kafka_group.delta.offset_check import CommitCheck, check_ranges
 from kafka_group.delta.offset_moves import OffsetMoves
-from kafka_group.delta.offsets_table import (
-    COMMIT_ATTEMPTS,
-    GROUP_METADATA_KEY,
-    MARKER_VERSION,
-    group_marker_id,
-    transaction_id,
-)
+from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, MARKER_VERSION
+from kafka_group.delta.offsets_table import group_marker_id, transaction_id
 from kafka_group.delta.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
 from kafka_group.errors import OffsetConflictError, OffsetStoreError
 from kafka_group.faults import crash_point
@@ -71,19 +66,8 @@ class DeltaOffsetStore(OffsetMoves):
     :class:`~kafka_group.delta.offsets_table.OffsetsTable`'s, the data-less commits
     :class:`~kafka_group.delta.offset_moves.OffsetMoves`'.
 
-    Parameters
-    ----------
-    table_path : str
-        The Delta table (a local path or a URI delta-rs understands).
-    group : str
-        The consumer group whose positions this store holds.
-    storage_options : dict, optional
-        Passed to delta-rs for object stores.
-
-    Raises
-    ------
-    OffsetStoreError
-        The path exists but is not a Delta table, or the table belongs to another group.
+    Parameters and errors: :class:`~kafka_group.delta.offsets_table.OffsetsTable`'s (the table, its
+    group, delta-rs storage options).
     """
 
     # -- the offset check --------------------------------------------------------------

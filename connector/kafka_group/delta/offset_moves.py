@@ -10,14 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Mapping, Sequence
 
-from kafka_group.delta.offsets_table import (
-    COMMIT_ATTEMPTS,
-    GROUP_METADATA_KEY,
-    MARKER_VERSION,
-    OffsetsTable,
-    group_marker_id,
-    transaction_id,
-)
+from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, MARKER_VERSION, OffsetsTable
+from kafka_group.delta.offsets_table import group_marker_id, transaction_id
 from kafka_group.errors import OffsetStoreError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
