@@ -22,7 +22,7 @@ from kafka_group.errors import DataLossError, FetchError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read import fetch
 from kafka_group.read.batch_assembly import MixedBatchBuilder, partition_runs, take_contiguous
-from kafka_group.read.fetch import read_passes
+from kafka_group.read.passes import read_passes
 from kafka_group.read.read_settings import ReadSettings
 from kafka_group.read.record_schema import arrow_schema
 

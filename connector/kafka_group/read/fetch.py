@@ -38,35 +38,34 @@ Gaps inside a range are normal in compacted topics and around transaction
 markers; a gap is *data loss* only when the broker's earliest offset has moved
 past offsets the plan promised (retention, a deleted or recreated topic).
 
-This module is the read loop; the batch assembly is :mod:`kafka_group.read.batch_assembly`,
-gap and loss handling :mod:`kafka_group.read.gaps`, the settings
-:mod:`kafka_group.read.read_settings`.
+This module is the read loop; the passes and their read state are :mod:`kafka_group.read.passes`,
+the batch assembly :mod:`kafka_group.read.batch_assembly`, gap and loss handling
+:mod:`kafka_group.read.gaps`, the settings :mod:`kafka_group.read.read_settings`.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import operator
 import time
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence
 
 import pyarrow as pa
 from confluent_kafka import Consumer, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.errors import FetchError
-from kafka_group.offsets import OffsetRange, TopicPartition
+from kafka_group.offsets import OffsetRange
 from kafka_group.read import gaps
 from kafka_group.read.batch_assembly import MixedBatchBuilder, partition_runs, take_contiguous
 from kafka_group.read.default_pool import default_pool
+from kafka_group.read.passes import PassState, read_passes
 from kafka_group.read.read_settings import ReadSettings
 from kafka_group.read.reader_pool import ReaderPool
 
 __all__ = [
     "read_range",
     "read_ranges",
-    "read_passes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -163,54 +162,6 @@ def read_ranges(
         yield from _read_passes(consumer, passes, settings)
 
 
-def read_passes(offset_ranges: Sequence[OffsetRange]) -> List[List[OffsetRange]]:
-    """Group a task's ranges into assignments that hold each partition at most once.
-
-    Empty ranges are dropped; ranges of one partition that touch (``[a, b)`` and
-    ``[b, c)``, in any order) become one; the ``i``-th remaining range of each
-    partition (by start offset) goes to pass ``i``. Partitions keep the order of
-    their first range.
-
-    Parameters
-    ----------
-    offset_ranges : sequence of OffsetRange
-        A task's planned ranges.
-
-    Returns
-    -------
-    list of list of OffsetRange
-        The passes, each with at most one range per partition; empty when nothing is to be read.
-    """
-    by_partition: Dict[TopicPartition, List[OffsetRange]] = {}
-    for offset_range in offset_ranges:
-        if offset_range.size > 0:
-            by_partition.setdefault(offset_range.topic_partition, []).append(offset_range)
-    passes: List[List[OffsetRange]] = []
-    for pieces in by_partition.values():
-        merged: List[OffsetRange] = []
-        for piece in sorted(pieces, key=operator.attrgetter("from_offset", "until_offset")):
-            if merged and merged[-1].until_offset == piece.from_offset:
-                merged[-1] = merged[-1]._replace(until_offset=piece.until_offset)
-            else:
-                merged.append(piece)
-        for i, piece in enumerate(merged):
-            if i == len(passes):
-                passes.append([])
-            passes[i].append(piece)
-    return passes
-
-
-class _Pending:
-    """The read state of one range of a pass."""
-
-    __slots__ = ("offset_range", "next_offset", "done")
-
-    def __init__(self, offset_range: OffsetRange) -> None:
-        self.offset_range = offset_range
-        self.next_offset = offset_range.from_offset
-        self.done = False
-
-
 def _read_passes(consumer: Consumer, passes: Sequence[Sequence[OffsetRange]],
                  settings: ReadSettings) -> Iterator[pa.RecordBatch]:
     """Read each pass with one assignment of ``consumer``; batches span passes."""
@@ -225,7 +176,7 @@ def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: Read
                builder: MixedBatchBuilder) -> Iterator[pa.RecordBatch]:
     """Read ranges of distinct partitions with one assignment; yield each full batch of ``builder``."""
     started = time.monotonic()
-    reading = _Pass(ranges)
+    reading = PassState(ranges)
     consumer.assign([KafkaTopicPartition(r.topic_partition.topic, r.topic_partition.partition, r.from_offset)
                      for r in ranges])
     states = reading.states
@@ -285,49 +236,7 @@ def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: Read
     logger.debug("read %d ranges in %.3f s", len(ranges), time.monotonic() - started)
 
 
-class _Pass:
-    """The read state of the ranges of one assignment (one range per partition)."""
-
-    def __init__(self, ranges: Sequence[OffsetRange]) -> None:
-        self.states: Dict[Tuple[str, int], _Pending] = {}
-        for offset_range in ranges:
-            tp = offset_range.topic_partition
-            self.states[(tp.topic, tp.partition)] = _Pending(offset_range)
-        self.pending = len(self.states)
-        #: Offsets not yet read or skipped, over every range (an upper bound of the records to come).
-        self.remaining = sum(r.size for r in ranges)
-        #: Partitions of ranges done since the caller last unassigned them.
-        self.finished: List[KafkaTopicPartition] = []
-
-    def advance(self, state: _Pending, next_offset: int) -> bool:
-        """Move ``state`` to ``next_offset`` (never back); return whether it moved."""
-        moved = next_offset - state.next_offset
-        if moved <= 0:
-            return False
-        state.next_offset = next_offset
-        self.remaining -= moved
-        if next_offset >= state.offset_range.until_offset:
-            state.done = True
-            self.pending -= 1
-            tp = state.offset_range.topic_partition
-            self.finished.append(KafkaTopicPartition(tp.topic, tp.partition))
-        return True
-
-    def pending_states(self) -> List[_Pending]:
-        """The ranges not done yet."""
-        return [s for s in self.states.values() if not s.done]
-
-    def describe_pending(self, *, positions: bool = False, most: int = 10) -> str:
-        """The partitions still pending (with their offsets), for messages."""
-        waiting = self.pending_states()
-        shown = ", ".join(
-            f"{s.offset_range.topic_partition} at offset {s.next_offset} of "
-            f"[{s.offset_range.from_offset}, {s.offset_range.until_offset})" if positions
-            else str(s.offset_range.topic_partition) for s in waiting[:most])
-        return shown + (f" and {len(waiting) - most} more" if len(waiting) > most else "")
-
-
-def _unpartitioned(consumer: Consumer, messages: List[Message], reading: _Pass, settings: ReadSettings) -> bool:
+def _unpartitioned(consumer: Consumer, messages: List[Message], reading: PassState, settings: ReadSettings) -> bool:
     """Error events of no partition; return whether a range moved.
 
     One that names a topic (the topic is gone, say) is an error of every pending range of
