@@ -28,7 +28,7 @@ from kafka_group.plan.available_now import Unfinished, await_end, find_unfinishe
 from kafka_group.plan.data_loss import checked_positions
 from kafka_group.plan.planning import BatchPlan, plan_batch
 from kafka_group.plan.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
-from kafka_group.plan.trigger_gate import ENOUGH_RECORDS, TriggerGate
+from kafka_group.plan.trigger_gate import ENOUGH_RECORDS, TriggerGate, backlog
 
 __all__ = ["SourceDriver"]
 
@@ -163,8 +163,7 @@ class SourceDriver:
         paused, flow = self.flow.state_of(checked)
         plan = plan_batch(checked, latest, max_records, self._options.flow_policy, paused, limits)
         self._last_positions = dict(checked)
-        if self._gate is not None and self._target is None and not self._gate.admit(
-                sum(r.size for r in plan.ranges)):
+        if self._gate is not None and self._target is None and not self._gate.admit(backlog(checked, latest, paused)):
             # minOffsetsPerTrigger: this trigger is skipped (an AvailableNow run must end: it is not gated).
             # The status shows the partitions it would have read as held by that rule.
             self.flow.planned(checked, self._latest, plan.held_for_records(ENOUGH_RECORDS), self._member)

@@ -655,3 +655,67 @@ def test_batch_read_refuses_stream_options_before_reading(spark: SparkSession, k
     with pytest.raises(Exception, match="'startingOffsets' cannot be latest"):
         read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, startingOffsets="latest",
                    endingOffsets="latest")
+
+
+# -- task layout (issue 26 item 8a) -----------------------------------------------------------
+
+
+def task_partitions(spark: SparkSession, reader: Any) -> Dict[int, List[Tuple[int, int]]]:
+    """One AvailableNow run of ``reader``: per ``spark_partition_id()``, the (Kafka partition, rows) it read."""
+    from pyspark.sql.functions import spark_partition_id
+
+    seen: Dict[int, List[Tuple[int, int]]] = {}
+
+    def land(batch: Any, batch_id: int) -> None:
+        rows = batch.groupBy(spark_partition_id().alias("task"), "partition").count().collect()
+        seen.clear()  # one batch: AvailableNow without a limit
+        for row in rows:
+            seen.setdefault(row["task"], []).append((row["partition"], row["count"]))
+
+    query = reader.load().writeStream.foreachBatch(land).trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(RUN_TIMEOUT_S), "the AvailableNow run did not end"
+    finally:
+        query.stop()
+    return {task: sorted(parts) for task, parts in sorted(seen.items())}
+
+
+def test_task_layout_partition_maps_spark_tasks_to_kafka_partitions_as_spark_does(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
+    """``fetch.taskLayout=partition``: one Spark input partition per Kafka partition, as ``format("kafka")``.
+
+    Difference (pinned, the default ``packed``): small batches run as few tasks, each reading
+    several Kafka partitions interleaved.
+    """
+    topic = make_topic(5)
+    produce(kafka.bootstrap_servers, topic, {p: 10 + p for p in range(5)})
+    reference = task_partitions(spark, spark_stream(spark, kafka.bootstrap_servers, topic))
+    ours = task_partitions(spark, group_stream(spark, kafka.bootstrap_servers, topic, unique_name("layout"),
+                                               **{"fetch.taskLayout": "partition"}))
+    packed = task_partitions(spark, group_stream(spark, kafka.bootstrap_servers, topic, unique_name("layout")))
+    print(f"spark_partition_id -> [(Kafka partition, rows)]: kafka {reference}; kafka-group partition {ours}; "
+          f"kafka-group packed {packed}")
+    for layout in (reference, ours):
+        assert all(len(parts) == 1 for parts in layout.values()), layout  # one Kafka partition per task
+        assert sorted(p for parts in layout.values() for p in parts) == [(p, 10 + p) for p in range(5)]
+    assert len(ours) == len(reference) == 5
+    # kafka-group numbers its tasks in topic-partition order; compare with Spark's own numbering.
+    assert ours == {i: [(i, 10 + i)] for i in range(5)}
+    assert sorted(reference.values()) == sorted(ours.values())
+    assert len(packed) < 5 and any(len(parts) > 1 for parts in packed.values())
+
+
+def test_task_layout_partition_splits_for_min_partitions_as_spark_does(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic
+) -> None:
+    """With ``fetch.taskLayout=partition``, ``minPartitions=5`` over two equal partitions gives Spark's 3 + 3
+    tasks (the packed layout gives exactly 5: ``test_min_partitions``), each of one Kafka partition."""
+    topic = make_topic(2)
+    produce(kafka.bootstrap_servers, topic, {0: 100, 1: 100})
+    reference = task_partitions(spark, spark_stream(spark, kafka.bootstrap_servers, topic, minPartitions="5"))
+    ours = task_partitions(spark, group_stream(spark, kafka.bootstrap_servers, topic, unique_name("layout"),
+                                               minPartitions="5", **{"fetch.taskLayout": "partition"}))
+    print(f"minPartitions=5: kafka {reference}; kafka-group partition {ours}")
+    assert sorted(reference.values()) == sorted(ours.values())
+    assert all(len(parts) == 1 for parts in ours.values()) and len(ours) == 6

@@ -84,6 +84,7 @@ BAD_VALUES = {
     "maxRecordsPerPartition": "many",
     "fetch.minRecordsPerTask": "1.5",
     "fetch.maxTasks": "0",
+    "fetch.taskLayout": "spark",
     "kafkaConsumer.pollTimeoutMs": "2m",
     "kafkaConsumer.cacheTimeoutMs": "5 minutes",
     "kafkaConsumer.connectTimeoutMs": "-1",

@@ -7,8 +7,9 @@ from typing import List
 import pytest
 
 from kafka_group.errors import ConfigError
+from kafka_group.offsets import TopicPartition
 from kafka_group.plan.trigger_gate import TriggerGate
-from tests.unit.driver_fakes import T0, one_partition, options
+from tests.unit.driver_fakes import T0, FakeCluster, FakeMember, driver, one_partition, options
 
 
 class Clock:
@@ -76,8 +77,6 @@ def test_options_parse_with_spark_defaults() -> None:
 @pytest.mark.parametrize("settings, message", [
     ({"minOffsetsPerTrigger": "0"}, "'minOffsetsPerTrigger' must be a positive whole number"),
     ({"maxTriggerDelay": "soon"}, "'maxTriggerDelay' must be a positive duration"),
-    ({"minOffsetsPerTrigger": "500", "maxOffsetsPerTrigger": "100"},
-     r"'minOffsetsPerTrigger' \(500\) is above 'maxOffsetsPerTrigger' \(100\)"),
 ])
 def test_bad_thresholds_are_refused_naming_the_option(settings: "dict[str, str]", message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -111,3 +110,37 @@ def test_available_now_is_not_gated() -> None:
     assert end is not None
     seen.append(end.ranges[T0].size)
     assert seen == [3]
+
+
+def test_min_offsets_counts_the_backlog_before_the_per_partition_caps_as_spark_does() -> None:
+    """Issue 26 item 8b: Spark's ``KafkaMicroBatchStream.delayBatch`` counts latest - start over the
+    partitions, before any rate limit. Counting after ``maxOffsetsPerPartition`` made 4 x 1000 < 5000
+    hold every trigger for the whole ``maxTriggerDelay`` whatever the backlog."""
+    parts = [TopicPartition("t", p) for p in range(4)]
+    cluster, member = FakeCluster({"t": 4}), FakeMember()
+    for tp in parts:
+        cluster.produce(tp, 1)
+    d = driver(options(minOffsetsPerTrigger="5000", maxOffsetsPerPartition="1000", maxTriggerDelay="1h"),
+               cluster, member)
+    member.assign(*parts)
+    first = d.next_offsets(d.initial_offsets(), None)  # the first trigger always runs
+    assert first is not None
+    for tp in parts:
+        cluster.produce(tp, 2000)  # 8,000 records wait: above the minimum
+    second = d.next_offsets(first, None)
+    assert second is not None, d.flow_report()
+    assert {tp: r.size for tp, r in second.ranges.items() if r.size} == {tp: 1000 for tp in parts}
+    assert d.flow_report()["trigger"]["ranBecause"] == "minOffsetsPerTrigger"
+    third = d.next_offsets(second, None)  # 4,000 still wait: below the minimum, skipped
+    assert third is None
+
+
+def test_min_offsets_above_max_offsets_is_accepted_as_in_spark() -> None:
+    """With the backlog counted, a minimum above ``maxOffsetsPerTrigger`` is satisfiable (Spark accepts it)."""
+    cluster, member, d = one_partition(1, options(minOffsetsPerTrigger="500", maxOffsetsPerTrigger="100",
+                                                  maxTriggerDelay="1h"))
+    first = d.next_offsets(d.initial_offsets(), None)
+    assert first is not None
+    cluster.produce(T0, 600)
+    second = d.next_offsets(first, 100)
+    assert second is not None and second.ranges[T0].size == 100

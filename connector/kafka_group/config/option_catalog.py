@@ -41,7 +41,7 @@ from kafka_group.offsets import (
     parse_starting_offsets,
     parse_starting_timestamps,
 )
-from kafka_group.plan.planning import SHARING_MODES
+from kafka_group.plan.planning import SHARING_MODES, TASK_LAYOUTS
 
 __all__ = [
     "OptionSpec",
@@ -419,7 +419,7 @@ ENDING_OFFSETS_BY_TIMESTAMP: OptionSpec[Dict[TopicPartition, int]] = OptionSpec(
 )
 MIN_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'minOffsetsPerTrigger', 'positive int', 'none',
-    'A trigger runs a batch only when its plan reads at least this many records, or when `maxTriggerDelay` has passed since the last batch; otherwise it is skipped (nothing planned, nothing committed; progress shows why under `@flow.trigger`). Counts records after `maxOffsetsPerTrigger` and flow control (a paused backlog does not count). Ignored by `Trigger.AvailableNow`, as in Spark.',
+    'A trigger runs a batch only when at least this many records wait, or when `maxTriggerDelay` has passed since the last batch; otherwise it is skipped (nothing planned, nothing committed; progress shows why under `@flow.trigger`). Counts the records waiting (latest minus position of the owned partitions) before `maxOffsetsPerTrigger`, `maxOffsetsPerPartition` and alignment cut the batch, as the Kafka source of Spark counts them; only a backlog paused with `flow.pause` does not count. Ignored by `Trigger.AvailableNow`, as in Spark.',
     parser=positive_int,
 )
 MAX_TRIGGER_DELAY: OptionSpec[int] = OptionSpec(
@@ -461,6 +461,12 @@ FETCH_MAX_TASKS: OptionSpec[int] = OptionSpec(
     "The most tasks a batch is spread over (unless `minPartitions` or `maxRecordsPerPartition` ask for more); on a cluster, set it to about twice the executors' cores.",
     parser=positive_int,
     default_factory=_two_tasks_per_cpu,
+)
+FETCH_TASK_LAYOUT: OptionSpec[str] = OptionSpec(
+    'fetch.taskLayout', '`packed` or `partition`', '`packed`',
+    "How a batch's ranges become Spark tasks. `packed`: a few tasks of near-equal size, each reading several Kafka partitions with their records interleaved (fewer tasks, each with its fixed cost). `partition`: **Spark's layout**, one task per Kafka partition (split only by `maxRecordsPerPartition` and `minPartitions`, as Spark splits), so `foreachPartition`/`mapPartitions` code that expects one Kafka partition per task keeps its meaning; `fetch.minRecordsPerTask` and `fetch.maxTasks` then do not apply.",
+    parser=one_of(*TASK_LAYOUTS),
+    default='packed',
 )
 POLL_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'kafkaConsumer.pollTimeoutMs', 'positive int', '120000',
@@ -532,7 +538,7 @@ CONTROL_DIR: OptionSpec[str] = OptionSpec(
 )
 FETCH_MAX_RECORDS_PER_BATCH: OptionSpec[int] = OptionSpec(
     'fetch.maxRecordsPerBatch', 'positive int', '20000',
-    'Records per Arrow batch returned by an executor.',
+    'Records per Arrow batch returned by an executor; a batch is also cut at 256 MiB of keys and values, so large records never overflow a column (Arrow `binary` holds 2 GiB).',
     parser=positive_int,
     default='20000',
 )
@@ -583,6 +589,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     MAX_RECORDS_PER_PARTITION,
     FETCH_MIN_RECORDS_PER_TASK,
     FETCH_MAX_TASKS,
+    FETCH_TASK_LAYOUT,
     POLL_TIMEOUT_MS,
     CACHE_TIMEOUT_MS,
     CONNECT_TIMEOUT_MS,

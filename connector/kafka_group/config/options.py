@@ -130,6 +130,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         max_tasks=catalog.FETCH_MAX_TASKS.value(opts),
         min_tasks=min_partitions,
         max_records_per_task=catalog.MAX_RECORDS_PER_PARTITION.get(opts),
+        layout=catalog.FETCH_TASK_LAYOUT.value(opts),
     )
     max_offsets_per_trigger = catalog.MAX_OFFSETS_PER_TRIGGER.get(opts)
     min_offsets_per_trigger = catalog.MIN_OFFSETS_PER_TRIGGER.get(opts)
@@ -179,13 +180,6 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
             "'assign' there are no rebalances. Remove the option"
         )
     check_starting_offsets_topics(starting, kind, topics, pattern, assigned)
-    if (min_offsets_per_trigger is not None and max_offsets_per_trigger is not None
-            and min_offsets_per_trigger > max_offsets_per_trigger):
-        raise ConfigError(
-            f"option 'minOffsetsPerTrigger' ({min_offsets_per_trigger}) is above 'maxOffsetsPerTrigger' "
-            f"({max_offsets_per_trigger}): no batch could hold that many records, so every trigger would wait for "
-            "'maxTriggerDelay'. Lower 'minOffsetsPerTrigger' or raise 'maxOffsetsPerTrigger'"
-        )
 
     parsed = SourceOptions(
         subscription_kind=kind,

@@ -20,6 +20,7 @@ __all__ = [
     "fair_share",
     "TaskSizing",
     "pack_ranges",
+    "partition_tasks",
     "plan_batch",
 ]
 
@@ -41,6 +42,10 @@ class HoldReason:
 
 #: How the batch budget is shared among partitions.
 SHARING_MODES = ("fair", "proportional")
+
+#: How a batch's ranges become Spark tasks: ``packed`` (several Kafka partitions per task,
+#: :func:`pack_ranges`) or ``partition`` (one Kafka partition per task, as Spark's Kafka source).
+TASK_LAYOUTS = ("packed", "partition")
 
 
 @dataclass(frozen=True)
@@ -249,12 +254,15 @@ class TaskSizing:
         ``minPartitions``: the least number of tasks of a non-empty batch.
     max_records_per_task : int or None
         ``maxRecordsPerPartition``: no task reads more records than this.
+    layout : str
+        ``fetch.taskLayout``: ``packed`` or ``partition`` (see :data:`TASK_LAYOUTS`).
     """
 
     min_records_per_task: int = 50_000
     max_tasks: int = 4
     min_tasks: Optional[int] = None
     max_records_per_task: Optional[int] = None
+    layout: str = "packed"
 
 
 def pack_ranges(ranges: Sequence[OffsetRange], sizing: TaskSizing = TaskSizing()) -> List[List[OffsetRange]]:
@@ -277,8 +285,11 @@ def pack_ranges(ranges: Sequence[OffsetRange], sizing: TaskSizing = TaskSizing()
     -------
     list of list of OffsetRange
         One list per task, each sorted by topic-partition and offset; together
-        they cover exactly the input ranges.
+        they cover exactly the input ranges. With ``sizing.layout == "partition"``,
+        :func:`partition_tasks`.
     """
+    if sizing.layout == "partition":
+        return partition_tasks(ranges, sizing)
     total = sum(r.size for r in ranges if r.size > 0)
     if total == 0:
         return []
@@ -308,3 +319,58 @@ def pack_ranges(ranges: Sequence[OffsetRange], sizing: TaskSizing = TaskSizing()
         packed[i].append(piece)
         heapq.heappush(loads, (load + piece.size, i))
     return [sorted(task, key=lambda p: (p.topic_partition, p.from_offset)) for task in packed if task]
+
+
+def partition_tasks(ranges: Sequence[OffsetRange], sizing: TaskSizing = TaskSizing()) -> List[List[OffsetRange]]:
+    """Spark's layout: one task per Kafka partition's range, as ``KafkaOffsetRangeCalculator`` makes them.
+
+    Every task reads one piece of one Kafka partition, tasks in topic-partition and
+    offset order (so ``spark_partition_id()`` ``i`` is the ``i``-th partition of the
+    batch with records, when no range is split). A range is split, into near-equal
+    pieces that are each a task of their own, only as Spark splits it: into
+    ``ceil(size / max_records_per_task)`` pieces with ``maxRecordsPerPartition``, and,
+    with ``minPartitions`` above the number of pieces, large ranges in proportion to
+    their size. ``fetch.minRecordsPerTask`` and ``fetch.maxTasks`` do not apply.
+
+    Parameters
+    ----------
+    ranges : sequence of OffsetRange
+        The planned ranges (at most one per partition; empty ones are dropped).
+    sizing : TaskSizing
+        ``min_tasks`` and ``max_records_per_task`` are used.
+
+    Returns
+    -------
+    list of list of OffsetRange
+        One single-range list per task.
+    """
+    pieces = sorted((r for r in ranges if r.size > 0), key=lambda r: (r.topic_partition, r.from_offset))
+    if sizing.max_records_per_task:
+        most = sizing.max_records_per_task
+        pieces = [p for r in pieces for p in _divided(r, -(-r.size // most))]
+    if sizing.min_tasks and sizing.min_tasks > len(pieces):
+        total = sum(r.size for r in pieces)
+        unsplit = [r for r in pieces if _part_count(r.size, total, sizing.min_tasks) == 1]
+        split_total = total - sum(r.size for r in unsplit)
+        split_min = max(sizing.min_tasks - len(unsplit), 1)
+        pieces = [p for r in pieces for p in
+                  ([r] if any(r is u for u in unsplit) else _divided(r, _part_count(r.size, split_total, split_min)))]
+    return [[p] for p in pieces if p.size > 0]
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    """Spark's ``getPartCount``: ``max(round(size / total * parts), 1)``, rounding halves up as Scala does."""
+    return max(int(size / total * parts + 0.5), 1) if total else 1
+
+
+def _divided(offset_range: OffsetRange, parts: int) -> List[OffsetRange]:
+    """Spark's ``getDividedPartition``: ``parts`` near-equal pieces, the last ones a record larger."""
+    pieces: List[OffsetRange] = []
+    remaining, start = offset_range.size, offset_range.from_offset
+    for part in range(parts):
+        this = remaining // (parts - part)
+        remaining -= this
+        end = min(start + this, offset_range.until_offset)
+        pieces.append(OffsetRange(offset_range.topic_partition, start, end))
+        start = end
+    return pieces

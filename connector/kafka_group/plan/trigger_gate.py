@@ -7,9 +7,13 @@ the batch runs with what waits. As in Spark's Kafka source, the first trigger of
 a query always runs (the delay counts from the epoch), and an AvailableNow run
 ignores the minimum (it must end).
 
-The records counted are those the plan would read: after ``maxOffsetsPerTrigger``
-and the flow-control rules (paused partitions, per-partition caps) have had their
-say, so a paused backlog does not make a trigger run.
+The records counted are those waiting, as Spark's ``KafkaMicroBatchStream.delayBatch``
+counts them: latest minus position over the planned partitions, *before* the rate
+limits (``maxOffsetsPerTrigger``, ``maxOffsetsPerPartition``, event-time alignment)
+cut the batch; only a partition paused by hand (``flow.pause``) does not count.
+Counting what the capped plan reads instead made ``maxOffsetsPerPartition=1000`` on
+4 partitions with ``minOffsetsPerTrigger=5000`` wait the whole ``maxTriggerDelay``
+at every trigger, whatever the backlog (issue 26).
 
 The gate keeps what the next progress event shows under ``@flow.trigger``: the
 thresholds, how many triggers were skipped before the batch, the records that
@@ -21,14 +25,38 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import AbstractSet, Any, Callable, Dict, Mapping, Optional
 
-__all__ = ["DELAY_PASSED", "ENOUGH_RECORDS", "TriggerGate"]
+from kafka_group.offsets import TopicPartition
+
+__all__ = ["DELAY_PASSED", "ENOUGH_RECORDS", "TriggerGate", "backlog"]
 
 logger = logging.getLogger(__name__)
 
 ENOUGH_RECORDS = "minOffsetsPerTrigger"
 DELAY_PASSED = "maxTriggerDelay"
+
+
+def backlog(positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+            paused: AbstractSet[TopicPartition] = frozenset()) -> int:
+    """The records :meth:`TriggerGate.admit` counts: ``latest - position`` summed over the partitions
+    of ``positions`` that ``latest`` knows and that are not paused by hand (before any rate limit).
+
+    Parameters
+    ----------
+    positions : mapping of TopicPartition to int
+        Where each partition would be planned from.
+    latest : mapping of TopicPartition to int
+        The end of each partition (an AvailableNow run is not gated).
+    paused : set of TopicPartition
+        Partitions paused by ``flow.pause``: their backlog does not make a trigger run.
+
+    Returns
+    -------
+    int
+        The records waiting.
+    """
+    return sum(max(0, latest[tp] - pos) for tp, pos in positions.items() if tp in latest and tp not in paused)
 
 
 class TriggerGate:
@@ -59,7 +87,7 @@ class TriggerGate:
         self._last_batch: Dict[str, Any] = {}  # what the last batch that ran reports
 
     def admit(self, records: int) -> bool:
-        """Whether a trigger whose plan reads ``records`` runs a batch (True) or is skipped (False).
+        """Whether a trigger with ``records`` waiting runs a batch (True) or is skipped (False).
 
         As in Spark's Kafka source, the delay is measured from the last trigger that was let
         through, and a trigger when the delay has passed is let through (and restarts the
@@ -68,7 +96,7 @@ class TriggerGate:
         Parameters
         ----------
         records : int
-            The records the planned batch would read (0 when there is nothing to read).
+            The records waiting (:func:`backlog`; 0 when there is nothing to read).
         """
         now = self._clock()
         if now - self._last_trigger_ms >= self.max_delay_ms:
@@ -86,7 +114,8 @@ class TriggerGate:
         self._last_trigger_ms = now
         if records > 0:
             if self._skipped:
-                logger.info("batch of %d records runs after %d skipped trigger(s): %s", records, self._skipped,
+                logger.info("a batch runs with %d records waiting after %d skipped trigger(s): %s", records,
+                            self._skipped,
                             "enough records wait" if reason == ENOUGH_RECORDS else "maxTriggerDelay passed")
             self._last_batch = {"skipped": self._skipped, "waiting": self._waiting, "ranBecause": reason}
             self._skipped, self._waiting = 0, None
