@@ -162,6 +162,15 @@ class FetchError(KafkaGroupError):
     retriable = True
 
 
+class RecordError(KafkaGroupError):
+    """A record Spark's Kafka schema cannot hold as it is (a timestamp out of range, a header
+    key that is not UTF-8).
+
+    The message names the topic, partition and offset and what to do. Not retriable: the
+    record is what it is; every replay of its batch would fail the same way.
+    """
+
+
 class EmbeddedBrokerError(KafkaGroupError):
     """The embedded development broker could not be started or controlled."""
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Message
 
+from kafka_group.errors import RecordError
 from kafka_group.read.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
 
 __all__ = [
@@ -36,6 +37,13 @@ _PARTITION = Message.partition
 _TOPIC = Message.topic
 
 _TIMESTAMP_ARROW = pa.timestamp("us", tz="UTC")
+#: The largest record time (ms, either sign) whose microseconds fit Spark's 64-bit timestamp.
+_MAX_TIMESTAMP_MS = (2 ** 63 - 1) // 1000
+
+#: Key and value bytes at which a batch is cut, whatever its record count: well below the
+#: 2 GiB a ``binary`` column holds (20,000 records of 110 kB overflowed it: ``TypeError: Cannot
+#: convert pyarrow.lib.ChunkedArray`` on every replay), so records of any size Kafka takes read.
+DEFAULT_MAX_BATCH_BYTES = 256 << 20
 #: librdkafka's ``TIMESTAMP_NOT_AVAILABLE``.
 _TIMESTAMP_NOT_AVAILABLE = 0
 
@@ -51,15 +59,25 @@ class MixedBatchBuilder:
     repeated scalar when all records share a type (they do unless the topic mixes
     them).
 
+    A run that would take the batch past ``max_bytes`` of keys and values is cut: the
+    records that fit complete the batch, which is built at once and kept for
+    :meth:`take_full`, and the rest start the next (a record above ``max_bytes`` is a
+    batch of its own). The sizes come from C-level ``len`` over the run, checked once per
+    run; records are only measured one by one when a run crosses the cap.
+
     Parameters
     ----------
     include_headers : bool
         Whether to build the ``headers`` column.
+    max_bytes : int
+        Key and value bytes at which a batch is cut.
     """
 
-    def __init__(self, include_headers: bool) -> None:
+    def __init__(self, include_headers: bool, max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> None:
         self._include_headers = include_headers
         self._schema = arrow_schema(include_headers)
+        self._max_bytes = max_bytes
+        self._full: List[pa.RecordBatch] = []
         self._reset()
 
     def _reset(self) -> None:
@@ -70,13 +88,20 @@ class MixedBatchBuilder:
         self._headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
         # One (topic, partition, count) per run; consecutive runs of one partition share an entry.
         self._runs: List[List[Any]] = []
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._offsets)
 
+    def take_full(self) -> List[pa.RecordBatch]:
+        """The batches the byte cap completed since the last call, oldest first (records of
+        one partition stay in offset order across them and the batch being built)."""
+        full, self._full = self._full, []
+        return full
+
     def add_run(self, topic: str, partition: int, messages: Sequence[Message],
                 offsets: Optional[Sequence[int]] = None) -> None:
-        """Append confluent-kafka messages of one partition.
+        """Append confluent-kafka messages of one partition (cutting a batch at the byte cap).
 
         Parameters
         ----------
@@ -88,16 +113,52 @@ class MixedBatchBuilder:
             Records of that partition, all without error, in offset order.
         offsets : sequence of int, optional
             Their offsets, when the caller has them already.
+
+        Raises
+        ------
+        RecordError
+            A record's header key is not UTF-8 (with ``includeHeaders``).
         """
-        n = len(messages)
-        if n == 0:
+        if not messages:
             return
-        self._keys.extend(map(_KEY, messages))
+        keys = list(map(_KEY, messages))
+        # len(Message) is its value's length (0 for none); C-level loops, no Python frame per record.
+        size = sum(map(len, messages)) + sum(map(len, filter(None, keys)))
+        if self._bytes + size <= self._max_bytes:
+            self._bytes += size
+            self._append(topic, partition, messages, keys, offsets)
+            return
+        self._add_cut(topic, partition, messages, keys, offsets)
+
+    def _add_cut(self, topic: str, partition: int, messages: Sequence[Message], keys: List[Optional[bytes]],
+                 offsets: Optional[Sequence[int]]) -> None:
+        """Add a run that crosses the byte cap: record by record sizes, a batch completed at each crossing."""
+        sizes = [len(m) + (len(k) if k else 0) for m, k in zip(messages, keys)]
+        start = 0
+        while start < len(messages):
+            end, used = start, self._bytes
+            while end < len(messages) and used + sizes[end] <= self._max_bytes:
+                used += sizes[end]
+                end += 1
+            if end == start and not len(self):
+                used, end = used + sizes[start], start + 1  # a record above the cap: a batch of its own
+            if end > start:
+                self._bytes = used
+                self._append(topic, partition, messages[start:end], keys[start:end],
+                             None if offsets is None else offsets[start:end])
+            if end < len(messages):
+                self._full.append(self.build())
+            start = end
+
+    def _append(self, topic: str, partition: int, messages: Sequence[Message], keys: List[Optional[bytes]],
+                offsets: Optional[Sequence[int]]) -> None:
+        n = len(messages)
+        if self._include_headers:
+            self._headers.extend(_headers_of(topic, partition, messages))
+        self._keys.extend(keys)
         self._values.extend(map(_VALUE, messages))
         self._offsets.extend(map(_OFFSET, messages) if offsets is None else offsets)
         self._stamps.extend(map(_TIMESTAMP, messages))
-        if self._include_headers:
-            self._headers.extend(map(_HEADERS, messages))
         runs = self._runs
         if runs and runs[-1][1] == partition and runs[-1][0] == topic:
             runs[-1][2] += n
@@ -105,9 +166,19 @@ class MixedBatchBuilder:
             runs.append([topic, partition, n])
 
     def build(self) -> pa.RecordBatch:
-        """Return the accumulated records as one batch and start a new one."""
+        """Return the accumulated records as one batch and start a new one.
+
+        Raises
+        ------
+        RecordError
+            A record's timestamp is out of the range of Spark's timestamps (microseconds in
+            64 bits), naming its topic, partition and offset.
+        """
         n = len(self._offsets)
-        timestamps, timestamp_types = _timestamp_columns(self._stamps)
+        try:
+            timestamps, timestamp_types = _timestamp_columns(self._stamps)
+        except pa.ArrowInvalid as exc:  # overflow of ms * 1000
+            raise self._timestamp_error() from exc
         topics, partitions = _run_columns(self._runs, n)
         columns = [
             pa.array(self._keys, pa.binary()),
@@ -123,6 +194,45 @@ class MixedBatchBuilder:
         batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
         self._reset()
         return batch
+
+    def _timestamp_error(self) -> RecordError:
+        index = next(i for i, (kind, ms) in enumerate(self._stamps)
+                     if kind != _TIMESTAMP_NOT_AVAILABLE and abs(ms) > _MAX_TIMESTAMP_MS)
+        topic, partition, before = "", 0, 0
+        for topic, partition, count in self._runs:
+            if index < before + count:
+                break
+            before += count
+        kind, ms = self._stamps[index]
+        return RecordError(
+            f"the record of {topic}-{partition} at offset {self._offsets[index]} has timestamp {ms} ms "
+            f"(type {TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(kind, -1)}), outside what a Spark timestamp holds "
+            f"(|ms| <= {_MAX_TIMESTAMP_MS}); Spark's own Kafka source fails on it too. Fix the producer's "
+            "timestamp, or start the query past this offset (startingOffsets, or the offsets of the group or table)"
+        )
+
+
+def _headers_of(topic: str, partition: int,
+                messages: Sequence[Message]) -> List[Optional[List[Tuple[str, Optional[bytes]]]]]:
+    """Each message's headers; a header key confluent-kafka cannot decode fails naming the record.
+
+    confluent-kafka decodes header keys as strict UTF-8 and has no way to hand over their
+    bytes, so such a key cannot be read as Spark reads it (Java's lenient decoding, with
+    U+FFFD for bad bytes); failing with the record's place beats a bare
+    ``UnicodeDecodeError`` on every retry.
+    """
+    out: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
+    try:
+        out.extend(map(_HEADERS, messages))  # what was decoded before a failure stays in ``out``
+    except UnicodeDecodeError as exc:
+        offset = messages[len(out)].offset()
+        raise RecordError(
+            f"the record of {topic}-{partition} at offset {offset} has a header key that is not UTF-8 "
+            f"({exc.reason} at byte {exc.start}), which the Kafka client cannot decode. Set option "
+            "'includeHeaders' to 'false' to read the records without their headers, fix the producer, or "
+            "start the query past this offset"
+        ) from exc
+    return out
 
 
 def _run_columns(runs: Sequence[Sequence[Any]], n: int) -> Tuple[pa.Array, pa.Array]:
@@ -153,10 +263,12 @@ def _timestamp_columns(stamps: Sequence[Tuple[int, int]]) -> Tuple[pa.Array, pa.
     kinds, millis = zip(*stamps)
     first = kinds[0]
     if first != _TIMESTAMP_NOT_AVAILABLE and kinds.count(first) == n:
-        micros = pc.multiply(pa.array(millis, pa.int64()), 1000).cast(_TIMESTAMP_ARROW)
+        micros = pc.multiply_checked(pa.array(millis, pa.int64()), 1000).cast(_TIMESTAMP_ARROW)
         kind = pa.scalar(TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(first, -1), pa.int32())
         return micros, pa.repeat(kind, n)
     # Mixed types or records without a timestamp: per record (rare).
+    if any(t != _TIMESTAMP_NOT_AVAILABLE and abs(ms) > _MAX_TIMESTAMP_MS for t, ms in stamps):
+        raise pa.ArrowInvalid("overflow")
     return (
         pa.array([ms * 1000 if t != _TIMESTAMP_NOT_AVAILABLE else None for t, ms in stamps], _TIMESTAMP_ARROW),
         pa.array([TIMESTAMP_TYPE_BY_LIBRDKAFKA.get(t, -1) for t in kinds], pa.int32()),

@@ -30,8 +30,10 @@ Several ranges of one partition in a task: adjacent pieces (``[a, b)`` and
 *pass* (a second assignment), since one assignment holds a partition once.
 
 Batches hold records of several partitions (Spark needs no batch to hold one):
-one builder for the task, flushed at ``maxRecordsPerBatch`` records, so memory is
-bounded by the batch size whatever the number of partitions. Records of one
+one builder for the task, flushed at ``maxRecordsPerBatch`` records or at
+:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES` of keys and values,
+whichever comes first, so memory is bounded by the batch size whatever the number of
+partitions, and no column outgrows what Arrow's ``binary`` holds (2 GiB). Records of one
 partition stay in offset order; across partitions the order is the arrival order.
 
 Gaps inside a range are normal in compacted topics and around transaction
@@ -165,9 +167,10 @@ def read_ranges(
 def _read_passes(consumer: Consumer, passes: Sequence[Sequence[OffsetRange]],
                  settings: ReadSettings) -> Iterator[pa.RecordBatch]:
     """Read each pass with one assignment of ``consumer``; batches span passes."""
-    builder = MixedBatchBuilder(settings.include_headers)
+    builder = MixedBatchBuilder(settings.include_headers, settings.max_bytes_per_batch)
     for ranges in passes:
         yield from _read_pass(consumer, ranges, settings, builder)
+    yield from builder.take_full()
     if len(builder):
         yield builder.build()
 
@@ -224,6 +227,7 @@ def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: Read
         if progressed:
             # Progress of any range: a planned record, or offsets known to hold none (gaps, skips, EOF).
             deadline = time.monotonic() + timeout_s
+        yield from builder.take_full()  # cut at the byte cap
         if len(builder) >= cap:
             yield builder.build()
         if reading.pending and time.monotonic() > deadline:

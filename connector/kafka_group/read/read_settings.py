@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from kafka_group.read.batch_assembly import DEFAULT_MAX_BATCH_BYTES
 from kafka_group.read.reader_pool import DEFAULT_IDLE_TIMEOUT_MS
 
 __all__ = ["ReadSettings"]
@@ -26,6 +27,8 @@ class ReadSettings:
         The longest wait for the next planned record before the read fails.
     max_records_per_batch : int
         Records per returned Arrow batch.
+    max_bytes_per_batch : int
+        Key and value bytes at which a returned batch is cut (:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES`).
     client_idle_timeout_ms : int
         How long the reader's client stays open in the process's pool after its
         task, for the next task to reuse (``kafkaConsumer.cacheTimeoutMs``).
@@ -37,3 +40,4 @@ class ReadSettings:
     poll_timeout_ms: int
     max_records_per_batch: int
     client_idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
+    max_bytes_per_batch: int = DEFAULT_MAX_BATCH_BYTES
