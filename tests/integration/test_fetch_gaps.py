@@ -38,9 +38,9 @@ def test_a_range_of_small_transactions_reads_every_record_with_few_watermark_req
     asked: List[Any] = []
     real = gaps.watermarks
 
-    def counted(consumer: Any, offset_range: OffsetRange) -> Any:
+    def counted(consumer: Any, offset_range: OffsetRange, settings: ReadSettings) -> Any:
         asked.append(offset_range)
-        return real(consumer, offset_range)
+        return real(consumer, offset_range, settings)
 
     monkeypatch.setattr(gaps, "watermarks", counted)  # counts this module's own requests; the client is real
     settings = ReadSettings(client_config=reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None),

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.errors import DataLossError, FetchError
@@ -237,13 +237,47 @@ def test_errors_of_no_partition_warn_when_retriable_and_fail_otherwise(caplog: p
 
 
 def test_an_error_of_a_topic_with_no_partition_is_an_error_of_each_of_its_pending_ranges() -> None:
+    # Issue 26 item 5: UNKNOWN_TOPIC_OR_PART is confirmed with the partitions' offsets; they still
+    # hold the planned records (a leader move), so nothing is skipped and reading goes on.
     gone = Message(topic="a", error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
     ranges = [OffsetRange(A0, 0, 5), OffsetRange(A1, 0, 5), OffsetRange(B0, 0, 2)]
-    client = ScriptedClient([recs(A0, 0, 2) + [gone] + recs(B0, 0, 2)])
-    assert sorted(rows(read(client, ranges, settings(fail_on_data_loss=False)))) == [
-        ("a", 0, 0), ("a", 0, 1), ("b", 0, 0), ("b", 0, 1)]
-    with pytest.raises(DataLossError, match=r"data loss in a-0: offsets \[0, 5\)"):
-        read(ScriptedClient([[gone]]), ranges, settings())
+    client = ScriptedClient([recs(A0, 0, 2) + [gone] + recs(B0, 0, 2), recs(A0, 2, 5) + recs(A1, 0, 5)],
+                            watermarks={("a", 0): (0, 5), ("a", 1): (0, 5)})
+    assert sorted(rows(read(client, ranges, settings(fail_on_data_loss=False)))) == sorted(
+        [("a", 0, o) for o in range(5)] + [("a", 1, o) for o in range(5)] + [("b", 0, 0), ("b", 0, 1)])
+    assert ("incremental_assign", [("a", 0, 2)]) in client.calls and ("incremental_assign", [("a", 1, 0)]) in client.calls
+
+
+class UnknownPartitions(ScriptedClient):
+    """A client whose cluster answers ListOffsets for the partitions not in ``watermarks`` as unknown."""
+
+    def __init__(self, deliveries: List[List[Message]]) -> None:
+        super().__init__(deliveries)
+        self.metadata_asked = 0
+
+    def get_watermark_offsets(self, tp: KafkaTopicPartition, timeout: float, cached: bool) -> Tuple[int, int]:
+        if (tp.topic, tp.partition) not in self.watermarks:
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+        return super().get_watermark_offsets(tp, timeout, cached)
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.metadata_asked += 1
+
+
+def test_a_partition_that_stays_unknown_fails_the_task_as_retriable_and_is_never_skipped() -> None:
+    for code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+        gone = Message(topic="a", partition=0, offset=2, error=KafkaError(code))
+        client = UnknownPartitions([recs(A0, 0, 2) + [gone]])
+        with pytest.raises(FetchError, match=r"a-0 of the planned range \[0, 5\) is unknown to the cluster") as e:
+            read(client, [OffsetRange(A0, 0, 5)], settings(fail_on_data_loss=False, poll_timeout_ms=500))
+        assert e.value.retriable and client.metadata_asked >= 1
+
+
+def test_an_unknown_partition_at_eof_is_not_read_as_recreated() -> None:
+    # The watermarks of an unknown partition were read as (0, 0): "the partition now ends at offset 0".
+    client = UnknownPartitions([recs(A0, 0, 2) + [eof(A0, 2)]])
+    with pytest.raises(FetchError, match="unknown to the cluster"):
+        read(client, [OffsetRange(A0, 0, 5)], settings(fail_on_data_loss=False, poll_timeout_ms=500))
 
 
 def test_the_poll_timeout_names_every_partition_still_pending() -> None:

@@ -304,7 +304,7 @@ def _take_one_by_one(
             break
         if offset > next_offset:
             if earliest is None:
-                earliest = gaps.watermarks(consumer, offset_range)[0]
+                earliest = gaps.watermarks(consumer, offset_range, settings)[0]
             gaps.check_gap(consumer, offset_range, next_offset, offset, settings, earliest)
         good.append(message)
         next_offset = offset + 1

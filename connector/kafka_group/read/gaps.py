@@ -2,7 +2,12 @@
 
 Gaps inside a range are normal in compacted topics and around transaction markers; a gap
 is *data loss* only when the broker's earliest offset has moved past offsets the plan
-promised (retention, a deleted or recreated topic). Lost offsets fail the read
+promised (retention, a deleted or recreated topic). A partition the cluster answers as
+unknown (``UNKNOWN_TOPIC_OR_PART``, ``_UNKNOWN_PARTITION``, ``_UNKNOWN_TOPIC``) is not loss by
+itself: a leader move or broker restart answers so for a while. Its watermarks are asked
+again, with fresh metadata, until ``kafkaConsumer.pollTimeoutMs`` passes; loss is declared
+only from offsets the broker does answer, and a partition still unknown fails the task with
+a retriable :class:`~kafka_group.errors.FetchError` (Spark retries it), never skipped. Lost offsets fail the read
 (``failOnDataLoss``, the default) or are skipped and logged; a skip repositions its
 partition alone. Called by the read loop, :mod:`kafka_group.read.fetch`, on the Spark
 task's thread.
@@ -11,6 +16,7 @@ task's thread.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -29,6 +35,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: The first pause between two watermark requests for a partition the cluster did not know; doubled up to 2 s.
+_UNKNOWN_RETRY_S = 0.2
+_UNKNOWN_CODES = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC)
 
 
 def handle_error(
@@ -50,13 +60,13 @@ def handle_error(
             # compacted records).
             return offset_range.until_offset
         if end is not None:
-            low, high = watermarks(consumer, offset_range)
+            low, high = watermarks(consumer, offset_range, settings)
             if high < offset_range.until_offset:
                 return skip_lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
                              why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
         return next_offset
     if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
-        low, high = watermarks(consumer, offset_range)
+        low, high = watermarks(consumer, offset_range, settings)
         if low > next_offset:
             return skip_lost(consumer, offset_range, next_offset, min(low, offset_range.until_offset), settings,
                          why=f"the earliest offset on the broker is now {low} (retention or deleted records)")
@@ -65,9 +75,19 @@ def handle_error(
                          why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
         raise FetchError(f"offset {next_offset} of {tp} is out of range on the broker ({error.str()})",
                          kafka_error_code=code)
-    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
-        return skip_lost(consumer, offset_range, next_offset, offset_range.until_offset, settings,
-                     why=f"the broker no longer has the partition ({error.str()})")
+    if code in _UNKNOWN_CODES:
+        # Transient during a leader move or broker restart: loss only from offsets the broker answers.
+        logger.warning("reading %s at offset %d: %s; asking the cluster for the partition's offsets again",
+                       tp, next_offset, error.str())
+        low, high = watermarks(consumer, offset_range, settings)
+        if low > next_offset:
+            return skip_lost(consumer, offset_range, next_offset, min(low, offset_range.until_offset), settings,
+                             why=f"the earliest offset on the broker is now {low} (retention or deleted records)")
+        if high < offset_range.until_offset:
+            return skip_lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
+                             why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
+        reposition_partition(consumer, tp, next_offset)  # the client may have stopped fetching it
+        return next_offset
     if error.fatal() or not error.retriable():
         raise FetchError(f"reading {tp} at offset {next_offset} failed: {error.str()}", kafka_error_code=code)
     logger.warning("retriable error reading %s at offset %d: %s", tp, next_offset, error.str())
@@ -126,16 +146,41 @@ def reposition_partition(consumer: Consumer, tp: TopicPartition, offset: int) ->
     consumer.incremental_assign([KafkaTopicPartition(tp.topic, tp.partition, offset)])
 
 
-def watermarks(consumer: Consumer, offset_range: OffsetRange) -> Tuple[int, int]:
-    """The broker's earliest and latest offsets of the range's partition (0, 0 once it is gone)."""
+def watermarks(consumer: Consumer, offset_range: OffsetRange, settings: ReadSettings) -> Tuple[int, int]:
+    """The partition's earliest and high watermark, from a ListOffsets request.
+
+    A partition the cluster answers as unknown is asked again, after a metadata request for
+    its topic, until ``settings.poll_timeout_ms`` passes (a leader move or a broker restart
+    answers so for a while); never read as (0, 0), which would be taken for a recreated topic.
+
+    Raises
+    ------
+    FetchError
+        Retriable: the partition stayed unknown, or the request failed otherwise.
+    """
     tp = offset_range.topic_partition
-    try:
-        low, high = consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=10,
-                                                   cached=False)
-    except KafkaException as exc:
-        error = exc.args[0]
-        if isinstance(error, KafkaError) and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                                              KafkaError._UNKNOWN_PARTITION):
-            return 0, 0
-        raise FetchError(f"could not read the watermarks of {tp}: {exc}") from exc
-    return int(low), int(high)
+    ktp = KafkaTopicPartition(tp.topic, tp.partition)
+    deadline = time.monotonic() + settings.poll_timeout_ms / 1000
+    pause = _UNKNOWN_RETRY_S
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(ktp, timeout=10, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError) or error.code() not in _UNKNOWN_CODES:
+                raise FetchError(f"could not read the watermarks of {tp}: {exc}") from exc
+            if time.monotonic() + pause > deadline:
+                raise FetchError(
+                    f"{tp} of the planned range [{offset_range.from_offset}, {offset_range.until_offset}) is "
+                    f"unknown to the cluster at {settings.client_config.get('bootstrap.servers')} for "
+                    f"{settings.poll_timeout_ms} ms ({error.str()}): a leader move or broker restart that has "
+                    "not settled, or a deleted topic. Failing the task for Spark to retry; nothing is skipped "
+                    "(the driver's next plan decides from fresh metadata). Raise 'kafkaConsumer.pollTimeoutMs' "
+                    "to wait longer", kafka_error_code=error.code()) from exc
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+        try:
+            consumer.list_topics(tp.topic, timeout=min(10.0, max(0.1, deadline - time.monotonic())))
+        except KafkaException as exc:  # the next watermark request tells
+            logger.debug("metadata of %s: %s", tp.topic, exc)
