@@ -225,6 +225,15 @@ print(pathlib.Path(kafka_group.__file__).resolve())
 """
 
 
+def _used_from(python: pathlib.Path, folder: pathlib.Path) -> List[str]:
+    """Run :data:`_FROM_THE_INSTALL` with ``python`` in a new ``folder``: the format's name, kafka_group's file."""
+    folder.mkdir()
+    used = subprocess.run([str(python), "-c", _FROM_THE_INSTALL], capture_output=True, text=True,
+                          cwd=folder, env=_clean_env())
+    assert used.returncode == 0, used.stderr
+    return used.stdout.split()
+
+
 def test_the_built_wheel_runs_in_a_fresh_virtualenv_without_the_source_tree(
     connector_wheel_dir: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
@@ -237,11 +246,7 @@ def test_the_built_wheel_runs_in_a_fresh_virtualenv_without_the_source_tree(
                                capture_output=True, text=True, env=_clean_env())
     assert installed.returncode == 0, installed.stderr
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    used = subprocess.run([str(python), "-c", _FROM_THE_INSTALL], capture_output=True, text=True,
-                          cwd=elsewhere, env=_clean_env())
-    assert used.returncode == 0, used.stderr
-    name, module_file = used.stdout.split()
+    name, module_file = _used_from(python, elsewhere)
     assert name == "kafka-group"
     assert pathlib.Path(module_file).is_relative_to((tmp_path / "venv").resolve()), module_file
     tool = subprocess.run([str(python), "-m", "kafka_group.offsets_tool", "--help"], capture_output=True,
@@ -260,11 +265,7 @@ def test_an_editable_install_is_found_by_spark_and_shows_edits(tmp_path: pathlib
                                capture_output=True, text=True, env=_clean_env())
     assert installed.returncode == 0, installed.stderr
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    used = subprocess.run([str(python), "-c", _FROM_THE_INSTALL], capture_output=True, text=True,
-                          cwd=elsewhere, env=_clean_env())
-    assert used.returncode == 0, used.stderr
-    name, module_file = used.stdout.split()
+    name, module_file = _used_from(python, elsewhere)
     assert name == "kafka-group" and pathlib.Path(module_file).is_relative_to(copy.resolve()), module_file
     errors = copy / "connector" / "kafka_group" / "errors.py"
     errors.write_text(errors.read_text(encoding="utf-8") + "\nEDITED_IN_PLACE = True\n", encoding="utf-8")

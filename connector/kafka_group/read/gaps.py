@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -66,32 +66,38 @@ def handle_error(
                              why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
         return next_offset
     if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
-        low, high = watermarks(consumer, offset_range, settings)
-        if low > next_offset:
-            return skip_lost(consumer, offset_range, next_offset, min(low, offset_range.until_offset), settings,
-                         why=f"the earliest offset on the broker is now {low} (retention or deleted records)")
-        if high < offset_range.until_offset:
-            return skip_lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
-                         why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
+        skipped = _skip_what_the_broker_lost(consumer, offset_range, next_offset, settings)
+        if skipped is not None:
+            return skipped
         raise FetchError(f"offset {next_offset} of {tp} is out of range on the broker ({error.str()})",
                          kafka_error_code=code)
     if code in _UNKNOWN_CODES:
         # Transient during a leader move or broker restart: loss only from offsets the broker answers.
         logger.warning("reading %s at offset %d: %s; asking the cluster for the partition's offsets again",
                        tp, next_offset, error.str())
-        low, high = watermarks(consumer, offset_range, settings)
-        if low > next_offset:
-            return skip_lost(consumer, offset_range, next_offset, min(low, offset_range.until_offset), settings,
-                             why=f"the earliest offset on the broker is now {low} (retention or deleted records)")
-        if high < offset_range.until_offset:
-            return skip_lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
-                             why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
+        skipped = _skip_what_the_broker_lost(consumer, offset_range, next_offset, settings)
+        if skipped is not None:
+            return skipped
         reposition_partition(consumer, tp, next_offset)  # the client may have stopped fetching it
         return next_offset
     if error.fatal() or not error.retriable():
         raise FetchError(f"reading {tp} at offset {next_offset} failed: {error.str()}", kafka_error_code=code)
     logger.warning("retriable error reading %s at offset %d: %s", tp, next_offset, error.str())
     return next_offset
+
+
+def _skip_what_the_broker_lost(consumer: Consumer, offset_range: OffsetRange, next_offset: int,
+                               settings: ReadSettings) -> Optional[int]:
+    """Skip (or fail on, per ``failOnDataLoss``) what the broker's watermarks show is gone between
+    ``next_offset`` and the range's end; the offset to go on from, or None when nothing is gone."""
+    low, high = watermarks(consumer, offset_range, settings)
+    if low > next_offset:
+        return skip_lost(consumer, offset_range, next_offset, min(low, offset_range.until_offset), settings,
+                         why=f"the earliest offset on the broker is now {low} (retention or deleted records)")
+    if high < offset_range.until_offset:
+        return skip_lost(consumer, offset_range, max(next_offset, high), offset_range.until_offset, settings,
+                         why=f"the partition now ends at offset {high} (was the topic deleted and recreated?)")
+    return None
 
 
 def check_gap(consumer: Consumer, offset_range: OffsetRange, expected: int, got: int, settings: ReadSettings,
