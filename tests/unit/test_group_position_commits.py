@@ -1,0 +1,111 @@
+"""Issue 26, items 1 and 2: the Kafka group's committed offsets, driven with the driver fakes.
+
+Item 1: once a group has a position for a partition (positioned by any member), a member that
+takes the partition over continues from it, even when nothing has landed in the offsets table
+yet. Item 2: the group's committed offsets follow what landed within one planning call, without
+waiting for Spark's ``commit`` (which Spark sends only when it builds the next batch).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from kafka_group.offsets import BatchOffsets, TopicPartition
+from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, with_table
+
+
+def ranges_of(batch: Optional[BatchOffsets]) -> Dict[TopicPartition, Tuple[int, int]]:
+    assert batch is not None
+    return {tp: (r.from_offset, r.until_offset) for tp, r in batch.ranges.items()}
+
+
+def second_member(first: FakeMember) -> FakeMember:
+    """Another member of ``first``'s group: the group's committed offsets are shared."""
+    member = FakeMember(first.group_id)
+    member.member_id = "member-2"
+    member.group_offsets = first.group_offsets
+    return member
+
+
+def test_a_member_joining_at_latest_continues_from_where_the_group_positioned_the_partition() -> None:
+    cluster, store = FakeCluster({"t": 2}), FakeStore()
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    opts = with_table(startingOffsets="latest")
+    m1 = FakeMember()
+    q1 = driver(opts, cluster, m1, store)
+    m1.assign(T0, T1)
+    start = q1.initial_offsets()
+    assert start.positions == {T0: 100, T1: 100}
+    assert q1.next_offsets(start, None) is None  # batch 0: nothing new, nothing lands
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+
+    # Q2 (a new checkpoint, the same table) joins; the group hands it T1 before Q1 plans again.
+    m2 = second_member(m1)
+    m1.revoke(T1)
+    q2 = driver(opts, cluster, m2, store)
+    m2.assign(T1)
+    q2_start = q2.initial_offsets()
+    assert q2_start.positions == {T1: 100}, "Q2 skipped the records Q1's position (100) says are unread"
+    assert ranges_of(q2.next_offsets(q2_start, None)) == {T1: (100, 105)}
+    assert ranges_of(q1.next_offsets(start, None)) == {T0: (100, 105)}
+
+
+def test_a_lost_checkpoint_on_an_idle_topic_continues_from_the_group_position() -> None:
+    cluster, store = FakeCluster({"t": 1}), FakeStore()
+    cluster.produce(T0, 100)
+    opts = with_table(startingOffsets="latest")
+    m1 = FakeMember()
+    q1 = driver(opts, cluster, m1, store)
+    m1.assign(T0)
+    assert q1.next_offsets(q1.initial_offsets(), None) is None
+    q1.close()
+    cluster.produce(T0, 7)  # while the query is down; then its checkpoint is lost
+
+    m2 = second_member(m1)
+    again = driver(opts, cluster, m2, store)
+    m2.assign(T0)
+    assert ranges_of(again.next_offsets(again.initial_offsets(), None)) == {T0: (100, 107)}
+
+
+def test_the_table_wins_over_the_group_and_a_start_never_moves_a_committed_offset() -> None:
+    cluster, store = FakeCluster({"t": 2}), FakeStore({T0: 40})
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    member = FakeMember()
+    member.group_offsets.update({T0: 90, T1: 60})
+    d = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    start = d.initial_offsets()
+    assert start.positions == {T0: 40, T1: 60}
+    # Nothing landed: no start was committed over the group's offsets (the table's 40 is committed
+    # once the driver follows the table, as before).
+    assert all(commit.get(T1, 60) == 60 for commit in member.commits)
+
+
+def test_the_group_follows_the_table_at_the_next_plan_after_a_batch_lands() -> None:
+    cluster, store = FakeCluster({"t": 1}), FakeStore()
+    cluster.produce(T0, 30)
+    member = FakeMember()
+    d = driver(with_table(), cluster, member, store)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert ranges_of(batch) == {T0: (0, 30)}
+    d.on_batch_running(batch)  # type: ignore[arg-type]
+    store.land(batch)  # type: ignore[arg-type]
+    # Spark plans again (no new data: no batch, so Spark never calls commit for this batch).
+    assert d.next_offsets(batch, None) is None  # type: ignore[arg-type]
+    assert member.group_offsets.get(T0) == 30, "the group's offset does not follow the batch that landed"
+
+
+def test_without_a_table_the_group_follows_the_previous_batch_end_at_the_next_plan() -> None:
+    cluster = FakeCluster({"t": 1})
+    cluster.produce(T0, 30)
+    member = FakeMember()
+    d = driver(options(), cluster, member)
+    member.assign(T0)
+    batch = d.next_offsets(d.initial_offsets(), None)
+    assert ranges_of(batch) == {T0: (0, 30)}
+    assert d.next_offsets(batch, None) is None  # type: ignore[arg-type]
+    assert member.group_offsets.get(T0) == 30
