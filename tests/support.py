@@ -6,7 +6,8 @@ per thing the tests repeat.
 - Names and waiting: :func:`unique_name`, :func:`wait_for` (a bound that fails naming
   what it waited for; never an asserted timing), :func:`tmpfs`.
 - Kafka: :func:`create_topic`, :func:`produce` (``seed_topic``), :func:`new_consumer`
-  (a fresh group id unless one is given), :func:`group_committed`.
+  (a fresh group id unless one is given), :func:`group_committed`, :func:`describe_group` (Kafka's own
+  ``kafka-consumer-groups --describe``).
 - Spark: :func:`group_stream` (a ``kafka-group`` reader), :func:`run_available_now`, :class:`OffsetCollector`,
   :func:`progress` (a query's progress as plain dicts).
 - Delta: :func:`table_records`, :func:`table_offsets`, :func:`table_positions`, :func:`expected`,
@@ -193,6 +194,35 @@ def group_committed(servers: str, group: str, topic: str, partitions: int) -> Di
     finally:
         reader.close()
     return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
+
+
+def describe_group(servers: str, group: str) -> Dict[int, Dict[str, str]]:
+    """Kafka's own lag tool (``kafka-consumer-groups --describe --group``, the class
+    ``org.apache.kafka.tools.consumer.group.ConsumerGroupCommand`` in the broker's jars): per partition,
+    its row by column name (``CURRENT-OFFSET``, ``LOG-END-OFFSET``, ``LAG``, ``CLIENT-ID``...; ``-`` where
+    the tool shows none). Apache Kafka only; the JVM needs ``/work/coord/heavy`` like the broker."""
+    import shutil
+
+    from kafka_group_devbroker.jars import classpath
+
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else (shutil.which("java") or "java")
+    done = subprocess.run(
+        [java, "-Xmx256m", "-cp", os.pathsep.join(classpath("kafka")),
+         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", servers,
+         "--describe", "--group", group],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"kafka-consumer-groups failed: {done.stdout}{done.stderr}"
+    rows: Dict[int, Dict[str, str]] = {}
+    header: List[str] = []
+    for line in done.stdout.splitlines():
+        cells = line.split()
+        if cells[:1] == ["GROUP"]:
+            header = cells
+        elif header and len(cells) == len(header):
+            row = dict(zip(header, cells))
+            rows[int(row["PARTITION"])] = row
+    return rows
 
 
 # -- Spark --------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from kafka_group.config.client_config import with_client_id
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.flow.event_time import EventTimeAlignment
@@ -43,7 +44,7 @@ def build_source_driver(options: SourceOptions) -> SourceDriver:
     UnknownTopicOrPartitionError
         ``assign`` names a topic or partition that does not exist.
     """
-    cluster = ClusterView(options.client_config, options.connect_timeout_ms)
+    cluster = ClusterView(with_client_id(options.client_config, options.group_id, "admin"), options.connect_timeout_ms)
     store: Optional[DeltaOffsetStore] = None
     if options.offsets_table is not None:
         assert options.group_id is not None

@@ -4,7 +4,8 @@
 (:mod:`~kafka_group.plan.positioning`), follow the offsets table, check for data loss
 (:mod:`~kafka_group.plan.data_loss`), plan (:mod:`~kafka_group.plan.planning`) within the flow rules
 (:mod:`~kafka_group.flow.flow_control`), register the ranges a revoke waits for
-(:mod:`~kafka_group.group.rebalance`); an AvailableNow run ends as :mod:`~kafka_group.plan.available_now`
+(:mod:`~kafka_group.group.rebalance`), keep the group's committed offsets following what landed
+(:mod:`~kafka_group.group.group_commits`); an AvailableNow run ends as :mod:`~kafka_group.plan.available_now`
 decides. Created lazily (:func:`kafka_group.driver_factory.build_source_driver`) in the process that serves the
 query's planning calls, never pickled. Threads: Spark's planning thread (the runner's main
 thread, also the SIGTERM handler's), the member's poll thread, the control channel's thread.
@@ -21,6 +22,7 @@ from kafka_group.config.source_options import SourceOptions
 from kafka_group.faults import crash_point
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.flow.flow_control import FlowControl
+from kafka_group.group.group_commits import GroupCommits
 from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report
 from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
@@ -67,6 +69,7 @@ class SourceDriver:
         self._committer, self._alignment = committer, alignment
         self._spec = functools.partial(starting_spec, known_at_start=known_at_start,
                                        starting_offsets=options.starting_offsets)
+        self._commits = GroupCommits(member or committer, commit_starts=member is not None)
         self._book = OwnedPartitions()  # positions and running ranges, shared with the poll thread
         self._gate = (None if options.min_offsets_per_trigger is None
                       else TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms))
@@ -98,9 +101,9 @@ class SourceDriver:
             return
         # Pauses stay: an eager rebalance revokes every partition and may hand them
         # straight back. Planning drops those of partitions that went elsewhere.
-        running = self._book.forget(event.partitions)
-        if event.kind == "revoke" and self._store is not None and self._member is not None:
-            finish_revoke(self._store, self._member, event.partitions, running,
+        running, starts = self._book.forget(event.partitions), self._commits.revoked(event.partitions)
+        if event.kind == "revoke" and self._member is not None:
+            finish_revoke(self._store, self._member, event.partitions, running, starts=starts,
                           timeout_ms=self._options.revoke_timeout_ms, stopping=lambda: self._closed)
 
     # -- Spark's planning calls (Caller: Spark's planning thread, the runner's main thread) ---
@@ -147,8 +150,8 @@ class SourceDriver:
         owned = self.owned()
         self.flow.drop_gone(owned, self._member.events if self._member is not None else None)
         positions, plannable = self._book.plannable(start.positions, owned)
-        if self._store is not None:  # the table is the source of truth
-            plannable = follow_table(plannable, self._store.positions(plannable))
+        in_table = self._commits.follow(plannable, self._store, self._book.pending())
+        plannable = plannable if in_table is None else follow_table(plannable, in_table)
         latest = self._cluster.latest_offsets(plannable)
         self._latest = dict(latest)
         if self._target is not None:
@@ -200,36 +203,20 @@ class SourceDriver:
         self._book.running(end.ranges)
 
     def on_batch_committed(self, end: BatchOffsets) -> None:
-        """Commit the positions of the partitions still owned to the Kafka group, for lag tools: with
-        ``offsets.table`` the table's (what has landed), else the batch's end. Caller: Spark's planning thread."""
-        committer = self._member or self._committer
-        if committer is None:
-            return
+        """Spark completed the batch that ends at ``end``: its ranges stop running; what landed reaches the group
+        (:meth:`GroupCommits.follow`; the plan after the batch did it already). Caller: Spark's planning thread."""
         mine = self._book.committed(end.ranges, end.positions, self.owned())
-        if self._store is not None:
-            mine = self._store.positions(mine)
         crash_point("source.before_kafka_commit")
-        committer.commit(mine)
+        self._commits.follow(mine, self._store, self._book.pending())
 
     def close(self) -> None:
-        """Commit what has landed to the Kafka group, leave the group and release clients.
-        Caller: the SIGTERM handler on the runner's main thread, or Spark's ``stop()``.
-
-        Spark commits a batch to its source only when it plans the next one, so the last batch of a
-        run reaches the Kafka group here (from the offsets table; without one nothing more is
-        committed, as Spark may not have finished it)."""
+        """Commit what has landed to the Kafka group (:meth:`GroupCommits.final`), leave the group and release
+        clients. Caller: the SIGTERM handler on the runner's main thread, or Spark's ``stop()``."""
         self._closed = True
-        # The query is stopping: Spark interrupts the running batch, which may never land.
-        # The revoke that closing the member fires must not wait for it (up to
-        # revokeTimeoutMs, while the group waits for this member to leave); if it does
-        # land, the table's commit check still keeps the next owner's batch apart.
+        # Spark interrupts the running batch, which may never land: the revoke that closing the member fires must
+        # not wait for it (the group waits for us); if it lands, the table's commit check keeps owners apart.
         self._book.stop_waiting()
-        committer = self._member or self._committer
-        if self._store is not None and committer is not None:
-            try:
-                committer.commit(self._store.positions(self.owned()))
-            except Exception:  # leaving the group matters more than lag reporting
-                logger.exception("committing the final positions to the Kafka group failed")
+        self._commits.final(self._store, self.owned())
         self.flow.close()
         for client in (self._alignment, self._member, self._committer):
             if client is not None:
@@ -240,9 +227,11 @@ class SourceDriver:
         new = self._book.unpositioned(self.owned())
         if not new:
             return
-        resolved = position_new(new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
-                                timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
-                                on_no_match=self._options.starting_offsets.on_no_match)
+        resolved, durable = position_new(
+            new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
+            timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
+            on_no_match=self._options.starting_offsets.on_no_match)
         self.flow.drop_stale(stale_pauses(resolved, start.positions))
         self._book.admit(resolved, self.owned)
+        self._commits.positioned(resolved, durable, self.owned)
         logger.info("positioned newly owned partitions: %s", describe_positions(resolved))

@@ -1,12 +1,12 @@
 """A streaming query into Delta with DeltaSink, run as its own process by the crash tests.
 
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
-        [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S]
+        [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S] [--trigger-seconds S]
         [--option KEY=VALUE ...] [--storage KEY=VALUE ...] [--report FILE] [--stop-file PATH]
         [--add-column] [--merge-schema]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
-a 500 ms trigger for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
+a 500 ms trigger (--trigger-seconds) for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
 environment makes it SIGKILL its own process group at that point
 (see kafka_group.faults). --storage passes a delta-rs storage option to the sink
 (DeltaSink(storage_options=...)) and the source (offsets.table.storage.KEY); delta-rs
@@ -31,6 +31,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--available-now", action="store_true")
     parser.add_argument("--max-offsets", type=int, default=None)
     parser.add_argument("--run-seconds", type=float, default=30.0)
+    parser.add_argument("--trigger-seconds", type=float, default=0.5, help="the processing-time trigger's interval")
     parser.add_argument("--option", action="append", default=[], help="an extra source option KEY=VALUE")
     parser.add_argument("--storage", action="append", default=[],
                         help="a delta-rs storage option KEY=VALUE for the sink and the source's offsets.table")
@@ -110,7 +111,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             with open(args.report, "w") as out:
                 json.dump({"progress": progress(query), "explain": explained.getvalue()}, out)
     else:
-        query = writer.trigger(processingTime="500 milliseconds").start()
+        query = writer.trigger(processingTime=f"{int(args.trigger_seconds * 1000)} milliseconds").start()
         deadline = time.monotonic() + args.run_seconds
         while query.isActive and time.monotonic() < deadline:
             if args.stop_file and os.path.exists(args.stop_file):

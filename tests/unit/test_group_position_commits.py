@@ -109,3 +109,59 @@ def test_without_a_table_the_group_follows_the_previous_batch_end_at_the_next_pl
     assert ranges_of(batch) == {T0: (0, 30)}
     assert d.next_offsets(batch, None) is None  # type: ignore[arg-type]
     assert member.group_offsets.get(T0) == 30
+
+
+def test_two_new_queries_starting_together_at_latest_both_start_at_latest() -> None:
+    # Each gets partitions no one positioned; the other's committed starts do not make it "resumed".
+    cluster, store = FakeCluster({"t": 2}), FakeStore()
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    opts = with_table(startingOffsets="latest")
+    m1 = FakeMember()
+    m2 = second_member(m1)
+    q1, q2 = driver(opts, cluster, m1, store), driver(opts, cluster, m2, store)
+    m1.assign(T0)
+    m2.assign(T1)
+    assert q1.initial_offsets().positions == {T0: 100}
+    assert m1.group_offsets == {T0: 100}
+    assert q2.initial_offsets().positions == {T1: 100}
+
+
+def test_a_stale_start_is_never_committed_over_a_partition_that_came_back() -> None:
+    # Q1 positions T0 and loses it before anything lands; Q2 lands 100..105; T0 comes back to Q1.
+    cluster, store = FakeCluster({"t": 1}), FakeStore()
+    cluster.produce(T0, 100)
+    opts = with_table(startingOffsets="latest")
+    m1 = FakeMember()
+    q1 = driver(opts, cluster, m1, store)
+    m1.assign(T0)
+    q1_start = q1.initial_offsets()
+    m1.revoke(T0)
+    m2 = second_member(m1)
+    q2 = driver(opts, cluster, m2, store)
+    m2.assign(T0)
+    cluster.produce(T0, 5)
+    batch = q2.next_offsets(q2.initial_offsets(), None)
+    assert ranges_of(batch) == {T0: (100, 105)}
+    store.land(batch)  # type: ignore[arg-type]
+    assert q2.next_offsets(batch, None) is None  # type: ignore[arg-type]
+    assert m1.group_offsets[T0] == 105
+    m2.revoke(T0)
+    m1.assign(T0)
+    assert q1.next_offsets(q1_start, None) is None
+    m1.revoke(T0)
+    assert m1.group_offsets[T0] == 105, "a stale start moved the group's offset back"
+
+
+def test_every_client_gets_a_client_id_naming_the_connector_and_group_unless_the_user_set_one() -> None:
+    from kafka_group.config.client_config import member_config, reader_config, with_client_id
+
+    servers = {"bootstrap.servers": "127.0.0.1:9092"}
+    assert member_config(servers, "orders")["client.id"] == "pyspark-kafka-group-orders-driver"
+    assert reader_config(servers, "orders")["client.id"] == "pyspark-kafka-group-orders-reader"
+    assert reader_config(servers, None)["client.id"] == "pyspark-kafka-group-reader"
+    assert with_client_id(servers, "orders", "admin")["client.id"] == "pyspark-kafka-group-orders-admin"
+    mine = {**servers, "client.id": "billing"}
+    assert member_config(mine, "orders")["client.id"] == "billing"
+    assert reader_config(mine, "orders")["client.id"] == "billing"
+    assert with_client_id(mine, "orders", "admin")["client.id"] == "billing"

@@ -98,12 +98,13 @@ def test_revoke_gives_up_after_revoke_timeout_and_commits_what_landed() -> None:
     assert member.commits[-1] == {T0: 0}
 
 
-def test_revoke_without_offsets_table_does_not_wait_or_commit() -> None:
+def test_revoke_without_offsets_table_does_not_wait_or_commit_the_running_batch() -> None:
     cluster, member, d = one_partition(10, options())
     batch = first_batch(d)
     d.on_batch_running(batch)
     member.revoke(T0)
-    assert member.commits == []
+    # Only the start the group had no position for (issue 26), never the running batch's end.
+    assert member.commits and all(commit == {T0: 0} for commit in member.commits)
 
 
 def test_lost_partitions_never_wait() -> None:
@@ -111,9 +112,9 @@ def test_lost_partitions_never_wait() -> None:
     cluster, member, d = one_partition(10, with_table(), store)
     batch = first_batch(d)
     d.on_batch_running(batch)
-    reads = store.reads
+    reads, commits = store.reads, len(member.commits)
     member.lost(T0)
-    assert store.reads == reads and member.commits == []
+    assert store.reads == reads and len(member.commits) == commits
 
 
 def test_revoke_between_ownership_read_and_registration_keeps_the_partition_out_of_the_batch() -> None:
@@ -126,7 +127,8 @@ def test_revoke_between_ownership_read_and_registration_keeps_the_partition_out_
     cluster.on_latest = lambda: member.revoke(T1)  # the poll thread, in the middle of the plan
     batch = d.next_offsets(start, None)
     assert ranges_of(batch) == {T0: (0, 10)}
-    assert member.commits[-1] == {}  # nothing of T1 ran, nothing landed: let go at once
+    # Nothing of T1 ran, nothing landed: let go at once, committing its start for the next owner (issue 26).
+    assert member.commits[-1] == {T1: 0}
 
 
 def test_revoked_partition_is_positioned_again_from_the_table_when_it_comes_back() -> None:

@@ -12,10 +12,12 @@ from typing import Dict, Mapping
 from kafka_group.errors import ConfigError
 
 __all__ = [
+    "client_id",
     "member_config",
     "reader_config",
     "isolation_level",
     "uses_consumer_protocol",
+    "with_client_id",
     "CLASSIC_ONLY_KEYS",
     "DEFAULT_ASSIGNMENT_STRATEGY",
     "DEFAULT_ISOLATION_LEVEL",
@@ -68,6 +70,31 @@ _MEMBER_ONLY_KEYS = frozenset(
 _READER_GROUP_ID = "kafka-group-reader"
 
 
+#: The prefix of every client.id the connector gives its clients (unless the user sets ``kafka.client.id``).
+CLIENT_ID_PREFIX = "pyspark-kafka-group"
+
+
+def client_id(group_id: str | None, role: str) -> str:
+    """The ``client.id`` of one of the connector's clients: ``pyspark-kafka-group-<group>-<role>``
+    (``pyspark-kafka-group-<role>`` without a group), so Kafka's tools (``kafka-consumer-groups
+    --describe``'s ``CLIENT-ID``, broker quotas and request logs) tell which query a client serves.
+
+    Parameters
+    ----------
+    group_id : str or None
+        The query's consumer group (``kafka.group.id``), None for ``assign`` without one.
+    role : str
+        ``driver`` (the group member and its commits), ``reader`` (the executors' readers) or
+        ``admin`` (the driver's metadata and ListOffsets client).
+    """
+    return "-".join(part for part in (CLIENT_ID_PREFIX, group_id, role) if part)
+
+
+def with_client_id(client_config: Mapping[str, str], group_id: str | None, role: str) -> Dict[str, str]:
+    """``client_config`` with :func:`client_id` as ``client.id`` unless the user set one."""
+    return {"client.id": client_id(group_id, role), **client_config}
+
+
 def uses_consumer_protocol(client_config: Mapping[str, str]) -> bool:
     """Whether ``client_config`` selects the consumer group protocol of KIP-848 (``group.protocol=consumer``)."""
     return client_config.get("group.protocol", "classic").strip().lower() == "consumer"
@@ -91,6 +118,7 @@ def member_config(client_config: Mapping[str, str], group_id: str) -> Dict[str, 
     consumer_protocol = uses_consumer_protocol(client_config)
     config = {} if consumer_protocol else {"partition.assignment.strategy": DEFAULT_ASSIGNMENT_STRATEGY}
     config.update({
+        "client.id": client_id(group_id, "driver"),
         # New topics matching subscribePattern, and partitions added to a topic, reach
         # the group within this interval (librdkafka's default is 5 minutes).
         "topic.metadata.refresh.interval.ms": "10000",
@@ -145,6 +173,7 @@ def reader_config(client_config: Mapping[str, str], group_id: str | None) -> Dic
     the client requires one (and ACLs on it are the user's anyway).
     """
     config = {
+        "client.id": client_id(group_id, "reader"),
         # librdkafka 2.16 sleeps 1 s between fetches when the application is slower
         # than fetching; 20 ms keeps the pipeline full.
         "fetch.queue.backoff.ms": "20",

@@ -322,6 +322,10 @@ class GroupMember:
         removed = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
         with self._state:
             self._owned.difference_update(removed)
+            # A commit queued before the rebalance must not reach the group if they come back to this
+            # member later: another member may have moved them on meanwhile (it would rewind them).
+            for tp in removed:
+                self._queued_commit.pop(tp, None)
         self._record(kind, removed)
 
     def _record(self, kind: str, partitions: FrozenSet[TopicPartition]) -> None:

@@ -128,12 +128,13 @@ class OwnedPartitions:
 
 
 def finish_revoke(
-    store: OffsetStore,
+    store: Optional[OffsetStore],
     member: Committer,
     revoked: FrozenSet[TopicPartition],
     running: Mapping[TopicPartition, OffsetRange],
     *,
     timeout_ms: int,
+    starts: Optional[Mapping[TopicPartition, int]] = None,
     stopping: Callable[[], bool] = lambda: False,
     poll_s: float = 0.2,
     clock: Callable[[], float] = time.monotonic,
@@ -144,8 +145,13 @@ def finish_revoke(
     exactly where this one stopped. Only the offsets table can tell that a batch
     landed (Spark reports completion to the source only at the next plan), so
     without ``offsets.table`` the revoke does not wait (the caller does not call
-    this). Lost partitions never wait: the table's commit check keeps a late
-    commit of theirs out.
+    this with a store: it commits only ``starts``). Lost partitions never wait: the
+    table's commit check keeps a late commit of theirs out.
+
+    ``starts`` are the revoked partitions' starts this member committed while nothing
+    of theirs had landed (:meth:`~kafka_group.group.group_commits.GroupCommits.revoked`):
+    committed again here, where the table has no position, so the next owner continues
+    from them even if the first commit was still queued.
 
     A running range has landed when the table's position of its partition is no
     longer the range's start. After ``timeout_ms`` (``revokeTimeoutMs``) the
@@ -161,11 +167,11 @@ def finish_revoke(
     Returns
     -------
     dict
-        The positions committed: the table's, of the revoked partitions.
+        The positions committed: the table's of the revoked partitions, else their ``starts``.
     """
     deadline = clock() + timeout_ms / 1000
-    pending = dict(running)
-    while pending:
+    pending = dict(running) if store is not None else {}
+    while pending and store is not None:
         held = store.positions(pending)
         pending = {tp: r for tp, r in pending.items() if held.get(tp, r.from_offset) == r.from_offset}
         if not pending:
@@ -183,7 +189,7 @@ def finish_revoke(
             )
             break
         time.sleep(poll_s)
-    positions = store.positions(revoked)
+    positions = {**(starts or {}), **(store.positions(revoked) if store is not None else {})}
     member.commit(positions)
     logger.info("revoke of %s complete; committed %s", ",".join(str(tp) for tp in sorted(revoked)),
                 ", ".join(f"{tp}@{pos}" for tp, pos in sorted(positions.items())) or "nothing")

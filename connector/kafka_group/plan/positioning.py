@@ -12,44 +12,54 @@ Invariants
 - With ``offsets.table`` the table is the source of truth: a partition the table
   has seen starts at the table's position; Spark's checkpoint and Kafka's
   committed offsets are not consulted for it.
-- Without it, the position is the furthest of what the query's own offsets
-  (the checkpoint) say and what the group has committed (another member may
-  have read the partition meanwhile).
+- Otherwise (no table, or a partition the table has not seen) the position is the
+  furthest of what the query's own offsets (the checkpoint) say and what the group
+  has committed: another member may have read the partition meanwhile, or
+  positioned it and committed that start before anything landed
+  (:mod:`~kafka_group.group.group_commits`), so a member taking a partition over continues
+  from the group's position.
 - A partition none of these has seen starts where ``startingOffsets`` says, for
   the partitions of a new query; at the earliest offset for partitions that
   appeared later (new topics of a pattern, added partitions, or any partition
-  first seen by a query resuming from its checkpoint or its offsets table), as
-  in Spark's Kafka source.
+  first seen by a query resuming from its checkpoint, or when the table or the
+  group holds a position of another partition being positioned with it), as in
+  Spark's Kafka source. "Resumed" is judged from the partitions being positioned,
+  not from every partition of the group: two queries of a new group starting
+  together at ``latest`` each get partitions no one has positioned, and those must
+  start at ``latest``, not at the earliest offset because the other one already
+  committed its starts.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Callable, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from kafka_group.collaborators import Cluster, Member, OffsetStore
 from kafka_group.errors import NoOffsetForTimestampError
 from kafka_group.offsets import EARLIEST, LATEST, NO_MATCH_LATEST, AtTimestamp, StartingOffsets, StartSpec, TopicPartition
 
 __all__ = [
-    "describe_positions", "follow_table", "is_resumed", "known_positions", "position_new", "resolve_positions",
-    "settle_times", "stale_pauses", "starting_spec", "unseen_by_spec", "unseen_by_time",
+    "Positioned", "describe_positions", "follow_table", "is_resumed", "known_positions", "position_new",
+    "resolve_positions", "settle_times", "stale_pauses", "starting_spec", "unseen_by_spec", "unseen_by_time",
 ]
 
 logger = logging.getLogger(__name__)
 
 
-def is_resumed(checkpoint: Mapping[TopicPartition, int], in_table: Mapping[TopicPartition, int]) -> bool:
+def is_resumed(checkpoint: Mapping[TopicPartition, int], in_table: Mapping[TopicPartition, int],
+               in_group: Optional[Mapping[TopicPartition, int]] = None) -> bool:
     """Whether the query resumes rather than starts new.
 
     Resuming: Spark's checkpoint has positions (``start`` is a previous batch's
-    end), or the offsets table holds positions of this group (it landed before;
-    the checkpoint may be new). Decide it before the table's partitions are taken
-    out of the checkpoint's: a restart whose checkpointed partitions are all in
+    end), or the offsets table or the group's committed offsets hold positions of
+    the partitions being positioned (this group read them before, or another member
+    positioned them; the checkpoint may be new). Decide it before the table's
+    partitions are taken out of the checkpoint's: a restart whose checkpointed partitions are all in
     the table is still a restart, and a partition none of them knows was created
     since (CreatePartitions, a new topic of the pattern).
     """
-    return bool(checkpoint) or bool(in_table)
+    return bool(checkpoint) or bool(in_table) or bool(in_group)
 
 
 def starting_spec(
@@ -91,8 +101,8 @@ def known_positions(
         The offsets table's positions (with ``offsets.table``): they win over the
         checkpoint for every partition the table has seen.
     group : mapping, optional
-        The group's committed offsets (without ``offsets.table``): the furthest of
-        these and the checkpoint wins.
+        The group's committed offsets: where the table (if any) has no position, the
+        furthest of these and the checkpoint wins.
     """
     known: Dict[TopicPartition, int] = {}
     for tp in new:
@@ -229,6 +239,15 @@ def follow_table(plannable: Mapping[TopicPartition, int],
     return followed
 
 
+class Positioned(NamedTuple):
+    """What :func:`position_new` decided."""
+
+    #: The start of each newly owned partition (those the broker did not answer for are left out).
+    resolved: Dict[TopicPartition, int]
+    #: The partitions whose position the offsets table or the group's committed offsets already hold.
+    durable: FrozenSet[TopicPartition]
+
+
 def position_new(
     new: Sequence[TopicPartition],
     checkpoint: Mapping[TopicPartition, int],
@@ -239,28 +258,29 @@ def position_new(
     timeout_s: float,
     spec: Callable[[TopicPartition, bool], StartSpec],
     on_no_match: str,
-) -> Dict[TopicPartition, int]:
+) -> Positioned:
     """Read what the decisions above need and position the ``new`` partitions.
 
-    Reads the offsets table (with one) or else the group's committed offsets (with a
-    member), then the broker's offsets at the start times of the partitions that start
-    at a time, then its earliest and latest offsets of the partitions that start there.
-    ``spec`` is :func:`starting_spec` bound to the query's options; ``on_no_match`` is
-    ``startingOffsetsByTimestampStrategy``.
+    Reads the offsets table (with one) and the group's committed offsets (with a
+    member), then the broker's offsets at the start times of the partitions that
+    start at a time, then its earliest and latest offsets of the partitions that
+    start there. ``spec`` is :func:`starting_spec` bound to the query's
+    options; ``on_no_match`` is ``startingOffsetsByTimestampStrategy``.
 
     Caller: Spark's planning thread.
     """
     table = store.positions(new) if store is not None else None
-    group = member.committed(new, timeout_s) if store is None and member is not None else None
-    resumed = is_resumed(checkpoint, table or {})
+    group = member.committed(new, timeout_s) if member is not None else {}
+    resumed = is_resumed(checkpoint, table or {}, group)
     known = known_positions(new, checkpoint, table=table, group=group)
     specs = {tp: spec(tp, resumed) for tp in new}
     times = unseen_by_time(new, known, specs)
     if times:
         specs, _ = settle_times(specs, cluster.offsets_at_times(times), on_no_match)
     wants_earliest, wants_latest = unseen_by_spec(new, known, specs)
-    return resolve_positions(new, known, specs, cluster.earliest_offsets(wants_earliest),
-                             cluster.latest_offsets(wants_latest))
+    resolved = resolve_positions(new, known, specs, cluster.earliest_offsets(wants_earliest),
+                                 cluster.latest_offsets(wants_latest))
+    return Positioned(resolved, frozenset(table or {}) | frozenset(group))
 
 
 def describe_positions(positions: Mapping[TopicPartition, int]) -> str:

@@ -1,0 +1,148 @@
+"""What this query commits to its Kafka group: the next owner's start and the lag tools' view.
+
+The group's committed offsets are never the source of truth with ``offsets.table`` (the
+Delta table is), but they are what a member taking a partition over reads for a
+partition the table has not seen (:mod:`~kafka_group.positioning`), and what Kafka's
+lag tools (``kafka-consumer-groups --describe``) show. :class:`GroupCommits` keeps them
+following the query:
+
+- *Starts*: a partition positioned while neither the table nor the group holds a
+  position for it (``startingOffsets=latest`` of a new query, a checkpoint's position)
+  has its start committed at once, so a member that takes it over before anything
+  landed continues from it instead of the then latest offset (issue 26, item 1). A
+  revoke commits it again, synchronously, before the next owner gets the partition.
+- *Landed*: at each planning call the positions that landed are committed: the
+  table's (what landed), or without a table the previous batch's end (Spark writes
+  batch N's commit log before it asks the source for the next latest offset, see
+  ``MicroBatchExecution``), so lag tools see a batch within one trigger of it landing,
+  also when no batch follows (Spark's ``commit(N)`` comes only with batch N+1).
+
+Invariants
+----------
+- The table wins: a start is committed only for a partition the table has no position
+  for, and never over an offset the group already has (it would move it backwards or
+  past what landed).
+- Only the owner commits: the member sends queued commits only for partitions it still
+  owns and drops those of partitions revoked meanwhile; a stale member (fenced, or whose
+  session expired) is refused by the coordinator (generation / member epoch).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import AbstractSet, Callable, Dict, FrozenSet, Iterable, Mapping, Optional
+
+from kafka_group.collaborators import Committer, OffsetStore
+from kafka_group.offsets import TopicPartition
+
+__all__ = ["GroupCommits"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds after which unchanged positions are committed again (a queued commit may have
+#: failed, for example during a rebalance; the lag tools then catch up by this bound).
+RECOMMIT_AFTER_S = 30.0
+
+
+class GroupCommits:
+    """Commits positions to the group for the next owner of a partition and for lag tools.
+
+    Parameters
+    ----------
+    committer : Committer or None
+        The group member (or, for ``assign`` with ``kafka.group.id``, a committer that does
+        not join); None when the query has no group to commit to.
+    commit_starts : bool, optional
+        Whether to commit starts (only a member's: positioning reads the group's offsets only then).
+    clock : callable, optional
+        Monotonic seconds (tests replace it).
+
+    Notes
+    -----
+    Callers: Spark's planning thread (:meth:`positioned`, :meth:`landed`), the member's poll
+    thread inside a rebalance callback (:meth:`revoked`, :meth:`forget`). One lock guards the
+    bookkeeping; commits are made outside it.
+    """
+
+    def __init__(self, committer: Optional[Committer], *, commit_starts: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._committer = committer
+        self._commit_starts = commit_starts
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._starts: Dict[TopicPartition, int] = {}  # committed starts nothing has landed for yet
+        self._sent: Dict[TopicPartition, int] = {}  # the landed positions last committed
+        self._sent_at = clock()
+
+    def positioned(self, resolved: Mapping[TopicPartition, int], durable: AbstractSet[TopicPartition],
+                   owned: Callable[[], FrozenSet[TopicPartition]]) -> None:
+        """Newly owned partitions were positioned at ``resolved``; commit the starts of those still ``owned``
+        whose position neither the table nor the group holds (``durable``). Caller: Spark's planning thread.
+
+        Ownership is read under the lock :meth:`revoked` takes, after the member has dropped revoked
+        partitions from it: a start is either kept and committed again by the revoke, or left out."""
+        with self._lock:
+            still = owned()
+            for tp in resolved:
+                self._sent.pop(tp, None)
+                self._starts.pop(tp, None)
+            starts = {tp: pos for tp, pos in resolved.items()
+                      if self._commit_starts and tp in still and tp not in durable}
+            self._starts.update(starts)
+        if starts and self._committer is not None:
+            logger.info("committing the start of partitions the group has no position for: %s",
+                        ", ".join(f"{tp}@{pos}" for tp, pos in sorted(starts.items())))
+            self._committer.commit(starts)
+
+    def landed(self, positions: Mapping[TopicPartition, int]) -> None:
+        """``positions`` landed (the table's, or the previous batch's end without a table): commit those
+        not committed yet. Caller: Spark's planning thread, at each planning call."""
+        now = self._clock()
+        with self._lock:
+            if now - self._sent_at > RECOMMIT_AFTER_S:
+                self._sent.clear()
+                self._sent_at = now
+            changed = {tp: pos for tp, pos in positions.items() if self._sent.get(tp) != pos}
+            for tp in positions:
+                self._starts.pop(tp, None)
+            self._sent.update(changed)
+        if changed and self._committer is not None:
+            self._committer.commit(changed)
+
+    def follow(self, positions: Mapping[TopicPartition, int], store: Optional[OffsetStore],
+               pending: Mapping[TopicPartition, int]) -> Optional[Dict[TopicPartition, int]]:
+        """Commit what landed of the partitions at ``positions`` (the previous batch's end, which Spark
+        completed): the table's positions of them with ``offsets.table`` (returned), else ``positions``
+        without the ``pending`` ones (positioned since: nothing of theirs landed). Caller: Spark's planning
+        thread, at each planning call and at Spark's ``commit``."""
+        in_table = store.positions(positions) if store is not None else None
+        self.landed(in_table if in_table is not None else
+                    {tp: pos for tp, pos in positions.items() if tp not in pending})
+        return in_table
+
+    def final(self, store: Optional[OffsetStore], owned: FrozenSet[TopicPartition]) -> None:
+        """The query stops: commit the table's positions of ``owned`` (without a table nothing more: Spark
+        may not have finished the running batch). Caller: the SIGTERM handler, or Spark's ``stop()``."""
+        if store is None or self._committer is None:
+            return
+        try:
+            self._committer.commit(store.positions(owned))
+        except Exception:  # leaving the group matters more than lag reporting
+            logger.exception("committing the final positions to the Kafka group failed")
+
+    def revoked(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The committed starts of ``partitions`` (nothing landed for them since), which the revoke commits
+        again before the next owner gets them; forgets them. Caller: the poll thread, in a revoke."""
+        with self._lock:
+            starts = {tp: self._starts[tp] for tp in partitions if tp in self._starts}
+        self.forget(partitions)
+        return starts
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        """``partitions`` left this member (revoked or lost). Caller: the poll thread, in a rebalance."""
+        with self._lock:
+            for tp in partitions:
+                self._starts.pop(tp, None)
+                self._sent.pop(tp, None)
