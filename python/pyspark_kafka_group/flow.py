@@ -10,8 +10,9 @@ assigned to this query's group member, and resumes exactly where it stopped.
 Pauses are kept in the query's checkpoint (they survive a restart) and are
 dropped, with a log line, when the group moves the partition to another member.
 
-The query is reached through its control channel, a private folder on the
-driver's local disk (see :mod:`kafka_group.flow.flow_channel`), found from the
+The query is reached through its control channel, a folder on the
+driver's local disk that only its user can reach (checked: see
+:mod:`kafka_group.flow.flow_channel`), found from the
 query's progress. From another process on the driver, pass the folder instead of
 the query; :func:`queries` lists them.
 

@@ -208,7 +208,12 @@ def parse_duration_ms(option: str, text: str) -> int:
 
 
 def default_control_dir() -> str:
-    """The default ``flow.controlDir``: a folder of this user in the driver's temporary directory."""
+    """The default ``flow.controlDir``: ``$XDG_RUNTIME_DIR/pyspark-kafka-group`` where that is set
+    (a folder only this user reaches), else ``<tmp>/pyspark-kafka-group-<uid>`` (checked by the
+    channel: see :mod:`kafka_group.flow.flow_channel`)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime):
+        return os.path.join(runtime, "pyspark-kafka-group")
     return os.path.join(tempfile.gettempdir(), f"pyspark-kafka-group-{os.getuid()}")
 
 
@@ -531,8 +536,8 @@ MAX_DRIFT: OptionSpec[int] = OptionSpec(
     parser=parse_duration_ms,
 )
 CONTROL_DIR: OptionSpec[str] = OptionSpec(
-    'flow.controlDir', 'path', '`<tmp>/pyspark-kafka-group-<uid>`',
-    'Folder on the driver for the control channels of running queries (`flow.pause`, `flow.status`).',
+    'flow.controlDir', 'path', '`$XDG_RUNTIME_DIR/pyspark-kafka-group`, else `<tmp>/pyspark-kafka-group-<uid>`',
+    'Folder on the driver for the control channels of running queries (`flow.pause`, `flow.status`). Must be a real folder (not a symbolic link) of the query\'s user with mode 0700; it is made so if missing, and refused otherwise.',
     parser=_control_dir,
     default_factory=default_control_dir,
 )
