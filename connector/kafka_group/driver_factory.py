@@ -19,6 +19,7 @@ from kafka_group.config.client_config import with_client_id
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.flow.event_time import EventTimeAlignment
+from kafka_group.flow.flow_channel import check_root
 from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.group.membership import GroupMember
 from kafka_group.group.offset_commits import GroupOffsetCommitter
@@ -43,7 +44,10 @@ def build_source_driver(options: SourceOptions) -> SourceDriver:
         The cluster did not answer within ``kafkaConsumer.connectTimeoutMs``.
     UnknownTopicOrPartitionError
         ``assign`` names a topic or partition that does not exist.
+    FlowControlError
+        ``flow.controlDir`` is not a folder only this user can reach.
     """
+    check_root(options.control_dir)  # a refused flow-control folder stops the query before any client
     cluster = ClusterView(with_client_id(options.client_config, options.group_id, "admin"), options.connect_timeout_ms)
     store: Optional[DeltaOffsetStore] = None
     if options.offsets_table is not None:

@@ -54,7 +54,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from kafka_group.errors import FlowControlError
 
-__all__ = ["ControlChannel", "exchange", "find_controls", "read_status", "send_request"]
+__all__ = ["ControlChannel", "check_root", "exchange", "find_controls", "read_status", "send_request"]
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +220,21 @@ class ControlChannel:
         except OSError:
             logger.warning("could not answer flow-control request %s at %s", name, self.path, exc_info=True)
         _remove_at(self._requests_fd, name)
+
+
+def check_root(root: str) -> None:
+    """Make ``root`` (``flow.controlDir``) if missing and check that only this user can reach it.
+
+    Caller: the driver's factory, before it connects to anything, so that a refused
+    folder stops the query before a client is made.
+
+    Raises
+    ------
+    FlowControlError
+        ``root`` is a symbolic link, not a folder, owned by another user, or open
+        to group or others (the message says which and how to fix it).
+    """
+    os.close(_private_root(root))
 
 
 def send_request(control: str, request: Mapping[str, Any], timeout_s: float = 30.0, *,
