@@ -118,11 +118,14 @@ class ControlChannel:
                                                exist_ok=False)
             self._responses_fd = _private_child(self._fd, "responses", os.path.join(self.path, "responses"),
                                                 exist_ok=False)
+            _write_json_at(self._fd, "member.json",
+                           {"pid": os.getpid(), "group": group, "started": time.time(), **description})
         except BaseException:
+            for fd in (getattr(self, attr, None) for attr in ("_responses_fd", "_requests_fd", "_fd")):
+                if fd is not None:
+                    os.close(fd)
             os.close(group_fd)
             raise
-        _write_json_at(self._fd, "member.json",
-                       {"pid": os.getpid(), "group": group, "started": time.time(), **description})
         self._handler = handler
         self._closed = threading.Event()
         self._release_lock = threading.Lock()
