@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.errors import FlowControlError
-from kafka_group.flow.flow_channel import find_controls, read_status, send_request
+from kafka_group.flow.channel_client import find_controls, read_status, send_request
 from kafka_group.formats import read_progress
 
 __all__ = ["pause", "resume", "status", "queries"]

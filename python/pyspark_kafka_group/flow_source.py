@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafka_group.errors import FlowControlError
-from kafka_group.flow.flow_channel import exchange, read_status
+from kafka_group.flow.channel_client import exchange, read_status
 
 __all__ = ["FlowControlDataSource"]
 

@@ -21,7 +21,8 @@ import pytest
 
 from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.errors import FlowControlError
-from kafka_group.flow.flow_channel import ControlChannel, exchange, find_controls, read_status
+from kafka_group.flow.channel_client import exchange, find_controls, read_status
+from kafka_group.flow.flow_channel import ControlChannel
 
 OTHER_UID = 12345
 
