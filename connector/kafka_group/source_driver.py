@@ -207,7 +207,8 @@ class SourceDriver:
         (:meth:`GroupCommits.follow`; the plan after the batch did it already). Caller: Spark's planning thread."""
         mine = self._book.committed(end.ranges, end.positions, self.owned())
         crash_point("source.before_kafka_commit")
-        self._commits.follow(mine, self._store, self._book.pending())
+        if self._store is not None:  # without a table the plan after the batch committed its end already, and
+            self._commits.follow(mine, self._store, self._book.pending())  # `mine` may predate a re-positioning
 
     def close(self) -> None:
         """Commit what has landed to the Kafka group (:meth:`GroupCommits.final`), leave the group and release

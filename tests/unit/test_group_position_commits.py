@@ -165,3 +165,50 @@ def test_every_client_gets_a_client_id_naming_the_connector_and_group_unless_the
     assert member_config(mine, "orders")["client.id"] == "billing"
     assert reader_config(mine, "orders")["client.id"] == "billing"
     assert with_client_id(mine, "orders", "admin")["client.id"] == "billing"
+
+
+def test_without_a_table_sparks_commit_of_a_batch_never_moves_the_group_back_over_a_repositioned_partition(
+) -> None:
+    """Review of issue 26: batch N read t-0 0..50; t-0 left, another member moved the group to 90, t-0 came
+    back and batch N+1 was positioned at 90. Spark's commit(N), which comes after planning N+1, must not
+    commit N's end (50) over the group's 90: the next owner would read 50..90 again."""
+    cluster = FakeCluster({"t": 1})
+    cluster.produce(T0, 100)
+    member = FakeMember()
+    query = driver(options(startingOffsets="earliest"), cluster, member, None)
+    member.assign(T0)
+    batch_n = query.next_offsets(query.initial_offsets(), 50)
+    assert ranges_of(batch_n) == {T0: (0, 50)}
+    assert batch_n is not None
+    query.on_batch_running(batch_n)
+    member.revoke(T0)
+    member.group_offsets[T0] = 90
+    member.assign(T0)
+    assert ranges_of(query.next_offsets(batch_n, None)) == {T0: (90, 100)}
+    query.on_batch_committed(batch_n)
+    assert member.group_offsets[T0] == 90, member.commits
+
+
+def test_a_revoke_arriving_on_the_thread_that_holds_the_commit_bookkeeping_does_not_deadlock() -> None:
+    """SIGTERM runs its handler on the main thread, possibly while that thread is inside
+    GroupCommits.positioned/landed; the handler's close() fires the revoke callback, which calls
+    GroupCommits.revoked on the same thread. Emulated by revoking from inside positioned()."""
+    import threading
+
+    from kafka_group.group.group_commits import GroupCommits
+
+    commits = GroupCommits(None)
+    finished = threading.Event()
+
+    def owned_then_revoked() -> "frozenset[TopicPartition]":
+        commits.revoked([T0])  # re-entered on the same thread, as a signal handler would
+        return frozenset({T0})
+
+    def run() -> None:
+        commits.positioned({T0: 5}, set(), owned_then_revoked)
+        finished.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert finished.is_set(), "GroupCommits deadlocked on its own lock"

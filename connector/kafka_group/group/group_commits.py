@@ -71,7 +71,9 @@ class GroupCommits:
         self._committer = committer
         self._commit_starts = commit_starts
         self._clock = clock
-        self._lock = threading.Lock()
+        # Re-entrant: SIGTERM's handler runs on the main thread, possibly inside positioned() or landed(),
+        # and its close() fires the revoke callback there, which takes this lock again (revoked()).
+        self._lock = threading.RLock()
         self._starts: Dict[TopicPartition, int] = {}  # committed starts nothing has landed for yet
         self._sent: Dict[TopicPartition, int] = {}  # the landed positions last committed
         self._sent_at = clock()
