@@ -8,7 +8,7 @@ waiting for Spark's ``commit`` (which Spark sends only when it builds the next b
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, with_table
@@ -212,3 +212,23 @@ def test_a_revoke_arriving_on_the_thread_that_holds_the_commit_bookkeeping_does_
     thread.start()
     thread.join(10)
     assert finished.is_set(), "GroupCommits deadlocked on its own lock"
+
+
+def test_with_a_table_positioning_partitions_the_table_holds_does_not_need_the_group_coordinator() -> None:
+    """Review of issue 26: positioning asked the coordinator for every new partition, so a coordinator
+    that does not answer (moving, restarting) failed the query even where the table holds every position."""
+    from kafka_group.errors import GroupMembershipError
+
+    class CoordinatorDown(FakeMember):
+        def committed(self, partitions: Iterable[TopicPartition], timeout_s: float) -> Dict[TopicPartition, int]:
+            if list(partitions):
+                raise GroupMembershipError("the group coordinator did not answer")
+            return {}
+
+    cluster, store = FakeCluster({"t": 1}), FakeStore()
+    cluster.produce(T0, 10)
+    store.table[T0] = 4
+    member = CoordinatorDown()
+    query = driver(with_table(startingOffsets="earliest"), cluster, member, store)
+    member.assign(T0)
+    assert ranges_of(query.next_offsets(query.initial_offsets(), None)) == {T0: (4, 10)}

@@ -270,7 +270,10 @@ def position_new(
     Caller: Spark's planning thread.
     """
     table = store.positions(new) if store is not None else None
-    group = member.committed(new, timeout_s) if member is not None else {}
+    # Only where the table has no position (it wins there): a coordinator that does not answer
+    # then stops only the positioning of partitions that need the group's offsets.
+    unknown = [tp for tp in new if table is None or tp not in table]
+    group = member.committed(unknown, timeout_s) if member is not None and unknown else {}
     resumed = is_resumed(checkpoint, table or {}, group)
     known = known_positions(new, checkpoint, table=table, group=group)
     specs = {tp: spec(tp, resumed) for tp in new}
