@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pathlib
 from collections import Counter
-from typing import Tuple
+from typing import Any, Tuple
 
 import pyarrow as pa
 import pytest
@@ -18,8 +18,17 @@ from deltalake import DeltaTable, QueryBuilder
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from pyspark_kafka_group import DeltaSink
 from tests.integration.test_delta_spark import SINK_COLUMNS, land, once, spark_offsets
-from tests.support import Cluster, MakeTopic, produce, table_positions, unique_name
+from tests.support import (
+    Cluster,
+    MakeTopic,
+    delta_source,
+    land_available_now,
+    produce,
+    table_positions,
+    unique_name,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -71,3 +80,41 @@ def test_identity_and_generated_columns_are_refused_before_any_file(
     assert named in message and "Nothing was written" in message and "new table" in message, message[-2000:]
     assert DeltaTable(str(table)).version() == 0, "the refused table was changed"
     assert not (table / "data").exists() or not any((table / "data").iterdir()), "files were written"
+
+
+def test_a_null_in_a_not_null_column_is_refused_before_the_commit_and_lands_once_the_query_is_fixed(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """Issue 26 item 3: delta-spark declares ``key STRING NOT NULL`` as ``"nullable": false``; a batch
+    with a null Kafka key must not land there (delta-rs then cannot read the table)."""
+    from confluent_kafka import Producer
+
+    topic, group, table, chk = make_topic(1), unique_name("group"), tmp_path / "table", tmp_path / "chk"
+    spark.sql(f"CREATE TABLE delta.`{table}` (key STRING NOT NULL, {SINK_COLUMNS}) USING DELTA")
+    produce(kafka.bootstrap_servers, topic, {0: 3})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    producer.produce(topic, key=None, value=b'{"n":3,"p":0}', partition=0)
+    assert producer.flush(30) == 0
+
+    def with_key(df: Any) -> Any:
+        return df.selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", "topic", "partition",
+                             "offset")
+
+    with pytest.raises(StreamingQueryException) as failure:
+        land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=with_key),
+                           chk)
+    message = str(failure.value)
+    assert "NotNullViolationError" in message and "1 row(s) with NULL in column 'key'" in message, message[-2000:]
+    assert str(table) in message and "DROP NOT NULL" in message and "replays" in message, message[-2000:]
+    assert DeltaTable(str(table)).version() == 0, "the batch was committed"
+    assert table_positions(table, group, topic, 1) == {0: None}
+    assert not (table / "data").exists() or not any((table / "data").rglob("*.parquet")), "the files were kept"
+
+    # The user fixes the query; Spark replays the batch (same offsets) through it, and it lands once.
+    def fixed(df: Any) -> Any:
+        return with_key(df).selectExpr("coalesce(key, '') AS key", "value", "topic", "partition", "offset")
+
+    land_available_now(delta_source(spark, kafka, topic, group, table), DeltaSink(str(table), transform=fixed), chk)
+    assert table_positions(table, group, topic, 1) == {0: 4}
+    assert delta_rs_offsets(table) == once({0: 4})  # delta-rs reads it
+    assert spark_offsets(spark, table) == once({0: 4})

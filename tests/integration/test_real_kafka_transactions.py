@@ -11,6 +11,7 @@ once it has.
 
 from __future__ import annotations
 
+import pathlib
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -175,3 +176,34 @@ def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark:
         if query is not None:
             query.stop()
     assert sorted(land.rows()) == sorted(sent)
+
+
+def test_alignment_does_not_hold_a_partition_whose_backlog_is_only_a_transaction_marker(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """Issue 26, item 4: with ``flow.alignment.maxDrift``, a partition whose backlog holds no visible record
+    (a committed transaction's end marker after its records, or an aborted transaction) was held as if its next
+    record were unknown, and every ``Trigger.AvailableNow`` run on a transactional topic ended in
+    ``AvailableNowIncompleteError``."""
+    servers = kafka.bootstrap_servers
+    topic = create_topic(kafka, 2, "txn-topic")
+    producer = transactional(servers)
+    committed: List[Tuple[int, bytes]] = []
+    for i in range(3):
+        committed.extend(transaction(producer, topic, f"c{i}", (0, 1), 4, commit=True))
+    transaction(producer, topic, "aborted", (1,), 3, commit=False)  # partition 1 ends in an aborted transaction
+
+    for run in range(2):  # the run after a complete one, with nothing new, ends at once too
+        land = Collector()
+        query: Optional[Any] = None
+        try:
+            query = (group_stream(spark, servers, topic, f"{topic}-group", maxOffsetsPerTrigger="5",
+                                  **{"flow.alignment.maxDrift": "1 hour"}).load()
+                     .writeStream.foreachBatch(land).option("checkpointLocation", str(tmp_path / "chk"))
+                     .trigger(availableNow=True).start())
+            assert query.awaitTermination(180), "the AvailableNow run did not end"
+            assert query.exception() is None, f"run {run}: {query.exception()}"
+        finally:
+            if query is not None:
+                query.stop()
+        assert sorted(land.rows()) == (sorted(committed) if run == 0 else []), f"run {run}"

@@ -55,3 +55,26 @@ def test_held_partitions_appear_in_the_flow_report() -> None:
     d.flow.handle_request({"op": "pause", "topic": "t", "partitions": [0]})
     d.next_offsets(d.initial_offsets(), None)
     assert d.flow_report() == {"paused": {"t": [0]}, "held": {"t": {"0": "paused"}}}
+
+
+def test_requests_sent_before_the_checkpoints_pauses_are_restored_apply_after_them_in_order() -> None:
+    """Issue 26, item 9: a restarted query restores its pauses from the checkpoint at its first plan, after
+    its first assignment; a ``flow.resume`` the control channel took while it waited for that assignment
+    was undone by the restore."""
+    from kafka_group.offsets import BatchOffsets
+
+    cluster, member = FakeCluster({"t": 2}), FakeMember()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    d = driver(options(), cluster, member)
+    checkpoint = BatchOffsets({T0: 0, T1: 0}, {}, flow={"paused": {"t": [0, 1]}, "pausedTopics": []})
+    # Waiting for the first assignment: resume T0, pause then resume then pause T1 (the last word counts).
+    assert d.flow.handle_request({"op": "resume", "topic": "t", "partitions": [0]})["ok"]
+    d.flow.handle_request({"op": "resume", "topic": "t", "partitions": [1]})
+    member.assign(T0, T1)
+    d.flow.handle_request({"op": "pause", "topic": "t", "partitions": [1]})
+    batch = d.next_offsets(checkpoint, None)
+    assert batch is not None
+    assert {tp: (r.from_offset, r.until_offset) for tp, r in batch.ranges.items()} == {T0: (0, 5)}
+    assert batch.flow == {"paused": {"t": [1]}}
+    assert d.flow_report()["paused"] == {"t": [1]}
