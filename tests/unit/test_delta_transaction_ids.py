@@ -81,7 +81,7 @@ def test_a_table_written_with_the_old_ids_is_read_and_kept_moving(tmp_path: path
 
     store = DeltaOffsetStore(str(table), "x:y")
     assert store.positions([_ORDERS_0, orders_1]) == {_ORDERS_0: 40, orders_1: 7}
-    assert store.check([OffsetRange(_ORDERS_0, 0, 40)]).conflicts == {_ORDERS_0: 40}
+    assert store.check([OffsetRange(_ORDERS_0, 0, 50)]).conflicts == {_ORDERS_0: 40}
     # A batch planned from the old position commits, and the table moves on from there.
     _land(table, "x:y", _ORDERS_0, 40, 60)
     assert DeltaOffsetStore(str(table), "x:y").positions([_ORDERS_0, orders_1]) == {_ORDERS_0: 60, orders_1: 7}
