@@ -200,6 +200,15 @@ class SchemaMismatchError(OffsetStoreError):
     """
 
 
+class NotNullViolationError(SchemaMismatchError):
+    """A batch holds NULLs in a column the Delta table declares NOT NULL: its commit is refused,
+    since Delta readers cannot read a table with NULLs there.
+
+    Fixed by the user (fill or drop those rows in the transform, or make the column nullable);
+    Spark then replays the batch through the fixed query.
+    """
+
+
 class UnsupportedTableFeatureError(OffsetStoreError):
     """The Delta table uses a feature the sink cannot honour (column mapping, deletion vectors,
     a writer feature delta-rs lacks, constraints it would not check): refused before any file

@@ -42,6 +42,7 @@ from kafka_group.delta.commit_files import DataFile
 from kafka_group.delta.delta_files import write_partitioned
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
+from kafka_group.delta.not_null import ColumnPath
 from kafka_group.delta.partition_values import check_partition_columns
 from kafka_group.delta.table_location import normalize_table_path, same_table_location, table_filesystem
 from kafka_group.errors import ConfigError, OffsetConflictError
@@ -386,7 +387,7 @@ class DeltaSink:
         """Have the executors write ``batch`` into the table; the files' ``add`` actions."""
         # Resolved here: a relative local path means the driver's working directory, not a worker's.
         write = _file_writer(normalize_table_path(self.path), self.storage_options, schema, batch_id, partition_by,
-                             _indexed_columns(store.configuration()))
+                             _indexed_columns(store.configuration()), store.not_null_columns())
         if partition_by:
             # Each task then writes one file per key, one at a time (write_partitioned closes a
             # file when the key changes). Empty strings sort with nulls: both are the null value.
@@ -394,13 +395,15 @@ class DeltaSink:
         rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
         return [
             DataFile(row["path"], int(row["size"]), int(row["num_records"]), row["stats"],
-                     json.loads(row["partition_values"]))
+                     json.loads(row["partition_values"]),
+                     {tuple(path): int(count) for path, count in json.loads(row["null_counts"])})
             for row in rows
         ]
 
 
 #: One row per written file, as the executors return them (``mapInArrow``'s result schema).
-_WRITTEN_FILE_SCHEMA = "path string, size long, num_records long, stats string, partition_values string"
+_WRITTEN_FILE_SCHEMA = ("path string, size long, num_records long, stats string, partition_values string, "
+                        "null_counts string")
 
 
 def _sort_key(column: str, arrow_type: Any) -> Any:
@@ -426,7 +429,7 @@ def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:
 
 def _file_writer(
     table: str, storage_options: Mapping[str, str], schema: Any, batch_id: int, partition_by: Sequence[str],
-    indexed_columns: int,
+    indexed_columns: int, not_null: Sequence[ColumnPath] = (),
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: writes a task's rows, yields one row per file written.
 
@@ -434,18 +437,22 @@ def _file_writer(
     they are never logged)."""
     options = dict(storage_options)
     columns = list(partition_by)
+    counted = [tuple(path) for path in not_null]
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         written = write_partitioned(batches, filesystem=table_filesystem(table, options), schema=schema,
-                                    batch_id=batch_id, partition_by=columns, indexed_columns=indexed_columns)
+                                    batch_id=batch_id, partition_by=columns, indexed_columns=indexed_columns,
+                                    not_null=counted)
         for f in written:
             yield pa.RecordBatch.from_pydict(
                 {"path": [f.path], "size": [f.size], "num_records": [f.num_records], "stats": [f.stats],
-                 "partition_values": [json.dumps(f.partition_values)]},
+                 "partition_values": [json.dumps(f.partition_values)],
+                 "null_counts": [json.dumps([[list(path), count] for path, count in f.null_counts.items()])]},
                 schema=pa.schema([("path", pa.string()), ("size", pa.int64()), ("num_records", pa.int64()),
-                                  ("stats", pa.string()), ("partition_values", pa.string())]),
+                                  ("stats", pa.string()), ("partition_values", pa.string()),
+                                  ("null_counts", pa.string())]),
             )
 
     return write

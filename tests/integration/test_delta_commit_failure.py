@@ -13,6 +13,8 @@ from typing import Iterator
 import pytest
 from deltalake import DeltaTable
 
+from kafka_group.delta.offsets_table import transaction_id
+from kafka_group.offsets import TopicPartition
 from tests.support import Cluster, MakeTopic, REPO, delta_query_command, produce, table_offsets, tmpfs, unique_name
 
 pytestmark = pytest.mark.integration
@@ -35,7 +37,7 @@ def run_query(servers: str, topic: str, group: str, table: pathlib.Path, checkpo
 def state(table: pathlib.Path, topic: str, group: str) -> tuple[Counter[tuple[int, int]], dict[int, int | None]]:
     dt = DeltaTable(str(table))
     rows = table_offsets(table)
-    positions = {p: dt.transaction_version(f"kafka-group:{group}:{topic}:{p}") for p in range(2)}
+    positions = {p: dt.transaction_version(transaction_id(group, TopicPartition(topic, p))) for p in range(2)}
     return rows, positions
 
 

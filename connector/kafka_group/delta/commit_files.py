@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
+from kafka_group.delta.not_null import ColumnPath
 from kafka_group.delta.table_location import local_table_path, table_filesystem
 from kafka_group.errors import OffsetStoreError
 
@@ -32,6 +33,10 @@ class DataFile:
     for ``numRecords`` alone."""
     partition_values: Mapping[str, Optional[str]] = field(default_factory=dict)
     """Serialized partition values, one per partition column of the table."""
+    null_counts: Optional[Mapping[ColumnPath, int]] = None
+    """The NULLs the file holds in the columns it was asked to count (the table's NOT NULL
+    columns when it was written, see :func:`kafka_group.delta.delta_files.write_partitioned`); None
+    when nothing was counted (then only the ``nullCount`` of ``stats`` tells)."""
 
 
 def check_local_files(table_path: str, files: Sequence[DataFile]) -> None:

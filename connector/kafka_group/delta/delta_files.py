@@ -7,9 +7,10 @@ options) and describe every file by a :class:`WrittenFile`: the ``add`` action t
 commits, with the offsets, in one Delta transaction. Nothing here imports pyspark.
 
 This module writes the files (:func:`write_partitioned`: one file per partition value of a
-task, row groups bounded in rows and bytes). Around it: file naming and partition values
-(:mod:`kafka_group.delta.partition_values`), Delta's per-file statistics
-(:mod:`kafka_group.delta.file_stats`), the table's file system
+task, row groups bounded in rows and bytes), counting per file the NULLs of the columns the
+table declares NOT NULL (:mod:`kafka_group.delta.not_null`) for the driver to check. Around
+it: file naming and partition values (:mod:`kafka_group.delta.partition_values`), Delta's
+per-file statistics (:mod:`kafka_group.delta.file_stats`), the table's file system
 (:func:`kafka_group.delta.table_location.table_filesystem`).
 
 Why :class:`deltalake.fs.DeltaStorageHandler` as the file system: it is delta-rs's own
@@ -21,10 +22,11 @@ options and covers fewer stores.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS, FIRST_DAY, LAST_DAY, FileStats, day_range
+from kafka_group.delta.not_null import ColumnPath, count_nulls
 from kafka_group.delta.partition_values import data_file_path, partition_value
 from kafka_group.errors import ConfigError
 
@@ -46,6 +48,9 @@ class WrittenFile:
     """Delta statistics (JSON)."""
     partition_values: Dict[str, Optional[str]]
     """Serialized partition values (empty for an unpartitioned table)."""
+    null_counts: Dict[ColumnPath, int] = field(default_factory=dict)
+    """The NULLs the file holds in each column it was asked to count (``not_null`` of
+    :func:`write_partitioned`; see :func:`~kafka_group.delta.not_null.count_nulls`), zero counts included."""
 
 
 def write_partitioned(
@@ -56,6 +61,7 @@ def write_partitioned(
     batch_id: int,
     partition_by: Sequence[str] = (),
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
+    not_null: Sequence[ColumnPath] = (),
 ) -> List[WrittenFile]:
     """Write ``batches`` (Arrow record batches) as Parquet files into the table: one file per
     run of rows with the same partition values (one file without ``partition_by``), none for no rows.
@@ -81,6 +87,9 @@ def write_partitioned(
         Partition columns; they are left out of the files (Delta keeps them in the log).
     indexed_columns : int
         Leaf columns with statistics (-1: all).
+    not_null : sequence of ColumnPath
+        Columns whose NULLs each file counts (:attr:`WrittenFile.null_counts`): the ones the
+        table declares NOT NULL. Partition columns are not in the files and not counted.
 
     Returns
     -------
@@ -99,6 +108,7 @@ def write_partitioned(
 
     partition_by = list(partition_by)
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    counted = [tuple(p) for p in not_null if p and p[0] in data_schema.names]
     written: List[WrittenFile] = []
     current: Optional[_OpenFile] = None
     try:
@@ -114,7 +124,7 @@ def write_partitioned(
                 if current is None:
                     relative = data_file_path(batch_id, list(zip(partition_by, values)))
                     current = _OpenFile(values, relative, filesystem.open_output_stream(relative), data_schema,
-                                        FileStats(data_schema, indexed_columns))
+                                        FileStats(data_schema, indexed_columns), counted)
                 current.add(part.select(data_schema.names))
         if current is not None:
             done, current = current, None
@@ -135,7 +145,7 @@ class _OpenFile:
     """The one data file a task has open: its rows buffered into row groups, its statistics."""
 
     def __init__(self, values: Tuple[Optional[str], ...], relative: str, stream: Any, data_schema: Any,
-                 stats: FileStats) -> None:
+                 stats: FileStats, not_null: Sequence[ColumnPath] = ()) -> None:
         import pyarrow.parquet as pq
 
         self.values = values
@@ -147,12 +157,17 @@ class _OpenFile:
             stream.close()
             raise
         self.stats = stats
+        self.null_counts: Dict[ColumnPath, int] = {path: 0 for path in not_null}
         self.buffer: List[Any] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
 
     def add(self, data: Any) -> None:
         self.stats.update(data)
+        for path in self.null_counts:
+            # A path the data does not hold (a type that does not match) counts as unknown: refused.
+            found = count_nulls(data, path)
+            self.null_counts[path] += data.num_rows if found is None else found
         self.buffer.append(data)
         self.buffered_rows += data.num_rows
         self.buffered_bytes += data.nbytes
@@ -173,7 +188,7 @@ class _OpenFile:
         self.stream.close()
         size = filesystem.get_file_info(self.relative).size
         return WrittenFile(self.relative, int(size), self.stats.num_records, self.stats.to_json(),
-                           dict(zip(partition_by, self.values)))
+                           dict(zip(partition_by, self.values)), dict(self.null_counts))
 
     def abandon(self) -> None:
         """Close after a failure (the file stays in no commit); the original error is the one to report."""

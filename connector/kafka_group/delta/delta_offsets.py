@@ -7,12 +7,24 @@ visible in one atomic Delta commit, or not at all.
 Naming and convention
 ---------------------
 Each topic-partition has one Delta *application transaction* (``txn`` action)
-whose id is ``kafka-group:<group>:<topic>:<partition>`` and whose version is the
+whose id is ``kafka-group.v2:<group>:<topic>:<partition>``, the group and the topic
+percent-encoded (``:`` is ``%3A``, ``%`` is ``%25``), and whose version is the
 partition's **position**: the offset of the next record to read, i.e. one past
-the last offset whose data the table holds. (Topic names cannot hold ``:``, so
-the id is unambiguous read from the right.) A table also carries the marker
-``kafka-group:<group>`` (version 1) from its first commit: it binds the table to
-one consumer group.
+the last offset whose data the table holds. A table also carries, from its first
+commit, the owner ``kafka-group.v2:owner``, whose version is a hash of the group
+id (:func:`~kafka_group.delta.transaction_ids.owner_version`; the group's name is in
+each commit's metadata, ``kafkaGroup.groupId``): it binds the table to one consumer
+group, and a table owned by another group is refused at once, however long ago that
+group committed. No component holds a ``:``, so every id names one group, topic and
+partition (:mod:`kafka_group.delta.transaction_ids`).
+
+Tables written before (issue 26) have ``kafka-group:<group>:<topic>:<partition>``
+positions and a ``kafka-group:<group>`` marker, which are ambiguous when a group
+id holds ``:`` (the marker of group ``x:orders:0`` is group ``x``'s position of
+``orders-0``). They are still read: a partition with no position of the current
+form is read at its old-form position, once the table's history shows it is this
+group's (``OffsetsTable._check_group``, over the whole history while the table has
+no owner); every commit writes the current form only.
 
 The invariant
 -------------
@@ -31,15 +43,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.commit_files import DataFile, check_local_files, delete_files
 from kafka_group.delta.offset_check import CommitCheck, check_ranges
 from kafka_group.delta.offset_moves import OffsetMoves
-from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, MARKER_VERSION
-from kafka_group.delta.offsets_table import group_marker_id, transaction_id
+from kafka_group.delta.not_null import ColumnPath, not_null_paths
+from kafka_group.delta.not_null_check import check_not_null
+from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
-from kafka_group.errors import OffsetConflictError, OffsetStoreError
+from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
+from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 
@@ -173,9 +187,15 @@ class DeltaOffsetStore(OffsetMoves):
             older version may read them though a concurrent OPTIMIZE removed them
             from the latest. Files of another failure stay too, in no commit
             (invisible; VACUUM removes them).
+        NotNullViolationError
+            A file holds NULLs in a column the table declares NOT NULL (see
+            :func:`~kafka_group.delta.not_null_check.check_not_null`); ``files`` are deleted.
         """
         try:
             return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema)
+        except NotNullViolationError:
+            self._delete_uncommitted(files)  # in no commit; the replay writes its own
+            raise
         except _CommitRefused as exc:
             if exc.other_writer and not exc.maybe_landed:
                 self._delete_uncommitted(files)
@@ -207,12 +227,16 @@ class DeltaOffsetStore(OffsetMoves):
             for f in files
         ]
         txns = [Transaction(transaction_id(self.group, r.topic_partition), r.until_offset) for r in ranges]
-        txns.append(Transaction(group_marker_id(self.group), MARKER_VERSION))
+        txns.append(Transaction(OWNER_ID, owner_version(self.group)))
         custom = {GROUP_METADATA_KEY: self.group, **(metadata or {})}
         properties = CommitProperties(app_transactions=txns, custom_metadata=custom, max_commit_retries=0)
         last_error: Optional[Exception] = None
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             table = self._load(refresh=True)
+            if table is not None:
+                # Another group may have taken a table it found unowned meanwhile (a race on the
+                # owner id makes Delta refuse one of the commits; the loser finds the winner here).
+                self._check_owner(table)
             check = self._check_in(table, ranges)
             if check.conflicts or check.already_committed:
                 raise _CommitRefused(
@@ -236,6 +260,8 @@ class DeltaOffsetStore(OffsetMoves):
                     crash_point("delta.after_schema_merge")
                     continue  # the data commit goes on top of the merged schema, checked again
                 self.check_partition_columns(partition_by, table)
+                # Delta takes NULLs into a NOT NULL column, and its readers then cannot read the table.
+                check_not_null(self.table_path, table, files, metadata)
             try:
                 if table is None:
                     create_table_with_add_actions(
@@ -280,6 +306,13 @@ class DeltaOffsetStore(OffsetMoves):
             message=f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': concurrent "
             f"writers kept winning ({last_error})",
         )
+
+    def not_null_columns(self) -> List[ColumnPath]:
+        """The columns the table declares NOT NULL, at any depth (as last loaded: :meth:`check_schema`
+        refreshes); empty when the table does not exist yet. DeltaSink has the executors count the
+        NULLs of these in the files they write, for :meth:`commit` to check."""
+        table = self._load()
+        return [] if table is None else not_null_paths(json.loads(table.schema().to_json()))
 
     def _add_columns(self, table: Any, merge: SchemaMerge, metadata: Optional[Mapping[str, Any]]) -> None:
         """Commit ``merge``'s new columns to ``table``'s schema (no data, no offset); a commit that

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Mapping, Sequence
 
-from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, MARKER_VERSION, OffsetsTable
-from kafka_group.delta.offsets_table import group_marker_id, transaction_id
+from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
+from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
 from kafka_group.errors import OffsetStoreError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
@@ -110,7 +110,7 @@ class OffsetMoves(OffsetsTable):
 
         properties = CommitProperties(
             app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
-            + [Transaction(group_marker_id(self.group), MARKER_VERSION)],
+            + [Transaction(OWNER_ID, owner_version(self.group))],
             custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
                              "kafkaGroup.reason": reason},
             # No retry inside delta-rs: a concurrent commit makes the caller check again.
@@ -142,7 +142,7 @@ class OffsetMoves(OffsetsTable):
                 f"offsets.table '{self.table_path}' does not exist yet: run the query once before resetting offsets"
             )
         txns = [Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(positions.items())]
-        txns.append(Transaction(group_marker_id(self.group), MARKER_VERSION))
+        txns.append(Transaction(OWNER_ID, owner_version(self.group)))
         table.create_write_transaction(
             [],
             mode="append",

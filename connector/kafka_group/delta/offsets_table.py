@@ -1,8 +1,9 @@
 """Table access for the offsets table: load it, bind it to one group, read positions, refuse what an append would break.
 
 A partition's position is the version of its Delta application transaction
-(:func:`transaction_id`); the group marker (:func:`group_marker_id`) binds a table to one
-consumer group from its first commit (the convention is :mod:`kafka_group.delta.delta_offsets`'s).
+(:func:`transaction_id`); the owner (:data:`OWNER_ID`) binds a table to one consumer group
+from its first commit (the ids are :mod:`kafka_group.delta.transaction_ids`'s, the convention
+:mod:`kafka_group.delta.delta_offsets`'s).
 :class:`OffsetsTable` is the base of the store: what it reads, the data-less commits
 (:mod:`kafka_group.delta.offset_moves`) and the commit with the data
 (:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`) build on.
@@ -13,29 +14,29 @@ from __future__ import annotations
 import logging
 import os
 import urllib.parse
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence
 
 from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
+from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
+from kafka_group.delta.transaction_ids import transaction_id
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
 from kafka_group.offsets import TopicPartition
 
 __all__ = [
     "COMMIT_ATTEMPTS",
     "GROUP_METADATA_KEY",
-    "MARKER_VERSION",
+    "OWNER_ID",
     "OffsetsTable",
-    "group_marker_id",
+    "owner_version",
     "transaction_id",
 ]
 
 logger = logging.getLogger(__name__)
 
-_PREFIX = "kafka-group"
 #: Commit metadata naming the group that wrote a commit.
 GROUP_METADATA_KEY = "kafkaGroup.groupId"
-#: The group marker's transaction version.
-MARKER_VERSION = 1
-_HISTORY_SCAN = 50
+#: Commits searched for the name of a table's owning group (only to name it in an error).
+_OWNER_NAME_SCAN = 1000
 #: Attempts of a commit that loses races to concurrent writers.
 COMMIT_ATTEMPTS = 10
 
@@ -49,16 +50,6 @@ _APPENDABLE_FEATURES = frozenset({
     "invariants", "timestampNtz", "v2Checkpoint", "variantType",
 })
 
-
-
-def transaction_id(group: str, tp: TopicPartition) -> str:
-    """The Delta application transaction id holding ``tp``'s position for ``group``."""
-    return f"{_PREFIX}:{group}:{tp.topic}:{tp.partition}"
-
-
-def group_marker_id(group: str) -> str:
-    """The transaction id that binds a table to ``group``."""
-    return f"{_PREFIX}:{group}"
 
 
 class OffsetsTable:
@@ -84,6 +75,7 @@ class OffsetsTable:
         self.group = group
         self._storage_options = dict(storage_options or {})
         self._table: Any = None
+        self._legacy: Optional[bool] = None  # whether the table holds positions of the old form
         self._check_location()
         table = self._load()
         if table is not None:
@@ -101,9 +93,15 @@ class OffsetsTable:
         return self._positions_in(table, partitions)
 
     def _positions_in(self, table: Any, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        if self._legacy is None:
+            # Written by the connector before issue 26 for this group (the group check ran): its
+            # positions are of the old form until a commit moves them. Never changes after.
+            self._legacy = table.transaction_version(legacy_marker_id(self.group)) is not None
         result: Dict[TopicPartition, int] = {}
         for tp in partitions:
             version = table.transaction_version(transaction_id(self.group, tp))
+            if version is None and self._legacy:
+                version = table.transaction_version(legacy_transaction_id(self.group, tp))
             if version is not None:
                 result[tp] = int(version)
         return result
@@ -211,15 +209,43 @@ class OffsetsTable:
         return self._table
 
     def _check_group(self, table: Any) -> None:
-        if table.transaction_version(group_marker_id(self.group)) is not None:
+        """Refuse a table that holds another consumer group's offsets.
+
+        A table with an owner (:data:`OWNER_ID`, written by every commit since issue 26) is this
+        group's when the owner's version is this group's hash: one lookup. A table without one
+        was written only by the connector before issue 26, or by other writers: its whole
+        history is read (once, until this group's first commit writes the owner), and any
+        commit of another group (``kafkaGroup.groupId``) refuses it; the ids of that time
+        cannot tell the groups apart.
+        """
+        if self._check_owner(table):
             return
-        for entry in table.history(_HISTORY_SCAN):
+        for entry in table.history():
             other = entry.get(GROUP_METADATA_KEY)
             if other is not None and other != self.group:
-                raise OffsetStoreError(
-                    f"offsets.table '{self.table_path}' holds the offsets of consumer group '{other}', not "
-                    f"'{self.group}': a table's offsets belong to one group. Use group '{other}', or another table"
-                )
+                self._refuse_group(str(other))
+
+    def _check_owner(self, table: Any) -> bool:
+        """Whether ``table`` has an owner, which then is this group (or this raises)."""
+        owner = table.transaction_version(OWNER_ID)
+        if owner is None:
+            return False
+        if int(owner) == owner_version(self.group):
+            return True
+        # Only to name the owner in the error: the newest commits of the group that owns the table.
+        for entry in table.history(_OWNER_NAME_SCAN):
+            other = entry.get(GROUP_METADATA_KEY)
+            if other is not None and owner_version(str(other)) == int(owner):
+                self._refuse_group(str(other))
+        self._refuse_group(None)
+
+    def _refuse_group(self, other: Optional[str]) -> NoReturn:
+        whose = f"consumer group '{other}'" if other is not None else "another consumer group"
+        use = f"Use group '{other}', or another table" if other is not None else "Use that group, or another table"
+        raise OffsetStoreError(
+            f"offsets.table '{self.table_path}' holds the offsets of {whose}, not '{self.group}': a table's "
+            f"offsets belong to one group. {use}"
+        )
 
 
 def _unsupported_features(table: Any) -> List[str]:
