@@ -154,6 +154,9 @@ class FlowControl:
         self._lock = threading.RLock()
         self._pauses = PauseState()
         self._restored = False
+        #: Requests taken before the checkpoint's pauses were restored, in order: applied again
+        #: on top of the restored pauses, so that the restore does not undo them.
+        self._before_restore: List[Tuple[str, str, Optional[List[int]]]] = []
         self._held: Dict[TopicPartition, str] = {}
         self._channel: Optional[ControlChannel] = None
 
@@ -172,12 +175,32 @@ class FlowControl:
     def restore_once(self, doc: Mapping[str, Any]) -> None:
         """Take the pauses of the first planned batch's ``@flow`` entry (Spark's checkpoint).
 
+        A restarted query plans its first batch once the group assigned it partitions;
+        ``flow.pause`` and ``flow.resume`` requests the control channel took before that
+        were applied to the pauses of the time, which the checkpoint's would override: they
+        are applied again, in the order they came, on top of the restored pauses (the
+        last word is the user's).
+
         Caller: Spark's planning thread, at each plan; only the first call restores.
         """
+        if self._restored:  # read without the lock: set once, under it, and never reset
+            return
+        owned = self._owned()  # before the lock, as handle_request does (the member has its own)
         with self._lock:
-            if not self._restored:
-                self._pauses.restore(doc)
-                self._restored = True
+            if self._restored:
+                return
+            self._pauses.restore(doc)
+            for op, topic, partitions in self._before_restore:
+                if op == "pause":
+                    self._pauses.pause(topic, partitions)
+                else:
+                    self._pauses.resume(topic, partitions, owned)
+            if self._before_restore:
+                logger.info("flow control: %d request(s) taken before the checkpoint's pauses were restored "
+                            "applied again after them; paused now: %s", len(self._before_restore),
+                            self._pauses.to_doc() or "nothing")
+            self._before_restore.clear()
+            self._restored = True
 
     def drop_stale(self, partitions: Sequence[TopicPartition]) -> None:
         """Forget the pauses of ``partitions``: another member read them meanwhile (see
@@ -329,6 +352,8 @@ class FlowControl:
                 changed = self._pauses.pause(topic, partitions)
             else:
                 changed = self._pauses.resume(topic, partitions, owned)
+            if not self._restored:
+                self._before_restore.append((op, topic, None if partitions is None else list(partitions)))
             state = self._pauses.to_doc()
         logger.info("flow control: %s %s%s -> %s; paused now: %s", op, topic,
                     f" partitions {partitions}" if partitions is not None else " (whole topic)",
