@@ -197,8 +197,9 @@ def test_alignment_does_not_hold_a_partition_whose_backlog_is_only_a_transaction
         land = Collector()
         query: Optional[Any] = None
         try:
+            # A held partition fails the run after availableNowTimeoutMs (within the wait below).
             query = (group_stream(spark, servers, topic, f"{topic}-group", maxOffsetsPerTrigger="5",
-                                  **{"flow.alignment.maxDrift": "1 hour"}).load()
+                                  availableNowTimeoutMs="60000", **{"flow.alignment.maxDrift": "1 hour"}).load()
                      .writeStream.foreachBatch(land).option("checkpointLocation", str(tmp_path / "chk"))
                      .trigger(availableNow=True).start())
             assert query.awaitTermination(180), "the AvailableNow run did not end"
