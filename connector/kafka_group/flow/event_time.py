@@ -11,6 +11,11 @@ Per batch this costs one small fetch of the next record of each partition with a
 backlog (its timestamp), then a binary search over record times for the
 partitions that may read up to the bound: about log2(the most records one
 partition can take in a batch) small fetches, all partitions at once.
+
+A backlog with no record the reader can see (only a transaction's end marker, or
+an aborted transaction, under ``read_committed``) has no time and holds nobody:
+its partition reads to its end, which moves its position past the marker. Only a
+partition whose next record could not be fetched in time is held.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Set, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -86,13 +91,17 @@ class EventTimeAlignment:
             batch budget): limits further away need not be found.
         """
         backlogged = {tp: pos for tp, pos in positions.items() if latest.get(tp, pos) > pos}
-        first = self._first_records(backlogged)
+        first, invisible = self._first_records(backlogged)
+        # Nothing visible up to the end: no time, nothing to hold; the range reads past the markers.
+        done = {tp: latest[tp] for tp in invisible}
         if not first:
-            return AlignmentView(dict(backlogged), {}, None, None)
+            return AlignmentView({**backlogged, **done}, {}, None, None)
         stamps = {tp: ts for tp, (_, ts) in first.items()}
         slowest = min(stamps, key=lambda tp: (stamps[tp], tp))
         bound = stamps[slowest] + self.max_drift_ms
-        limits = {tp: pos for tp, pos in backlogged.items() if tp not in stamps or stamps[tp] >= bound}
+        limits = {tp: pos for tp, pos in backlogged.items()
+                  if tp not in invisible and (tp not in stamps or stamps[tp] >= bound)}
+        limits.update(done)
         ahead = {tp: first[tp][0] for tp in backlogged if tp in stamps and stamps[tp] < bound}
         limits.update(self._search_limits(ahead, latest, bound, max_take))
         held = sorted(tp for tp in backlogged if limits.get(tp, latest[tp]) < latest[tp])
@@ -129,7 +138,7 @@ class EventTimeAlignment:
             middle = {tp: (low[tp] + high[tp]) // 2 for tp in low if high[tp] - low[tp] > 1}
             if not middle:
                 return high
-            found = self._first_records(middle)
+            found, _ = self._first_records(middle)
             for tp, mid in middle.items():
                 record = found.get(tp)
                 if record is None or record[0] >= high[tp] or record[1] >= bound:
@@ -137,17 +146,20 @@ class EventTimeAlignment:
                 else:
                     low[tp] = record[0]
 
-    def _first_records(self, positions: Mapping[TopicPartition, int]) -> Dict[TopicPartition, Tuple[int, int]]:
-        """(offset, timestamp ms) of the first record at or after each position; partitions
-        at their end or that time out are left out."""
+    def _first_records(self, positions: Mapping[TopicPartition, int]
+                       ) -> Tuple[Dict[TopicPartition, Tuple[int, int]], Set[TopicPartition]]:
+        """(offset, timestamp ms) of the first record at or after each position, and the
+        partitions that reached their end with no record to see from there (a transaction's
+        end marker, an aborted transaction); partitions that time out are in neither."""
         if not positions:
-            return {}
+            return {}, set()
         if self._consumer is None:
             self._consumer = Consumer(self._config)
         consumer = self._consumer
         consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in positions.items()])
         found: Dict[TopicPartition, Tuple[int, int]] = {}
-        done: set[TopicPartition] = set()
+        done: Set[TopicPartition] = set()
+        ended: Set[TopicPartition] = set()
         deadline = time.monotonic() + self._timeout_s
         try:
             while len(done) < len(positions) and time.monotonic() < deadline:
@@ -159,6 +171,7 @@ class EventTimeAlignment:
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
                             done.add(tp)
+                            ended.add(tp)
                         else:
                             logger.warning("peeking at record times of %s: %s", tp, error.str())
                         continue
@@ -174,7 +187,7 @@ class EventTimeAlignment:
         if missing:
             logger.warning("no record time for %s within %g s; alignment holds them this batch",
                            ",".join(str(tp) for tp in missing), self._timeout_s)
-        return found
+        return found, ended
 
 
 def _iso(ms: int) -> str:
