@@ -125,12 +125,7 @@ def private_child(dir_fd: int, name: str, path: str, *, exist_ok: bool = True, c
                     f"the flow-control folder '{path}' exists already and is not this channel's; "
                     f"Fix: {how_to_fix(path)}"
                 ) from None
-    try:
-        return open_verified(path, name, dir_fd)
-    except FileNotFoundError:
-        if not create:
-            raise
-        raise FlowControlError(f"the flow-control folder '{path}' vanished while making it") from None
+    return _open_made(path, name, dir_fd, create)
 
 
 def private_root(root: str, *, create: bool = True) -> int:
@@ -153,12 +148,17 @@ def private_root(root: str, *, create: bool = True) -> int:
                 pass
             if path != root:
                 os.close(open_verified(path, path, None))
+    return _open_made(root, root, None, create)
+
+
+def _open_made(path: str, name: str, dir_fd: Optional[int], create: bool) -> int:
+    """:func:`open_verified` of a folder just made (``create``): a missing one vanished meanwhile."""
     try:
-        return open_verified(root, root, None)
+        return open_verified(path, name, dir_fd)
     except FileNotFoundError:
         if not create:
             raise
-        raise FlowControlError(f"the flow-control folder '{root}' vanished while making it") from None
+        raise FlowControlError(f"the flow-control folder '{path}' vanished while making it") from None
 
 
 def own_files(dir_fd: int) -> Iterator[str]:
