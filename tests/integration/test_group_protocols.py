@@ -167,17 +167,28 @@ def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(
                   + f"; first query's events {[(e['kind'], e['partitions']) for e in recorded(group) if e['member_id'] == a_member]}")
 
             # A query that stops leaves the group: the other owns everything long before a session timeout.
+            # How long Spark takes to stop the query (interrupt its batch, stop its sources) depends on the
+            # machine's load; what shows the member left explicitly is that the survivor got its partitions
+            # soon after the member gave them up, well before the coordinator could have expired its session.
             b_generation = generations(group)[b_member]
             queries.stop_file("a").touch()
             stop_asked = time.monotonic()
-            wait_for(lambda: owners(group)[b_member] == everything, "the survivor to own every partition",
-                     CLASSIC_SESSION_TIMEOUT_MS / 1000 - 15)
+            try:
+                wait_for(lambda: owners(group)[b_member] == everything, "the survivor to own every partition", 180)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; events {recorded(group)}; query a's log: "
+                                     f"{queries.log('a')[-6000:]}") from None
             took_over = time.monotonic() - stop_asked
             assert first.wait(120) == 0, queries.log("a")[-4000:]
             assert generations(group)[b_member] > b_generation
             assert owners(group)[a_member] == [], "the stopped query's member did not give its partitions up"
             a_left = max(e["at"] for e in recorded(group) if e["member_id"] == a_member)
             b_took = max(e["at"] for e in recorded(group) if e["member_id"] == b_member)
+            # Under KIP-848 the broker's session timeout (10 s) is too close to its heartbeat interval for this
+            # bound to tell a leave from an expiry; the classic protocol's 45 s is not.
+            assert protocol.startswith("consumer") or b_took - a_left < CLASSIC_SESSION_TIMEOUT_MS / 1000 - 15, (
+                f"the survivor got the partitions {b_took - a_left:.1f} s after the stopped member gave them up: "
+                "its session expired, it did not leave the group")
             print(f"[{protocol}] leave: the survivor owned all {PARTITIONS} partitions {took_over:.1f} s after the "
                   f"first query was asked to stop, {b_took - a_left:.1f} s after the first query's member gave its "
                   f"partitions up")

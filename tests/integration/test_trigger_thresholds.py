@@ -40,12 +40,23 @@ def start_gated_query(spark: SparkSession, servers: str, topic: str, sink: Batch
 
 
 def trigger_report(query: Any, batch_id: int) -> Dict[str, Any]:
-    for event in query.recentProgress:
-        parsed = read_progress(event)
-        if parsed.batch_id == batch_id and parsed.sources:
-            report: Dict[str, Any] = parsed.sources[0].latest.flow["trigger"]
-            return report
-    raise AssertionError(f"no progress event of batch {batch_id}")
+    """The trigger report in the progress event of ``batch_id``.
+
+    Spark appends a batch's progress event after the batch's sink call returns, so a test that
+    saw the batch land may ask before the event exists: wait for it.
+    """
+    reports: List[Dict[str, Any]] = []
+
+    def found() -> bool:
+        for event in query.recentProgress:
+            parsed = read_progress(event)
+            if parsed.batch_id == batch_id and parsed.sources:
+                reports.append(parsed.sources[0].latest.flow["trigger"])
+                return True
+        return False
+
+    wait_for(found, f"the progress event of batch {batch_id}", timeout_s=60)
+    return reports[0]
 
 
 def latest_in_status(query: Any) -> int:
