@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from typing import List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 import pytest
 
@@ -63,8 +63,42 @@ def test_plan_ignores_partitions_without_latest() -> None:
     assert plan_batch({A0: 0}, {}, None).ranges == []
 
 
-def covered(tasks: List[List[OffsetRange]]) -> Counter[Tuple[TopicPartition, int]]:
-    return Counter((r.topic_partition, o) for task in tasks for r in task for o in range(r.from_offset, r.until_offset))
+def coverage(ranges: Iterable[OffsetRange]) -> Dict[TopicPartition, List[Tuple[int, int, int]]]:
+    """How often each offset is covered, as (from, until, times) steps per partition: the multiset of
+    offsets the ranges hold, computed from their bounds (a million-offset range costs two events)."""
+    events: Dict[TopicPartition, Counter[int]] = {}
+    for r in ranges:
+        if r.until_offset > r.from_offset:
+            steps = events.setdefault(r.topic_partition, Counter())
+            steps[r.from_offset] += 1
+            steps[r.until_offset] -= 1
+    result: Dict[TopicPartition, List[Tuple[int, int, int]]] = {}
+    for tp, steps in events.items():
+        segments: List[Tuple[int, int, int]] = []
+        times, at = 0, None
+        for offset in sorted(steps):
+            if at is not None and times:
+                if segments and segments[-1][1] == at and segments[-1][2] == times:
+                    segments[-1] = (segments[-1][0], offset, times)
+                else:
+                    segments.append((at, offset, times))
+            times += steps[offset]
+            at = offset
+        result[tp] = segments
+    return result
+
+
+def covered(tasks: List[List[OffsetRange]]) -> Dict[TopicPartition, List[Tuple[int, int, int]]]:
+    return coverage(r for task in tasks for r in task)
+
+
+def test_coverage_counts_each_offset_as_often_as_the_ranges_hold_it() -> None:
+    ranges = [OffsetRange(A0, 0, 4), OffsetRange(A0, 2, 6), OffsetRange(A0, 6, 8), OffsetRange(B0, 3, 3)]
+    naive = Counter((r.topic_partition, o) for r in ranges for o in range(r.from_offset, r.until_offset))
+    expanded = Counter((tp, o) for tp, steps in coverage(ranges).items()
+                       for lo, hi, times in steps for o in range(lo, hi) for _ in range(times))
+    assert expanded == naive
+    assert coverage(ranges) == {A0: [(0, 2, 1), (2, 4, 2), (4, 8, 1)]}
 
 
 def test_small_batches_run_as_one_task() -> None:
@@ -79,7 +113,7 @@ def test_a_huge_partition_is_spread_over_every_task() -> None:
     assert len(tasks) == 4
     sizes = [sum(r.size for r in task) for task in tasks]
     assert max(sizes) - min(sizes) <= 250_001
-    assert covered(tasks) == Counter((tp, o) for r in ranges for tp, o in ((r.topic_partition, o) for o in range(r.from_offset, r.until_offset)))
+    assert covered(tasks) == coverage(ranges)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -92,9 +126,9 @@ def test_packing_covers_every_offset_once(seed: int) -> None:
     sizing = TaskSizing(min_records_per_task=rng.choice([1, 1000, 50_000]), max_tasks=rng.randint(1, 8),
                         min_tasks=rng.choice([None, 3]), max_records_per_task=rng.choice([None, 30_000]))
     tasks = pack_ranges(ranges, sizing)
-    want = Counter((r.topic_partition, o) for r in ranges for o in range(r.from_offset, r.until_offset))
+    want = coverage(ranges)
     assert covered(tasks) == want
     if sizing.max_records_per_task:
         assert all(sum(r.size for r in task) <= sizing.max_records_per_task for task in tasks)
     if want and sizing.min_tasks:
-        assert len(tasks) >= min(sizing.min_tasks, sum(want.values()))
+        assert len(tasks) >= min(sizing.min_tasks, sum(r.size for r in ranges))
