@@ -10,4 +10,5 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh test
 "$venv/bin/python" -m mypy
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\", \"spark-kafka\", \"delta-spark\"])" > /dev/null
-exec "$venv/bin/python" -m pytest -q "$@"
+# --durations: CI's log shows where the time goes (the default run must stay inside its budget).
+exec "$venv/bin/python" -m pytest -q --durations=30 "$@"

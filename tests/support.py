@@ -70,6 +70,14 @@ if BROKER_ENGINE not in ("kafka", "mock"):
 #: well inside its time budget on 2 cores without them).
 RUN_SLOW = os.environ.get("KAFKA_GROUP_SLOW_TESTS", "") not in ("", "0")
 
+
+def long_tier(*values: object, id: Optional[str] = None) -> Any:
+    """A parametrization case in the long tier: another variant of a scenario whose first case runs by
+    default (``pytest.param(*values, id=id, marks=pytest.mark.slow)``)."""
+    import pytest
+
+    return pytest.param(*values, id=id, marks=pytest.mark.slow)
+
 #: A development cluster of either engine (what the ``kafka`` fixtures return).
 Cluster = DevelopmentCluster
 

@@ -22,6 +22,7 @@ from kafka_group.errors import OffsetConflictError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
 from tests.support import (
+    long_tier,
     Cluster,
     MakeTopic,
     delta_source,
@@ -152,12 +153,12 @@ def test_optimize_and_vacuum_by_delta_spark_keep_every_record_once_and_the_fenci
 
 
 @pytest.mark.parametrize("properties, refused", [
-    ("", None),
-    ("'delta.enableChangeDataFeed' = 'true'", None),
-    ("'delta.enableDeletionVectors' = 'true'", None),
-    ("'delta.columnMapping.mode' = 'name'", "delta.columnMapping.mode='name'"),
-    ("'delta.enableRowTracking' = 'true'", "rowTracking"),
-], ids=["defaults", "change-data-feed", "deletion-vectors", "column-mapping", "row-tracking"])
+    pytest.param("", None, id="defaults"),
+    long_tier("'delta.enableChangeDataFeed' = 'true'", None, id="change-data-feed"),
+    pytest.param("'delta.enableDeletionVectors' = 'true'", None, id="deletion-vectors"),
+    pytest.param("'delta.columnMapping.mode' = 'name'", "delta.columnMapping.mode='name'", id="column-mapping"),
+    long_tier("'delta.enableRowTracking' = 'true'", "rowTracking", id="row-tracking"),
+])
 def test_tables_created_by_delta_spark_are_written_or_refused_before_any_file(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
     properties: str, refused: str,

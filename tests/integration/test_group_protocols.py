@@ -32,6 +32,7 @@ from tests.support import (
     MakeTopic,
     RECORD_REBALANCE,
     events_file,
+    long_tier,
     recorded,
     unique_name,
     wait_for,
@@ -110,7 +111,9 @@ class LandingLog:
         return max(stall, until - at)
 
 
-@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+@pytest.mark.parametrize("protocol", ["classic-cooperative-sticky", "consumer",
+                                      long_tier("classic-range", id="classic-range"),
+                                      long_tier("consumer-range-assignor", id="consumer-range-assignor")])
 def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(
     kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, protocol: str
 ) -> None:

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from kafka_group.group.membership import GroupMember
 from kafka_group.group.rebalance_event import RebalanceEvent
-from tests.support import BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
+from tests.support import long_tier, BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -44,8 +44,9 @@ def kinds(events: List[RebalanceEvent]) -> List[Tuple[str, List[int]]]:
     return [(e.kind, sorted(tp.partition for tp in e.partitions)) for e in events]
 
 
-@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
-@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+@pytest.mark.parametrize("protocol, static", [
+    pytest.param("classic", True, id="classic-static"), pytest.param("consumer", False, id="consumer-dynamic"),
+    long_tier("classic", False, id="classic-dynamic"), long_tier("consumer", True, id="consumer-static")])
 def test_member_restarted_within_session_timeout(
     kafka: Cluster, make_topic: MakeTopic, protocol: str, static: bool
 ) -> None:

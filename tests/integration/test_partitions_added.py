@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
-from tests.support import Cluster, OffsetCollector, apache, group_stream, produce, table_offsets, unique_name, wait_for
+from tests.support import long_tier, Cluster, OffsetCollector, apache, group_stream, produce, table_offsets, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +100,7 @@ def test_partitions_added_while_the_query_runs_land_once(
     print(f"landed {sum(want.values())} records once, 30 of them in partitions added while running")
 
 
-@pytest.mark.parametrize("with_table", [False, True], ids=["foreachBatch", "offsets.table"])
+@pytest.mark.parametrize("with_table", [long_tier(False, id="foreachBatch"), pytest.param(True, id="offsets.table")])
 def test_partitions_added_while_the_query_is_stopped_start_at_earliest(
     spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, with_table: bool
 ) -> None:

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from tests.support import Cluster, create_topic, group_stream, unique_name, wait_for
+from tests.support import long_tier, Cluster, create_topic, group_stream, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -86,8 +86,8 @@ def alive(query: Any) -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"failOnDataLoss": "false"}, {"kafka.isolation.level": "read_committed"}],
-    ids=["defaults", "failOnDataLoss-false", "read_committed"],
+    [pytest.param({}, id="defaults"), long_tier({"failOnDataLoss": "false"}, id="failOnDataLoss-false"),
+     long_tier({"kafka.isolation.level": "read_committed"}, id="read_committed")],
 )
 def test_aborted_never_land_and_an_open_transaction_is_waited_for(
     spark: SparkSession, kafka: Cluster, options: Dict[str, str]

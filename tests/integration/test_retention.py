@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 from kafka_group_devbroker import ApacheKafka
 from tests.support import (
     Cluster,
+    long_tier,
     OffsetCollector,
     REPO,
     apache,
@@ -113,8 +114,12 @@ def run_in_process(spark: SparkSession, kafka: Cluster, topic: str, group: str, 
         query.stop()
 
 
-@pytest.mark.parametrize("how", ["size", "time"])
-@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+#: failOnDataLoss and how the records go: each test runs one case by default, the rest in the long tier.
+RETENTION_CASES = [("true", "size"), ("false", "time"),
+                   long_tier("true", "time", id="true-time"), long_tier("false", "size", id="false-size")]
+
+
+@pytest.mark.parametrize("fail_on_data_loss, how", RETENTION_CASES)
 def test_retention_without_offsets_table(
     spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str
 ) -> None:
@@ -164,8 +169,7 @@ def table_position(table: pathlib.Path, group: str, topic: str) -> Optional[int]
     return table_positions(table, group, topic, 1)[0]
 
 
-@pytest.mark.parametrize("how", ["size", "time"])
-@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+@pytest.mark.parametrize("fail_on_data_loss, how", RETENTION_CASES)
 def test_retention_with_offsets_table(kafka: Cluster, tmp_path: pathlib.Path, how: str, fail_on_data_loss: str) -> None:
     topic, group, table = new_topic(kafka), unique_name("group"), tmp_path / "table"
     code, log = run_delta_query(kafka, topic, group, tmp_path, fail_on_data_loss)
