@@ -23,11 +23,12 @@ its ``@`` keys) is written and read by :mod:`kafka_group.formats`
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from kafka_group.errors import OffsetFormatError
+from kafka_group.json_text import INT32_MAX, INT64_MAX, NotJson, in_range, parse_json, show
 
 __all__ = [
     "TopicPartition",
@@ -182,14 +183,14 @@ def parse_starting_offsets(text: str, option: str = "startingOffsets", unnamed: 
         if not isinstance(partitions, dict):
             raise OffsetFormatError(
                 f"option '{option}': topic '{topic}' must map partition numbers to offsets, "
-                f'like {{"{topic}":{{"0":23}}}}, got {json.dumps(partitions)}'
+                f'like {{"{topic}":{{"0":23}}}}, got {_show(partitions)}'
             )
         for key, offset in partitions.items():
             tp = TopicPartition(topic, _partition_number(option, topic, key))
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < LATEST - 1:
+            if not in_range(offset, EARLIEST, INT64_MAX):
                 raise OffsetFormatError(
-                    f"option '{option}': offset of {tp} must be a whole number >= 0, "
-                    f"or -2 (earliest) or -1 (latest), got {json.dumps(offset)}"
+                    f"option '{option}': offset of {tp} must be a whole number from 0 to {INT64_MAX}, "
+                    f"or -2 (earliest) or -1 (latest), got {_show(offset)}"
                 )
             specific[tp] = offset
     return StartingOffsets(unnamed, specific)
@@ -210,14 +211,14 @@ def parse_starting_timestamps(text: str, option: str = "startingOffsetsByTimesta
         if not isinstance(partitions, dict) or not partitions:
             raise OffsetFormatError(
                 f"option '{option}': topic '{topic}' must map partition numbers to timestamps in milliseconds, "
-                f'like {{"{topic}":{{"0":1700000000000}}}}, got {json.dumps(partitions)}'
+                f'like {{"{topic}":{{"0":1700000000000}}}}, got {_show(partitions)}'
             )
         for key, stamp in partitions.items():
             tp = TopicPartition(topic, _partition_number(option, topic, key))
-            if isinstance(stamp, bool) or not isinstance(stamp, int) or stamp < 0:
+            if not in_range(stamp, 0, INT64_MAX):
                 raise OffsetFormatError(
                     f"option '{option}': the timestamp of {tp} must be milliseconds since the epoch (a whole "
-                    f"number >= 0), got {json.dumps(stamp)}"
+                    f"number from 0 to {INT64_MAX}), got {_show(stamp)}"
                 )
             found[tp] = stamp
     return found
@@ -237,7 +238,7 @@ def parse_assign(text: str) -> Tuple[TopicPartition, ...]:
         if not isinstance(partitions, list) or not partitions:
             raise OffsetFormatError(
                 f"option 'assign': topic '{topic}' must map to a non-empty list of partition "
-                f'numbers, like {{"{topic}":[0,1]}}, got {json.dumps(partitions)}'
+                f'numbers, like {{"{topic}":[0,1]}}, got {_show(partitions)}'
             )
         for p in partitions:
             result.append(TopicPartition(topic, _partition_number("assign", topic, p)))
@@ -246,35 +247,48 @@ def parse_assign(text: str) -> Tuple[TopicPartition, ...]:
 
 def _load_json(option: str, text: str, expected: str) -> Dict[str, Any]:
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:  # its text and position are in the message; its traceback is noise
-        raise OffsetFormatError(f"option '{option}' is not valid JSON ({exc.msg} at character {exc.pos}): expected {expected}") from None
+        doc = parse_json(text)
+    except NotJson as exc:  # the reason is in the message; its traceback is noise
+        raise OffsetFormatError(f"option '{option}' is not valid JSON ({exc}): expected {expected}") from None
     if not isinstance(doc, dict) or not doc:
-        raise OffsetFormatError(f"option '{option}' must be a non-empty JSON object: expected {expected}, got {text!r}")
+        raise OffsetFormatError(f"option '{option}' must be a non-empty JSON object: expected {expected}, "
+                                f"got {_show(text)}")
     return doc
+
+
+def _show(value: Any, limit: int = 200) -> str:
+    """``value`` for a message, shortened: a string as it is, anything else as JSON."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 3] + "..."
+    return show(value, limit)
+
+
+#: A Kafka topic name (as the broker allows it).
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$", re.ASCII)
 
 
 def _topics(doc: Mapping[str, Any], option: str) -> Mapping[str, Any]:
     for topic in doc:
         if not topic or not isinstance(topic, str):
             raise OffsetFormatError(f"option '{option}' has an empty topic name")
+        if not _TOPIC_NAME.match(topic):
+            raise OffsetFormatError(
+                f"option '{option}' names topic {_show(topic)}, which is not a valid Kafka topic name "
+                "(letters, digits, '.', '_' and '-', at most 249 characters)"
+            )
     return doc
 
 
 def _partition_number(option: str, topic: str, value: Any) -> int:
-    if isinstance(value, bool):
-        number = -1
-    elif isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value)
-    else:
-        number = -1
-    if number < 0:
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and text.isascii() and text.isdigit() and len(text) <= 10:
+        value = int(text)
+    if not in_range(value, 0, INT32_MAX):
         raise OffsetFormatError(
-            f"option '{option}': partition {json.dumps(value)} of topic '{topic}' must be a whole number >= 0"
+            f"option '{option}': partition {_show(value)} of topic '{topic}' must be a whole number from 0 "
+            f"to {INT32_MAX}"
         )
-    return number
+    return int(value)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import FlowControlError
 from kafka_group.flow.flow_channel import ControlChannel
+from kafka_group.formats.offset_document import read_flow_pauses
 from kafka_group.offsets import TopicPartition, partitions_by_topic
 from kafka_group.plan.planning import BatchPlan
 
@@ -117,13 +118,19 @@ class PauseState:
         return doc
 
     def restore(self, doc: Mapping[str, Any]) -> None:
-        """Take the pauses of an offset document's ``@flow`` entry (from Spark's checkpoint)."""
+        """Take the pauses of an offset document's ``@flow`` entry (from Spark's checkpoint).
+
+        Raises
+        ------
+        FormatError
+            The entry is malformed (:func:`~kafka_group.formats.read_flow_pauses`).
+        """
         now = time.time()
-        for topic in doc.get("pausedTopics", []) or []:
-            self._topics.setdefault(str(topic), now)
-        for topic, partitions in (doc.get("paused", {}) or {}).items():
-            for partition in partitions:
-                self._partitions.setdefault(TopicPartition(str(topic), int(partition)), now)
+        topics, partitions = read_flow_pauses(doc, what="the checkpoint's offset document")
+        for topic in sorted(topics):
+            self._topics.setdefault(topic, now)
+        for tp in sorted(partitions):
+            self._partitions.setdefault(tp, now)
         if self._topics or self._partitions:
             logger.info("restored pauses from the checkpoint: %s", self.to_doc())
 

@@ -45,6 +45,7 @@ from kafka_group.formats.offset_document import (
     FLOW_KEY,
     GROUP_KEY,
     OFFSETS_TABLE_KEY,
+    read_flow_pauses,
     read_offset_document,
     write_offset_document,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "ProgressOffsets",
     "SourceOffsets",
     "read_checkpoint_offsets",
+    "read_flow_pauses",
     "read_latest_report",
     "read_offset_document",
     "read_progress",

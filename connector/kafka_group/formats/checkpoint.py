@@ -102,7 +102,8 @@ def read_checkpoint_offsets(text: str, *, where: str = "checkpoint offsets file"
     if lines and lines[-1] == "":
         lines.pop()  # a final newline
     first = lines[0].strip() if lines else ""
-    if not (first.startswith("v") and first[1:].isdigit()):
+    # ASCII digits only: str.isdigit() takes 'v²', which int() refuses.
+    if not (first.startswith("v") and first[1:].isascii() and first[1:].isdigit() and len(first) <= 10):
         raise FormatError(f"{where} must start with a version line like 'v1', found {show(first)}")
     if int(first[1:]) not in CHECKPOINT_VERSIONS:
         raise FormatError(

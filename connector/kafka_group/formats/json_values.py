@@ -6,43 +6,34 @@ naming the document, what was expected and what was found; these helpers say it 
 
 from __future__ import annotations
 
-import json
 from typing import Any, FrozenSet, Mapping
 
 from kafka_group.errors import FormatError
+from kafka_group.json_text import INT32_MAX, INT64_MAX, NotJson, in_range, parse_json, show
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["NOT_JSON", "is_offset", "loads", "partition_lists", "partition_number", "show", "source_offset_value"]
 
 
-def show(value: Any, limit: int = 200) -> str:
-    """``value`` as JSON for an error message, shortened."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def loads(text: str, what: str, expected: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            f"{what} is not JSON ({exc.msg} at character {exc.pos}): expected {expected}, found {show(text)}"
-        ) from None
+        return parse_json(text)
+    except NotJson as exc:
+        raise FormatError(f"{what} is not JSON ({exc}): expected {expected}, found {show(text)}") from None
 
 
 def is_offset(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """Whether ``value`` is a Kafka offset: a whole number from 0 to a Java long's largest."""
+    return in_range(value, 0, INT64_MAX)
 
 
 def partition_number(what: str, topic: str, key: Any) -> int:
-    if isinstance(key, str) and key.isdigit() and key.isascii():
+    if isinstance(key, str) and key.isdigit() and key.isascii() and len(key) <= 10:
+        key = int(key)
+    if in_range(key, 0, INT32_MAX):
         return int(key)
-    if isinstance(key, int) and not isinstance(key, bool) and key >= 0:
-        return key
-    raise FormatError(f"{what}: partition {show(key)} of topic '{topic}' must be a whole number >= 0")
+    raise FormatError(f"{what}: partition {show(key)} of topic {show(topic, 100)} must be a whole number from 0 "
+                      f"to {INT32_MAX}")
 
 
 def partition_lists(what: str, value: Any) -> FrozenSet[TopicPartition]:
@@ -52,7 +43,8 @@ def partition_lists(what: str, value: Any) -> FrozenSet[TopicPartition]:
     found: set[TopicPartition] = set()
     for topic, partitions in value.items():
         if not isinstance(partitions, list):
-            raise FormatError(f"{what}: topic '{topic}' must map to a list of partitions, found {show(partitions)}")
+            raise FormatError(f"{what}: topic {show(topic, 100)} must map to a list of partitions, found "
+                              f"{show(partitions)}")
         found.update(TopicPartition(str(topic), partition_number(what, str(topic), p)) for p in partitions)
     return frozenset(found)
 
@@ -73,7 +65,7 @@ def source_offset_value(value: Any) -> Any:
         if not value.strip():
             return None
         try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return NOT_JSON  # another source's offset, as Spark printed it
+            return parse_json(value)
+        except NotJson:
+            return NOT_JSON  # another source's offset, as Spark printed it (or too deep to be ours)
     return value

@@ -6,13 +6,14 @@ nowhere else; the in-memory model is :class:`kafka_group.offsets.BatchOffsets`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, FrozenSet, Mapping, Tuple
 
 from kafka_group.errors import FormatError
-from kafka_group.formats.json_values import is_offset, loads, partition_number, show
+from kafka_group.formats.json_values import is_offset, loads, partition_lists, partition_number, show
 from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
 
-__all__ = ["FLOW_KEY", "GROUP_KEY", "OFFSETS_TABLE_KEY", "read_offset_document", "write_offset_document"]
+__all__ = ["FLOW_KEY", "GROUP_KEY", "OFFSETS_TABLE_KEY", "read_flow_pauses", "read_offset_document",
+           "write_offset_document"]
 
 #: The offset document's key naming the consumer group.
 GROUP_KEY = "@group"
@@ -105,6 +106,34 @@ def read_offset_document(doc: Any, *, what: str = "source offsets") -> BatchOffs
     for key, value in ((GROUP_KEY, group), (OFFSETS_TABLE_KEY, table)):
         if value is not None and not isinstance(value, str):
             raise FormatError(f"{what}: '{key}' must be a string, found {show(value)}")
-    if flow is not None and not isinstance(flow, Mapping):
-        raise FormatError(f"{what}: '{FLOW_KEY}' must be an object of pauses, found {show(flow)}")
+    if flow is not None:
+        read_flow_pauses(flow, what=what)
     return BatchOffsets(positions, ranges, group, table, dict(flow or {}))
+
+
+def read_flow_pauses(flow: Any, *, what: str = "source offsets") -> Tuple[FrozenSet[str], FrozenSet[TopicPartition]]:
+    """The paused topics and partitions of an offset document's ``@flow`` entry.
+
+    The entry is ``{"pausedTopics": ["audit"], "paused": {"orders": [0, 3]}}`` (either key may be
+    missing), as :meth:`kafka_group.flow.flow_control.PauseState.to_doc` writes it.
+
+    Raises
+    ------
+    FormatError
+        The entry is not an object, ``pausedTopics`` is not a list of topic names, or ``paused``
+        not an object of partition lists; Spark's checkpoint holds it, so every restart would
+        meet it: the message names the document and the fix.
+    """
+    where = f"{what}: '{FLOW_KEY}'"
+    fix = ("it is written by the connector and holds the query's manual pauses; the checkpoint was edited or "
+           "damaged. Restore the checkpoint, or start from a new one")
+    if not isinstance(flow, Mapping):
+        raise FormatError(f"{where} must be an object of pauses, found {show(flow)}: {fix}")
+    topics = flow.get("pausedTopics", [])
+    if not isinstance(topics, list) or not all(isinstance(t, str) and t for t in topics):
+        raise FormatError(f"{where}.pausedTopics must be a list of topic names, found {show(topics)}: {fix}")
+    try:
+        partitions = partition_lists(f"{where}.paused", flow.get("paused", {}))
+    except FormatError as exc:
+        raise FormatError(f"{exc}: {fix}") from None
+    return frozenset(topics), partitions
