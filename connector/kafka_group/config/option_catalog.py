@@ -24,12 +24,14 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
 from kafka_group.group.rebalance_listener import check_listener_spec
+from kafka_group.json_text import INT32_MAX, INT64_MAX
 from kafka_group.offsets import (
     EARLIEST,
     LATEST,
@@ -147,16 +149,27 @@ class OptionSpec(Generic[T]):
 # Parsers. Each takes the option's declared spelling and the raw string.
 
 def positive_int(name: str, raw: str) -> int:
-    """A whole number above zero (surrounding blanks allowed)."""
+    """A whole number above zero, at most a Java long (surrounding blanks allowed; ASCII digits only)."""
+    return _whole_number(name, raw, 1, INT64_MAX, "a positive whole number")
+
+
+def timeout_ms(name: str, raw: str) -> int:
+    """Milliseconds above zero, at most 2147483647 (about 24.8 days): the Kafka client's timeouts are
+    Java ints, and a longer wait is a hang."""
+    return _whole_number(name, raw, 1, INT32_MAX, "a positive number of milliseconds")
+
+
+def _whole_number(name: str, raw: str, low: int, high: int, what: str) -> int:
     text = raw.strip()
-    try:
-        value = int(text)
-    except ValueError:
-        # The ValueError of int() adds nothing to this message (it names the option and the value).
-        raise ConfigError(f"option '{name}' must be a positive whole number, got '{raw}'") from None
-    if value <= 0:
-        raise ConfigError(f"option '{name}' must be a positive whole number, got {value}")
-    return value
+    # ASCII digits only: int() also takes '١٢', '+5' and '1_000', and str.isdigit() takes '²'.
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or not low <= int(text) <= high:
+        raise ConfigError(f"option '{name}' must be {what} from {low} to {high}, got {_shown(raw)}")
+    return int(text)
+
+
+def _shown(raw: str, limit: int = 100) -> str:
+    """A user's value for a message: quoted, shortened (not for secrets: their messages name the option only)."""
+    return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + f"... ({len(raw)} characters)"
 
 
 def boolean(name: str, raw: str) -> bool:
@@ -179,7 +192,7 @@ def one_of(*choices: str) -> Parser[str]:
     return parse
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
+_DURATION = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([a-z]+)\s*$", re.ASCII)
 _DURATION_UNITS_MS: Mapping[str, float] = {
     "ms": 1, "millisecond": 1, "milliseconds": 1,
     "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
@@ -187,6 +200,8 @@ _DURATION_UNITS_MS: Mapping[str, float] = {
     "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
     "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
 }
+#: The longest duration an option takes: a year (a longer trigger delay or drift is "never" or "off").
+MAX_DURATION_MS = 365 * 86_400_000
 
 
 def parse_duration_ms(option: str, text: str) -> int:
@@ -195,14 +210,15 @@ def parse_duration_ms(option: str, text: str) -> int:
     Raises
     ------
     ConfigError
-        ``text`` is not a positive number followed by a unit; the message names ``option``.
+        ``text`` is not a positive number (ASCII digits) followed by a unit, or is longer than a
+        year (:data:`MAX_DURATION_MS`); the message names ``option``.
     """
     match = _DURATION.match(text.lower())
     unit = _DURATION_UNITS_MS.get(match.group(2)) if match else None
-    if match is None or unit is None or float(match.group(1)) * unit < 1:
+    if match is None or unit is None or not 1 <= float(match.group(1)) * unit <= MAX_DURATION_MS:
         raise ConfigError(
-            f"option '{option}' must be a positive duration with a unit, such as '30 minutes', '90s', '2h' or "
-            f"'500ms', got '{text}'"
+            f"option '{option}' must be a positive duration with a unit, at most 365 days, such as '30 minutes', "
+            f"'90s', '2h' or '500ms', got {_shown(text)}"
         )
     return int(float(match.group(1)) * unit)
 
@@ -217,7 +233,7 @@ def default_control_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"pyspark-kafka-group-{os.getuid()}")
 
 
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$", re.ASCII)
 
 #: The message of a missing or blank ``kafka.bootstrap.servers`` (also used by the parser's caller).
 BOOTSTRAP_SERVERS_REQUIRED = (
@@ -239,6 +255,9 @@ def _bootstrap_servers(name: str, raw: str) -> str:
 def _group_id(name: str, raw: str) -> str:
     if not raw.strip():
         raise ConfigError(f"option '{name}' is empty: name the consumer group to join")
+    if len(raw) > 10_000:
+        raise ConfigError(f"option '{name}' is {len(raw)} characters long: name the consumer group in fewer "
+                          "than 10000 (Kafka keeps it in every offset commit)")
     return raw
 
 
@@ -263,14 +282,46 @@ def _regex(name: str, raw: str) -> str:
     text = raw.strip()
     if not text:
         raise ConfigError(f"option '{name}' is empty: give a regular expression such as 'orders-.*'")
-    try:
-        re.compile(text)
-    except re.error as exc:
-        # re.error's text is in the message; its traceback (inside the re module) is noise.
+    if len(text) > MAX_PATTERN_LENGTH:
+        raise ConfigError(f"option '{name}' is {len(text)} characters long: a topic pattern is at most "
+                          f"{MAX_PATTERN_LENGTH} (a topic name is at most 249)")
+    problem = regex_problem(text)
+    if problem is not None:
         raise ConfigError(
-            f"option '{name}' is not a valid regular expression ({exc}), got '{text}': give one such as 'orders-.*'"
-        ) from None
+            f"option '{name}' is not a valid regular expression ({problem}), got {_shown(text)}: give one such as "
+            "'orders-.*'"
+        )
     return text
+
+
+#: The longest ``subscribePattern`` (compiling a longer one takes seconds, and no topic name is longer than 249).
+MAX_PATTERN_LENGTH = 10_000
+
+
+def regex_problem(pattern: str) -> Optional[str]:
+    """Why ``pattern`` cannot be a topic pattern, or None.
+
+    Python compiles ``[[a]``, ``[a--b]``, ``[a&&b]``, ``[a||b]`` and ``[a~~b]`` with a
+    FutureWarning ("possible nested set", "possible set difference"): their meaning will change
+    in a future Python, and Java's regex (Spark's ``subscribePattern``) already reads them as
+    nested classes and set operations. Such a pattern would select different topics in another
+    engine or version, so it is refused with the fix (escape the character) rather than compiled
+    with a warning on the user's console. A pattern nested too deeply for the compiler, or with a
+    repeat count it cannot hold, is refused too.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            re.compile(pattern)
+        except FutureWarning as warning:
+            return f"{warning}; its meaning differs between Python versions and Java: escape the character, as '\\['"
+        except re.error as exc:
+            return str(exc)
+        except (RecursionError, OverflowError, MemoryError):  # '(' * 100000, 'a{99999999999999999999}'
+            return "too deeply nested or too large to compile"
+        except Warning as warning:
+            return str(warning)
+    return None
 
 
 def _assign(name: str, raw: str) -> Tuple[TopicPartition, ...]:
@@ -296,9 +347,10 @@ def _ending_offsets(name: str, raw: str) -> StartingOffsets:
 def epoch_millis(name: str, raw: str) -> int:
     """Milliseconds since the epoch: a whole number >= 0."""
     text = raw.strip()
-    if not text.isdigit():
-        raise ConfigError(f"option '{name}' must be a time in milliseconds since the epoch (a whole number >= 0, "
-                          f"such as 1700000000000), got '{raw}'")
+    # ASCII digits only: str.isdigit() takes '²', which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or int(text) > INT64_MAX:
+        raise ConfigError(f"option '{name}' must be a time in milliseconds since the epoch (a whole number from 0 "
+                          f"to {INT64_MAX}, such as 1700000000000), got {_shown(raw)}")
     return int(text)
 
 
@@ -311,17 +363,16 @@ def _topic_priority(name: str, raw: str) -> Dict[str, int]:
     priorities: Dict[str, int] = {}
     for item in raw.split(","):
         topic, _, level = item.strip().rpartition(":")
-        try:
-            number: Optional[int] = int(level)
-        except ValueError:
-            number = None
-        if not _TOPIC_NAME.match(topic) or number is None:
+        if not _TOPIC_NAME.match(topic) or not _PRIORITY.match(level):
             raise ConfigError(
-                f"option '{name}' must list topic:priority pairs with whole-number priorities, "
-                f"such as 'orders:10,audit:1', got '{raw}'"
+                f"option '{name}' must list topic:priority pairs with whole-number priorities (at most 9 digits), "
+                f"such as 'orders:10,audit:1', got {_shown(raw)}"
             )
-        priorities[topic] = number
+        priorities[topic] = int(level)
     return priorities
+
+
+_PRIORITY = re.compile(r"^-?[0-9]{1,9}$", re.ASCII)
 
 
 def _control_dir(name: str, raw: str) -> str:
@@ -476,37 +527,37 @@ FETCH_TASK_LAYOUT: OptionSpec[str] = OptionSpec(
 POLL_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'kafkaConsumer.pollTimeoutMs', 'positive int', '120000',
     'How long an executor waits for the next planned record before failing.',
-    parser=positive_int,
+    parser=timeout_ms,
     default='120000',
 )
 CACHE_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'kafkaConsumer.cacheTimeoutMs', 'positive int', '300000',
     "How long an executor's Python worker keeps a reader's Kafka client open after its task, for the next task to reuse (one client per task, not per range; Spark's `spark.kafka.consumer.cache.timeout`). Idle clients are unassigned (no prefetching); at most 2 per client config and 8 in all are kept per worker.",
-    parser=positive_int,
+    parser=timeout_ms,
     default='300000',
 )
 CONNECT_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'kafkaConsumer.connectTimeoutMs', 'positive int', '30000',
     "The driver's bounded wait for the cluster; an unreachable cluster fails naming the servers.",
-    parser=positive_int,
+    parser=timeout_ms,
     default='30000',
 )
 GROUP_JOIN_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'groupJoinTimeoutMs', 'positive int', '60000',
     "How long the first batch waits for the group's first assignment.",
-    parser=positive_int,
+    parser=timeout_ms,
     default='60000',
 )
 AVAILABLE_NOW_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'availableNowTimeoutMs', 'positive int', '300000',
     'How long a `Trigger.AvailableNow` run waits, while nothing changes, for partitions other members own to reach the run\'s end before it fails with `AvailableNowIncompleteError` (see "`Trigger.AvailableNow`" below).',
-    parser=positive_int,
+    parser=timeout_ms,
     default='300000',
 )
 REVOKE_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'revokeTimeoutMs', 'positive int', '60000',
     'With `offsets.table`: how long a revoke waits for the running batch of the revoked partitions to land before the group moves them (the next owner then starts exactly where this one stopped).',
-    parser=positive_int,
+    parser=timeout_ms,
     default='60000',
 )
 REBALANCE_LISTENER: OptionSpec[str] = OptionSpec(

@@ -99,6 +99,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         and says how to fix it.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
+    _refuse_invalid_unicode(opts)
     # Keys first: refused client settings, Spark options with a pointer, unknown spellings.
     client_config = _client_config(opts)
     offsets_table_storage = _offsets_table_storage(opts)
@@ -232,6 +233,20 @@ def _ending(opts: Mapping[str, str]) -> Optional[StartingOffsets]:
         timestamps=catalog.ENDING_OFFSETS_BY_TIMESTAMP.get(opts),
         on_no_match="latest",
     )
+
+
+def _refuse_invalid_unicode(opts: Mapping[str, str]) -> None:
+    """Refuse keys and values that are no Unicode text (a lone surrogate, which a Java string can hold):
+    the Kafka client, Delta and the logs encode them as UTF-8, which fails far from the option."""
+    for key, value in opts.items():
+        for text in (key, value):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                # The value may be a secret: the message names the option only.
+                name = key.encode("utf-8", "backslashreplace").decode("utf-8")
+                raise ConfigError(f"option '{name[:100]}' holds a character that is not valid Unicode (a lone "
+                                  "surrogate): give it as text") from None
 
 
 def _client_config(opts: Mapping[str, str]) -> Dict[str, str]:
