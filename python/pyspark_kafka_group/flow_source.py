@@ -36,13 +36,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafka_group.errors import FlowControlError
-from kafka_group.flow.channel_client import exchange, read_status
+from kafka_group.flow.channel_client import exchange, flow_read_options, read_status
 
 __all__ = ["FlowControlDataSource"]
 
 logger = logging.getLogger(__name__)
-
-_DEFAULT_TIMEOUT_S = 30.0
 
 
 class FlowControlDataSource(DataSource):
@@ -98,30 +96,15 @@ class FlowControlReader(DataSourceReader):
 
 
 def answer_request(options: Dict[str, str]) -> Dict[str, Any]:
-    """The channel's answer to the request in ``options`` (a refusal becomes ``ok`` false, never raises)."""
+    """The channel's answer to the request in ``options`` (a refusal becomes ``ok`` false, never raises).
+
+    The options are checked first (:func:`~kafka_group.flow.channel_client.flow_read_options`):
+    a malformed one is refused before anything is sent.
+    """
     try:
-        control = options.get("control") or ""
-        if not control:
-            raise FlowControlError("format 'kafka-group-flow' needs option 'control' (the query's control folder)")
-        request = json.loads(options.get("request") or "null")
-        if not isinstance(request, dict) or request.get("op") not in ("pause", "resume", "status"):
-            raise FlowControlError(
-                "option 'request' of format 'kafka-group-flow' must be a JSON object with 'op' pause, resume "
-                f"or status, got {options.get('request')!r}"
-            )
-        try:
-            timeout_s = float(options.get("timeoutseconds") or _DEFAULT_TIMEOUT_S)
-        except ValueError:
-            raise FlowControlError(
-                f"option 'timeoutSeconds' must be a number of seconds, got {options.get('timeoutseconds')!r}"
-            ) from None
-        if request["op"] == "status":
-            return {"ok": True, "status": read_status(control)}
-        request_id = options.get("requestid")
-        if not request_id:
-            raise FlowControlError("format 'kafka-group-flow' needs option 'requestId' (one per request)")
-        return exchange(control, request, timeout_s, request_id=request_id)
+        read = flow_read_options(options)
+        if read.request["op"] == "status":
+            return {"ok": True, "status": read_status(read.control)}
+        return exchange(read.control, read.request, read.timeout_s, request_id=read.request_id)
     except FlowControlError as exc:
         return {"ok": False, "error": str(exc)}
-    except ValueError as exc:  # malformed JSON in 'request'
-        return {"ok": False, "error": f"option 'request' of format 'kafka-group-flow' is not JSON: {exc}"}

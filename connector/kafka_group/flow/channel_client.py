@@ -12,13 +12,16 @@ the ``kafka-group-flow`` batch source under Spark Connect.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 from kafka_group.errors import FlowControlError
+from kafka_group.json_text import NotJson, parse_json
 from kafka_group.flow.private_folder import (
     component,
     lstat_at,
@@ -30,9 +33,97 @@ from kafka_group.flow.private_folder import (
     write_json_at,
 )
 
-__all__ = ["exchange", "find_controls", "read_status", "send_request"]
+__all__ = ["FlowRead", "MAX_TIMEOUT_S", "exchange", "find_controls", "flow_read_options", "read_status",
+           "send_request"]
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+
+#: The longest a request waits for its answer: the channel keeps an answer this long
+#: (:data:`~kafka_group.flow.flow_channel.KEEP_ANSWERS_S`), so a read planned again with the same
+#: ``requestId`` within it still gets the answer; a longer wait only hangs the waiting thread.
+MAX_TIMEOUT_S = 600.0
+_DEFAULT_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class FlowRead:
+    """The options of one ``kafka-group-flow`` read, checked (see :func:`flow_read_options`)."""
+
+    control: str
+    """The query's control folder."""
+    request: Dict[str, Any]
+    """The request: ``op`` pause, resume or status, ``topic``, ``partitions``."""
+    request_id: Optional[str]
+    """The request's id (None only for ``status``)."""
+    timeout_s: float
+    """How long to wait for the answer: more than 0, at most :data:`MAX_TIMEOUT_S`."""
+
+
+def flow_read_options(options: Mapping[str, str]) -> FlowRead:
+    """Check the options of a ``kafka-group-flow`` read before any request is sent.
+
+    Parameters
+    ----------
+    options : mapping of str to str
+        As Spark hands them (lower-cased keys): ``control``, ``request`` (JSON), ``requestid``
+        (not needed for ``status``), ``timeoutseconds`` (default 30).
+
+    Raises
+    ------
+    FlowControlError
+        An option is missing or malformed: ``request`` not a JSON object with ``op`` pause, resume
+        or status; ``timeoutSeconds`` not a number of seconds above 0 and at most
+        :data:`MAX_TIMEOUT_S` (NaN and infinity waited for ever); ``requestId`` malformed.
+    """
+    control = options.get("control") or ""
+    if not control:
+        raise FlowControlError("format 'kafka-group-flow' needs option 'control' (the query's control folder)")
+    raw = options.get("request") or "null"
+    try:
+        request = parse_json(raw)
+    except NotJson as exc:
+        raise FlowControlError(f"option 'request' of format 'kafka-group-flow' is not JSON ({exc})") from None
+    if not isinstance(request, dict) or request.get("op") not in ("pause", "resume", "status"):
+        raise FlowControlError(
+            "option 'request' of format 'kafka-group-flow' must be a JSON object with 'op' pause, resume "
+            f"or status, got {raw[:200]!r}"
+        )
+    timeout_s = check_timeout(options.get("timeoutseconds") or _DEFAULT_TIMEOUT_S)
+    request_id = options.get("requestid") or None
+    if request["op"] != "status":
+        if request_id is None:
+            raise FlowControlError("format 'kafka-group-flow' needs option 'requestId' (one per request)")
+        _check_request_id(request_id)
+    return FlowRead(control, request, request_id, timeout_s)
+
+
+def check_timeout(value: Any) -> float:
+    """``value`` as seconds to wait: a number above 0 and at most :data:`MAX_TIMEOUT_S`.
+
+    Raises
+    ------
+    FlowControlError
+        Anything else (NaN and infinity never end a wait: every comparison with them is false or
+        never reached).
+    """
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError, OverflowError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_S):
+        shown = value if not isinstance(value, str) or len(value) <= 50 else value[:50] + "..."
+        raise FlowControlError(
+            f"option 'timeoutSeconds' must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, "
+            f"got {shown!r}"
+        )
+    return seconds
+
+
+def _check_request_id(request_id: str) -> None:
+    if not _REQUEST_ID.match(request_id):
+        raise FlowControlError(
+            f"a flow-control request id is 1 to 100 letters, digits, '-' or '_', got {request_id[:120]!r}"
+        )
 
 
 def send_request(control: str, request: Mapping[str, Any], timeout_s: float = 30.0, *,
@@ -47,7 +138,8 @@ def send_request(control: str, request: Mapping[str, Any], timeout_s: float = 30
     Raises
     ------
     FlowControlError
-        The query refused the request (the message says why) or did not answer in time.
+        The query refused the request (the message says why) or did not answer in time, or
+        ``timeout_s`` is not above 0 and at most :data:`MAX_TIMEOUT_S`.
     """
     response = exchange(control, request, timeout_s, request_id=request_id)
     if not response.get("ok"):
@@ -66,7 +158,7 @@ def exchange(control: str, request: Mapping[str, Any], timeout_s: float = 30.0, 
     request : mapping
         ``{"op": "pause" | "resume", "topic": ..., "partitions": [...] | None}``.
     timeout_s : float
-        How long to wait for the answer.
+        How long to wait for the answer: above 0, at most :data:`MAX_TIMEOUT_S`.
     request_id : str, optional
         Letters, digits, ``-`` and ``_``. The channel handles each id once and
         keeps its answer for :data:`~kafka_group.flow.flow_channel.KEEP_ANSWERS_S`: sending the same id again
@@ -84,10 +176,9 @@ def exchange(control: str, request: Mapping[str, Any], timeout_s: float = 30.0, 
         No query serves ``control``, a folder of it is not private to this user,
         the id is malformed, or no answer came in time.
     """
-    if request_id is not None and not _REQUEST_ID.match(request_id):
-        raise FlowControlError(
-            f"a flow-control request id is 1 to 100 letters, digits, '-' or '_', got {request_id!r}"
-        )
+    if request_id is not None:
+        _check_request_id(request_id)
+    timeout_s = check_timeout(timeout_s)
     name = f"{request_id or f'{time.time_ns()}-{uuid.uuid4().hex}'}.json"
     with _open_channel(control) as control_fd:
         requests_fd = _client_folder(control, control_fd, "requests")

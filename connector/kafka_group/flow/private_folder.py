@@ -21,6 +21,7 @@ import stat
 from typing import Any, Iterator, List, Mapping, Optional
 
 from kafka_group.errors import FlowControlError
+from kafka_group.json_text import NotJson, parse_json
 
 __all__ = [
     "DIRECTORY_FLAGS", "FILE_NAME", "MAX_COMPONENT", "MAX_DOCUMENT_BYTES", "check_private", "component",
@@ -179,7 +180,8 @@ def lstat_at(dir_fd: int, name: str) -> Optional[os.stat_result]:
 
 
 def read_json_at(dir_fd: int, name: str, path: str) -> Any:
-    """The JSON document in the regular file ``name`` under ``dir_fd``; a link or a device is refused."""
+    """The JSON document in the regular file ``name`` under ``dir_fd``; a link or a device is refused
+    (ValueError, as a file too large), content that is not JSON too (FlowControlError, naming ``path``)."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
@@ -188,7 +190,10 @@ def read_json_at(dir_fd: int, name: str, path: str) -> Any:
         if info.st_size > MAX_DOCUMENT_BYTES:
             raise ValueError(f"'{path}' is larger than {MAX_DOCUMENT_BYTES} bytes")
         data = handle.read(MAX_DOCUMENT_BYTES + 1)
-    return json.loads(data)
+    try:
+        return parse_json(data)
+    except NotJson as exc:
+        raise FlowControlError(f"'{path}' is not a JSON document ({exc})") from None
 
 
 def write_json_at(dir_fd: int, name: str, doc: Mapping[str, Any]) -> None:
