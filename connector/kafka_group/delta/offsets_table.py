@@ -20,6 +20,7 @@ from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.transaction_ids import transaction_id
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
+from kafka_group.json_text import INT64_MAX, in_range, show
 from kafka_group.offsets import TopicPartition
 
 __all__ = [
@@ -103,8 +104,23 @@ class OffsetsTable:
             if version is None and self._legacy:
                 version = table.transaction_version(legacy_transaction_id(self.group, tp))
             if version is not None:
-                result[tp] = int(version)
+                result[tp] = self._position(tp, version)
         return result
+
+    def _position(self, tp: TopicPartition, version: Any) -> int:
+        """A transaction version read back as ``tp``'s position: a Kafka offset, or the table is refused.
+
+        The log is a file anyone who can write the table can edit; a negative version would read as
+        Spark's sentinels (-1 latest, -2 earliest) and move the query without a trace.
+        """
+        if not in_range(version, 0, INT64_MAX):
+            raise OffsetStoreError(
+                f"offsets.table '{self.table_path}' holds position {show(version)} for {tp} (transaction "
+                f"'{transaction_id(self.group, tp)}'), which is not a Kafka offset (0 to {INT64_MAX}): the table's "
+                "log was edited or written by another tool. Reset the partition's position with "
+                "python -m kafka_group.offsets_tool reset, or use a new table"
+            )
+        return int(version)
 
     def partition_columns(self) -> Optional[List[str]]:
         """The table's partition columns (as last loaded: :meth:`check` and :meth:`commit` refresh);
@@ -221,25 +237,26 @@ class OffsetsTable:
         if self._check_owner(table):
             return
         for entry in table.history():
-            other = entry.get(GROUP_METADATA_KEY)
+            other = entry.get(GROUP_METADATA_KEY) if isinstance(entry, Mapping) else None
             if other is not None and other != self.group:
-                self._refuse_group(str(other))
+                self._refuse_group(show(other) if not isinstance(other, str) else other)
 
     def _check_owner(self, table: Any) -> bool:
         """Whether ``table`` has an owner, which then is this group (or this raises)."""
         owner = table.transaction_version(OWNER_ID)
         if owner is None:
             return False
-        if int(owner) == owner_version(self.group):
+        if owner == owner_version(self.group):
             return True
         # Only to name the owner in the error: the newest commits of the group that owns the table.
         for entry in table.history(_OWNER_NAME_SCAN):
-            other = entry.get(GROUP_METADATA_KEY)
-            if other is not None and owner_version(str(other)) == int(owner):
-                self._refuse_group(str(other))
+            other = entry.get(GROUP_METADATA_KEY) if isinstance(entry, Mapping) else None
+            if isinstance(other, str) and owner_version(other) == owner:
+                self._refuse_group(other)
         self._refuse_group(None)
 
     def _refuse_group(self, other: Optional[str]) -> NoReturn:
+        other = other if other is None or len(other) <= 300 else other[:300] + "..."
         whose = f"consumer group '{other}'" if other is not None else "another consumer group"
         use = f"Use group '{other}', or another table" if other is not None else "Use that group, or another table"
         raise OffsetStoreError(

@@ -57,4 +57,6 @@ def legacy_marker_id(group: str) -> str:
 def owner_version(group: str) -> int:
     """The version of :data:`OWNER_ID` that binds a table to ``group``: the first 63 bits of the
     SHA-256 of its id (a Delta transaction version is a non-negative long)."""
-    return int.from_bytes(hashlib.sha256(group.encode("utf-8")).digest()[:8], "big") >> 1
+    # 'surrogatepass': a group id read back from a commit's metadata may hold a lone surrogate, which
+    # strict UTF-8 refuses; every id that strict UTF-8 encodes hashes as before.
+    return int.from_bytes(hashlib.sha256(group.encode("utf-8", "surrogatepass")).digest()[:8], "big") >> 1
