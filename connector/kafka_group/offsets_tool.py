@@ -27,6 +27,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError, KafkaGroupError
 from kafka_group.group.cluster_metadata import ClusterView
+from kafka_group.json_text import INT64_MAX
 from kafka_group.offsets import TopicPartition, parse_starting_offsets
 
 __all__ = ["PartitionOffsets", "show_offsets", "reset_offsets", "parse_timestamp", "main"]
@@ -121,19 +122,31 @@ def reset_offsets(
 
 
 def parse_timestamp(text: str) -> int:
-    """Milliseconds since the epoch from ISO-8601 (``2026-11-23T08:00:00Z``) or a number of ms."""
+    """Milliseconds since the epoch from ISO-8601 (``2026-11-23T08:00:00Z``) or a number of ms.
+
+    Raises
+    ------
+    ConfigError
+        Neither form, or a time before 1970 or past a Java long of milliseconds.
+    """
     value = text.strip()
-    if value.isdigit():
+    shown = value if len(value) <= 60 else value[:60] + "..."
+    problem = f"--to-timestamp '{shown}' is neither ISO-8601 (2026-11-23T08:00:00Z) nor milliseconds since the epoch"
+    # ASCII digits only: str.isdigit() takes '²', which int() refuses.
+    if value.isascii() and value.isdigit():
+        if len(value) > 19 or int(value) > INT64_MAX:
+            raise ConfigError(f"--to-timestamp '{shown}' is past the largest Kafka timestamp ({INT64_MAX})")
         return int(value)
     try:
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:  # fromisoformat's error repeats the value the message names
-        raise ConfigError(
-            f"--to-timestamp '{text}' is neither ISO-8601 (2026-11-23T08:00:00Z) nor milliseconds since the epoch"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return int(parsed.timestamp() * 1000)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.timezone.utc)
+        millis = int(parsed.timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):  # fromisoformat's error repeats the value the message names
+        raise ConfigError(problem) from None
+    if millis < 0:
+        raise ConfigError(f"--to-timestamp '{shown}' is before 1970: Kafka's record times start there")
+    return millis
 
 
 def main(argv: Optional[List[str]] = None) -> int:
