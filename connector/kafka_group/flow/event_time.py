@@ -16,6 +16,11 @@ A backlog with no record the reader can see (only a transaction's end marker, or
 an aborted transaction, under ``read_committed``) has no time and holds nobody:
 its partition reads to its end, which moves its position past the marker. Only a
 partition whose next record could not be fetched in time is held.
+
+A record time later than now (a producer's clock, or a CreateTime set by hand) counts as now:
+otherwise one record stamped in the far future holds its partition back for as long as any
+other partition has a backlog (their records are older than now, so the bound never reaches
+it). Such a time is logged once per record when it is more than ``maxDrift`` ahead of now.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Set, Tuple
+from typing import Callable, Dict, Mapping, Optional, Set, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -63,10 +68,12 @@ class EventTimeAlignment:
         ``flow.alignment.maxDrift``.
     timeout_ms : int
         The bound on each peek.
+    clock : callable
+        Now, in seconds since the epoch (record times later than now count as now).
     """
 
     def __init__(self, client_config: Mapping[str, str], group_id: Optional[str], max_drift_ms: int,
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, *, clock: Callable[[], float] = time.time) -> None:
         config = reader_config(client_config, group_id)
         # One record per partition is all a peek needs: keep fetches small.
         config.update({"max.partition.fetch.bytes": "65536", "fetch.max.bytes": "1048576",
@@ -75,6 +82,9 @@ class EventTimeAlignment:
         self._consumer: Optional[Consumer] = None
         self.max_drift_ms = max_drift_ms
         self._timeout_s = timeout_ms / 1000
+        self._clock = clock
+        #: The future-stamped records already logged (one line per record, not per batch).
+        self._logged_future: Set[Tuple[TopicPartition, int]] = set()
 
     def view(self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
              max_take: Optional[int] = None) -> AlignmentView:
@@ -91,7 +101,7 @@ class EventTimeAlignment:
             batch budget): limits further away need not be found.
         """
         backlogged = {tp: pos for tp, pos in positions.items() if latest.get(tp, pos) > pos}
-        first, invisible = self._first_records(backlogged)
+        first, invisible = self._records_at(backlogged)
         # Nothing visible up to the end: no time, nothing to hold; the range reads past the markers.
         done = {tp: latest[tp] for tp in invisible}
         if not first:
@@ -138,13 +148,33 @@ class EventTimeAlignment:
             middle = {tp: (low[tp] + high[tp]) // 2 for tp in low if high[tp] - low[tp] > 1}
             if not middle:
                 return high
-            found, _ = self._first_records(middle)
+            found, _ = self._records_at(middle)
             for tp, mid in middle.items():
                 record = found.get(tp)
                 if record is None or record[0] >= high[tp] or record[1] >= bound:
                     high[tp] = mid
                 else:
                     low[tp] = record[0]
+
+    def _records_at(self, positions: Mapping[TopicPartition, int]
+                    ) -> Tuple[Dict[TopicPartition, Tuple[int, int]], Set[TopicPartition]]:
+        """:meth:`_first_records`, with each record time later than now counted as now (see the
+        module docstring), logging a time more than ``maxDrift`` ahead once per record."""
+        found, ended = self._first_records(positions)
+        now_ms = int(self._clock() * 1000)
+        for tp, (offset, stamp) in found.items():
+            if stamp <= now_ms:
+                continue
+            if stamp - now_ms > self.max_drift_ms and (tp, offset) not in self._logged_future:
+                if len(self._logged_future) > 10_000:
+                    self._logged_future.clear()
+                self._logged_future.add((tp, offset))
+                logger.warning(
+                    "event-time alignment: the record at offset %d of %s has timestamp %d (%s), more than maxDrift "
+                    "(%d ms) ahead of now; alignment counts it as now, so it holds neither its partition nor "
+                    "the others", offset, tp, stamp, _iso(stamp), self.max_drift_ms)
+            found[tp] = (offset, now_ms)
+        return found, ended
 
     def _first_records(self, positions: Mapping[TopicPartition, int]
                        ) -> Tuple[Dict[TopicPartition, Tuple[int, int]], Set[TopicPartition]]:
@@ -191,4 +221,7 @@ class EventTimeAlignment:
 
 
 def _iso(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+    except (OverflowError, OSError, ValueError):  # a record time no calendar of this platform holds
+        return f"{ms} ms"
