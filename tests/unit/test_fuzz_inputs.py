@@ -119,10 +119,16 @@ def test_offset_options() -> None:
     def check(h: Hostile) -> Optional[str]:
         r = h.rng
         text = json.dumps(h.like(json.loads(r.choice(goods)))) if r.random() < 0.6 else h.text()
-        parse = r.choice([lambda t: parse_starting_offsets(t), lambda t: parse_assign(t),
-                          lambda t: parse_starting_timestamps(t),
-                          lambda t: parse_starting_offsets(t, "endingOffsets", unnamed=-1)])
-        value = parse(text)
+        which = r.randrange(4)
+        value: Any
+        if which == 0:
+            value = parse_starting_offsets(text)
+        elif which == 1:
+            value = parse_assign(text)
+        elif which == 2:
+            value = parse_starting_timestamps(text)
+        else:
+            value = parse_starting_offsets(text, "endingOffsets", unnamed=-1)
         bad = [n for n in _numbers(value) if not -2 <= n <= INT64_MAX]
         return f"parsed {text[:80]!r} to numbers {bad[:3]} outside a long" if bad else None
 
@@ -225,7 +231,10 @@ def test_delta_read_back() -> None:
         r = h.rng
         group = r.choice(["g", "a:b", "注文", "%3A", ""])
         tps = [TopicPartition(r.choice(["orders", "a:b", "注文"]), p) for p in range(r.randrange(1, 4))]
-        version = lambda: r.choice([None, 0, 5, -1, -2, -5, INT64_MAX, r.randint(-(2**63), INT64_MAX)])  # noqa: E731
+
+        def version() -> Any:
+            return r.choice([None, 0, 5, -1, -2, -5, INT64_MAX, r.randint(-(2**63), INT64_MAX)])
+
         versions: Dict[str, Any] = {transaction_id(group, tp): version() for tp in tps}
         versions.update({legacy_transaction_id(group, tp): version() for tp in tps})
         if r.random() < 0.5:
