@@ -480,7 +480,7 @@ MIN_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
 )
 MAX_TRIGGER_DELAY: OptionSpec[int] = OptionSpec(
     'maxTriggerDelay', 'duration (`15m`, `30s`, `500ms`)', '`15m`',
-    'With `minOffsetsPerTrigger`: the longest a trigger waits for enough records; then the batch runs with what waits.',
+    'With `minOffsetsPerTrigger`: the longest a trigger waits for enough records; then the batch runs with what waits. At most 365 days.',
     parser=parse_duration_ms,
     default='15m',
 )
@@ -583,7 +583,7 @@ TOPIC_PRIORITY: OptionSpec[Dict[str, int]] = OptionSpec(
 )
 MAX_DRIFT: OptionSpec[int] = OptionSpec(
     'flow.alignment.maxDrift', 'duration (`30 minutes`, `90s`, `2h`)', 'off',
-    'Event-time alignment: no batch reads a record whose timestamp is this much or more ahead of the slowest owned partition with a backlog.',
+    'Event-time alignment: no batch reads a record whose timestamp is this much or more ahead of the slowest owned partition with a backlog. A record time later than now counts as now (logged), so one far-future timestamp holds nobody back. At most 365 days.',
     parser=parse_duration_ms,
 )
 CONTROL_DIR: OptionSpec[str] = OptionSpec(
