@@ -338,6 +338,8 @@ class ApacheKafka(ClusterLifecycle):
             try:
                 for node in self._nodes:
                     node.folder.mkdir(parents=True)
+                self._prepare()
+                for node in self._nodes:
                     self._write_config(node)
                 self._format_storage()
                 deadline = time.monotonic() + self._start_timeout
@@ -510,6 +512,19 @@ class ApacheKafka(ClusterLifecycle):
         for future in futures.values():
             self._admin_result(future, f"delete records of {topic}[{partition}] below {before_offset}")
 
+    # -- hooks of subclasses (kafka_group_devbroker.secured_kafka) ---------------------
+
+    def _prepare(self) -> None:
+        """Called by :meth:`start` once the node folders exist, before any configuration is written."""
+
+    def _node_settings(self, node: _Node) -> dict[str, str]:
+        """Further ``server.properties`` settings of ``node`` (over the defaults, under ``broker_config``)."""
+        return {}
+
+    def _format_arguments(self) -> list[str]:
+        """Further arguments of ``kafka-storage format`` (``--add-scram ...``)."""
+        return []
+
     # -- internals ----------------------------------------------------------------
 
     def _ids(self, broker_id: int) -> list[int]:
@@ -538,6 +553,7 @@ class ApacheKafka(ClusterLifecycle):
             "share.coordinator.state.topic.replication.factor": replicas,
             "share.coordinator.state.topic.min.isr": "1",
         })
+        config.update(self._node_settings(node))
         config.update(self._extra_config)
         text = "".join(f"{key}={value}\n" for key, value in config.items())
         (node.folder / "server.properties").write_text(text, encoding="utf-8")
@@ -558,7 +574,7 @@ class ApacheKafka(ClusterLifecycle):
         processes = []
         for node in self._nodes:
             command = self._jvm(node, "kafka.tools.StorageTool", "format", "-t", self._cluster_id,
-                                "-c", str(node.folder / "server.properties"))
+                                "-c", str(node.folder / "server.properties"), *self._format_arguments())
             processes.append((node, _launch(command, log_path=node.folder / "format.log", cwd=node.folder)))
         for node, process in processes:
             code = process.wait(timeout=120)
