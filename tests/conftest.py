@@ -10,7 +10,9 @@ The broker is Apache Kafka (KRaft, jars fetched by Maven on first use) unless
 - ``kafka``: one node, for tests where replication does not matter;
 - ``kafka_cluster``: three nodes, for broker faults and replication;
 - ``mock_kafka``: always the mock cluster, for what only it can do (pushed
-  protocol errors); each such test says so.
+  protocol errors); each such test says so;
+- ``secured_kafka``: Apache Kafka with SASL, TLS, mTLS and ACLs (one node, one
+  per test module that asks for it, whatever the engine above).
 
 ``spark`` is one local session for the whole run; every streaming query a test
 started on it is stopped when that test ends, passed or failed.
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Tuple
 import pytest
 
 from kafka_group_devbroker import EmbeddedKafka
+from kafka_group_devbroker.secured_kafka import SecuredKafka
 from tests.support import BROKER_ENGINE, RUN_SLOW, Cluster, create_topic, mock
 
 if TYPE_CHECKING:
@@ -83,6 +86,18 @@ def kafka_cluster() -> Cluster:
 def mock_kafka() -> EmbeddedKafka:
     """librdkafka's 3-broker mock cluster, for what only it can do (pushed protocol errors)."""
     return mock(_cluster("mock", 3))
+
+
+@pytest.fixture(scope="module")
+def secured_kafka() -> Iterator[SecuredKafka]:
+    """Apache Kafka with every secured listener (SASL_PLAINTEXT, SASL_SSL, mTLS) and ACLs, for one module;
+    stopped when the module ends, whatever happened."""
+    cluster = SecuredKafka()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
