@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: The folders the repository's own code lives in (no virtualenvs or build output).
 SOURCE_FOLDERS = ("connector", "python", "jvm-shim", "devbroker", "scripts", "tests", "examples", "bench", "docs")
 #: Modules of the development brokers: none of them may ship in the connector's wheel.
-DEVBROKER_MODULES = ("apache_kafka", "broker_host", "cluster", "jars", "librdkafka_mock")
+DEVBROKER_MODULES = ("apache_kafka", "broker_host", "cluster", "jars", "librdkafka_mock", "secured_kafka", "throwaway_ca")
 #: What setuptools would reuse or what runs leave behind: never part of a build's input.
 _NOT_SOURCES = shutil.ignore_patterns(
     ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache",
