@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from kafka_group_devbroker.secured_kafka import SECURITY_MODES, USERS, SecuredKafka
 from pyspark_kafka_group import DeltaSink
 from tests.support import (
+    BROKER_ENGINE,
     create_topic,
     expected,
     group_stream,
@@ -37,7 +38,10 @@ from tests.support import (
     unique_name,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(BROKER_ENGINE != "kafka", reason="a secured broker is Apache Kafka: the mock has no SASL, TLS or ACLs"),
+]
 
 _log = logging.getLogger(__name__)
 
