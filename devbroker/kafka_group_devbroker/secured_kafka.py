@@ -229,12 +229,17 @@ class SecuredKafka(ApacheKafka):
 
         if topic is None and group is None:
             raise EmbeddedBrokerError("name a topic or a group to grant or deny")
+        try:
+            acl_operation = AclOperation[operation.upper()]
+        except KeyError:
+            raise EmbeddedBrokerError(
+                f"unknown ACL operation {operation!r}: choose one of {', '.join(op.name for op in AclOperation)}"
+            ) from None
         if ":" not in principal:
             principal = f"User:{principal}"
         permission = AclPermissionType.ALLOW if allow else AclPermissionType.DENY
         bindings = [
-            AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", AclOperation[operation.upper()],
-                       permission)
+            AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", acl_operation, permission)
             for kind, name in ((ResourceType.TOPIC, topic), (ResourceType.GROUP, group)) if name is not None
         ]
         for binding, future in self.admin().create_acls(bindings, request_timeout=30).items():
