@@ -127,10 +127,11 @@ def test_a_wrong_password_fails_the_query_and_lands_nothing(
 
 
 @pytest.mark.parametrize("missing", [
-    pytest.param("group", marks=pytest.mark.xfail(strict=True, reason=(
+    # Long tier: today this case waits out its whole bound (60 s of CI time); the topic case runs by default.
+    pytest.param("group", marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=(
         "issue 28 item 3: GROUP_AUTHORIZATION_FAILED reaches the member as a non-fatal error event, logged at "
         "DEBUG; the driver warns \"group ... assigned no partitions within 10000 ms (option 'groupJoinTimeoutMs'); "
-        "planning empty batches until it does\" and the AvailableNow query never ends"))),
+        "planning empty batches until it does\" and the AvailableNow query never ends"))]),
     pytest.param("topic", marks=pytest.mark.xfail(strict=True, reason=(
         "issue 28 item 3: an unauthorized topic looks missing: the driver warns \"subscribed topics ... do not "
         "exist yet ...; their partitions are planned once they are created\" and the AvailableNow query ends "
