@@ -578,3 +578,56 @@ class S3Server:
                 self._process.kill()
                 self._process.wait(10)
         self._log.close()
+
+
+class S3WithoutConditionalPut:
+    """An S3 endpoint that ignores conditional puts, in front of ``server``: the proxy
+    ``tests/s3_no_conditional_put.py`` as its own process on a free loopback port, which drops
+    ``If-None-Match`` (and ``If-Match``) from every request. A second create of an object then
+    overwrites it, as on an S3-compatible store without conditional writes."""
+
+    def __init__(self, server: S3Server, log: pathlib.Path) -> None:
+        import socket
+
+        self.server = server
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._log = open(log, "wb")
+        self._process = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "s3_no_conditional_put.py"), str(self.port), server.endpoint],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(self._answers, f"the S3 proxy without conditional puts on {self.endpoint}", timeout_s=60,
+                 interval_s=0.2)
+
+    def _answers(self) -> bool:
+        import socket
+
+        if self._process.poll() is not None:
+            raise RuntimeError(f"the S3 proxy exited with {self._process.returncode}; see {self._log.name}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
+        except OSError:
+            return False
+        return True
+
+    @property
+    def storage_options(self) -> Dict[str, str]:
+        """delta-rs storage options reaching the server through this proxy."""
+        return {**self.server.storage_options, "AWS_ENDPOINT_URL": self.endpoint}
+
+    def create_bucket(self, prefix: str = "bucket") -> str:
+        """A new bucket on the server behind the proxy; returns its name."""
+        return self.server.create_bucket(prefix)
+
+    def stop(self) -> None:
+        """Stop the proxy process (by its pid) and close its log."""
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(10)
+        self._log.close()
