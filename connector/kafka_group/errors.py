@@ -183,6 +183,14 @@ class OffsetStoreError(KafkaGroupError):
     """The Delta offsets table cannot be used (not a Delta table, another group's, a failed commit)."""
 
 
+class ConditionalPutError(OffsetStoreError):
+    """The table's object store ignores conditional puts (a second ``PUT`` with ``If-None-Match: *``
+    of one object succeeded), so two writers of the table could both commit one Delta version and
+    one would lose its data without an error. Raised before any file is written; the message names
+    the table, the endpoint and the fix. Not retriable: use another store, or declare one writer.
+    """
+
+
 class OffsetConflictError(OffsetStoreError):
     """A batch's planned offsets no longer match the offsets table: its commit is refused.
 

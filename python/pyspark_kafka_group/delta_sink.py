@@ -189,6 +189,8 @@ class DeltaSink:
         """
         plan = self._plan(batch, batch_id)
         store = DeltaOffsetStore(self.path, plan.group, self.storage_options)
+        # Before any file is written: a store that ignores conditional puts is refused (ConditionalPutError).
+        store.check_conditional_put()
         for attempt in range(1, _LAND_ATTEMPTS + 1):
             try:
                 self._land(batch, batch_id, plan, store)

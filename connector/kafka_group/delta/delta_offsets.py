@@ -230,6 +230,7 @@ class DeltaOffsetStore(OffsetMoves):
         txns.append(Transaction(OWNER_ID, owner_version(self.group)))
         custom = {GROUP_METADATA_KEY: self.group, **(metadata or {})}
         properties = CommitProperties(app_transactions=txns, custom_metadata=custom, max_commit_retries=0)
+        self.check_conditional_put()  # before the first commit: a store without it loses commits of two writers
         last_error: Optional[Exception] = None
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             table = self._load(refresh=True)

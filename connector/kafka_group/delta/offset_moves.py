@@ -109,6 +109,7 @@ class OffsetMoves(OffsetsTable):
         from deltalake.transaction import CommitProperties, Transaction
 
         self._check_owner(table)  # the table may have been created by another group since this store checked
+        self.check_conditional_put()
         properties = CommitProperties(
             app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
             + [Transaction(OWNER_ID, owner_version(self.group))],
@@ -143,6 +144,7 @@ class OffsetMoves(OffsetsTable):
                 f"offsets.table '{self.table_path}' does not exist yet: run the query once before resetting offsets"
             )
         self._check_owner(table)
+        self.check_conditional_put()
         txns = [Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(positions.items())]
         txns.append(Transaction(OWNER_ID, owner_version(self.group)))
         table.create_write_transaction(

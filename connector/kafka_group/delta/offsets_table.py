@@ -16,6 +16,7 @@ import os
 import urllib.parse
 from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence
 
+from kafka_group.delta.conditional_put import check_conditional_put
 from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.transaction_ids import transaction_id
@@ -77,10 +78,28 @@ class OffsetsTable:
         self._storage_options = dict(storage_options or {})
         self._table: Any = None
         self._legacy: Optional[bool] = None  # whether the table holds positions of the old form
+        self._store_checked = False  # whether the store passed the conditional-put probe
         self._check_location()
         table = self._load()
         if table is not None:
             self._check_group(table)
+
+    def check_conditional_put(self) -> None:
+        """Refuse a store that ignores conditional puts, before this table's first commit.
+
+        Caller: every commit of the store (data and data-less), and DeltaSink on the driver before a
+        batch's files are written. Probes once per instance that passes (and per process and table, see
+        :func:`~kafka_group.delta.conditional_put.check_conditional_put`); a refused store is probed
+        again on the next call.
+
+        Raises
+        ------
+        ConditionalPutError
+            The store let a second ``If-None-Match: *`` create of one object succeed.
+        """
+        if not self._store_checked:
+            check_conditional_put(self.table_path, self._storage_options)
+            self._store_checked = True
 
     def exists(self) -> bool:
         """Whether the Delta table exists yet (the first commit creates it)."""

@@ -1,0 +1,141 @@
+"""The conditional-put probe: refuse an object store on which two writers can both create one Delta version.
+
+delta-rs commits a Delta version by creating its file with a conditional put (on S3 ``PUT`` with
+``If-None-Match: *``), and a writer that finds the version taken checks its offsets again
+(:mod:`kafka_group.delta.delta_offsets`). An S3-compatible store that ignores the condition
+overwrites the file instead: of two writers of one table (two queries, or two members of one
+group) that commit the same version, the first loses its data and offsets, and neither gets an
+error. The probe proves the condition is honoured before the first commit to a table:
+
+1. ``PUT <table>/_delta_log/_kafka_group_probe_<uuid>`` with ``If-None-Match: *`` (a name only
+   the connector uses; Delta readers ignore files of ``_delta_log`` that are neither commits nor
+   checkpoints);
+2. the same ``PUT`` again, which must fail with ``412 Precondition Failed`` (or ``409``);
+3. delete the object (through delta-rs's object store).
+
+A second create that succeeds refuses the store with
+:class:`~kafka_group.errors.ConditionalPutError`, before any file of the batch is written; the
+probe runs again on the next attempt. A store that honours it is remembered for the process.
+
+Not probed: local tables (delta-rs creates a version file atomically there), Azure and GCS
+(their create-if-absent is native), other schemes, and S3 when delta-rs is told to commit
+unsafely (``AWS_S3_ALLOW_UNSAFE_RENAME=true``: the user declares one writer per table, which is
+logged as a warning) or when no static credentials are given (delta-rs then finds them in
+profiles or instance metadata, which the probe does not read: logged as a warning, not refused).
+A probe that cannot reach the store, or gets another answer, is logged and not refused either:
+the commit itself then tells what is wrong. Only a second create that succeeds refuses.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import urllib.parse
+import uuid
+from typing import Mapping, Optional, Set, Tuple
+
+from kafka_group.delta.s3_request import S3Target, option, s3_put, s3_target
+from kafka_group.delta.table_location import local_table_path, normalize_table_path, table_filesystem
+from kafka_group.errors import ConditionalPutError
+
+__all__ = ["PROBE_PREFIX", "check_conditional_put"]
+
+logger = logging.getLogger(__name__)
+
+#: Name of the probe objects in a table's ``_delta_log`` (followed by a random hex id).
+PROBE_PREFIX = "_kafka_group_probe_"
+_UNSAFE_RENAME = ("aws_s3_allow_unsafe_rename", "allow_unsafe_rename")
+_S3_SCHEMES = ("s3", "s3a")
+
+_lock = threading.Lock()
+#: Stores settled for this process: proven, or not probed (warned once), by (table, endpoint).
+_settled: Set[Tuple[str, str]] = set()
+
+
+def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str, str]] = None) -> None:
+    """Prove that the store of ``table_path`` refuses a second conditional create of one object.
+
+    Caller: the offsets table before its first commit (:class:`~kafka_group.delta.offsets_table.OffsetsTable`),
+    and DeltaSink on the driver before a batch's files are written; once per table and process
+    when the store passes (see the module docstring).
+
+    Parameters
+    ----------
+    table_path : str
+        The Delta table (a local path or a URI delta-rs understands).
+    storage_options : mapping, optional
+        delta-rs storage options (secrets: never logged).
+
+    Raises
+    ------
+    ConditionalPutError
+        A second ``PUT`` with ``If-None-Match: *`` of the same object succeeded.
+    """
+    if local_table_path(table_path) is not None:
+        return
+    parts = urllib.parse.urlsplit(table_path.strip())
+    if parts.scheme.lower() not in _S3_SCHEMES:
+        return
+    options = dict(storage_options or {})
+    bucket, prefix = parts.netloc, parts.path.strip("/")
+    target = s3_target(bucket, options)
+    key = (normalize_table_path(table_path), target.endpoint if target is not None else "")
+    with _lock:
+        if key in _settled:
+            return
+        if (option(options, _UNSAFE_RENAME) or "").strip().lower() in ("1", "true", "yes", "on"):
+            logger.warning(
+                "offsets.table '%s': AWS_S3_ALLOW_UNSAFE_RENAME is set, so the conditional-put probe is skipped and "
+                "delta-rs commits without a conditional put: exactly one writer (one query, one member) may write "
+                "this table, or commits are lost", table_path)
+        elif target is None:
+            logger.warning(
+                "offsets.table '%s': no static S3 credentials in the storage options or AWS_* environment variables, "
+                "so the connector cannot probe whether the store honours conditional puts (If-None-Match); on a store "
+                "that ignores them, two writers of this table lose commits", table_path)
+        else:
+            _probe(table_path, options, target, f"{prefix}/_delta_log/" if prefix else "_delta_log/")
+        _settled.add(key)
+
+
+def _probe(table_path: str, options: Mapping[str, str], target: S3Target, log_prefix: str) -> None:
+    name = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    answers = []
+    try:
+        for body in (b"first", b"second"):
+            answers.append(s3_put(target, log_prefix + name, body, {"If-None-Match": "*"}))
+            if answers[0] // 100 != 2:
+                break
+    except OSError as exc:
+        logger.warning("offsets.table '%s': the conditional-put probe could not reach %s (%s); not probed",
+                       table_path, target.endpoint, type(exc).__name__)
+        return
+    finally:
+        if answers and answers[0] // 100 == 2:
+            _delete(table_path, options, f"_delta_log/{name}")
+    if answers[0] // 100 != 2 or (answers[1] not in (409, 412) and answers[1] // 100 != 2):
+        logger.warning("offsets.table '%s': the conditional-put probe got HTTP %s from %s; not probed", table_path,
+                       "/".join(map(str, answers)), target.endpoint)
+        return
+    if answers[1] // 100 == 2:
+        raise ConditionalPutError(
+            f"the object store of offsets.table '{table_path}' ignores conditional puts: a second PUT of "
+            f"'{log_prefix}{name}' with 'If-None-Match: *' to {target.endpoint} succeeded (HTTP {answers[1]}) where "
+            "it must fail with 412 Precondition Failed. delta-rs commits each Delta version with such a put, so two "
+            "writers of this table (queries, or members of one group) could both write one version and one's data "
+            "and offsets would be lost without an error. Nothing was written and no offset moved. Use a store with "
+            "conditional writes (AWS S3; MinIO, Cloudflare R2, Ceph RGW and others in versions that support "
+            "If-None-Match on PutObject), or, if exactly one query with one member ever writes this table, declare "
+            "it with the storage option AWS_S3_ALLOW_UNSAFE_RENAME=true on the sink and on the source "
+            "(offsets.table.storage.AWS_S3_ALLOW_UNSAFE_RENAME); see docs/object-stores.md"
+        )
+    logger.info("offsets.table '%s': the store refuses a second conditional create (HTTP %d); commits are safe "
+                "with several writers", table_path, answers[1])
+
+
+def _delete(table_path: str, options: Mapping[str, str], relative: str) -> None:
+    try:
+        table_filesystem(table_path, options).delete_file(relative)
+    except Exception as exc:  # a leftover probe object is harmless: Delta readers ignore it
+        logger.warning("offsets.table '%s': could not delete the probe object %s (%s); Delta readers ignore it",
+                       table_path, relative, type(exc).__name__)
