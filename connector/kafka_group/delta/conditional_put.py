@@ -79,11 +79,12 @@ def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str
     options = dict(storage_options or {})
     bucket, prefix = parts.netloc, parts.path.strip("/")
     target = s3_target(bucket, options)
-    key = (normalize_table_path(table_path), target.endpoint if target is not None else "")
+    unsafe = (option(options, _UNSAFE_RENAME) or "").strip().lower() in ("1", "true", "yes", "on")
+    key = (normalize_table_path(table_path), "unsafe" if unsafe else target.endpoint if target is not None else "")
     with _lock:
         if key in _settled:
             return
-        if (option(options, _UNSAFE_RENAME) or "").strip().lower() in ("1", "true", "yes", "on"):
+        if unsafe:
             logger.warning(
                 "offsets.table '%s': AWS_S3_ALLOW_UNSAFE_RENAME is set, so the conditional-put probe is skipped and "
                 "delta-rs commits without a conditional put: exactly one writer (one query, one member) may write "
