@@ -7,9 +7,15 @@ Each class says whether retrying the same call can succeed (``retriable``).
 
 from __future__ import annotations
 
-from typing import Optional, Self, Tuple
+from typing import Any, Optional, Self, Tuple
 
 from confluent_kafka import KafkaError, KafkaException
+
+from kafka_group.redaction import scrub
+
+# BaseException's own descriptors of the exception chain, which KafkaGroupError's properties wrap.
+_CAUSE: Any = BaseException.__dict__["__cause__"]
+_CONTEXT: Any = BaseException.__dict__["__context__"]
 
 
 class KafkaGroupError(Exception):
@@ -18,6 +24,11 @@ class KafkaGroupError(Exception):
     An error caused by the Kafka client keeps the Kafka error: its code and name are
     attributes (build it with :meth:`from_kafka`), and it is raised ``from`` the
     client's exception, so the traceback shows both.
+
+    No secret the connector was given shows in it: the message is scrubbed
+    (:func:`kafka_group.redaction.scrub`) when the error is made, and so is the text of the
+    errors it was raised from (``__cause__`` and ``__context__``, as tracebacks read them:
+    librdkafka's and delta-rs's texts may echo a setting or a URL's password).
 
     Parameters
     ----------
@@ -45,9 +56,27 @@ class KafkaGroupError(Exception):
     def __init__(
         self, message: str, *, kafka_error_code: Optional[int] = None, kafka_error_name: Optional[str] = None
     ) -> None:
-        super().__init__(message)
+        super().__init__(scrub(message))
         self.kafka_error_code = kafka_error_code
         self.kafka_error_name = kafka_error_name
+
+    @property  # type: ignore[override]
+    def __cause__(self) -> Optional[BaseException]:
+        """The error this one was raised from, scrubbed of secrets (see :func:`scrubbed_error`)."""
+        return scrubbed_error(_CAUSE.__get__(self))
+
+    @__cause__.setter
+    def __cause__(self, value: Optional[BaseException]) -> None:
+        _CAUSE.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def __context__(self) -> Optional[BaseException]:
+        """The error being handled when this one was raised, scrubbed of secrets."""
+        return scrubbed_error(_CONTEXT.__get__(self))
+
+    @__context__.setter
+    def __context__(self, value: Optional[BaseException]) -> None:
+        _CONTEXT.__set__(self, value)
 
     @classmethod
     def from_kafka(cls, message: str, cause: BaseException | KafkaError) -> Self:
@@ -71,6 +100,47 @@ class KafkaGroupError(Exception):
         if name is not None:
             message = f"{message} (Kafka error {name})"
         return cls(message, kafka_error_code=code, kafka_error_name=name)
+
+
+class ScrubbedError(Exception):
+    """Stands in, in a traceback, for an error whose text held a secret: its type's name and its
+    scrubbed text, with the original's traceback and causes (scrubbed the same way)."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"{type(original).__module__}.{type(original).__qualname__}: {scrub(str(original))}")
+        self.__traceback__ = original.__traceback__
+        self.__cause__ = scrubbed_error(original.__cause__)
+        self.__context__ = scrubbed_error(original.__context__)
+        self.__suppress_context__ = original.__suppress_context__
+
+
+def scrubbed_error(error: Optional[BaseException]) -> Optional[BaseException]:
+    """``error`` itself when its text holds no secret (or it is one of ours, which scrubs itself),
+    else a :class:`ScrubbedError` standing in for it."""
+    if error is None or isinstance(error, (KafkaGroupError, ScrubbedError)):
+        return error
+    try:
+        text = str(error)
+    except Exception:  # an error whose str() fails shows no text anyway
+        return error
+    if scrub(text) == text and not _chain_has_secret(error):
+        return error
+    return ScrubbedError(error)
+
+
+def _chain_has_secret(error: BaseException) -> bool:
+    seen = set()
+    link: Optional[BaseException] = error.__cause__ or error.__context__
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if not isinstance(link, KafkaGroupError):
+            try:
+                if scrub(str(link)) != str(link):
+                    return True
+            except Exception:
+                pass
+        link = link.__cause__ or link.__context__
+    return False
 
 
 def kafka_error_details(cause: BaseException | KafkaError) -> Tuple[Optional[int], Optional[str]]:

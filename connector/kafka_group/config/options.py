@@ -31,10 +31,12 @@ from kafka_group.config.option_rules import (
     check_starting_offsets_topics,
     check_stream_options,
 )
+from kafka_group.config.security import translate_security
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import LATEST, StartingOffsets
 from kafka_group.plan.planning import FlowPolicy, TaskSizing
+from kafka_group.redaction import register_client_secrets, register_storage_secrets
 
 __all__ = ["REFUSED_CLIENT_KEYS", "parse_source_options"]
 
@@ -258,12 +260,16 @@ def _client_config(opts: Mapping[str, str]) -> Dict[str, str]:
         if client_key in REFUSED_CLIENT_KEYS:
             raise ConfigError(f"option '{key}' is not allowed: {REFUSED_CLIENT_KEYS[client_key]}")
         config[client_key] = value
-    return config
+    # Secrets are scrubbed from errors from here on, the translation's own among them; then the Java
+    # client's security settings (JAAS, Java stores) become librdkafka's (kafka_group.config.security).
+    register_client_secrets(config)
+    return translate_security(config)
 
 
 def _offsets_table_storage(opts: Mapping[str, str]) -> Dict[str, str]:
     """The ``offsets.table.storage.*`` options without the prefix (values checked, never shown)."""
     prefix = catalog.OFFSETS_TABLE_STORAGE_PREFIX
+    register_storage_secrets({k[len(prefix):]: v for k, v in opts.items() if k.startswith(prefix)})
     storage: Dict[str, str] = {}
     for key, value in opts.items():
         if not key.startswith(prefix):

@@ -12,23 +12,14 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.offsets import StartingOffsets, TopicPartition
 from kafka_group.plan.planning import FlowPolicy, TaskSizing
-
-__all__ = ["SECRET_CLIENT_KEYS", "SourceOptions", "SubscriptionKind", "redact_client_config"]
-
-#: Kafka client settings whose values are secrets: never logged, never shown.
-SECRET_CLIENT_KEYS: FrozenSet[str] = frozenset(
-    {
-        "sasl.password",
-        "sasl.jaas.config",
-        "sasl.oauthbearer.client.secret",
-        "sasl.oauthbearer.config",
-        "ssl.key.password",
-        "ssl.key.pem",
-        "ssl.keystore.password",
-        "ssl.truststore.password",
-        "ssl.certificate.pem",
-    }
+from kafka_group.redaction import (
+    is_secret_client_key,
+    register_client_secrets,
+    register_storage_secrets,
+    scrub,
 )
+
+__all__ = ["SourceOptions", "SubscriptionKind", "redact_client_config"]
 
 
 class SubscriptionKind:
@@ -121,8 +112,19 @@ class SourceOptions:
         """The client settings with every secret replaced by ``***``."""
         return redact_client_config(self.client_config)
 
+    def __post_init__(self) -> None:
+        # Every secret value is scrubbed from what this process emits (kafka_group.redaction).
+        register_client_secrets(self.client_config)
+        register_storage_secrets(self.offsets_table_storage)
+
+    def __setstate__(self, state: Dict[str, object]) -> None:
+        # Unpickled in another process (a planning worker, an executor): its secrets are registered there too.
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
     def __repr__(self) -> str:
-        return (
+        return scrub(
             f"SourceOptions({self.describe_subscription()}, group_id={self.group_id!r}, "
             f"client_config={self.redacted_client_config()!r})"
         )
@@ -141,8 +143,4 @@ def redact_client_config(config: Mapping[str, str]) -> Dict[str, str]:
     dict
         The same keys; secrets masked.
     """
-    return {k: ("***" if _is_secret_key(k) else v) for k, v in config.items()}
-
-
-def _is_secret_key(key: str) -> bool:
-    return key in SECRET_CLIENT_KEYS or "password" in key or "secret" in key
+    return {k: ("***" if is_secret_client_key(k) else scrub(v)) for k, v in config.items()}
