@@ -74,6 +74,12 @@ _SECRET_STORAGE_WORDS = ("key", "secret", "token", "password", "sas", "credentia
 #: ``scheme://user:password@``: the userinfo of a URL.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@:'\"]+:[^/\s@'\"]*@")
 
+#: Names in ``sasl.oauthbearer.config`` whose values are not secret (the others, extensions, may be).
+_OAUTHBEARER_CONFIG_PUBLIC = frozenset({"principal", "principalClaimName", "scope", "scopeClaimName", "lifeSeconds"})
+#: ``name=value`` of a JAAS configuration (a quoted value may hold blanks) and the names of secret ones.
+_JAAS_ITEM = re.compile(r"([A-Za-z0-9_.]+)\s*=\s*(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s;]+)")
+_JAAS_SECRET_NAME = re.compile(r"password|secret|token|credential|assertion|key(?!tab)", re.I)
+
 _lock = threading.Lock()
 _secrets: FrozenSet[str] = frozenset()
 _pattern: Optional[re.Pattern[str]] = None
@@ -116,11 +122,17 @@ def register_client_secrets(config: Mapping[str, str]) -> None:
         if not is_secret_client_key(key):
             continue
         register_secret(value)
-        if key in ("sasl.oauthbearer.config", "sasl.jaas.config"):
-            for token in re.split(r"[\s;]+", value):
-                _, sep, item = token.partition("=")
-                if sep:
-                    register_secret(item.strip("\"'"))
+        if key == "sasl.oauthbearer.config":
+            for token in value.split():
+                name, sep, item = token.partition("=")
+                if sep and name not in _OAUTHBEARER_CONFIG_PUBLIC:
+                    register_secret(item)
+        elif key == "sasl.jaas.config":
+            for name, item in _JAAS_ITEM.findall(value):
+                if _JAAS_SECRET_NAME.search(name):
+                    inner = item[1:-1] if item[:1] in "\"'" else item
+                    register_secret(inner)
+                    register_secret(re.sub(r"\\(.)", r"\1", inner))  # as the JAAS reader unescapes it
 
 
 def register_storage_secrets(storage: Mapping[str, str]) -> None:

@@ -167,7 +167,7 @@ def translate_security(client_config: Mapping[str, str]) -> Dict[str, str]:
 
 
 def _sasl(config: Dict[str, str]) -> None:
-    mechanism_key = "sasl.mechanism" if "sasl.mechanism" in config else "sasl.mechanisms"
+    mechanism_key = "sasl.mechanisms" if "sasl.mechanisms" in config else "sasl.mechanism"
     mechanism = config.get(mechanism_key, "").strip().upper() or None
     handler = module_class(config.get("sasl.login.callback.handler.class", "").strip())
     if mechanism == "AWS_MSK_IAM" or handler == _MSK_IAM_HANDLER:
