@@ -14,16 +14,24 @@ Usage::
         --bootstrap-servers host:9092 --topic orders --partitions 0,3 --to-earliest
     python -m kafka_group.offsets_tool reset ... --to-timestamp 2026-11-23T08:00:00Z
     python -m kafka_group.offsets_tool reset ... --to-offsets '{"orders":{"0":1200}}'
+
+A secured cluster's settings come from a properties file, as Kafka's own tools take them
+(``--command-config client.properties``: ``security.protocol=SASL_SSL``, ``sasl.jaas.config=...``,
+``ssl.truststore.location=...``; Java forms are translated as the source's options are), or from
+environment variables ``KAFKA_GROUP_KAFKA_<SETTING>`` (``KAFKA_GROUP_KAFKA_SASL_PASSWORD``);
+never from the command line, where other users of the host would see a password.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from kafka_group.config.client_properties import ENV_PREFIX, tool_client_settings
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError, KafkaGroupError
 from kafka_group.group.cluster_metadata import ClusterView
@@ -157,7 +165,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--table", required=True, help="the Delta table holding the offsets")
         p.add_argument("--group", required=True, help="the consumer group (kafka.group.id)")
-        p.add_argument("--bootstrap-servers", required=True)
+        p.add_argument("--bootstrap-servers", default=None,
+                       help="the brokers (or bootstrap.servers in --command-config)")
+        p.add_argument("--command-config", default=None, metavar="FILE",
+                       help="Kafka client settings (security) as a properties file, like Kafka's tools; "
+                            f"or environment variables {ENV_PREFIX}<SETTING>, such as {ENV_PREFIX}SASL_PASSWORD")
         p.add_argument("--topic", action="append", required=True, help="a topic (repeatable)")
         p.add_argument("--timeout-ms", type=int, default=30000)
     reset = sub.choices["reset"]
@@ -169,7 +181,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     target.add_argument("--to-offsets", default=None, help='JSON like {"orders":{"0":1200}}')
     args = parser.parse_args(argv)
     try:
-        cluster = ClusterView({"bootstrap.servers": args.bootstrap_servers}, args.timeout_ms)
+        settings = tool_client_settings(args.command_config, os.environ, args.bootstrap_servers)
+        cluster = ClusterView(settings, args.timeout_ms)
         if args.command == "show":
             rows = show_offsets(args.table, args.group, cluster, args.topic)
             print(f"{'topic':<30} {'partition':>9} {'committed':>12} {'latest':>12} {'lag':>10}")
