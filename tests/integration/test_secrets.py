@@ -1,6 +1,7 @@
-"""Secrets never leak: a recognisable password (a SASL password, a storage option of the offsets table)
-is searched for in logs, errors, explain(), progress, Spark's checkpoint and the Delta table (data files
-and commit log)."""
+"""Secrets never leak: a recognisable password (in every secret-bearing option: a SASL password, a JAAS
+configuration, Java store passwords and the private key translated from a keystore, OAUTHBEARER client and
+assertion secrets, a storage option of the offsets table) is searched for in the DEBUG logs, errors,
+explain(), progress, Spark's checkpoint and the Delta table (data files and commit log)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,50 @@ SECRET_OPTIONS = {
 }
 
 
+#: The same canary in the Java forms Spark's format("kafka") takes, which the connector translates
+#: (JAAS to sasl.username/sasl.password; the keystore to an inline ssl.key.pem), and in librdkafka's
+#: OAUTHBEARER secrets. The mock cluster speaks PLAINTEXT: the settings are carried, not used.
+JAVA_SECRET_OPTIONS = {
+    "kafka.sasl.jaas.config": ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                               f'username="alice" password="{SECRET}";'),
+    "kafka.ssl.keystore.password": SECRET,
+    "kafka.ssl.key.password": SECRET,
+    "kafka.ssl.truststore.password": SECRET,
+    "kafka.sasl.oauthbearer.client.secret": SECRET,
+    "kafka.sasl.oauthbearer.assertion.private.key.passphrase": SECRET,
+    "kafka.sasl.oauthbearer.assertion.private.key.pem":
+        f"-----BEGIN PRIVATE KEY-----\nMIIE{SECRET}AAAA\n-----END PRIVATE KEY-----",
+}
+
+
+def java_stores(folder: pathlib.Path) -> tuple[dict[str, str], list[str]]:
+    """A PKCS#12 keystore and truststore protected by the canary: their options, and the lines of the
+    private key's PEM body (secrets the connector derives from the keystore, which must not leak either)."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "canary")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + dt.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    encryption = serialization.BestAvailableEncryption(SECRET.encode())
+    (folder / "keystore.p12").write_bytes(pkcs12.serialize_key_and_certificates(b"c", key, cert, None, encryption))
+    (folder / "truststore.p12").write_bytes(pkcs12.serialize_key_and_certificates(b"ca", None, None, [cert],
+                                                                                  encryption))
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    options = {"kafka.ssl.keystore.location": str(folder / "keystore.p12"),
+               "kafka.ssl.truststore.location": str(folder / "truststore.p12")}
+    return options, [line for line in pem.splitlines() if line and not line.startswith("-----")]
+
+
 def files_containing(root: pathlib.Path, needle: bytes) -> list[str]:
     return [str(path) for path in root.rglob("*") if path.is_file() and needle in path.read_bytes()]
 
@@ -41,7 +86,8 @@ def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(
     table, checkpoint, report = tmp_path / "table", tmp_path / "chk", tmp_path / "report.json"
     command = delta_query_command(kafka.bootstrap_servers, topic, unique_name("group"), table, checkpoint,
                                   "--available-now", "--report", str(report))
-    for key, value in SECRET_OPTIONS.items():
+    stores, key_lines = java_stores(tmp_path)
+    for key, value in {**JAVA_SECRET_OPTIONS, **stores}.items():
         command += ["--option", f"{key}={value}"]
     # A storage option of the table, given to the sink and to the source (offsets.table.storage.*);
     # delta-rs ignores Azure settings for a local table, but they travel every way an abfss:// table's
@@ -53,7 +99,9 @@ def test_password_appears_in_no_log_progress_plan_checkpoint_or_table(
     logs = done.stdout + done.stderr
     assert done.returncode == 0, logs.decode(errors="replace")[-3000:]
     assert b"kafka_group" in logs  # the connector did log, at DEBUG
+    assert b"sasl.password" in logs  # the translated settings were logged, masked
     assert SECRET.encode() not in logs
+    assert [line for line in key_lines if line.encode() in logs] == []
     doc = json.loads(report.read_text())
     assert doc["progress"] and doc["explain"]
     assert SECRET not in report.read_text()

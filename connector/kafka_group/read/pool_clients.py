@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, NamedTuple, Protocol, Tuple
 
+from kafka_group.redaction import register_client_secrets
+
 __all__ = ["INHERITED", "ConfigKey", "IdleClient", "PoolStats", "ReaderClient", "new_consumer"]
 
 #: Clients inherited through a fork, kept referenced for the life of the process (see
@@ -82,4 +84,6 @@ def new_consumer(config: Dict[str, str]) -> Any:
     """A ``confluent_kafka.Consumer`` of ``config`` (the default pool's factory)."""
     from confluent_kafka import Consumer
 
+    # An executor learns the secrets here (its settings came pickled): they are scrubbed from what it emits.
+    register_client_secrets(config)
     return Consumer(config)
