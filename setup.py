@@ -88,6 +88,8 @@ setup(
         # a Spark Connect client (builder.remote(...)): grpcio and the rest, as pyspark declares them
         "connect": ["pyspark[connect]>=4.2"],
         "plot": ["matplotlib"],
+        # Java PKCS#12 (and, through keytool, JKS) stores in kafka.ssl.truststore/keystore.* options
+        "security": ["cryptography>=42"],
         # pyspark_kafka_group.prometheus: lag metrics for Prometheus (HTTP endpoint or Pushgateway)
         "metrics": ["prometheus_client>=0.20"],
     },
