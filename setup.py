@@ -31,6 +31,8 @@ TEST_TOOLS = [
     "pytest>=8", "mypy>=1.10", "polars>=1",
     # an S3-compatible server on loopback for the object-store tests (moto's server mode)
     "moto[server]>=5.1", "prometheus_client>=0.20",
+    # tests/unit/test_security_translation.py makes throwaway CAs and PKCS#12 stores
+    "cryptography>=42",
     "nbclient", "nbformat", "ipykernel", "matplotlib",
     # tests/unit/test_packaging.py builds the wheel without build isolation
     "setuptools>=64", "wheel",

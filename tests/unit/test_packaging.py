@@ -158,6 +158,7 @@ _EXTRA_ONLY = {
     "pyspark": "spark",              # a runtime brings its own (test_installing_on_a_spark_runtime_...)
     "prometheus_client": "metrics",  # pyspark_kafka_group.prometheus only
     "matplotlib": "plot",            # pyspark_kafka_group.lag_plot only
+    "cryptography": "security",      # kafka_group.config.keystores only (Java PKCS#12 and JKS stores)
 }
 
 

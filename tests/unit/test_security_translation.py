@@ -309,3 +309,14 @@ def test_the_readme_security_table_is_the_declared_one() -> None:
     readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     block = readme[readme.index(SECURITY_TABLE_BEGIN) + len(SECURITY_TABLE_BEGIN):readme.index(SECURITY_TABLE_END)]
     assert block.strip() == render_security_table(), "regenerate: python -m kafka_group.config.security"
+
+
+def test_without_cryptography_a_pkcs12_store_names_the_extra(stores: Tuple[pathlib.Path, str, str, bytes],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_group.errors import DependencyError
+
+    for name in ("cryptography", "cryptography.hazmat.primitives", "cryptography.hazmat.primitives.serialization"):
+        monkeypatch.setitem(__import__("sys").modules, name, None)
+    with pytest.raises(DependencyError, match=r"pip install 'pyspark-kafka-group\[security\]'"):
+        client(**{"kafka.ssl.truststore.location": str(stores[0] / "truststore.p12"),
+                   "kafka.ssl.truststore.password": STORE_PASSWORD})
