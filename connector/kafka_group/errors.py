@@ -106,17 +106,23 @@ class ScrubbedError(Exception):
     """Stands in, in a traceback, for an error whose text held a secret: its type's name and its
     scrubbed text, with the original's traceback and causes (scrubbed the same way)."""
 
-    def __init__(self, original: BaseException) -> None:
+    def __init__(self, original: BaseException, depth: int = 0) -> None:
         super().__init__(f"{type(original).__module__}.{type(original).__qualname__}: {scrub(str(original))}")
         self.__traceback__ = original.__traceback__
-        self.__cause__ = scrubbed_error(original.__cause__)
-        self.__context__ = scrubbed_error(original.__context__)
+        self.__cause__ = scrubbed_error(original.__cause__, depth + 1)
+        self.__context__ = scrubbed_error(original.__context__, depth + 1)
         self.__suppress_context__ = original.__suppress_context__
 
 
-def scrubbed_error(error: Optional[BaseException]) -> Optional[BaseException]:
+#: How deep a chain of errors is followed for scrubbing (a chain may loop back on itself).
+_MAX_CHAIN = 16
+
+
+def scrubbed_error(error: Optional[BaseException], depth: int = 0) -> Optional[BaseException]:
     """``error`` itself when its text holds no secret (or it is one of ours, which scrubs itself),
-    else a :class:`ScrubbedError` standing in for it."""
+    else a :class:`ScrubbedError` standing in for it (a chain deeper than 16 errors is cut there)."""
+    if depth > _MAX_CHAIN:
+        return None
     if error is None or isinstance(error, (KafkaGroupError, ScrubbedError)):
         return error
     try:
@@ -125,7 +131,7 @@ def scrubbed_error(error: Optional[BaseException]) -> Optional[BaseException]:
         return error
     if scrub(text) == text and not _chain_has_secret(error):
         return error
-    return ScrubbedError(error)
+    return ScrubbedError(error, depth)
 
 
 def _chain_has_secret(error: BaseException) -> bool:

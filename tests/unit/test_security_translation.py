@@ -276,6 +276,16 @@ def test_a_wrong_store_password_names_the_option_not_the_password(
         assert "Wrong-Pw-123456" not in str(refused.value)
 
 
+def test_a_store_is_read_again_only_once_it_changed(stores: Tuple[pathlib.Path, str, str, bytes],
+                                                    tmp_path: pathlib.Path) -> None:
+    folder, ca, _, _ = stores
+    path = tmp_path / "ca.pem"
+    path.write_text((folder / "ca.pem").read_text())
+    assert client(**{"kafka.ssl.truststore.location": str(path)})["ssl.ca.pem"].strip() == ca
+    path.write_text((folder / "keystore.pem").read_text())  # another certificate, another size
+    assert client(**{"kafka.ssl.truststore.location": str(path)})["ssl.ca.pem"].strip() != ca
+
+
 def test_a_missing_store_file_is_named() -> None:
     with pytest.raises(ConfigError, match="'kafka.ssl.keystore.location' names '/nowhere/k.jks', which cannot be read"):
         client(**{"kafka.ssl.keystore.location": "/nowhere/k.jks", "kafka.ssl.keystore.password": "x"})
@@ -313,8 +323,10 @@ def test_the_readme_security_table_is_the_declared_one() -> None:
 
 def test_without_cryptography_a_pkcs12_store_names_the_extra(stores: Tuple[pathlib.Path, str, str, bytes],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_group.config import keystores
     from kafka_group.errors import DependencyError
 
+    keystores._read_truststore.cache_clear()  # a store read before is remembered
     for name in ("cryptography", "cryptography.hazmat.primitives", "cryptography.hazmat.primitives.serialization"):
         monkeypatch.setitem(__import__("sys").modules, name, None)
     with pytest.raises(DependencyError, match=r"pip install 'pyspark-kafka-group\[security\]'"):

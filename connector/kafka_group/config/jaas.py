@@ -114,7 +114,9 @@ def parse_jaas(text: str) -> JaasModule:
             key, key_quoted = tokens[i]
             if (key_quoted or i + 2 >= len(tokens) or tokens[i + 1] != ("=", False)
                     or tokens[i + 2] in ((";", False), ("=", False))):
-                raise ConfigError(f"option '{_OPTION}' has a malformed option near '{key}': write {form}")
+                # No token in the message: with quoting gone wrong it may be a part of a password.
+                raise ConfigError(f"option '{_OPTION}' has a malformed option of module {module_class(name)} "
+                                  f"(check the quotes): write {form}")
             options[key] = tokens[i + 2][0]
             i += 3
         if i >= len(tokens):

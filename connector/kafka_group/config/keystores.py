@@ -17,6 +17,7 @@ options are parsed, and hands the clients its certificates and key as PEM text
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -80,7 +81,30 @@ def _read(option: str, location: str) -> bytes:
                           "certificates, so only the driver needs the file") from None
 
 
+def _stamp(location: str) -> Tuple[int, int]:
+    """When and how big the file is (a store read before is read again only once it changed)."""
+    try:
+        info = os.stat(location)
+    except OSError:
+        return (0, -1)
+    return (info.st_mtime_ns, info.st_size)
+
+
 def read_truststore(location: str, password: Optional[str], declared_type: Optional[str]) -> StorePem:
+    """:func:`_read_truststore`, remembered per file version: Spark builds the data source (and parses
+    its options) in several Python workers, and a JKS store costs a keytool run (a JVM start)."""
+    return _read_truststore(location, _stamp(location), password, declared_type)
+
+
+def read_keystore(location: str, password: Optional[str], declared_type: Optional[str],
+                  key_password: Optional[str]) -> StorePem:
+    """:func:`_read_keystore`, remembered per file version (see :func:`read_truststore`)."""
+    return _read_keystore(location, _stamp(location), password, declared_type, key_password)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_truststore(location: str, stamp: Tuple[int, int], password: Optional[str],
+                     declared_type: Optional[str]) -> StorePem:
     """The trusted certificates of the truststore at ``location`` (``kafka.ssl.truststore.*``).
 
     Raises
@@ -106,8 +130,9 @@ def read_truststore(location: str, password: Optional[str], declared_type: Optio
     return StorePem("\n".join(certs) + "\n")
 
 
-def read_keystore(location: str, password: Optional[str], declared_type: Optional[str],
-                  key_password: Optional[str]) -> StorePem:
+@functools.lru_cache(maxsize=8)
+def _read_keystore(location: str, stamp: Tuple[int, int], password: Optional[str], declared_type: Optional[str],
+                   key_password: Optional[str]) -> StorePem:
     """The client certificate (with its chain) and private key of the keystore at ``location``.
 
     Raises

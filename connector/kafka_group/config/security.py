@@ -206,8 +206,10 @@ _NO_GSSAPI = ("option '{option}' selects Kerberos (GSSAPI), which this process's
 
 
 def _tls(config: Dict[str, str]) -> None:
-    if config.get("ssl.endpoint.identification.algorithm", "x").strip() == "":
-        config["ssl.endpoint.identification.algorithm"] = "none"
+    algorithm = config.get("ssl.endpoint.identification.algorithm")
+    if algorithm is not None:
+        # Java turns host name checks off with an empty value; librdkafka with 'none' (and takes lower case).
+        config["ssl.endpoint.identification.algorithm"] = algorithm.strip().lower() or "none"
     for key in ("ssl.protocol", "ssl.enabled.protocols"):
         value = config.pop(key, None)
         if value is None:
