@@ -125,7 +125,9 @@ def register_client_secrets(config: Mapping[str, str]) -> None:
         if key == "sasl.oauthbearer.config":
             for token in value.split():
                 name, sep, item = token.partition("=")
-                if sep and name not in _OAUTHBEARER_CONFIG_PUBLIC:
+                if not sep:  # malformed: librdkafka's error echoes it ("Unrecognized ... beginning at: <token>")
+                    register_secret(token)
+                elif name not in _OAUTHBEARER_CONFIG_PUBLIC:
                     register_secret(item)
         elif key == "sasl.jaas.config":
             for name, item in _JAAS_ITEM.findall(value):

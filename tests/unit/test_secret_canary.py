@@ -98,3 +98,13 @@ def test_secrets_are_known_again_where_the_options_are_unpickled() -> None:
     redaction._secrets, redaction._pattern = frozenset(), None  # as in a fresh executor process
     pickle.loads(data)
     assert "Other-Canary-Unpickled-55" not in redaction.scrub("x Other-Canary-Unpickled-55 y")
+
+
+def test_librdkafkas_echo_of_a_malformed_oauthbearer_config_is_scrubbed() -> None:
+    """librdkafka 2.16's error for a malformed sasl.oauthbearer.config, as its error callback gave it."""
+    from kafka_group.redaction import scrub
+
+    parse_source_options(options(**{"kafka.sasl.oauthbearer.config": "principal=x Echoed-Canary-Junk-88"}))
+    echo = ('KafkaError{code=_AUTHENTICATION,val=-169,str="Failed to acquire SASL OAUTHBEARER token: '
+            'Unrecognized sasl.oauthbearer.config beginning at: Echoed-Canary-Junk-88"}')
+    assert "Echoed-Canary-Junk-88" not in scrub(echo) and "beginning at: ***" in scrub(echo)
