@@ -46,7 +46,7 @@ __all__ = [
 MASK = "***"
 
 #: The shortest value scrubbed by value.
-MIN_SECRET_LENGTH = 4
+MIN_SECRET_LENGTH = 6
 
 #: Kafka client settings whose values are secrets, besides any key naming a password, secret,
 #: private key or JAAS configuration (see :func:`is_secret_client_key`).
