@@ -1,0 +1,175 @@
+"""Review of issue 26's group-commit fixes, driven with the driver fakes.
+
+Finding 3: a partition without a position of its own follows ``startingOffsets`` (or starts at the
+earliest offset when the query resumes from its checkpoint or the partition appeared since the query
+started), whatever the group knows of the other partitions assigned with it.
+Finding 5: a commit computed before a rebalance never reaches the group after the partition came back.
+Finding 6: the group's committed offsets overriding ``startingOffsets`` is logged, once.
+Finding 7: an AvailableNow run's end check counts the group's committed starts of partitions owned elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Dict, Mapping, Optional
+
+import pytest
+
+from kafka_group.offsets import TopicPartition
+from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, quick, with_table
+
+
+def test_a_partition_the_group_has_no_offset_for_follows_starting_offsets_whatever_else_is_assigned_with_it(
+) -> None:
+    """The group has an offset for t-0 only. A new query at ``latest`` must start t-1 at its latest offset
+    whether the group hands it t-1 alone or with t-0 (it started t-1 at 0 in the second case)."""
+    for assigned in ((T1,), (T0, T1)):
+        cluster = FakeCluster({"t": 2})
+        cluster.produce(T0, 100)
+        cluster.produce(T1, 100)
+        member = FakeMember()
+        member.group_offsets[T0] = 40
+        query = driver(options(startingOffsets="latest"), cluster, member)
+        member.assign(*assigned)
+        positions = query.initial_offsets().positions
+        assert positions[T1] == 100, f"assigned {assigned}: t-1 ignored startingOffsets=latest: {positions}"
+
+
+def test_a_partition_the_table_has_no_position_for_follows_starting_offsets_whatever_else_is_assigned_with_it(
+) -> None:
+    cluster, store = FakeCluster({"t": 2}), FakeStore({T0: 40})
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    member = FakeMember()
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    assert query.initial_offsets().positions == {T0: 40, T1: 100}
+
+
+def test_a_resumed_query_still_starts_a_partition_it_never_positioned_at_the_earliest_offset() -> None:
+    """Spark's rule, kept: a query resuming from its checkpoint starts a partition new to it at the earliest."""
+    cluster = FakeCluster({"t": 2})
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    member = FakeMember()
+    query = driver(options(startingOffsets="latest"), cluster, member)
+    member.assign(T0)
+    start = query.initial_offsets()
+    assert start.positions == {T0: 100}
+    member.assign(T1)
+    assert query.next_offsets(start, None) is not None
+    assert query.latest_report() == {T0: 100, T1: 100}
+    assert member.group_offsets[T1] == 0
+
+
+def test_the_group_overriding_starting_offsets_is_logged_once_naming_the_partitions_and_the_option(
+        caplog: pytest.LogCaptureFixture) -> None:
+    cluster = FakeCluster({"t": 2})
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    member = FakeMember()
+    member.group_offsets.update({T0: 40, T1: 60})
+    query = driver(options(startingOffsets="earliest"), cluster, member)
+    with caplog.at_level(logging.INFO, logger="kafka_group"):
+        member.assign(T0)
+        start = query.initial_offsets()
+        member.assign(T1)
+        query.next_offsets(start, None)
+    assert start.positions == {T0: 40}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    overrides = [m for m in warnings if "startingOffsets" in m]
+    assert len(overrides) == 1, warnings
+    assert "t-0@40" in overrides[0] and "'g'" in overrides[0], overrides[0]
+
+
+def test_no_override_is_logged_for_a_resumed_query_or_a_group_without_offsets(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = FakeCluster({"t": 1})
+    cluster.produce(T0, 100)
+    member = FakeMember()
+    query = driver(options(startingOffsets="earliest"), cluster, member)
+    with caplog.at_level(logging.INFO, logger="kafka_group"):
+        member.assign(T0)
+        query.initial_offsets()
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING and "startingOffsets" in r.getMessage()]
+
+
+def test_available_now_ends_when_the_group_holds_the_other_owners_start_at_the_run_end() -> None:
+    """With a table: t-1 is owned by another query that positioned it at latest (5) and committed that start;
+    nothing landed for it (no new record), so the table has no position. The run must end: t-1 is at its end."""
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    member.group_offsets[T1] = 5
+    d = driver(quick(with_table(), available_now_timeout_ms=1), cluster, member, store)
+    member.assign(T0)
+    start = d.initial_offsets()
+    d.prepare_available_now()
+    batch = d.next_offsets(start, None)
+    assert batch is not None
+    store.land(batch)
+    assert d.next_offsets(batch, None) is None
+
+
+def test_available_now_still_waits_for_a_group_start_short_of_the_run_end() -> None:
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore()
+    cluster.produce(T0, 5)
+    cluster.produce(T1, 5)
+    member.group_offsets[T1] = 3
+    d = driver(quick(with_table(), available_now_timeout_ms=1), cluster, member, store)
+    member.assign(T0)
+    start = d.initial_offsets()
+    d.prepare_available_now()
+    batch = d.next_offsets(start, None)
+    assert batch is not None
+    store.land(batch)
+    from kafka_group.errors import AvailableNowIncompleteError
+
+    with pytest.raises(AvailableNowIncompleteError, match="t-1 at 3 of 5"):
+        d.next_offsets(batch, None)
+
+
+class GenerationMember(FakeMember):
+    """A member that, like the real one, refuses a commit computed under an older assignment of a partition
+    (see GroupMember.commit); ``on_commit`` fires a rebalance just before the commit is taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.assigned_at: Dict[TopicPartition, int] = {}
+        self.on_commit: Optional[object] = None
+
+    def assign(self, *partitions: TopicPartition) -> None:
+        super().assign(*partitions)
+        for tp in partitions:
+            self.assigned_at[tp] = self.generation
+
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
+        hook, self.on_commit = self.on_commit, None
+        if callable(hook):
+            hook()
+        if generation is not None:
+            positions = {tp: pos for tp, pos in positions.items()
+                         if tp in self.owned() and self.assigned_at.get(tp, 0) <= generation}
+        return super().commit(positions)
+
+
+def test_a_commit_computed_before_a_revoke_and_reassign_never_moves_the_group_back() -> None:
+    """Without a table, batch 0..30 of t-0; at the next plan the group follows its end (30). Between the
+    computation and the commit, t-0 leaves, another member moves the group to 80, and t-0 comes back: the
+    stale 30 must not reach the group (the next owner would read 30..80 again)."""
+    cluster = FakeCluster({"t": 1})
+    cluster.produce(T0, 30)
+    member = GenerationMember()
+    query = driver(options(), cluster, member)
+    member.assign(T0)
+    batch = query.next_offsets(query.initial_offsets(), None)
+    assert batch is not None
+
+    def moved_elsewhere_and_back() -> None:
+        member.revoke(T0)
+        member.group_offsets[T0] = 80
+        member.assign(T0)
+
+    member.on_commit = moved_elsewhere_and_back
+    cluster.produce(T0, 70)
+    query.next_offsets(batch, None)
+    assert member.group_offsets[T0] == 80, member.commits
