@@ -29,7 +29,8 @@ from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.plan.data_loss import checked_positions
 from kafka_group.plan.planning import BatchPlan, plan_batch
-from kafka_group.plan.positioning import describe_positions, follow_table, position_new, stale_pauses, starting_spec
+from kafka_group.plan.positioning import (describe_positions, follow_table, is_resumed, log_group_overrides,
+                                         position_new, stale_pauses, starting_spec)
 from kafka_group.plan.trigger_gate import ENOUGH_RECORDS, TriggerGate, backlog
 
 __all__ = ["SourceDriver"]
@@ -77,7 +78,7 @@ class SourceDriver:
         self._latest: Dict[TopicPartition, int] = {}  # the last plan's latest offsets, for progress
         self._last_positions: Dict[TopicPartition, int] = {}  # planning thread only: AvailableNow's end check
         self._joined = member is None
-        self._closed = False
+        self._closed = self._overrides_logged = False
         self.flow = FlowControl(options, self.owned, lambda topic: cluster.topic_partitions([topic]).get(topic))
         if member is not None:
             member.add_listener(self._on_rebalance)
@@ -138,7 +139,7 @@ class SourceDriver:
 
     def _unfinished_target(self, start: BatchOffsets, owned: FrozenSet[TopicPartition]) -> Unfinished:
         assert self._target is not None
-        return find_unfinished(self._target, resumed=bool(start.positions), owned=owned,
+        return find_unfinished(self._target, resumed=is_resumed(start.positions), owned=owned,
                                paused=self.flow.paused_among(owned), own_positions=self._last_positions,
                                cluster=self._cluster, store=self._store, member=self._member,
                                timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec)
@@ -228,10 +229,12 @@ class SourceDriver:
         new = self._book.unpositioned(self.owned())
         if not new:
             return
-        resolved, durable = position_new(
+        resolved, durable, overridden = position_new(
             new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
             timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
             on_no_match=self._options.starting_offsets.on_no_match)
+        log_group_overrides(self._options.group_id or "", overridden, first=not self._overrides_logged)
+        self._overrides_logged = self._overrides_logged or bool(overridden)
         self.flow.drop_stale(stale_pauses(resolved, start.positions))
         self._book.admit(resolved, self.owned)
         self._commits.positioned(resolved, durable, self.owned)

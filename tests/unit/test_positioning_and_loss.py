@@ -43,10 +43,9 @@ def test_assign_has_no_start_set_and_uses_starting_offsets() -> None:
     assert starting_spec(T0, False, known_at_start=None, starting_offsets=StartingOffsets(LATEST, {T0: 7})) == 7
 
 
-def test_resumed_when_the_checkpoint_or_the_table_has_positions() -> None:
-    assert not is_resumed({}, {})
-    assert is_resumed({T0: 1}, {})
-    assert is_resumed({}, {T0: 1})
+def test_resumed_when_the_checkpoint_has_positions_not_when_the_table_knows_other_partitions() -> None:
+    assert not is_resumed({})
+    assert is_resumed({T0: 1})
 
 
 def test_table_wins_over_checkpoint_for_partitions_it_has_seen() -> None:

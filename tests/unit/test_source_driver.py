@@ -261,13 +261,25 @@ def test_restart_with_a_table_takes_the_table_over_checkpoint_and_group() -> Non
     assert ranges_of(d.next_offsets(BatchOffsets({T0: 4}, {}), None)) == {T0: (2, 10)}
 
 
-def test_restart_with_a_new_checkpoint_but_a_table_starts_unseen_partitions_at_earliest() -> None:
+def test_restart_with_a_new_checkpoint_but_a_table_continues_unlanded_partitions_from_the_group() -> None:
+    # T1 was positioned by the lost run, which committed its start to the group; nothing of it landed.
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T0: 2})
+    cluster.produce(T0, 10)
+    cluster.produce(T1, 10)
+    member.group_offsets[T1] = 3
+    d = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    assert dict(d.initial_offsets().positions) == {T0: 2, T1: 3}
+
+
+def test_a_new_checkpoint_starts_a_partition_neither_the_table_nor_the_group_knows_at_starting_offsets() -> None:
+    # Review of issue 26, finding 3: the table's position of T0 does not make T1 "resumed" (it started at 0).
     cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T0: 2})
     cluster.produce(T0, 10)
     cluster.produce(T1, 10)
     d = driver(with_table(startingOffsets="latest"), cluster, member, store)
     member.assign(T0, T1)
-    assert dict(d.initial_offsets().positions) == {T0: 2, T1: 0}
+    assert dict(d.initial_offsets().positions) == {T0: 2, T1: 10}
 
 
 def test_partition_created_since_start_starts_at_earliest() -> None:

@@ -99,9 +99,16 @@ def test_a_new_query_fails_by_default_when_a_partition_has_nothing_that_recent()
 def test_partitions_the_table_has_seen_ignore_the_time() -> None:
     cluster, member = _cluster(), FakeMember()
     store = FakeStore({T0: 4})
-    d = driver(with_table(startingOffsetsByTimestamp='{"t":{"0":150,"1":100}}'), cluster, member, store)
+    d = driver(with_table(startingOffsetsByTimestamp='{"t":{"0":150,"1":101}}'), cluster, member, store)
     member.assign(T0, T1)
-    # The table knows t-0 (a resumed query): the time applies to nothing; t-1 starts at earliest.
+    # The table knows t-0: its time does not apply; t-1, which neither the table nor the group knows, starts
+    # at its own time (no record that recent: strategy error fails). It started at the earliest offset as
+    # if the query resumed (review of issue 26, finding 3).
+    with pytest.raises(NoOffsetForTimestampError, match="no record of t-1"):
+        d.initial_offsets()
+    member2 = FakeMember()
+    d = driver(with_table(startingOffsetsByTimestamp='{"t":{"0":150,"1":100}}'), cluster, member2, store)
+    member2.assign(T0, T1)
     assert dict(d.initial_offsets().positions) == {T0: 4, T1: 0}
 
 

@@ -16,7 +16,7 @@ from typing import AbstractSet, Any, Callable, Dict, FrozenSet, List, Mapping, O
 
 from kafka_group.collaborators import Cluster, Member, OffsetStore
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
-from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError
+from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError, GroupMembershipError
 from kafka_group.offsets import LATEST, StartSpec, TopicPartition
 
 __all__ = ["Unfinished", "await_end", "find_unfinished", "short_of_end", "target_offsets", "target_partitions",
@@ -45,7 +45,8 @@ def short_of_end(
     (``own_positions``; a partition just assigned and not positioned yet is short);
     paused ones count as done, as they do in every trigger. Partitions owned
     elsewhere are judged by ``kept``, and only those in ``judged_elsewhere``: with
-    ``offsets.table`` every one, by the table's positions; without one, by the group's
+    ``offsets.table`` every one, by the table's positions (else the group's committed
+    start); without one, by the group's
     committed offsets and only while this member owns nothing (the run after a
     crash): a live member's last batch reaches the group only when it plans the
     next one, so its committed offsets may trail for ever. An empty partition (end
@@ -140,27 +141,42 @@ def find_unfinished(
 ) -> Unfinished:
     """The partitions of ``target`` the run must still wait for (:func:`short_of_end`, :func:`unfinished`).
 
-    ``resumed`` says whether the query resumes from its checkpoint; the offsets
-    table's positions of the target count too, as in positioning. ``spec`` is the
+    ``resumed`` says whether the query resumes from its checkpoint. ``spec`` is the
     positioning rule (:func:`kafka_group.plan.positioning.starting_spec`) for a
-    partition and ``resumed``.
+    partition and ``resumed``. With ``offsets.table``, a partition owned elsewhere is
+    judged by the table's position, else by the group's committed offset: the start its
+    owner committed when it positioned it, where it reads from (finding 7 of the review of
+    issue 26: a run whose other partitions had no new record waited for a table position
+    that never came, and failed).
 
     Caller: Spark's planning thread.
     """
     others = [tp for tp in target if tp not in owned]
-    kept: Mapping[TopicPartition, int] = {}
+    kept: Dict[TopicPartition, int] = {}
     if store is not None:
         in_table = store.positions(target)  # one table read for both uses
         kept = {tp: pos for tp, pos in in_table.items() if tp not in owned}
-        resumed = resumed or bool(in_table)
+        started = [tp for tp in others if tp not in in_table]
+        if member is not None and started:
+            kept.update(_group_offsets(member, started, timeout_s))
     elif member is not None and not owned:
-        kept = member.committed(others, timeout_s)
+        kept = _group_offsets(member, others, timeout_s)
     else:
         others = []
     short = short_of_end(target, owned=owned, paused=paused, own_positions=own_positions,
                          judged_elsewhere=set(others), kept=kept)
     return unfinished(short, earliest=cluster.earliest_offsets(short), owned=owned,
                       starts_at_latest=lambda tp: spec(tp, resumed) == LATEST)
+
+
+def _group_offsets(member: Member, partitions: List[TopicPartition], timeout_s: float) -> Dict[TopicPartition, int]:
+    """The group's committed offsets of ``partitions``; none when the coordinator does not answer (the run
+    then waits for them as for unread partitions, and asks again at its next check)."""
+    try:
+        return member.committed(partitions, timeout_s)
+    except GroupMembershipError as exc:
+        logger.info("AvailableNow run: the group's committed offsets are unknown for now: %s", exc)
+        return {}
 
 
 def await_end(

@@ -20,14 +20,18 @@ Invariants
   from the group's position.
 - A partition none of these has seen starts where ``startingOffsets`` says, for
   the partitions of a new query; at the earliest offset for partitions that
-  appeared later (new topics of a pattern, added partitions, or any partition
-  first seen by a query resuming from its checkpoint, or when the table or the
-  group holds a position of another partition being positioned with it), as in
-  Spark's Kafka source. "Resumed" is judged from the partitions being positioned,
-  not from every partition of the group: two queries of a new group starting
-  together at ``latest`` each get partitions no one has positioned, and those must
-  start at ``latest``, not at the earliest offset because the other one already
-  committed its starts.
+  appeared later (new topics of a pattern, added partitions) and for any partition
+  first seen by a query resuming from its checkpoint, as in Spark's Kafka source.
+  "Resumed" is the query's own state (its checkpoint), never what the table or the
+  group knows of *other* partitions: each partition is judged by its own positions,
+  as a Java consumer group applies ``auto.offset.reset`` per partition, so a
+  partition starts the same whichever partitions the group assigns with it (it
+  started at the earliest offset when assigned with one the group had an offset
+  for, and at ``startingOffsets`` when assigned alone). Since every start is
+  committed to the group when it is positioned (:mod:`~kafka_group.group.group_commits`),
+  a partition the group has positioned always has a group offset.
+- The group's committed offsets win over ``startingOffsets`` for a new query: that
+  is logged, once as a warning, naming the partitions and the option.
 """
 
 from __future__ import annotations
@@ -40,26 +44,25 @@ from kafka_group.errors import NoOffsetForTimestampError
 from kafka_group.offsets import EARLIEST, LATEST, NO_MATCH_LATEST, AtTimestamp, StartingOffsets, StartSpec, TopicPartition
 
 __all__ = [
-    "Positioned", "describe_positions", "follow_table", "is_resumed", "known_positions", "position_new",
-    "resolve_positions", "settle_times", "stale_pauses", "starting_spec", "unseen_by_spec", "unseen_by_time",
+    "Positioned", "describe_positions", "follow_table", "is_resumed", "known_positions", "log_group_overrides",
+    "position_new", "resolve_positions", "settle_times", "stale_pauses", "starting_spec", "unseen_by_spec", "unseen_by_time",
 ]
 
 logger = logging.getLogger(__name__)
 
 
-def is_resumed(checkpoint: Mapping[TopicPartition, int], in_table: Mapping[TopicPartition, int],
-               in_group: Optional[Mapping[TopicPartition, int]] = None) -> bool:
-    """Whether the query resumes rather than starts new.
+def is_resumed(checkpoint: Mapping[TopicPartition, int]) -> bool:
+    """Whether the query resumes rather than starts new: Spark's checkpoint has positions
+    (``start`` is a previous batch's end).
 
-    Resuming: Spark's checkpoint has positions (``start`` is a previous batch's
-    end), or the offsets table or the group's committed offsets hold positions of
-    the partitions being positioned (this group read them before, or another member
-    positioned them; the checkpoint may be new). Decide it before the table's
-    partitions are taken out of the checkpoint's: a restart whose checkpointed partitions are all in
-    the table is still a restart, and a partition none of them knows was created
-    since (CreatePartitions, a new topic of the pattern).
+    Decide it before the table's partitions are taken out of the checkpoint's: a restart whose
+    checkpointed partitions are all in the table is still a restart, and a partition none of them
+    knows was created since (CreatePartitions, a new topic of the pattern). What the offsets table
+    or the group knows of other partitions does not count (finding 3 of the review of issue 26):
+    a partition without a position of its own starts as ``startingOffsets`` says whichever
+    partitions are positioned with it.
     """
-    return bool(checkpoint) or bool(in_table) or bool(in_group)
+    return bool(checkpoint)
 
 
 def starting_spec(
@@ -246,6 +249,9 @@ class Positioned(NamedTuple):
     resolved: Dict[TopicPartition, int]
     #: The partitions whose position the offsets table or the group's committed offsets already hold.
     durable: FrozenSet[TopicPartition]
+    #: Partitions of a new query started at the group's committed offset where ``startingOffsets`` would
+    #: have applied (the table had no position), with that offset.
+    overridden: Dict[TopicPartition, int]
 
 
 def position_new(
@@ -274,8 +280,9 @@ def position_new(
     # then stops only the positioning of partitions that need the group's offsets.
     unknown = [tp for tp in new if table is None or tp not in table]
     group = member.committed(unknown, timeout_s) if member is not None and unknown else {}
-    resumed = is_resumed(checkpoint, table or {}, group)
+    resumed = is_resumed(checkpoint)
     known = known_positions(new, checkpoint, table=table, group=group)
+    overridden = {} if resumed else {tp: pos for tp, pos in known.items() if tp in group and tp not in (table or {})}
     specs = {tp: spec(tp, resumed) for tp in new}
     times = unseen_by_time(new, known, specs)
     if times:
@@ -283,7 +290,19 @@ def position_new(
     wants_earliest, wants_latest = unseen_by_spec(new, known, specs)
     resolved = resolve_positions(new, known, specs, cluster.earliest_offsets(wants_earliest),
                                  cluster.latest_offsets(wants_latest))
-    return Positioned(resolved, frozenset(table or {}) | frozenset(group))
+    return Positioned(resolved, frozenset(table or {}) | frozenset(group), overridden)
+
+
+def log_group_overrides(group_id: str, overridden: Mapping[TopicPartition, int], *, first: bool) -> None:
+    """Say that the group's committed offsets won over ``startingOffsets`` for ``overridden``: a warning
+    the ``first`` time (Spark's Kafka source, which has no group, would start there), else at INFO."""
+    if overridden:
+        logger.log(
+            logging.WARNING if first else logging.INFO,
+            "group '%s' has committed offsets for %s: the query starts there, not where option 'startingOffsets' "
+            "(or 'startingOffsetsByTimestamp', 'startingTimestamp') says, which applies only to partitions "
+            "neither the group nor offsets.table has a position for. To start where the option says, use a "
+            "new kafka.group.id or reset the group's offsets", group_id, describe_positions(overridden))
 
 
 def describe_positions(positions: Mapping[TopicPartition, int]) -> str:
