@@ -49,8 +49,14 @@ class Committer(Protocol):
     """Commits positions to a Kafka group, for lag tools
     (:class:`~kafka_group.group.offset_commits.GroupOffsetCommitter`, or the member itself)."""
 
-    def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
-        """Commit ``positions``; a failure is logged and loses nothing."""
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
+        """Commit ``positions`` (computed at the member's ``generation``: stale ones are dropped); a failure
+        is logged and loses nothing."""
+
+    def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
+                        timeout_s: float) -> None:
+        """Commit ``positions`` (stale ones dropped) and wait for the answer; GroupMembershipError when the
+        group refuses it or does not answer within ``timeout_s``."""
 
     def close(self) -> None:
         """Release the client."""

@@ -70,7 +70,8 @@ class SourceDriver:
         self._committer, self._alignment = committer, alignment
         self._spec = functools.partial(starting_spec, known_at_start=known_at_start,
                                        starting_offsets=options.starting_offsets)
-        self._commits = GroupCommits(member or committer, commit_starts=member is not None)
+        self._commits = GroupCommits(member or committer, commit_starts=member is not None,
+                                     start_timeout_s=options.connect_timeout_ms / 1000)
         self._book = OwnedPartitions()  # positions and running ranges, shared with the poll thread
         self._gate = (None if options.min_offsets_per_trigger is None
                       else TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms))
@@ -86,6 +87,10 @@ class SourceDriver:
     def owned(self) -> FrozenSet[TopicPartition]:
         """The partitions this query may plan now. Caller: any thread."""
         return frozenset(self._options.assigned) if self._member is None else self._member.owned()
+
+    def _generation(self) -> Optional[int]:
+        """The member's generation, read before positions to commit are computed (stale ones are dropped)."""
+        return None if self._member is None else self._member.generation
 
     def _ensure_joined(self) -> None:
         if self._joined or self._member is None:
@@ -112,7 +117,7 @@ class SourceDriver:
     def initial_offsets(self) -> BatchOffsets:
         """Positions of the partitions owned when the query starts. Caller: Spark's planning thread."""
         self._ensure_joined()
-        self._position_new_partitions(BatchOffsets.empty())
+        self._position_new_partitions(BatchOffsets.empty(), self._generation())
         return BatchOffsets(self._book.pending(), {}, *self._doc_metadata())
 
     def _doc_metadata(self) -> tuple[Optional[str], Optional[str]]:
@@ -146,12 +151,13 @@ class SourceDriver:
 
     def _plan_next(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
         self._ensure_joined()
+        generation = self._generation()
         self.flow.restore_once(start.flow)
-        self._position_new_partitions(start)
+        self._position_new_partitions(start, generation)
         owned = self.owned()
         self.flow.drop_gone(owned, self._member.events if self._member is not None else None)
         positions, plannable = self._book.plannable(start.positions, owned)
-        in_table = self._commits.follow(plannable, self._store, self._book.pending())
+        in_table = self._commits.follow(plannable, self._store, self._book.pending(), generation)
         plannable = plannable if in_table is None else follow_table(plannable, in_table)
         latest = self._cluster.latest_offsets(plannable)
         self._latest = dict(latest)
@@ -206,10 +212,11 @@ class SourceDriver:
     def on_batch_committed(self, end: BatchOffsets) -> None:
         """Spark completed the batch that ends at ``end``: its ranges stop running; what landed reaches the group
         (:meth:`GroupCommits.follow`; the plan after the batch did it already). Caller: Spark's planning thread."""
+        generation = self._generation()
         mine = self._book.committed(end.ranges, end.positions, self.owned())
         crash_point("source.before_kafka_commit")
-        if self._store is not None:  # without a table the plan after the batch committed its end already, and
-            self._commits.follow(mine, self._store, self._book.pending())  # `mine` may predate a re-positioning
+        if self._store is not None:  # without a table the plan after the batch committed its end already, and `mine`
+            self._commits.follow(mine, self._store, self._book.pending(), generation)  # may predate a re-positioning
 
     def close(self) -> None:
         """Commit what has landed to the Kafka group (:meth:`GroupCommits.final`), leave the group and release
@@ -218,13 +225,14 @@ class SourceDriver:
         # Spark interrupts the running batch, which may never land: the revoke that closing the member fires must
         # not wait for it (the group waits for us); if it lands, the table's commit check keeps owners apart.
         self._book.stop_waiting()
-        self._commits.final(self._store, self.owned())
+        generation = self._generation()  # before owned(): positions of partitions revoked in between are dropped
+        self._commits.final(self._store, self.owned(), generation)
         self.flow.close()
         for client in (self._alignment, self._member, self._committer):
             if client is not None:
                 client.close()
 
-    def _position_new_partitions(self, start: BatchOffsets) -> None:
+    def _position_new_partitions(self, start: BatchOffsets, generation: Optional[int]) -> None:
         """Position the partitions that entered ownership since the last plan (:mod:`~kafka_group.plan.positioning`)."""
         new = self._book.unpositioned(self.owned())
         if not new:
@@ -237,5 +245,5 @@ class SourceDriver:
         self._overrides_logged = self._overrides_logged or bool(overridden)
         self.flow.drop_stale(stale_pauses(resolved, start.positions))
         self._book.admit(resolved, self.owned)
-        self._commits.positioned(resolved, durable, self.owned)
+        self._commits.positioned(resolved, durable, self.owned, generation)
         logger.info("positioned newly owned partitions: %s", describe_positions(resolved))

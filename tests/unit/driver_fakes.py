@@ -81,7 +81,8 @@ class FakeMember:
 
     Unlike the real :class:`~kafka_group.group.membership.GroupMember`, a commit from the
     planning thread takes effect at once (the real one queues it for its poll thread,
-    which sends it asynchronously and leaves out partitions revoked meanwhile), and
+    which sends it asynchronously and leaves out partitions revoked meanwhile); like it,
+    a commit computed under an older ``generation`` of a partition is dropped; and
     listeners run on the thread that fires the event (a test that needs the poll
     thread's concurrency fires it from a thread of its own).
     """
@@ -97,6 +98,8 @@ class FakeMember:
         self.group_offsets: Dict[TopicPartition, int] = {}
         self.commits: List[Dict[TopicPartition, int]] = []
         self.closed = False
+        #: The generation at which each partition was last assigned.
+        self.assigned_at: Dict[TopicPartition, int] = {}
         #: Called once at the next events() (a rebalance landing while planning reads them).
         self.on_events: Optional[Callable[[], None]] = None
 
@@ -118,10 +121,17 @@ class FakeMember:
     def committed(self, partitions: Iterable[TopicPartition], timeout_s: float) -> Dict[TopicPartition, int]:
         return {tp: self.group_offsets[tp] for tp in partitions if tp in self.group_offsets}
 
-    def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
+        if generation is not None:  # as the real member: positions computed before a revoke (and reassign) are stale
+            positions = {tp: pos for tp, pos in positions.items()
+                         if tp in self._owned and self.assigned_at.get(tp, 0) <= generation}
         self.commits.append(dict(positions))
         self.group_offsets.update(positions)
         return True
+
+    def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
+                        timeout_s: float) -> None:
+        self.commit(positions, generation)
 
     def close(self) -> None:
         """Leave the group: like the real member's ``consumer.close()``, revoke what it owns first."""
@@ -131,6 +141,7 @@ class FakeMember:
 
     def assign(self, *partitions: TopicPartition) -> None:
         self._owned.update(partitions)
+        self.assigned_at.update((tp, self.generation + 1) for tp in partitions)
         self._fire("assign", partitions)
 
     def revoke(self, *partitions: TopicPartition) -> None:

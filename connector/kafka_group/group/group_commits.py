@@ -9,8 +9,12 @@ following the query:
 - *Starts*: a partition positioned while neither the table nor the group holds a
   position for it (``startingOffsets=latest`` of a new query, a checkpoint's position)
   has its start committed at once, so a member that takes it over before anything
-  landed continues from it instead of the then latest offset (issue 26, item 1). A
-  revoke commits it again, synchronously, before the next owner gets the partition.
+  landed continues from it instead of the then latest offset (issue 26, item 1). The
+  planning call waits for the coordinator's acknowledgement (bounded by
+  ``kafkaConsumer.connectTimeoutMs``, else the query fails): a crash right after
+  positioning must not leave a start only this process knew (review of issue 26,
+  finding 8). A revoke commits it again, synchronously, before the next owner gets
+  the partition.
 - *Landed*: at each planning call the positions that landed are committed: the
   table's (what landed), or without a table the previous batch's end (Spark writes
   batch N's commit log before it asks the source for the next latest offset, see
@@ -22,9 +26,11 @@ Invariants
 - The table wins: a start is committed only for a partition the table has no position
   for, and never over an offset the group already has (it would move it backwards or
   past what landed).
-- Only the owner commits: the member sends queued commits only for partitions it still
-  owns and drops those of partitions revoked meanwhile; a stale member (fenced, or whose
-  session expired) is refused by the coordinator (generation / member epoch).
+- Only the owner commits, and only what it computed under its current assignment: each
+  commit carries the member's generation read before its positions were computed, and
+  the member drops the positions of partitions revoked, or revoked and assigned again,
+  since (review of issue 26, finding 5); a stale member (fenced, or whose session
+  expired) is refused by the coordinator (generation / member epoch).
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ class GroupCommits:
         not join); None when the query has no group to commit to.
     commit_starts : bool, optional
         Whether to commit starts (only a member's: positioning reads the group's offsets only then).
+    start_timeout_s : float, optional
+        How long a planning call waits for the group to acknowledge a start (``kafkaConsumer.connectTimeoutMs``).
     clock : callable, optional
         Monotonic seconds (tests replace it).
 
@@ -66,9 +74,10 @@ class GroupCommits:
     bookkeeping; commits are made outside it.
     """
 
-    def __init__(self, committer: Optional[Committer], *, commit_starts: bool = True,
+    def __init__(self, committer: Optional[Committer], *, commit_starts: bool = True, start_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._committer = committer
+        self._start_timeout_s = start_timeout_s
         self._commit_starts = commit_starts
         self._clock = clock
         # Re-entrant: SIGTERM's handler runs on the main thread, possibly inside positioned() or landed(),
@@ -79,12 +88,18 @@ class GroupCommits:
         self._sent_at = clock()
 
     def positioned(self, resolved: Mapping[TopicPartition, int], durable: AbstractSet[TopicPartition],
-                   owned: Callable[[], FrozenSet[TopicPartition]]) -> None:
-        """Newly owned partitions were positioned at ``resolved``; commit the starts of those still ``owned``
-        whose position neither the table nor the group holds (``durable``). Caller: Spark's planning thread.
+                   owned: Callable[[], FrozenSet[TopicPartition]], generation: Optional[int] = None) -> None:
+        """Newly owned partitions were positioned at ``resolved`` (under the member's ``generation``); commit
+        the starts of those still ``owned`` whose position neither the table nor the group holds (``durable``),
+        and wait for the group's answer. Caller: Spark's planning thread.
 
         Ownership is read under the lock :meth:`revoked` takes, after the member has dropped revoked
-        partitions from it: a start is either kept and committed again by the revoke, or left out."""
+        partitions from it: a start is either kept and committed again by the revoke, or left out.
+
+        Raises
+        ------
+        GroupMembershipError
+            The group refused the starts or did not acknowledge them in time."""
         with self._lock:
             still = owned()
             for tp in resolved:
@@ -96,11 +111,12 @@ class GroupCommits:
         if starts and self._committer is not None:
             logger.info("committing the start of partitions the group has no position for: %s",
                         ", ".join(f"{tp}@{pos}" for tp, pos in sorted(starts.items())))
-            self._committer.commit(starts)
+            self._committer.commit_and_wait(starts, generation, self._start_timeout_s)
 
-    def landed(self, positions: Mapping[TopicPartition, int]) -> None:
-        """``positions`` landed (the table's, or the previous batch's end without a table): commit those
-        not committed yet. Caller: Spark's planning thread, at each planning call."""
+    def landed(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> None:
+        """``positions`` landed (the table's, or the previous batch's end without a table; computed under the
+        member's ``generation``): commit those not committed yet. Caller: Spark's planning thread, at each
+        planning call."""
         now = self._clock()
         with self._lock:
             if now - self._sent_at > RECOMMIT_AFTER_S:
@@ -111,26 +127,29 @@ class GroupCommits:
                 self._starts.pop(tp, None)
             self._sent.update(changed)
         if changed and self._committer is not None:
-            self._committer.commit(changed)
+            self._committer.commit(changed, generation)
 
     def follow(self, positions: Mapping[TopicPartition, int], store: Optional[OffsetStore],
-               pending: Mapping[TopicPartition, int]) -> Optional[Dict[TopicPartition, int]]:
+               pending: Mapping[TopicPartition, int],
+               generation: Optional[int] = None) -> Optional[Dict[TopicPartition, int]]:
         """Commit what landed of the partitions at ``positions`` (the previous batch's end, which Spark
         completed): the table's positions of them with ``offsets.table`` (returned), else ``positions``
         without the ``pending`` ones (positioned since: nothing of theirs landed). Caller: Spark's planning
-        thread, at each planning call and at Spark's ``commit``."""
+        thread, at each planning call and at Spark's ``commit``; ``generation`` is the member's, read before
+        ``positions`` were computed."""
         in_table = store.positions(positions) if store is not None else None
         self.landed(in_table if in_table is not None else
-                    {tp: pos for tp, pos in positions.items() if tp not in pending})
+                    {tp: pos for tp, pos in positions.items() if tp not in pending}, generation)
         return in_table
 
-    def final(self, store: Optional[OffsetStore], owned: FrozenSet[TopicPartition]) -> None:
+    def final(self, store: Optional[OffsetStore], owned: FrozenSet[TopicPartition],
+              generation: Optional[int] = None) -> None:
         """The query stops: commit the table's positions of ``owned`` (without a table nothing more: Spark
         may not have finished the running batch). Caller: the SIGTERM handler, or Spark's ``stop()``."""
         if store is None or self._committer is None:
             return
         try:
-            self._committer.commit(store.positions(owned))
+            self._committer.commit(store.positions(owned), generation)
         except Exception:  # leaving the group matters more than lag reporting
             logger.exception("committing the final positions to the Kafka group failed")
 

@@ -24,7 +24,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError
-from kafka_group.group.offset_commits import commit_positions
+from kafka_group.group.offset_commits import AwaitedCommit, commit_positions, describe_positions
 from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import TopicPartition
 
@@ -86,6 +86,13 @@ class GroupMember:
         self._last_async_commit: Optional[List[KafkaTopicPartition]] = None
         # Positions queued by other threads for the polling thread to commit (guarded by _state).
         self._queued_commit: Dict[TopicPartition, int] = {}
+        # The generation at which each owned partition was last assigned (guarded by _state): a commit computed
+        # under an older generation is stale for it (see commit()).
+        self._assigned_at: Dict[TopicPartition, int] = {}
+        # Commits a thread waits for (commit_and_wait): queued for the polling thread (guarded by _state), then
+        # sent and awaiting their answer (polling thread only).
+        self._acks_queued: List[AwaitedCommit] = []
+        self._acks_sent: List[AwaitedCommit] = []
         self._async_commits_unanswered = 0
         settings: Dict[str, Any] = {**config, "on_commit": self._on_commit}
         try:
@@ -170,7 +177,7 @@ class GroupMember:
                 ) from exc
         return {TopicPartition(k.topic, k.partition): k.offset for k in answer if k.offset >= 0}
 
-    def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
         """Commit positions to the group, so Kafka's lag tools see this member's progress.
 
         Called from Spark's planning thread after each batch, from the polling
@@ -183,6 +190,16 @@ class GroupMember:
         13, finding 10) or on a revoke callback that waits for the running batch
         to land. Its outcome is logged when the polling thread next polls; a
         commit still unanswered when the member closes is repeated synchronously.
+
+        Parameters
+        ----------
+        positions : mapping of TopicPartition to int
+            The positions to commit.
+        generation : int, optional
+            The :attr:`generation` read before ``positions`` were computed. Positions of a partition no
+            longer owned, or assigned again since (revoked and given back: another member may have moved
+            the group's offset meanwhile), are stale and dropped, never sent (review of issue 26,
+            finding 5). None: the caller owns the partitions throughout (the polling thread, in a revoke).
 
         Returns
         -------
@@ -197,8 +214,55 @@ class GroupMember:
             # Handed to the polling thread: taking the consumer lock here would wait for a
             # revoke callback that is itself waiting for this very batch to land.
             with self._state:
-                self._queued_commit.update(positions)
+                self._queued_commit.update(self._current(positions, generation))
         return True
+
+    def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
+                        timeout_s: float) -> None:
+        """Commit ``positions`` and wait until the coordinator acknowledged them (a start the next owner of
+        a partition must find, review of issue 26 finding 8). Stale positions (see :meth:`commit`) are
+        dropped, not waited for. Caller: Spark's planning thread (the polling thread commits synchronously).
+
+        The polling thread sends them at its next poll; this thread waits for the answer without taking the
+        consumer lock (a revoke callback may hold it).
+
+        Raises
+        ------
+        GroupMembershipError
+            The coordinator refused the commit, or did not answer within ``timeout_s``.
+        """
+        if threading.current_thread() is self._thread:
+            if not commit_positions(self._consumer, self._lock, self.group_id, positions):
+                raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
+            return
+        with self._state:
+            current = self._current(positions, generation)
+            ack = AwaitedCommit(current)
+            if current:
+                self._acks_queued.append(ack)
+        if not current:
+            return
+        if not ack.done.wait(timeout_s):
+            raise GroupMembershipError(
+                f"group '{self.group_id}' did not acknowledge the commit of {describe_positions(current)} within "
+                f"{int(timeout_s * 1000)} ms (option 'kafkaConsumer.connectTimeoutMs'): the group coordinator is "
+                "unreachable or moving. The query stops rather than plan from a start the next owner of these "
+                "partitions could not find; restart it once the coordinator is back, or raise the option")
+        if ack.error is not None:
+            raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(current)}: "
+                                       f"{ack.error}")
+
+    def _current(self, positions: Mapping[TopicPartition, int],
+                 generation: Optional[int]) -> Dict[TopicPartition, int]:
+        """``positions`` without the stale ones (see :meth:`commit`). Caller: any thread, under ``_state``."""
+        if generation is None:
+            return dict(positions)
+        current = {tp: pos for tp, pos in positions.items()
+                   if tp in self._owned and self._assigned_at.get(tp, 0) <= generation}
+        if len(current) < len(positions):
+            logger.info("not committing %s to group '%s': revoked or assigned again since they were computed",
+                        describe_positions({tp: p for tp, p in positions.items() if tp not in current}), self.group_id)
+        return current
 
     def _send_queued_commit(self) -> None:
         """Send the queued positions of partitions still owned, without waiting for the answer.
@@ -209,7 +273,20 @@ class GroupMember:
         """
         with self._state:
             queued, self._queued_commit = self._queued_commit, {}
+            acks, self._acks_queued = self._acks_queued, []
             owned = set(self._owned)
+        for ack in acks:
+            offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos)
+                       for tp, pos in sorted(ack.positions.items()) if tp in owned]
+            if len(offsets) < len(ack.positions):
+                ack.answer(None)  # revoked meanwhile: the revoke committed the starts it knew of
+                continue
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                ack.answer(str(exc))
+                continue
+            self._acks_sent.append(ack)
         offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos)
                    for tp, pos in sorted(queued.items()) if tp in owned]
         if not offsets:
@@ -224,6 +301,10 @@ class GroupMember:
 
     def _on_commit(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> None:
         # Polling thread, inside poll(), under the consumer lock: the answer to an asynchronous commit.
+        awaited = next((ack for ack in self._acks_sent if ack.answered_by(error, partitions)), None)
+        if awaited is not None:
+            self._acks_sent.remove(awaited)
+            return
         self._async_commits_unanswered = max(0, self._async_commits_unanswered - 1)
         if error is not None:
             logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id,
@@ -253,6 +334,8 @@ class GroupMember:
                     logger.warning("committing offsets to group '%s' failed (nothing is lost): %s",
                                    self.group_id, exc)
         with self._lock:
+            for ack in self._acks_sent + self._acks_queued:
+                ack.answer("the member left the group before the coordinator answered")
             try:
                 self._consumer.close()
             except (KafkaException, RuntimeError) as exc:
@@ -334,6 +417,11 @@ class GroupMember:
         with self._state:
             self._generation += 1
             self._member_id = member_id
+            if kind == "assign":
+                self._assigned_at.update((tp, self._generation) for tp in partitions)
+            else:
+                for tp in partitions:
+                    self._assigned_at.pop(tp, None)
             event = RebalanceEvent(kind, partitions, self._generation, frozenset(self._owned), self.group_id,
                                    member_id)
             self._events.append(event)

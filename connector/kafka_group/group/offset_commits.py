@@ -5,17 +5,52 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping
+from typing import Any, List, Mapping, Optional
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.config.client_config import member_config
+from kafka_group.errors import GroupMembershipError
 from kafka_group.offsets import TopicPartition
 
-__all__ = ["GroupOffsetCommitter", "commit_positions"]
+__all__ = ["AwaitedCommit", "GroupOffsetCommitter", "commit_positions", "describe_positions"]
 
 logger = logging.getLogger(__name__)
+
+
+def describe_positions(positions: Mapping[TopicPartition, int]) -> str:
+    """``t-0@5, t-1@7`` (``nothing`` when empty), for logs and errors."""
+    return ", ".join(f"{tp}@{pos}" for tp, pos in sorted(positions.items())) or "nothing"
+
+
+class AwaitedCommit:
+    """An asynchronous commit a thread waits for (``GroupMember.commit_and_wait``).
+
+    ``done`` is set once it is answered; ``error`` is None when the coordinator accepted every position.
+    Callers: the waiting thread (``done``, ``error``), the member's polling thread (the rest).
+    """
+
+    def __init__(self, positions: Mapping[TopicPartition, int]) -> None:
+        self.positions = dict(positions)
+        self.done = threading.Event()
+        self.error: Optional[str] = None
+
+    def answer(self, error: Optional[str]) -> None:
+        """Settle it: ``error`` None for accepted."""
+        self.error = error
+        self.done.set()
+
+    def answered_by(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> bool:
+        """Whether an ``on_commit`` answer (``error``, ``partitions``) answers this commit (it names each of
+        its positions); if so, settle it."""
+        answered = {(p.topic, p.partition): p for p in partitions}
+        mine = [answered.get((tp.topic, tp.partition)) for tp in self.positions]
+        if any(p is None or p.offset != self.positions[TopicPartition(p.topic, p.partition)] for p in mine):
+            return False
+        failed = [p.error.str() for p in mine if p is not None and p.error is not None]
+        self.answer(error.str() if error is not None else failed[0] if failed else None)
+        return True
 
 
 def commit_positions(
@@ -55,9 +90,22 @@ class GroupOffsetCommitter:
         self._lock = threading.RLock()
         self._consumer = Consumer(member_config(client_config, group_id))
 
-    def commit(self, positions: Mapping[TopicPartition, int]) -> bool:
-        """Commit ``positions``; a failure is logged and loses nothing."""
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
+        """Commit ``positions``; a failure is logged and loses nothing. ``generation`` is ignored: this
+        committer owns no assignment (``assign`` fixes the partitions)."""
         return commit_positions(self._consumer, self._lock, self.group_id, positions)
+
+    def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
+                        timeout_s: float) -> None:
+        """Commit ``positions`` synchronously (``timeout_s`` unused: the client bounds it).
+
+        Raises
+        ------
+        GroupMembershipError
+            The commit failed.
+        """
+        if not commit_positions(self._consumer, self._lock, self.group_id, positions):
+            raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
 
     def close(self) -> None:
         """Release the client."""
