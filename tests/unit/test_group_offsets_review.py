@@ -164,3 +164,23 @@ def test_a_commit_computed_before_a_revoke_and_reassign_never_moves_the_group_ba
     cluster.produce(T0, 70)
     query.next_offsets(batch, None)
     assert member.group_offsets[T0] == 80, member.commits
+
+
+def test_the_members_pending_commits_drop_positions_computed_under_an_older_assignment() -> None:
+    """The real member's bookkeeping (GroupMember keeps a PendingCommits under its state lock)."""
+    from kafka_group.group.pending_commits import PendingCommits
+
+    pending = PendingCommits("g")
+    pending.assigned([T0, T1], 1)
+    pending.queue({T0: 30, T1: 5}, 1, {T0, T1})
+    assert pending.take() == ({T0: 30, T1: 5}, [])
+    pending.queue({T0: 31}, 1, {T0, T1})
+    pending.removed([T0])  # revoked: what was queued for it is dropped
+    pending.assigned([T0], 3)  # and given back
+    pending.queue({T0: 30, T1: 6}, 2, {T0, T1})  # computed before the revoke
+    assert pending.take() == ({T1: 6}, [])
+    assert pending.await_commit({T0: 30}, 2, {T0, T1}) is None
+    awaited = pending.await_commit({T0: 80, T1: 7}, 3, {T0, T1})
+    assert awaited is not None and awaited.positions == {T0: 80, T1: 7}
+    assert pending.take() == ({}, [awaited])
+    assert pending.current({T0: 1}, None, set()) == {T0: 1}  # the polling thread's own commits are never stale

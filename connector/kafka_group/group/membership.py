@@ -25,6 +25,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError
 from kafka_group.group.offset_commits import AwaitedCommit, commit_positions, describe_positions
+from kafka_group.group.pending_commits import PendingCommits
 from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import TopicPartition
 
@@ -84,14 +85,9 @@ class GroupMember:
         self.group_id = group_id
         # Asynchronous commits (see commit()) report here, in the polling thread.
         self._last_async_commit: Optional[List[KafkaTopicPartition]] = None
-        # Positions queued by other threads for the polling thread to commit (guarded by _state).
-        self._queued_commit: Dict[TopicPartition, int] = {}
-        # The generation at which each owned partition was last assigned (guarded by _state): a commit computed
-        # under an older generation is stale for it (see commit()).
-        self._assigned_at: Dict[TopicPartition, int] = {}
-        # Commits a thread waits for (commit_and_wait): queued for the polling thread (guarded by _state), then
-        # sent and awaiting their answer (polling thread only).
-        self._acks_queued: List[AwaitedCommit] = []
+        # Commits queued by other threads for the polling thread (guarded by _state).
+        self._pending = PendingCommits(group_id)
+        # Awaited commits sent and not answered yet (polling thread only).
         self._acks_sent: List[AwaitedCommit] = []
         self._async_commits_unanswered = 0
         settings: Dict[str, Any] = {**config, "on_commit": self._on_commit}
@@ -214,7 +210,7 @@ class GroupMember:
             # Handed to the polling thread: taking the consumer lock here would wait for a
             # revoke callback that is itself waiting for this very batch to land.
             with self._state:
-                self._queued_commit.update(self._current(positions, generation))
+                self._pending.queue(positions, generation, self._owned)
         return True
 
     def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
@@ -236,12 +232,10 @@ class GroupMember:
                 raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
             return
         with self._state:
-            current = self._current(positions, generation)
-            ack = AwaitedCommit(current)
-            if current:
-                self._acks_queued.append(ack)
-        if not current:
+            ack = self._pending.await_commit(positions, generation, self._owned)
+        if ack is None:
             return
+        current = ack.positions
         if not ack.done.wait(timeout_s):
             raise GroupMembershipError(
                 f"group '{self.group_id}' did not acknowledge the commit of {describe_positions(current)} within "
@@ -252,18 +246,6 @@ class GroupMember:
             raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(current)}: "
                                        f"{ack.error}")
 
-    def _current(self, positions: Mapping[TopicPartition, int],
-                 generation: Optional[int]) -> Dict[TopicPartition, int]:
-        """``positions`` without the stale ones (see :meth:`commit`). Caller: any thread, under ``_state``."""
-        if generation is None:
-            return dict(positions)
-        current = {tp: pos for tp, pos in positions.items()
-                   if tp in self._owned and self._assigned_at.get(tp, 0) <= generation}
-        if len(current) < len(positions):
-            logger.info("not committing %s to group '%s': revoked or assigned again since they were computed",
-                        describe_positions({tp: p for tp, p in positions.items() if tp not in current}), self.group_id)
-        return current
-
     def _send_queued_commit(self) -> None:
         """Send the queued positions of partitions still owned, without waiting for the answer.
 
@@ -272,14 +254,13 @@ class GroupMember:
         were queued is left out (its new owner's commits must not be overwritten).
         """
         with self._state:
-            queued, self._queued_commit = self._queued_commit, {}
-            acks, self._acks_queued = self._acks_queued, []
-            owned = set(self._owned)
+            (queued, acks), owned = self._pending.take(), set(self._owned)
         for ack in acks:
-            offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos)
-                       for tp, pos in sorted(ack.positions.items()) if tp in owned]
-            if len(offsets) < len(ack.positions):
-                ack.answer(None)  # revoked meanwhile: the revoke committed the starts it knew of
+            # Those revoked meanwhile are left out: the revoke committed the starts it knew of.
+            ack.positions = {tp: pos for tp, pos in ack.positions.items() if tp in owned}
+            offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(ack.positions.items())]
+            if not offsets:
+                ack.answer(None)
                 continue
             try:
                 self._consumer.commit(offsets=offsets, asynchronous=True)
@@ -334,7 +315,9 @@ class GroupMember:
                     logger.warning("committing offsets to group '%s' failed (nothing is lost): %s",
                                    self.group_id, exc)
         with self._lock:
-            for ack in self._acks_sent + self._acks_queued:
+            with self._state:
+                waiting = self._acks_sent + self._pending.take()[1]
+            for ack in waiting:
                 ack.answer("the member left the group before the coordinator answered")
             try:
                 self._consumer.close()
@@ -405,10 +388,7 @@ class GroupMember:
         removed = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
         with self._state:
             self._owned.difference_update(removed)
-            # A commit queued before the rebalance must not reach the group if they come back to this
-            # member later: another member may have moved them on meanwhile (it would rewind them).
-            for tp in removed:
-                self._queued_commit.pop(tp, None)
+            self._pending.removed(removed)
         self._record(kind, removed)
 
     def _record(self, kind: str, partitions: FrozenSet[TopicPartition]) -> None:
@@ -418,10 +398,7 @@ class GroupMember:
             self._generation += 1
             self._member_id = member_id
             if kind == "assign":
-                self._assigned_at.update((tp, self._generation) for tp in partitions)
-            else:
-                for tp in partitions:
-                    self._assigned_at.pop(tp, None)
+                self._pending.assigned(partitions, self._generation)
             event = RebalanceEvent(kind, partitions, self._generation, frozenset(self._owned), self.group_id,
                                    member_id)
             self._events.append(event)
