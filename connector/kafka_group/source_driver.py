@@ -88,8 +88,7 @@ class SourceDriver:
         """The partitions this query may plan now. Caller: any thread."""
         return frozenset(self._options.assigned) if self._member is None else self._member.owned()
 
-    def _generation(self) -> Optional[int]:
-        """The member's generation, read before positions to commit are computed (stale ones are dropped)."""
+    def _generation(self) -> Optional[int]:  # the member's, tied to positions to commit (stale ones are dropped)
         return None if self._member is None else self._member.generation
 
     def _ensure_joined(self) -> None:
@@ -117,7 +116,7 @@ class SourceDriver:
     def initial_offsets(self) -> BatchOffsets:
         """Positions of the partitions owned when the query starts. Caller: Spark's planning thread."""
         self._ensure_joined()
-        self._position_new_partitions(BatchOffsets.empty(), self._generation())
+        self._position_new_partitions(BatchOffsets.empty())
         return BatchOffsets(self._book.pending(), {}, *self._doc_metadata())
 
     def _doc_metadata(self) -> tuple[Optional[str], Optional[str]]:
@@ -151,9 +150,9 @@ class SourceDriver:
 
     def _plan_next(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
         self._ensure_joined()
-        generation = self._generation()
         self.flow.restore_once(start.flow)
-        self._position_new_partitions(start, generation)
+        self._position_new_partitions(start)
+        generation = self._generation()  # before owned(): a partition revoked after it is left out of the commits
         owned = self.owned()
         self.flow.drop_gone(owned, self._member.events if self._member is not None else None)
         positions, plannable = self._book.plannable(start.positions, owned)
@@ -232,11 +231,12 @@ class SourceDriver:
             if client is not None:
                 client.close()
 
-    def _position_new_partitions(self, start: BatchOffsets, generation: Optional[int]) -> None:
+    def _position_new_partitions(self, start: BatchOffsets) -> None:
         """Position the partitions that entered ownership since the last plan (:mod:`~kafka_group.plan.positioning`)."""
         new = self._book.unpositioned(self.owned())
         if not new:
             return
+        generation = self._generation()  # after owned(): `new` was assigned by then, its positions are read after
         resolved, durable, overridden = position_new(
             new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
             timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
