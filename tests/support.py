@@ -45,6 +45,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Set,
     Tuple,
     Type,
 )
@@ -631,3 +632,26 @@ class S3WithoutConditionalPut:
                 self._process.kill()
                 self._process.wait(10)
         self._log.close()
+
+
+def listening_addresses(port: int) -> Set[str]:
+    """The local addresses of the sockets listening on TCP ``port`` on this machine (IPv4 dotted, IPv6
+    compressed), as the kernel lists them in ``/proc/net/tcp`` and ``tcp6`` (Linux)."""
+    import socket
+    import struct
+
+    found: Set[str] = set()
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        path = pathlib.Path(table)
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            address, _, hex_port = fields[1].partition(":")
+            if int(hex_port, 16) != port or fields[3] != "0A":  # 0A: TCP_LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            # the kernel prints each 32-bit word in host order
+            words = b"".join(struct.pack("=I", struct.unpack(">I", raw[i:i + 4])[0]) for i in range(0, len(raw), 4))
+            found.add(socket.inet_ntop(family, words))
+    return found

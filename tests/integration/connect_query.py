@@ -106,7 +106,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             return {}
         raise ValueError(f"unknown op {op!r}")
 
-    answers.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    answers.write(json.dumps({"ok": True, "ready": True, "port": port}) + "\n")
     for line in sys.stdin:
         command = json.loads(line)
         if command["op"] == "quit":

@@ -1,4 +1,8 @@
-"""The offsets tool: show and reset the offsets a Delta table holds; a running query follows a reset."""
+"""The offsets tool: show and reset the offsets a Delta table holds; a running query follows a reset.
+
+``reset`` follows ``kafka-consumer-groups --reset-offsets``: it shows what it would do and
+changes nothing unless ``--execute`` is given.
+"""
 
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ def test_running_query_follows_a_reset(
             (50, 50, 0), (30, 30, 0)]
         assert main(["reset", "--table", str(table), "--group", group, "--bootstrap-servers",
                      kafka.bootstrap_servers, "--topic", topic, "--partitions", "0",
-                     "--to-offsets", f'{{"{topic}":{{"0":40}}}}']) == 0
+                     "--to-offsets", f'{{"{topic}":{{"0":40}}}}', "--execute"]) == 0
         # The running query re-reads partition 0 from 40 at its next batch; partition 1 is untouched.
         wait_for(lambda: table_offsets(table)[(0, 45)] == 2, "the re-read of partition 0 from offset 40")
         wait_for(lambda: sum(table_offsets(table).values()) == 90, "exactly the 10 re-read records", 30)
@@ -69,3 +73,42 @@ def test_reset_refuses_offsets_outside_the_partition(
                       offsets={TopicPartition(topic, 0): 99})
     assert reset_offsets(str(table), "g", cluster, [TopicPartition(topic, 0)], to="earliest") == {
         TopicPartition(topic, 0): 0}
+
+
+def test_reset_is_a_dry_run_unless_executed(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deltalake import DeltaTable
+
+    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.offsets import OffsetRange
+    import pyarrow as pa
+
+    topic, table = make_topic(2), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 10, 1: 10})
+    store = DeltaOffsetStore(str(table), "g")
+    store.commit([], pa.schema([("offset", pa.int64())]),
+                 [OffsetRange(TopicPartition(topic, 0), 0, 10), OffsetRange(TopicPartition(topic, 1), 0, 4)])
+    partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    version = DeltaTable(str(table)).version()
+    reset = ["reset", "--table", str(table), "--group", "g", "--bootstrap-servers", kafka.bootstrap_servers,
+             "--topic", topic, "--to-earliest"]
+
+    for dry in ([], ["--dry-run"]):  # a dry run unless --execute, as kafka-consumer-groups --reset-offsets
+        assert main(reset + dry) == 0
+        shown = capsys.readouterr().out
+        assert DeltaTable(str(table)).version() == version, f"reset {dry} changed the table"
+        assert DeltaOffsetStore(str(table), "g").positions(partitions) == {partitions[0]: 10, partitions[1]: 4}
+        rows = [line.split() for line in shown.splitlines() if line.startswith(topic)]
+        assert rows == [[topic, "0", "10", "0"], [topic, "1", "4", "0"]], shown  # topic, partition, now, new
+        assert "dry run" in shown and "--execute" in shown, shown
+
+    assert main(reset + ["--execute"]) == 0
+    shown = capsys.readouterr().out
+    assert [line.split() for line in shown.splitlines() if line.startswith(topic)] == [
+        [topic, "0", "10", "0"], [topic, "1", "4", "0"]], shown
+    assert DeltaTable(str(table)).version() == version + 1
+    assert DeltaOffsetStore(str(table), "g").positions(partitions) == {partitions[0]: 0, partitions[1]: 0}
+
+    with pytest.raises(SystemExit):  # argparse: the two are exclusive
+        main(reset + ["--dry-run", "--execute"])

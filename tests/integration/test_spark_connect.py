@@ -20,7 +20,8 @@ from typing import IO, Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from tests.support import Cluster, MakeTopic, expected, produce, table_offsets, table_records, unique_name, wait_for
+from tests.support import (Cluster, MakeTopic, expected, listening_addresses, produce, table_offsets, table_records,
+                           unique_name, wait_for)
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +33,7 @@ class ConnectClient:
 
     def __init__(self, name: str, log: pathlib.Path) -> None:
         self.name = name
+        self.port = 0  # its Connect server's, once ready
         self._log = open(log, "w")
         self._process = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.connect_query", name], cwd=REPO,
@@ -47,8 +49,10 @@ class ConnectClient:
         self._answers.put("")
 
     def ready(self, timeout_s: float = 180) -> None:
-        """Wait for the client's Connect server to be up."""
-        assert self._next(timeout_s).get("ready"), f"client {self.name} did not start"
+        """Wait for the client's Connect server to be up (its port is then :attr:`port`)."""
+        answer = self._next(timeout_s)
+        assert answer.get("ready"), f"client {self.name} did not start"
+        self.port = int(answer["port"])
 
     def call(self, timeout_s: float = 240, **command: Any) -> Dict[str, Any]:
         """Send one command; return its answer (``ok`` false carries ``error``)."""
@@ -113,6 +117,12 @@ def owned(client: ConnectClient, query: str) -> List[int]:
     """The partitions the query owns, from ``flow.status`` over Connect."""
     rows = client.ok(op="flow", call="status", query=query)["result"]
     return sorted(int(row["partition"]) for row in rows)
+
+
+def test_the_local_connect_server_listens_on_loopback(clients: Tuple[ConnectClient, ConnectClient]) -> None:
+    """``local_connect_session`` opens a gRPC endpoint: on 127.0.0.1 unless the settings name an address."""
+    for client in clients:
+        assert listening_addresses(client.port) == {"127.0.0.1"}, client.name
 
 
 def test_delta_sink_lands_every_record_once_over_connect(

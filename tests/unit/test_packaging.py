@@ -108,12 +108,28 @@ def test_the_connector_wheel_ships_no_development_broker(connector_wheel: List[s
     assert entry_points == [], "the connector installs no command (kafka-group-broker is the devbroker's)"
 
 
+#: What the crash tests' fault hook is made of: the variable it reads and the signal it sends. No
+#: file of the connector's wheel may hold them (issue 27, item 5); the hook is the development
+#: package's (``kafka_group_devbroker.faults``).
+FAULT_HOOK_MARKERS = (b"KAFKA_GROUP_FAULT_POINT", b"KAFKA_GROUP_FAULT_HIT", b"SIGKILL", b"killpg")
+
+
+def test_the_connector_wheel_ships_no_fault_injection_hook(connector_wheel_dir: pathlib.Path) -> None:
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        code = [name for name in whl.namelist() if not name.endswith(".dist-info/METADATA")]
+        holding = sorted(f"{name}: {marker.decode()}" for name in code for marker in FAULT_HOOK_MARKERS
+                         if marker in whl.read(name))
+    assert holding == [], "the fault-injection hook ships in the connector's wheel"
+
+
 def test_the_devbroker_wheel_holds_the_brokers_and_their_command(
     checkout_copy: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     with _build_wheel(checkout_copy / "devbroker", tmp_path_factory.mktemp("devbroker-wheel")) as whl:
         names = whl.namelist()
-        expected = {f"kafka_group_devbroker/{module}.py" for module in ("__init__", "__main__", *DEVBROKER_MODULES)}
+        expected = {f"kafka_group_devbroker/{module}.py"
+                    for module in ("__init__", "__main__", "faults", *DEVBROKER_MODULES)}
         assert expected | {"kafka_group_devbroker/py.typed"} <= set(names)
         [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         assert "kafka-group-broker = kafka_group_devbroker.__main__:main" in whl.read(entry_points).decode()
@@ -253,6 +269,14 @@ def test_the_built_wheel_runs_in_a_fresh_virtualenv_without_the_source_tree(
     tool = subprocess.run([str(python), "-m", "kafka_group.offsets_tool", "--help"], capture_output=True,
                           text=True, cwd=elsewhere, env=_clean_env())
     assert tool.returncode == 0 and "usage" in tool.stdout.lower(), tool.stderr
+    # The named crash points do nothing in an install without the development package, whatever the
+    # environment asks (a session of its own: the old hook killed its whole process group).
+    points = subprocess.run(
+        [str(python), "-c", "from kafka_group.faults import POINTS, crash_point\n"
+                            "for point in POINTS: crash_point(point)\nprint('alive')"],
+        capture_output=True, text=True, cwd=elsewhere, start_new_session=True,
+        env={**_clean_env(), "KAFKA_GROUP_FAULT_POINT": "sink.before_write", "KAFKA_GROUP_FAULT_HIT": "1"})
+    assert points.returncode == 0 and points.stdout.strip() == "alive", (points.returncode, points.stderr)
 
 
 def test_an_editable_install_is_found_by_spark_and_shows_edits(tmp_path: pathlib.Path) -> None:
