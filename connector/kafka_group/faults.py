@@ -1,10 +1,11 @@
-"""Fault injection for crash tests: kill the whole query at a named point.
+"""Named points in the commit path, where the crash tests stop a query.
 
-Inactive unless the environment variable ``KAFKA_GROUP_FAULT_POINT`` names a
-point; then the ``KAFKA_GROUP_FAULT_HIT``-th time (default 1) a process reaches
-that point, it sends SIGKILL to its whole process group, as a machine failure
-would end the driver, the JVM and the Python workers at once. The crash tests
-start each query in a process group of its own for this.
+The connector only names the points and calls :func:`crash_point` at each; by itself it does
+nothing there. The crash tests' hook, which kills the query at a chosen point, belongs to
+the development distribution ``kafka-group-devbroker`` (``kafka_group_devbroker.faults``):
+the connector does not require it and its wheel holds none of that code. Where that module
+can be imported, :func:`crash_point` hands it each point reached; elsewhere a point costs
+one failed import per process, then nothing.
 
 Points: ``sink.before_write``, ``sink.before_commit``, ``sink.after_commit``
 (before Spark records the batch as done), ``source.before_kafka_commit`` (all of
@@ -15,20 +16,31 @@ batch's data commit; reached only by a batch that adds columns).
 
 from __future__ import annotations
 
-import os
-import signal
-from collections import Counter
+from typing import Callable, Optional
 
 __all__ = ["crash_point", "POINTS"]
 
 POINTS = ("sink.before_write", "sink.before_commit", "sink.after_commit", "source.before_kafka_commit")
-_hits: Counter[str] = Counter()
+
+#: The development package's hook once looked up (None: not installed).
+_hook: Optional[Callable[[str], None]] = None
+_looked_up = False
 
 
 def crash_point(name: str) -> None:
-    """Die here (SIGKILL to the process group) if the environment asks for it."""
-    if os.environ.get("KAFKA_GROUP_FAULT_POINT") != name:
-        return
-    _hits[name] += 1
-    if _hits[name] >= int(os.environ.get("KAFKA_GROUP_FAULT_HIT", "1")):
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+    """Hand the point ``name`` to the crash tests' hook, if the development package is installed.
+
+    Caller: the sink and the source's driver, on whichever thread reaches the point (two
+    threads looking the hook up at once both find the same module).
+    """
+    global _hook, _looked_up
+    if not _looked_up:
+        try:
+            from kafka_group_devbroker import faults
+        except ImportError:
+            _hook = None
+        else:
+            _hook = faults.crash_point
+        _looked_up = True
+    if _hook is not None:
+        _hook(name)

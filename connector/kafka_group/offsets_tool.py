@@ -6,12 +6,18 @@ latest offsets, to the first offset at or after a timestamp, or to explicit
 offsets, in a Delta commit of its own (no data). A running query picks a reset
 up at its next batch; resetting backwards re-lands records, forwards skips them.
 
+Like ``kafka-consumer-groups --reset-offsets``, ``reset`` is a dry run unless
+``--execute`` is given: it prints each partition's position now and after the
+reset, checks what the real reset checks (the table exists and is the group's,
+every target is within what the broker holds) and changes nothing.
+
 Usage::
 
     python -m kafka_group.offsets_tool show --table /lake/orders_bronze --group orders-bronze \\
         --bootstrap-servers host:9092 --topic orders
     python -m kafka_group.offsets_tool reset --table /lake/orders_bronze --group orders-bronze \\
-        --bootstrap-servers host:9092 --topic orders --partitions 0,3 --to-earliest
+        --bootstrap-servers host:9092 --topic orders --partitions 0,3 --to-earliest      # dry run
+    python -m kafka_group.offsets_tool reset ... --to-earliest --execute                # applies it
     python -m kafka_group.offsets_tool reset ... --to-timestamp 2026-11-23T08:00:00Z
     python -m kafka_group.offsets_tool reset ... --to-offsets '{"orders":{"0":1200}}'
 
@@ -38,7 +44,8 @@ from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.json_text import INT64_MAX
 from kafka_group.offsets import TopicPartition, parse_starting_offsets
 
-__all__ = ["PartitionOffsets", "show_offsets", "reset_offsets", "parse_timestamp", "main"]
+__all__ = ["PartitionOffsets", "PlannedReset", "show_offsets", "plan_reset", "reset_offsets", "parse_timestamp",
+           "main"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,18 @@ class PartitionOffsets:
         if self.latest is None:
             return None
         return self.latest - (self.committed or 0)
+
+
+@dataclass(frozen=True)
+class PlannedReset:
+    """One row of ``reset``: where a partition is and where the reset puts it."""
+
+    topic_partition: TopicPartition
+    """The partition."""
+    current: Optional[int]
+    """The table's position now (next offset to read), None if the table never saw it."""
+    new: int
+    """The position after the reset."""
 
 
 def show_offsets(
@@ -81,10 +100,48 @@ def reset_offsets(
     timestamp_ms: Optional[int] = None,
     offsets: Optional[Mapping[TopicPartition, int]] = None,
 ) -> Dict[TopicPartition, int]:
-    """Reset ``partitions`` in the table and return the new positions.
+    """Reset ``partitions`` in the table (at once: :func:`plan_reset` shows it first) and return
+    the new positions.
+
+    Parameters as :func:`plan_reset`.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`plan_reset`.
+    OffsetStoreError
+        The table does not exist yet, or belongs to another group.
+    """
+    plan = plan_reset(table, group, cluster, partitions, to=to, timestamp_ms=timestamp_ms, offsets=offsets)
+    target = {row.topic_partition: row.new for row in plan}
+    DeltaOffsetStore(table, group).reset(target, reason=f"reset to {to}")
+    return target
+
+
+def plan_reset(
+    table: str,
+    group: str,
+    cluster: ClusterView,
+    partitions: Sequence[TopicPartition],
+    *,
+    to: str,
+    timestamp_ms: Optional[int] = None,
+    offsets: Optional[Mapping[TopicPartition, int]] = None,
+) -> List[PlannedReset]:
+    """What resetting ``partitions`` would do: each one's position now and after; changes nothing.
+
+    Checks what :func:`reset_offsets` checks, so a plan that is shown can be applied.
 
     Parameters
     ----------
+    table : str
+        The Delta table holding the offsets (``offsets.table``).
+    group : str
+        The consumer group the table belongs to.
+    cluster : ClusterView
+        The Kafka cluster, for the partitions' earliest, latest and by-time offsets.
+    partitions : sequence of TopicPartition
+        The partitions to reset.
     to : {"earliest", "latest", "timestamp", "offsets"}
         Where to move them.
     timestamp_ms : int, optional
@@ -93,10 +150,17 @@ def reset_offsets(
     offsets : mapping, optional
         With ``to="offsets"``: explicit positions.
 
+    Returns
+    -------
+    list of PlannedReset
+        One row per partition, in ``partitions``' order.
+
     Raises
     ------
     ConfigError
         An unknown ``to``, a missing argument, or an offset outside the partition.
+    OffsetStoreError
+        The table does not exist yet, or belongs to another group.
     """
     if not partitions:
         raise ConfigError("reset: no partitions to reset (check --topic and --partitions)")
@@ -125,8 +189,8 @@ def reset_offsets(
     missing = [str(tp) for tp in partitions if tp not in target]
     if missing:
         raise ConfigError(f"reset: no target offset for {', '.join(missing)}")
-    DeltaOffsetStore(table, group).reset(target, reason=f"reset to {to}")
-    return target
+    current = DeltaOffsetStore(table, group).positions_before_reset(partitions)
+    return [PlannedReset(tp, current[tp], target[tp]) for tp in partitions]
 
 
 def parse_timestamp(text: str) -> int:
@@ -174,6 +238,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         p.add_argument("--timeout-ms", type=int, default=30000)
     reset = sub.choices["reset"]
     reset.add_argument("--partitions", default=None, help="comma-separated partition numbers (default: all)")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true",
+                      help="show each partition's position now and after the reset; change nothing (the default)")
+    mode.add_argument("--execute", action="store_true", help="apply the reset to the table")
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true")
     target.add_argument("--to-latest", action="store_true")
@@ -200,12 +268,20 @@ def main(argv: Optional[List[str]] = None) -> int:
             explicit = {tp: pos for tp, pos in spec.items() if pos >= 0}
         to = ("earliest" if args.to_earliest else "latest" if args.to_latest
               else "timestamp" if args.to_timestamp else "offsets")
-        result = reset_offsets(
+        plan = plan_reset(
             args.table, args.group, cluster, partitions, to=to,
             timestamp_ms=parse_timestamp(args.to_timestamp) if args.to_timestamp else None, offsets=explicit,
         )
-        for tp, pos in sorted(result.items()):
-            print(f"{tp.topic} {tp.partition} -> {pos}")
+        print(f"{'topic':<30} {'partition':>9} {'current':>12} {'new':>12}")
+        for planned in plan:
+            print(f"{planned.topic_partition.topic:<30} {planned.topic_partition.partition:>9} "
+                  f"{_cell(planned.current):>12} {planned.new:>12}")
+        if not args.execute:
+            print("dry run: the table was not changed; run again with --execute to apply this reset")
+            return 0
+        version = DeltaOffsetStore(args.table, args.group).reset(
+            {planned.topic_partition: planned.new for planned in plan}, reason=f"reset to {to}")
+        print(f"reset applied: table version {version}")
         return 0
     except (KafkaGroupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

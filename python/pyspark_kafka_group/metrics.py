@@ -4,9 +4,17 @@ The shim (``jvm-shim/`` in the repository) is a Spark ``StreamingQueryListener``
 written in Java. It turns each progress event of a ``kafka-group`` source into
 gauges of a Spark metrics source named ``kafka_group`` (lag per topic-partition,
 records per second, owned and paused partitions, group generation), which every
-configured sink exposes: Spark's Prometheus servlet at ``/metrics/prometheus`` on
-the UI port, JMX, and the others. The gauge names are listed in
-``docs/metrics.md``.
+sink Spark is configured with exposes: by default Spark's JSON servlet at
+``/metrics/json`` on the UI port; Spark's Prometheus servlet at ``/metrics/prometheus``
+when asked for (``prometheus=True``), JMX (``jmx=True``), and any other sink set in
+``spark.metrics.conf``. The gauge names are listed in ``docs/metrics.md``.
+
+Endpoints: this module opens no port. ``prometheus=True`` adds a path to Spark's UI,
+which Spark serves on every interface unless ``SPARK_LOCAL_IP`` names one, to
+whoever reaches it (Spark's ``spark.ui.filters`` and ACLs apply); the gauges name
+queries, topics and partitions and hold lags and counts, no records and no settings.
+Nothing here changes Spark's own switches (``spark.ui.prometheus.enabled``, for the
+executors' metrics, stays as the user or Spark's default has it).
 
 It is optional: the connector never needs it. This module is the Spark side
 (the settings that load the jar, register the listener and enable the sinks);
@@ -21,7 +29,7 @@ Examples
 >>> from pyspark.sql import SparkSession
 >>> from pyspark_kafka_group.metrics import configure_spark_with_kafka_group_metrics
 >>> builder = SparkSession.builder.master("local[2]").config("spark.ui.port", "4050")
->>> spark = configure_spark_with_kafka_group_metrics(builder).getOrCreate()  # doctest: +SKIP
+>>> spark = configure_spark_with_kafka_group_metrics(builder, prometheus=True).getOrCreate()  # doctest: +SKIP
 
 Then ``curl http://127.0.0.1:4050/metrics/prometheus | grep kafka_group``.
 """
@@ -71,7 +79,7 @@ def _append(existing: Optional[str], value: str, separator: str) -> str:
 def kafka_group_metrics_conf(
     *,
     jar: Optional[PathLike] = None,
-    prometheus: bool = True,
+    prometheus: bool = False,
     jmx: bool = False,
     existing: Optional[Dict[str, str]] = None,
     cache_dir: Optional[PathLike] = None,
@@ -82,9 +90,12 @@ def kafka_group_metrics_conf(
     ----------
     jar : str or path-like, optional
         The shim jar; default :func:`shim_jar` (built on first use).
-    prometheus : bool, default True
-        Enable Spark's Prometheus servlet at ``/metrics/prometheus`` on the UI port
-        (the UI must be enabled: ``spark.ui.enabled`` true, its default).
+    prometheus : bool, default False
+        Add Spark's Prometheus servlet at ``/metrics/prometheus`` on the UI port (a path
+        of the UI, no new port; the UI must be enabled: ``spark.ui.enabled`` true, its
+        default). It serves all of the driver's Spark metrics, the gauges included,
+        without authentication beyond the UI's own, to whoever reaches the UI.
+        Off by default: the gauges then reach the sinks Spark is already configured with.
     jmx : bool, default False
         Also enable Spark's JMX sink.
     existing : dict of str to str, optional
@@ -109,7 +120,6 @@ def kafka_group_metrics_conf(
         ),
     }
     if prometheus:
-        conf["spark.ui.prometheus.enabled"] = "true"
         conf["spark.metrics.conf.*.sink.prometheusServlet.class"] = "org.apache.spark.metrics.sink.PrometheusServlet"
         conf["spark.metrics.conf.*.sink.prometheusServlet.path"] = PROMETHEUS_PATH
     if jmx:
@@ -120,7 +130,7 @@ def kafka_group_metrics_conf(
 def configure_spark_with_kafka_group_metrics(
     builder: "SparkSession.Builder",
     *,
-    prometheus: bool = True,
+    prometheus: bool = False,
     jmx: bool = False,
     cache_dir: Optional[PathLike] = None,
 ) -> "SparkSession.Builder":
@@ -128,16 +138,20 @@ def configure_spark_with_kafka_group_metrics(
 
     Builds the shim jar if needed (:func:`shim_jar`), puts it on the driver's
     classpath and in ``spark.jars``, registers the listener with
-    ``spark.sql.streaming.streamingQueryListeners`` and enables Spark's
-    Prometheus servlet (and, optionally, the JMX sink). Call it before
+    ``spark.sql.streaming.streamingQueryListeners`` and, when asked, enables
+    Spark's Prometheus servlet and the JMX sink. Call it before
     ``getOrCreate()``: a JVM that is already running keeps its classpath.
+    Settings already on the builder are kept (list-valued ones are extended).
 
     Parameters
     ----------
     builder : SparkSession.Builder
         The builder to configure.
-    prometheus : bool, default True
-        Serve the gauges at ``http://<driver>:<ui port>/metrics/prometheus``.
+    prometheus : bool, default False
+        Also serve the gauges (and Spark's other driver metrics) at
+        ``http://<driver>:<ui port>/metrics/prometheus``, a path of Spark's UI: reachable
+        by whoever reaches the UI (see the module docstring). Without it the gauges
+        reach the sinks Spark is configured with (by default ``/metrics/json`` on the UI).
     jmx : bool, default False
         Also publish them over JMX.
     cache_dir : str or path-like, optional
@@ -156,7 +170,7 @@ def configure_spark_with_kafka_group_metrics(
     Examples
     --------
     >>> builder = SparkSession.builder.appName("orders").config("spark.ui.port", "4050")  # doctest: +SKIP
-    >>> spark = configure_spark_with_kafka_group_metrics(builder).getOrCreate()  # doctest: +SKIP
+    >>> spark = configure_spark_with_kafka_group_metrics(builder, prometheus=True).getOrCreate()  # doctest: +SKIP
     """
     options: Dict[str, Any] = getattr(builder, "_options", None) or {}
     existing = {str(k): str(v) for k, v in options.items()}

@@ -6,7 +6,13 @@ Prometheus to scrape) or pushes them to a Pushgateway:
 
 >>> from pyspark_kafka_group.prometheus import export_metrics
 >>> export_metrics(spark, port=9108)                                        # doctest: +SKIP
+>>> export_metrics(spark, port=9108, addr="0.0.0.0")                        # doctest: +SKIP
 >>> export_metrics(spark, push_gateway="http://pushgateway:9091")           # doctest: +SKIP
+
+The HTTP endpoint listens on ``127.0.0.1`` (this machine only) unless ``addr`` names
+another address, and has no authentication: whoever reaches it reads every series
+below (query ids and names, topic names, partition numbers, lags, counts; no record
+data, no settings). Name an address only where the network limits who reaches it.
 
 Metrics (labels ``query_id``, ``query_name``, ``source``; per partition also
 ``topic`` and ``partition``), named after Spark's Kafka source metrics so that
@@ -26,7 +32,8 @@ dashboards built for ``format("kafka")`` find them:
 
 The series of a partition the member no longer owns, and every series of a query
 that stopped, are removed. The listener works under Spark Connect too: Spark then
-runs it on the Connect server (the driver), so the HTTP endpoint is served there;
+runs it on the Connect server (the driver), so the HTTP endpoint is served there
+(on the server's loopback unless ``addr`` says otherwise);
 its registry and server are created in the process that runs it, not pickled.
 Spark's own metrics system (``spark.metrics.conf``) is reached through the JVM
 shim instead (:mod:`pyspark_kafka_group.metrics`).
@@ -50,6 +57,8 @@ __all__ = ["KafkaGroupMetricsListener", "export_metrics"]
 
 logger = logging.getLogger(__name__)
 
+#: Where the HTTP endpoint listens unless the caller names an address: this machine only.
+LOOPBACK = "127.0.0.1"
 _PREFIX = "kafka_group_"
 _QUERY_LABELS = ("query_id", "query_name", "source")
 _PARTITION_LABELS = (*_QUERY_LABELS, "topic", "partition")
@@ -92,9 +101,10 @@ class KafkaGroupMetricsListener(StreamingQueryListener):
     port : int, optional
         Serve the metrics over HTTP on this port (``/metrics``; 0 picks a free port,
         see :attr:`port`).
-    addr : str
-        The address the HTTP server binds (all interfaces by default, for a scraper on
-        another machine; ``127.0.0.1`` keeps it local).
+    addr : str, default "127.0.0.1"
+        The address the HTTP server binds: loopback by default (a scraper on the same
+        machine); name another (``"0.0.0.0"``: every interface) for a scraper elsewhere.
+        The endpoint has no authentication.
     push_gateway : str, optional
         A Prometheus Pushgateway URL; the metrics are pushed after every progress event,
         under ``job``.
@@ -109,13 +119,16 @@ class KafkaGroupMetricsListener(StreamingQueryListener):
     thread-safe.
     """
 
-    def __init__(self, *, port: Optional[int] = None, addr: str = "0.0.0.0",
+    def __init__(self, *, port: Optional[int] = None, addr: str = LOOPBACK,
                  push_gateway: Optional[str] = None, job: str = "kafka-group") -> None:
         if port is None and push_gateway is None:
             raise ConfigError("export_metrics needs port=<n> (an HTTP endpoint for Prometheus to scrape) or "
                               "push_gateway=<url> (a Pushgateway to push to); neither was given")
         if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
             raise ConfigError(f"export_metrics: port must be a TCP port number 0-65535, got {port!r}")
+        if not isinstance(addr, str) or not addr.strip():  # "" would bind every interface
+            raise ConfigError(f"export_metrics: addr must name the address to listen on (default {LOOPBACK}; "
+                              f"'0.0.0.0' for every interface), got {addr!r}")
         if push_gateway is not None and (not isinstance(push_gateway, str) or not push_gateway.strip()):
             raise ConfigError(f"export_metrics: push_gateway must be the Pushgateway's URL, got {push_gateway!r}")
         self.requested_port = port
@@ -275,7 +288,7 @@ class _Exporter:
             self._server = None
 
 
-def export_metrics(spark: "SparkSession", *, port: Optional[int] = None, addr: str = "0.0.0.0",
+def export_metrics(spark: "SparkSession", *, port: Optional[int] = None, addr: str = LOOPBACK,
                    push_gateway: Optional[str] = None, job: str = "kafka-group") -> KafkaGroupMetricsListener:
     """Publish the lag metrics of the session's ``kafka-group`` queries to Prometheus.
 
@@ -285,8 +298,10 @@ def export_metrics(spark: "SparkSession", *, port: Optional[int] = None, addr: s
         The session whose streaming queries to follow (classic or Spark Connect).
     port : int, optional
         Serve ``/metrics`` over HTTP on this port (0: a free one, see the listener's ``port``).
-    addr : str
-        The address to bind (all interfaces by default).
+    addr : str, default "127.0.0.1"
+        The address to bind: loopback by default, so only this machine reaches the
+        endpoint (it has no authentication); ``"0.0.0.0"`` or one interface's address
+        for a scraper on another machine.
     push_gateway : str, optional
         Push to this Prometheus Pushgateway after every progress event instead, or as well.
     job : str

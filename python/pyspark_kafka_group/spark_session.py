@@ -14,6 +14,8 @@ from kafka_group.errors import JavaRuntimeError
 __all__ = ["check_java", "is_connect_session", "local_connect_session", "local_session"]
 
 _MIN_JAVA = 17
+#: The Connect server's listening address (Spark 4.0+; unset, Spark binds every interface).
+CONNECT_BINDING_ADDRESS = "spark.connect.grpc.binding.address"
 
 
 def check_java() -> int:
@@ -109,6 +111,11 @@ def local_connect_session(
     of this process, on Spark Connect's default port 15002, and the session talks
     to it over gRPC. The whole process is in Spark Connect mode from then on.
 
+    The server listens on ``127.0.0.1`` only (Spark's own default is every
+    interface): a Connect client can run code as this process's user, and pyspark's
+    local server checks only a token sent without TLS. Name another address with
+    ``extra_conf={"spark.connect.grpc.binding.address": ...}`` to serve other machines.
+
     Parameters
     ----------
     app_name, cores, extra_conf, extra_jars
@@ -129,6 +136,7 @@ def local_connect_session(
     from pyspark.sql import SparkSession
 
     conf = _session_conf(cores, extra_conf, extra_jars)
+    conf.setdefault(CONNECT_BINDING_ADDRESS, "127.0.0.1")  # unless extra_conf names an address
     if port is None:
         builder = SparkSession.builder.remote(f"local[{cores}]").appName(app_name)
         for key, value in conf.items():

@@ -8,7 +8,8 @@
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger (--trigger-seconds) for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
 environment makes it SIGKILL its own process group at that point
-(see kafka_group.faults). --storage passes a delta-rs storage option to the sink
+(kafka_group.faults names the points; the hook is kafka_group_devbroker.faults, installed
+with the tests' environment). --storage passes a delta-rs storage option to the sink
 (DeltaSink(storage_options=...)) and the source (offsets.table.storage.KEY); delta-rs
 also reads AWS_* environment variables. With --stop-file the query stops (query.stop(), so its
 group member leaves) as soon as that file exists.

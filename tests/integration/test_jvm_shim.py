@@ -147,7 +147,8 @@ def _child(args: Dict[str, Any]) -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
     )
-    spark = configure_spark_with_kafka_group_metrics(builder, cache_dir=args["cache_dir"]).getOrCreate()
+    builder = configure_spark_with_kafka_group_metrics(builder, prometheus=True, cache_dir=args["cache_dir"])
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     url = f"{spark.sparkContext.uiWebUrl}/metrics/prometheus"
     topic = args["topic"]

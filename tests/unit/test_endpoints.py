@@ -65,6 +65,16 @@ def test_the_exporter_listens_where_the_user_names_an_address() -> None:
         listener.stop()
 
 
+def test_an_empty_address_is_refused_not_read_as_every_interface() -> None:
+    pytest.importorskip("prometheus_client")
+    from kafka_group.errors import ConfigError
+    from pyspark_kafka_group.prometheus import KafkaGroupMetricsListener
+
+    for addr in ("", "  "):  # the socket module binds "" to every interface
+        with pytest.raises(ConfigError, match="addr must name the address"):
+            KafkaGroupMetricsListener(port=0, addr=addr)
+
+
 def test_the_shim_settings_turn_on_no_endpoint_unless_asked(tmp_path: pathlib.Path) -> None:
     from pyspark_kafka_group.metrics import kafka_group_metrics_conf
 

@@ -21,7 +21,7 @@ CLIENT_CODE_SETTINGS = ("kafka.plugin.library.paths", "kafka.ssl.engine.location
                         "kafka.sasl.kerberos.kinit.cmd")
 
 #: The parties whose powers the section states.
-PARTIES = ("notebook", "other users on the driver", "READ on the group", "writes the table", "checkpoint",
+PARTIES = ("notebook", "other users on the driver", "READ on the group", "write the Delta table", "write the checkpoint",
            "Spark Connect client")
 
 

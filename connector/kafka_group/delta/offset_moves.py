@@ -8,7 +8,7 @@ the version the caller checked; a race lost to another writer is checked again.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
@@ -126,6 +126,29 @@ class OffsetMoves(OffsetsTable):
             return False
         return True
 
+    def positions_before_reset(self, partitions: Sequence[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
+        """The table's position of each of ``partitions`` (None: never seen), checked as :meth:`reset`
+        checks the table; writes nothing (the offsets tool's dry run; the conditional-put probe,
+        which writes, waits for the reset itself).
+
+        Raises
+        ------
+        OffsetStoreError
+            The table does not exist yet, or belongs to another group.
+        """
+        known = self._positions_in(self._resettable(), partitions)
+        return {tp: known.get(tp) for tp in partitions}
+
+    def _resettable(self) -> Any:
+        """The table at its latest version, which exists and is this group's (or this raises)."""
+        table = self._load(refresh=True)
+        if table is None:
+            raise OffsetStoreError(
+                f"offsets.table '{self.table_path}' does not exist yet: run the query once before resetting offsets"
+            )
+        self._check_owner(table)
+        return table
+
     def reset(self, positions: Mapping[TopicPartition, int], *, reason: str) -> int:
         """Set partitions' positions in a Delta commit of their own (no data).
 
@@ -138,12 +161,7 @@ class OffsetMoves(OffsetsTable):
         """
         from deltalake.transaction import CommitProperties, Transaction
 
-        table = self._load(refresh=True)
-        if table is None:
-            raise OffsetStoreError(
-                f"offsets.table '{self.table_path}' does not exist yet: run the query once before resetting offsets"
-            )
-        self._check_owner(table)
+        table = self._resettable()
         self.check_conditional_put()
         txns = [Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(positions.items())]
         txns.append(Transaction(OWNER_ID, owner_version(self.group)))
