@@ -636,7 +636,8 @@ class S3WithoutConditionalPut:
 
 def listening_addresses(port: int) -> Set[str]:
     """The local addresses of the sockets listening on TCP ``port`` on this machine (IPv4 dotted, IPv6
-    compressed), as the kernel lists them in ``/proc/net/tcp`` and ``tcp6`` (Linux)."""
+    compressed; an IPv4-mapped IPv6 address as its IPv4 address), as the kernel lists them in
+    ``/proc/net/tcp`` and ``tcp6`` (Linux)."""
     import socket
     import struct
 
@@ -653,5 +654,6 @@ def listening_addresses(port: int) -> Set[str]:
             raw = bytes.fromhex(address)
             # the kernel prints each 32-bit word in host order
             words = b"".join(struct.pack("=I", struct.unpack(">I", raw[i:i + 4])[0]) for i in range(0, len(raw), 4))
-            found.add(socket.inet_ntop(family, words))
+            text = socket.inet_ntop(family, words)
+            found.add(text.removeprefix("::ffff:") if text.startswith("::ffff:") and "." in text else text)
     return found
