@@ -10,9 +10,10 @@ the source's options are (:func:`kafka_group.config.security.translate_security`
 
 from __future__ import annotations
 
-import re
 from typing import Dict, Mapping, Optional
 
+from kafka_group.config.config_providers import resolve_references
+from kafka_group.config.properties_text import parse_properties
 from kafka_group.config.security import translate_security
 from kafka_group.errors import ConfigError
 from kafka_group.redaction import register_client_secrets
@@ -21,42 +22,6 @@ __all__ = ["ENV_PREFIX", "parse_properties", "tool_client_settings"]
 
 #: The prefix of environment variables holding Kafka client settings.
 ENV_PREFIX = "KAFKA_GROUP_KAFKA_"
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    def one(match: "re.Match[str]") -> str:
-        c = match.group(1)
-        if c.startswith("u"):
-            return chr(int(c[1:], 16))
-        return _ESCAPES.get(c, c)
-
-    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", one, text)
-
-
-def parse_properties(text: str) -> Dict[str, str]:
-    """The ``key=value`` pairs of a Java properties file (``=``, ``:`` or a blank separates; ``#`` and
-    ``!`` start comments; a line ending in an odd number of backslashes continues on the next)."""
-    logical, pending = [], ""
-    for raw in text.splitlines():
-        line = raw.lstrip() if pending else raw.strip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2:
-            pending += line[:-1]
-            continue
-        logical.append(pending + line)
-        pending = ""
-    if pending:
-        logical.append(pending)
-    result: Dict[str, str] = {}
-    for line in logical:
-        match = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", line, re.S)
-        if match:
-            result[_unescape(match.group(1))] = _unescape(match.group(2))
-    return result
 
 
 def tool_client_settings(command_config: Optional[str], environ: Mapping[str, str],
@@ -88,5 +53,6 @@ def tool_client_settings(command_config: Optional[str], environ: Mapping[str, st
         settings["bootstrap.servers"] = bootstrap_servers
     if not settings.get("bootstrap.servers", "").strip():
         raise ConfigError("give the brokers with --bootstrap-servers (or bootstrap.servers in --command-config)")
+    settings = resolve_references(settings, prefix="", environ=environ, where="this host").options
     register_client_secrets(settings)
     return translate_security(settings)

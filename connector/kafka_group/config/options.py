@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Dict, FrozenSet, Mapping, Optional
 
 from kafka_group.config import option_catalog as catalog
+from kafka_group.config.config_providers import resolve_references
 from kafka_group.config.option_catalog import OPTION_DEFAULTS, OPTION_SPELLING
 from kafka_group.config.option_rules import (
     check_group_given,
@@ -101,6 +102,11 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         and says how to fix it.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
+    _refuse_invalid_unicode(opts)
+    # Kafka's config providers: ${env:VAR}, ${file:path:key}, ${dir:path:file} resolved here, on the driver,
+    # so every client (executors' readers included) gets the values; Spark's plan keeps only the references.
+    resolved = resolve_references(opts, prefix="kafka.", also=(catalog.OFFSETS_TABLE_STORAGE_PREFIX,))
+    opts = resolved.options
     _refuse_invalid_unicode(opts)
     # Keys first: refused client settings, Spark options with a pointer, unknown spellings.
     client_config = _client_config(opts)
@@ -214,6 +220,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         client_config=client_config,
         ending_offsets=_ending(opts),
         given=frozenset(opts),
+        provided_secrets=resolved.secrets,
     )
     if stream:
         check_stream_options(parsed)

@@ -15,6 +15,7 @@ from kafka_group.plan.planning import FlowPolicy, TaskSizing
 from kafka_group.redaction import (
     is_secret_client_key,
     register_client_secrets,
+    register_secret,
     register_storage_secrets,
     scrub,
 )
@@ -58,6 +59,11 @@ class SourceOptions:
         ``endingOffsetsByTimestamp``); None when none is set.
     given : frozenset of str
         The keys the user set (lower-cased), for the rules of streams and batch reads.
+    provided_secrets : tuple of str
+        The values Kafka's config providers resolved (``${env:...}``, ``${file:...}``,
+        ``${dir:...}`` references in ``kafka.*`` and ``offsets.table.storage.*`` options,
+        :mod:`kafka_group.config.config_providers`): secrets, registered for scrubbing in
+        every process that unpickles these options. Never shown.
     """
 
     subscription_kind: str
@@ -89,6 +95,7 @@ class SourceOptions:
     given: FrozenSet[str] = frozenset()
     task_sizing: TaskSizing = field(default_factory=TaskSizing)
     client_config: Mapping[str, str] = field(default_factory=dict)
+    provided_secrets: Tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -116,6 +123,8 @@ class SourceOptions:
         # Every secret value is scrubbed from what this process emits (kafka_group.redaction).
         register_client_secrets(self.client_config)
         register_storage_secrets(self.offsets_table_storage)
+        for secret in self.provided_secrets:
+            register_secret(secret)
 
     def __setstate__(self, state: Dict[str, object]) -> None:
         # Unpickled in another process (a planning worker, an executor): its secrets are registered there too.
