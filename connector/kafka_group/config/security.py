@@ -79,6 +79,10 @@ SECURITY_OPTIONS: Tuple[Tuple[str, str, str], ...] = (
      "others refused"),
     ("ssl.provider, ssl.secure.random.implementation, ssl.engine.factory.class", "-",
      "refused (Java security providers; librdkafka uses OpenSSL)"),
+    ("config.providers, config.providers.NAME.class, config.providers.NAME.param.*", "-", "Kafka's "
+     "`EnvVarConfigProvider`, `FileConfigProvider`, `DirectoryConfigProvider` (no other class): `${NAME:VAR}`, "
+     "`${NAME:/file.properties:key}`, `${NAME:/folder:file}` in any `kafka.*` or `offsets.table.storage.*` value "
+     "resolved on the driver at `load()`; see *Secrets from the platform*"),
 )
 
 #: Java-only settings librdkafka does not have: (exact key or prefix ending in '.', why).
