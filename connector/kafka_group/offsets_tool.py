@@ -25,7 +25,9 @@ A secured cluster's settings come from a properties file, as Kafka's own tools t
 (``--command-config client.properties``: ``security.protocol=SASL_SSL``, ``sasl.jaas.config=...``,
 ``ssl.truststore.location=...``; Java forms are translated as the source's options are), or from
 environment variables ``KAFKA_GROUP_KAFKA_<SETTING>`` (``KAFKA_GROUP_KAFKA_SASL_PASSWORD``);
-never from the command line, where other users of the host would see a password.
+never from the command line, where other users of the host would see a password. Kafka's config
+providers (``config.providers=env`` with ``${env:VAR}``, ``file``, ``dir``) are resolved in them as
+Kafka's tools resolve them (:mod:`kafka_group.config.config_providers`).
 """
 
 from __future__ import annotations
