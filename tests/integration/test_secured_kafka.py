@@ -167,8 +167,9 @@ def test_a_password_from_a_config_provider_reads_with_both_sources(
 ) -> None:
     """Issue 28 item 6: the password is no option literal but a reference to a properties file (Kafka's
     FileConfigProvider, ``${file:path:key}``). The same option map reads the same rows through
-    ``format("kafka-group")`` (a stream into Delta; resolved on the driver) and Spark's ``format("kafka")``
-    (a batch read; the Java client resolves it)."""
+    Spark's ``format("kafka")`` (a batch read; the Java client resolves it) and ``format("kafka-group")`` (a
+    stream into Delta). The connector resolves it once, on the driver at ``load()``: the file is gone when the
+    query runs, and neither the group member nor the executors' readers need it."""
     topic, group, table = create_topic(secured_kafka, 2), unique_name("group"), tmp_path / "table"
     counts = {0: 3, 1: 2}
     produce(secured_kafka.bootstrap_servers, topic, counts)
@@ -183,10 +184,11 @@ def test_a_password_from_a_config_provider_reads_with_both_sources(
         "kafka.sasl.jaas.config": ("org.apache.kafka.common.security.plain.PlainLoginModule required "
                                    f'username="alice" password="${{file:{secrets}:password}}";'),
     }
-    land_available_now(_stream(spark, options, topic, group, table),
-                       DeltaSink(str(table), transform=keep_columns), tmp_path / "chk")
-    assert table_records(table) == expected(topic, counts)
-
     rows = (spark.read.format("kafka").options(**options).option("subscribe", topic).load()
             .select("topic", "partition", "offset").collect())
     assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(expected(topic, counts))
+
+    stream = _stream(spark, options, topic, group, table)
+    secrets.unlink()
+    land_available_now(stream, DeltaSink(str(table), transform=keep_columns), tmp_path / "chk")
+    assert table_records(table) == expected(topic, counts)
