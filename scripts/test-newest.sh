@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KAFKA_GROUP_VENV="${KAFKA_GROUP_VENV:-$PWD/.venv-newest}"
+# One SIGKILL at each step of the commit protocol (the pinned tier kills three times at each).
+export KAFKA_GROUP_CRASH_KILLS="${KAFKA_GROUP_CRASH_KILLS:-4}"
 source scripts/venv.sh "spark,connect,test-base"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pyspark[sql,connect]>=4.2"
 "$venv/bin/python" -c "import pyspark, pandas, pyarrow; print(f'newest-pyspark tier: pyspark {pyspark.__version__}, pandas {pandas.__version__}, pyarrow {pyarrow.__version__}')"
