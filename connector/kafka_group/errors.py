@@ -199,6 +199,39 @@ class BrokerUnavailableError(KafkaGroupError):
     retriable = True
 
 
+class AuthenticationError(KafkaGroupError, PermissionError):
+    """The Kafka cluster refused the client's login: a wrong password, an expired or refused
+    token, a TLS handshake that failed (a certificate authority the client does not trust, a
+    host name that does not match, a client certificate the broker does not accept).
+
+    Raised on the driver at its first contact with the cluster (before any batch) and on
+    executors by a reader. The message names the security protocol and SASL mechanism, the
+    principal where the settings name one (never a secret), librdkafka's reason and the options
+    to fix. Not retriable: the same settings are refused again.
+    """
+
+
+class AuthorizationError(KafkaGroupError, PermissionError):
+    """The cluster accepted the login but an ACL refuses the principal an operation: READ on a
+    topic, READ on the consumer group, DESCRIBE on the cluster.
+
+    Raised on the driver before any batch (metadata, the group join, offsets) and on executors
+    by a reader. The message names the principal and its mechanism, the resource (topic, group
+    or cluster) and the ``kafka-acls`` command that grants what is missing. Not retriable until
+    the ACL is granted.
+
+    Attributes
+    ----------
+    resource_type : str
+        ``topic``, ``group`` or ``cluster``.
+    resource_name : str or None
+        The topic's or group's name (None for the cluster, or when the client did not say which).
+    """
+
+    resource_type: str = "cluster"
+    resource_name: Optional[str] = None
+
+
 class GroupMembershipError(KafkaGroupError):
     """The driver's consumer-group member failed (join, poll or leave)."""
 

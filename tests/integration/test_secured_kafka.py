@@ -7,10 +7,10 @@ StandardAuthorizer ACLs. Records are produced through the super-user PLAINTEXT
 listener; every query reads through a secured one, as ``User:alice`` (READ on every
 topic and group) or ``User:bob`` (only what a test grants him).
 
-Option translation (JAAS, JKS) and the connector's own authentication and
-authorization errors are other items of issue 28: these tests use librdkafka's
-names and assert only that a refused login or a missing ACL fails the query with
-nothing landed.
+Option translation (JAAS, JKS) is another item of issue 28: these tests use librdkafka's
+names. A refused login or a missing ACL fails the query with nothing landed, with the
+connector's own error (item 3): an ``AuthenticationError`` or ``AuthorizationError``
+naming the mechanism, the resource and the fix, never "could not reach".
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from kafka_group_devbroker.secured_kafka import SECURITY_MODES, USERS, SecuredKafka
+from kafka_group_devbroker.throwaway_ca import ThrowawayCA
 from pyspark_kafka_group import DeltaSink
 from tests.support import (
     BROKER_ENGINE,
@@ -124,18 +125,14 @@ def test_a_wrong_password_fails_the_query_and_lands_nothing(
     error = _refused(spark, secured_kafka.source_options(mode, password=wrong), topic, group, tmp_path)
     assert wrong not in error
     _log.warning("wrong password, %s: the query failed with:\n%s", mode, _kafka_error_lines(error))
+    assert "AuthenticationError" in error and "could not reach" not in error
+    assert f"SASL_PLAINTEXT/{secured_kafka.client_config(mode)['sasl.mechanism']}" in error
+    assert "User:alice" in error and "sasl.password" in error  # the principal and the option to fix
 
 
 @pytest.mark.parametrize("missing", [
-    # Long tier: today this case waits out its whole bound (60 s of CI time); the topic case runs by default.
-    pytest.param("group", marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=(
-        "issue 28 item 3: GROUP_AUTHORIZATION_FAILED reaches the member as a non-fatal error event, logged at "
-        "DEBUG; the driver warns \"group ... assigned no partitions within 10000 ms (option 'groupJoinTimeoutMs'); "
-        "planning empty batches until it does\" and the AvailableNow query never ends"))]),
-    pytest.param("topic", marks=pytest.mark.xfail(strict=True, reason=(
-        "issue 28 item 3: an unauthorized topic looks missing: the driver warns \"subscribed topics ... do not "
-        "exist yet ...; their partitions are planned once they are created\" and the AvailableNow query ends "
-        "without error, having read nothing"))),
+    long_tier("group", id="group"),  # the topic case runs by default
+    "topic",
 ])
 def test_a_missing_acl_fails_the_query_and_lands_nothing(
     spark: SparkSession, secured_kafka: SecuredKafka, tmp_path: pathlib.Path, missing: str
@@ -147,6 +144,29 @@ def test_a_missing_acl_fails_the_query_and_lands_nothing(
     secured_kafka.grant("bob", **({"group": group} if missing == "topic" else {"topic": topic}))
     error = _refused(spark, secured_kafka.source_options("plain", user="bob"), topic, group, tmp_path, bound_s=60)
     _log.warning("no %s READ ACL: the query failed with:\n%s", missing, _kafka_error_lines(error))
+    resource = topic if missing == "topic" else group
+    assert "AuthorizationError" in error and "could not reach" not in error
+    assert f"{missing} '{resource}'" in error and "User:bob" in error  # the resource and the principal
+    assert f"--operation Read --{missing} {resource}" in error  # the fix
+
+
+def test_an_unknown_certificate_authority_fails_a_batch_read(
+    spark: SparkSession, secured_kafka: SecuredKafka, tmp_path: pathlib.Path
+) -> None:
+    """A client that trusts another CA than the one that signed the broker's certificate: the TLS
+    handshake fails, and the read says so (and which option to fix), not that the cluster is unreachable."""
+    topic = create_topic(secured_kafka, 1)
+    options = {**secured_kafka.source_options("ssl"), "kafka.ssl.ca.pem": ThrowawayCA("another CA").certificate_pem,
+               **_REFUSED_OPTIONS}
+    reader = spark.read.format("kafka-group").option("subscribe", topic).option("endingOffsets", "latest")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    with pytest.raises(Exception) as raised:
+        reader.load().collect()
+    error = str(raised.value)
+    _log.warning("unknown CA: the read failed with:\n%s", _kafka_error_lines(error))
+    assert "AuthenticationError" in error and "could not reach" not in error
+    assert "SSL" in error and "ssl.ca.pem" in error
 
 
 def test_the_granted_acls_are_enough(spark: SparkSession, secured_kafka: SecuredKafka, tmp_path: pathlib.Path) -> None:

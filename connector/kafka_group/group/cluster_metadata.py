@@ -15,11 +15,14 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from kafka_group.access_errors import access_error, access_error_of
 
 from kafka_group.config.client_config import isolation_level
 from kafka_group.config.source_options import redact_client_config
-from kafka_group.errors import BrokerUnavailableError, UnknownTopicOrPartitionError
+from kafka_group.errors import BrokerUnavailableError, KafkaGroupError, UnknownTopicOrPartitionError
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["ClusterView"]
@@ -80,7 +83,29 @@ class ClusterView:
         logger.debug("admin client settings: %s", redact_client_config(self._config))
         self._admin_lock = threading.Lock()
         self._renewed_at = -_RENEW_INTERVAL_S
-        self._admin = AdminClient(dict[str, Any](self._config))
+        # A refused login reaches the admin client only through its error callback (the request
+        # itself fails with "Broker transport failure"): kept here, read when a request fails.
+        self._refusal: Optional[KafkaGroupError] = None
+        self._admin = self._new_admin()
+
+    def _new_admin(self) -> AdminClient:
+        return AdminClient(dict[str, Any]({**self._config, "error_cb": self._on_client_error}))
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        # Any thread that polls the admin client (see _raise_refusal).
+        found = access_error(error, self._config)
+        if found is not None:
+            self._refusal = found
+        else:
+            logger.debug("admin client of '%s': %s", self._servers, error.str())
+
+    def _raise_refusal(self, admin: AdminClient, cause: BaseException) -> None:
+        """Raise the connector's error for a refused login or a missing ACL behind ``cause``, if that is
+        what it was: the error callback's (served here) or ``cause``'s own."""
+        admin.poll(0)
+        found = self._refusal or access_error_of(cause, self._config)
+        if found is not None:
+            raise found from cause
 
     def _renew_admin(self) -> AdminClient:
         """Replace the admin client with a new one, whose metadata is fetched afresh.
@@ -89,7 +114,7 @@ class ClusterView:
         a broker dies (measured on Apache Kafka 4.3: every later request for those partitions
         timed out and answered offset -1001, for minutes, while a new client answered at once).
         """
-        fresh = AdminClient(dict[str, Any](self._config))
+        fresh = self._new_admin()
         with self._admin_lock:
             stale, self._admin = self._admin, fresh
             self._renewed_at = time.monotonic()
@@ -107,21 +132,48 @@ class ClusterView:
         ------
         BrokerUnavailableError
             The cluster did not answer within the timeout.
+        AuthenticationError
+            The cluster refused the login.
+        AuthorizationError
+            A topic named in ``topics`` is not one the principal may read (Kafka does not list
+            such topics: without this check it would look missing).
         """
+        admin = self._current_admin()
         try:
-            metadata = self._current_admin().list_topics(timeout=self._timeout_s)
+            metadata = admin.list_topics(timeout=self._timeout_s)
         except KafkaException as exc:
+            self._raise_refusal(admin, exc)
             raise BrokerUnavailableError.from_kafka(
                 f"could not reach the Kafka cluster at '{self._servers}' (option 'kafka.bootstrap.servers') "
                 f"within {self._timeout_s:g} s: {exc.args[0].str() if exc.args else exc}. Check the servers "
                 "and the network, or raise 'kafkaConsumer.connectTimeoutMs'", exc
             ) from exc
+        admin.poll(0)  # what the error callback has to say is of an earlier, passing trouble
+        self._refusal = None
         wanted = None if topics is None else set(topics)
+        unlisted = sorted(t for t in wanted or () if t not in metadata.topics or metadata.topics[t].error is not None)
+        if unlisted:
+            self._check_topic_access(admin, unlisted)
         return {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()
             if (wanted is None or name in wanted) and topic.error is None and not name.startswith("__")
         }
+
+    def _check_topic_access(self, admin: AdminClient, topics: Sequence[str]) -> None:
+        """Raise AuthorizationError for the first of ``topics`` (absent from the cluster's listing) that
+        the principal may not describe; the others do not exist (or did not answer: asked again later)."""
+        try:
+            futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=self._timeout_s)
+            for topic, future in futures.items():
+                try:
+                    future.result(timeout=self._timeout_s + 5)
+                except KafkaException as exc:
+                    found = access_error_of(exc, self._config, topic=topic)
+                    if found is not None:
+                        raise found from exc
+        except (KafkaException, TimeoutError) as exc:
+            logger.debug("could not tell whether topics %s are missing or refused: %s", ",".join(topics), exc)
 
     def matching_partitions(self, pattern: str) -> List[TopicPartition]:
         """Every partition of every topic whose whole name matches ``pattern``."""
@@ -232,6 +284,7 @@ class ClusterView:
                 request, isolation_level=isolation or self._isolation, request_timeout=self._timeout_s
             )
         except KafkaException as exc:
+            self._raise_refusal(admin, exc)
             raise BrokerUnavailableError.from_kafka(f"listing offsets at '{self._servers}' failed: {exc}", exc) from exc
         answered: Dict[TopicPartition, int] = {}
         unanswered: List[TopicPartition] = []
@@ -240,6 +293,9 @@ class ClusterView:
             try:
                 offset = int(future.result(timeout=self._timeout_s + 5).offset)
             except KafkaException as exc:
+                refused = access_error_of(exc, self._config, topic=tp.topic)
+                if refused is not None:
+                    raise refused from exc
                 if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     logger.warning("no offsets for %s: the cluster does not know it", tp)
                 else:

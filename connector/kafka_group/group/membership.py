@@ -22,8 +22,9 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafka_group.access_errors import access_error, raising_error_callback
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
-from kafka_group.errors import GroupMembershipError
+from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.group.offset_commits import AwaitedCommit, commit_positions, describe_positions
 from kafka_group.group.pending_commits import PendingCommits
 from kafka_group.group.rebalance_event import RebalanceEvent
@@ -90,7 +91,12 @@ class GroupMember:
         # Awaited commits sent and not answered yet (polling thread only).
         self._acks_sent: List[AwaitedCommit] = []
         self._async_commits_unanswered = 0
-        settings: Dict[str, Any] = {**config, "on_commit": self._on_commit}
+        self._config = config
+        # A refused login or a missing ACL raises the connector's error out of poll(): the member fails
+        # (see _poll_loop), as a Java consumer's poll() throws; librdkafka would retry it for ever.
+        settings: Dict[str, Any] = {**config, "on_commit": self._on_commit,
+                                    "error_cb": raising_error_callback(config, group=group_id,
+                                                                       client=f"member of group '{group_id}'")}
         try:
             self._consumer = Consumer(settings, logger=logging.getLogger("kafka_group.librdkafka"))
         except KafkaException as exc:
@@ -337,7 +343,7 @@ class GroupMember:
                     message = self._consumer.poll(_POLL_TIMEOUT_S)
                 error = message.error() if message is not None else None
                 if error is not None:
-                    self._on_error(error)
+                    self._on_error(error, message.topic() if message is not None else None)
             except Exception as exc:  # poll() also raises a bare KafkaError when a rebalance callback fails
                 if self._closed.is_set():
                     return
@@ -347,8 +353,15 @@ class GroupMember:
                 return
             time.sleep(_IDLE_BETWEEN_POLLS_S)
 
-    def _on_error(self, error: KafkaError) -> None:
-        if error.fatal():
+    def _on_error(self, error: KafkaError, topic: Optional[str] = None) -> None:
+        refused = access_error(error, self._config, topic=topic, group=self.group_id)
+        if refused is not None:
+            # GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED: not fatal to librdkafka, which retries
+            # for ever, while the query would plan empty batches (or end having read nothing).
+            with self._state:
+                self._poll_error = refused
+            logger.error("the member of group '%s' failed: %s", self.group_id, refused)
+        elif error.fatal():
             with self._state:
                 self._poll_error = KafkaException(error)
             logger.error("fatal error in the member of group '%s': %s", self.group_id, error.str())
@@ -356,6 +369,8 @@ class GroupMember:
             logger.debug("member of group '%s': %s", self.group_id, error.str())
 
     def _raise_poll_error(self) -> None:
+        if isinstance(self._poll_error, KafkaGroupError):
+            raise self._poll_error  # a refused login or a missing ACL: its own error says what to fix
         if self._poll_error is not None:
             raise GroupMembershipError(
                 f"the member of group '{self.group_id}' failed: {self._poll_error}"

@@ -56,6 +56,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafka_group.access_errors import access_error
 from kafka_group.errors import FetchError
 from kafka_group.offsets import OffsetRange
 from kafka_group.read import gaps
@@ -260,6 +261,9 @@ def _unpartitioned(consumer: Consumer, messages: List[Message], reading: PassSta
                                                 settings)
                 progressed = reading.advance(state, next_offset) or progressed
             continue
+        refused = access_error(error, settings.client_config)
+        if refused is not None:
+            raise refused
         if error.fatal() or not error.retriable():
             raise FetchError(f"reading {reading.describe_pending()} failed: {error.str()}",
                              kafka_error_code=error.code())

@@ -22,6 +22,7 @@ from typing import Any, Optional, Tuple
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafka_group.access_errors import access_error
 from kafka_group.errors import DataLossError, FetchError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read.read_settings import ReadSettings
@@ -52,6 +53,9 @@ def handle_error(
     """Deal with an error event; return the offset to continue from."""
     code = error.code()
     tp = offset_range.topic_partition
+    refused = access_error(error, settings.client_config, topic=tp.topic)
+    if refused is not None:
+        raise refused  # no READ on the topic (an ACL removed since the plan, say): retrying cannot help
     if code == KafkaError._PARTITION_EOF:
         end = message.offset()
         if end is not None and end >= offset_range.until_offset:
