@@ -136,7 +136,7 @@ def access_error(error: KafkaError, config: Mapping[str, str], *, topic: Optiona
 
 def _login_fix(code: int, reason: str, described: str) -> str:
     """What to check, by what failed: the TLS handshake, or the SASL mechanism's credentials."""
-    if code == KafkaError._SSL or re.search(r"SSL|certificate", reason, re.IGNORECASE):
+    if code == KafkaError._SSL or re.search(r"SSL handshake|certificate", reason, re.IGNORECASE):
         return ("The TLS handshake failed: make 'kafka.ssl.ca.pem' (or 'kafka.ssl.ca.location', or the "
                 "'kafka.ssl.truststore.*' options) trust the authority that signed the brokers' certificates, check "
                 "that the broker's host name matches its certificate ('kafka.ssl.endpoint.identification.algorithm'), "

@@ -157,7 +157,7 @@ def test_an_unknown_certificate_authority_fails_a_batch_read(
     handshake fails, and the read says so (and which option to fix), not that the cluster is unreachable."""
     topic = create_topic(secured_kafka, 1)
     options = {**secured_kafka.source_options("ssl"), "kafka.ssl.ca.pem": ThrowawayCA("another CA").certificate_pem,
-               **_REFUSED_OPTIONS}
+               "kafkaConsumer.connectTimeoutMs": _REFUSED_OPTIONS["kafkaConsumer.connectTimeoutMs"]}
     reader = spark.read.format("kafka-group").option("subscribe", topic).option("endingOffsets", "latest")
     for key, value in options.items():
         reader = reader.option(key, value)
