@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.access_errors import access_error, raising_error_callback
+from kafka_group.access_errors import access_error
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.group.offset_commits import AwaitedCommit, commit_positions, describe_positions
@@ -92,11 +92,8 @@ class GroupMember:
         self._acks_sent: List[AwaitedCommit] = []
         self._async_commits_unanswered = 0
         self._config = config
-        # A refused login or a missing ACL raises the connector's error out of poll(): the member fails
-        # (see _poll_loop), as a Java consumer's poll() throws; librdkafka would retry it for ever.
-        settings: Dict[str, Any] = {**config, "on_commit": self._on_commit,
-                                    "error_cb": raising_error_callback(config, group=group_id,
-                                                                       client=f"member of group '{group_id}'")}
+        # A refused login reaches the member only through the error callback (see _on_error).
+        settings: Dict[str, Any] = {**config, "on_commit": self._on_commit, "error_cb": self._on_error}
         try:
             self._consumer = Consumer(settings, logger=logging.getLogger("kafka_group.librdkafka"))
         except KafkaException as exc:
@@ -354,13 +351,24 @@ class GroupMember:
             time.sleep(_IDLE_BETWEEN_POLLS_S)
 
     def _on_error(self, error: KafkaError, topic: Optional[str] = None) -> None:
+        """An error event of the member (a message's error, or the client's error callback).
+
+        A refused login (the callback) or a missing group or topic ACL (GROUP_AUTHORIZATION_FAILED,
+        TOPIC_AUTHORIZATION_FAILED as a message's error) fails the member with the connector's own
+        error, raised to planning by :meth:`owned` and :meth:`wait_for_assignment`, as a Java consumer's
+        poll() throws: librdkafka treats them as non-fatal and retries for ever, while the query
+        would plan empty batches (or end having read nothing). The callback records, never raises:
+        it also runs inside ``committed()`` and ``close()``.
+
+        Caller: the polling thread (or the thread in ``committed()``/``close()``), inside the client.
+        """
         refused = access_error(error, self._config, topic=topic, group=self.group_id)
         if refused is not None:
-            # GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED: not fatal to librdkafka, which retries
-            # for ever, while the query would plan empty batches (or end having read nothing).
             with self._state:
+                again = str(self._poll_error) == str(refused)  # librdkafka retries a login every few 100 ms
                 self._poll_error = refused
-            logger.error("the member of group '%s' failed: %s", self.group_id, refused)
+            if not again:
+                logger.error("the member of group '%s' failed: %s", self.group_id, refused)
         elif error.fatal():
             with self._state:
                 self._poll_error = KafkaException(error)
