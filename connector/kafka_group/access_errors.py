@@ -128,16 +128,23 @@ def access_error(error: KafkaError, config: Mapping[str, str], *, topic: Optiona
         return None
     if code == KafkaError._SSL and _TLS_CONNECTION_LOST.search(reason) and not _LOGIN_TEXT.search(reason):
         return None
-    return AuthenticationError(
-        f"the Kafka cluster at '{servers}' refused the login of {principal} over {described}: {reason}. "
-        f"{_login_fix(code, reason, described)}",
-        kafka_error_code=code, kafka_error_name=name)
+    if _is_tls_failure(code, reason):
+        # The client may be the one refusing (a broker certificate it cannot verify), or the broker.
+        what = f"the TLS handshake with the Kafka cluster at '{servers}' failed ({described}, as {principal})"
+    else:
+        what = f"the Kafka cluster at '{servers}' refused the login of {principal} over {described}"
+    return AuthenticationError(f"{what}: {reason}. {_login_fix(code, reason, described)}",
+                               kafka_error_code=code, kafka_error_name=name)
+
+
+def _is_tls_failure(code: int, reason: str) -> bool:
+    return code == KafkaError._SSL or re.search(r"SSL handshake|certificate", reason, re.IGNORECASE) is not None
 
 
 def _login_fix(code: int, reason: str, described: str) -> str:
     """What to check, by what failed: the TLS handshake, or the SASL mechanism's credentials."""
-    if code == KafkaError._SSL or re.search(r"SSL handshake|certificate", reason, re.IGNORECASE):
-        return ("The TLS handshake failed: make 'kafka.ssl.ca.pem' (or 'kafka.ssl.ca.location', or the "
+    if _is_tls_failure(code, reason):
+        return ("Make 'kafka.ssl.ca.pem' (or 'kafka.ssl.ca.location', or the "
                 "'kafka.ssl.truststore.*' options) trust the authority that signed the brokers' certificates, check "
                 "that the broker's host name matches its certificate ('kafka.ssl.endpoint.identification.algorithm'), "
                 "and, for mutual TLS, that 'kafka.ssl.certificate.pem' and 'kafka.ssl.key.pem' (or the "

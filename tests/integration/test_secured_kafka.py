@@ -166,7 +166,7 @@ def test_an_unknown_certificate_authority_fails_a_batch_read(
     error = str(raised.value)
     _log.warning("unknown CA: the read failed with:\n%s", _kafka_error_lines(error))
     assert "AuthenticationError" in error and "could not reach" not in error
-    assert "SSL" in error and "ssl.ca.pem" in error
+    assert "TLS handshake" in error and "'kafka.ssl.ca.pem'" in error
 
 
 def test_the_granted_acls_are_enough(spark: SparkSession, secured_kafka: SecuredKafka, tmp_path: pathlib.Path) -> None:

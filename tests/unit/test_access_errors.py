@@ -83,7 +83,8 @@ def test_an_unknown_certificate_authority_is_an_authentication_error_naming_the_
                                                                                             reason: str) -> None:
     error = access_error(KafkaError(code, reason), _config("SSL"))
     assert isinstance(error, AuthenticationError)
-    assert "over SSL" in str(error) and "TLS handshake failed" in str(error) and "'kafka.ssl.ca.pem'" in str(error)
+    assert "the TLS handshake with the Kafka cluster at 'broker-1:9093' failed (SSL, as User:ANONYMOUS)" in str(error)
+    assert "Make 'kafka.ssl.ca.pem'" in str(error)
 
 
 @pytest.mark.parametrize("code, reason", [
