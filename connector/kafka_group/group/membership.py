@@ -351,17 +351,10 @@ class GroupMember:
             time.sleep(_IDLE_BETWEEN_POLLS_S)
 
     def _on_error(self, error: KafkaError, topic: Optional[str] = None) -> None:
-        """An error event of the member (a message's error, or the client's error callback).
-
-        A refused login (the callback) or a missing group or topic ACL (GROUP_AUTHORIZATION_FAILED,
-        TOPIC_AUTHORIZATION_FAILED as a message's error) fails the member with the connector's own
-        error, raised to planning by :meth:`owned` and :meth:`wait_for_assignment`, as a Java consumer's
-        poll() throws: librdkafka treats them as non-fatal and retries for ever, while the query
-        would plan empty batches (or end having read nothing). The callback records, never raises:
-        it also runs inside ``committed()`` and ``close()``.
-
-        Caller: the polling thread (or the thread in ``committed()``/``close()``), inside the client.
-        """
+        """A message's error or the error callback's (which also runs inside ``committed()`` and ``close()``:
+        it records, never raises). A refused login or a missing group or topic ACL fails the member with the
+        connector's error, raised by :meth:`owned` and :meth:`wait_for_assignment` (librdkafka retries them
+        for ever: the query planned empty batches). Caller: whichever thread is inside the client."""
         refused = access_error(error, self._config, topic=topic, group=self.group_id)
         if refused is not None:
             with self._state:
