@@ -571,14 +571,19 @@ class S3Server:
 
     def stop(self) -> None:
         """Stop the server process (by its pid) and close its log."""
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(10)
+        stop_process(self._process)
         self._log.close()
+
+
+def stop_process(process: "subprocess.Popen[bytes]") -> None:
+    """End ``process`` (one this test run started): SIGTERM, then SIGKILL after 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 class S3WithoutConditionalPut:
@@ -624,13 +629,7 @@ class S3WithoutConditionalPut:
 
     def stop(self) -> None:
         """Stop the proxy process (by its pid) and close its log."""
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(10)
+        stop_process(self._process)
         self._log.close()
 
 
