@@ -29,7 +29,7 @@ import pytest
 
 from kafka_group_devbroker import EmbeddedKafka
 from kafka_group_devbroker.secured_kafka import SecuredKafka
-from tests.support import BROKER_ENGINE, RUN_SLOW, Cluster, create_topic, mock
+from tests.support import BROKER_ENGINE, RUN_SLOW, Cluster, S3Server, create_topic, mock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,6 +98,16 @@ def secured_kafka() -> Iterator[SecuredKafka]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """An S3-compatible server (moto) on loopback, for one module; stopped when the module ends."""
+    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

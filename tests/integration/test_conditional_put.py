@@ -42,15 +42,6 @@ SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset"
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def no_cas(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3WithoutConditionalPut]:
     proxy = S3WithoutConditionalPut(s3, tmp_path_factory.mktemp("proxy") / "proxy.log")
     try:

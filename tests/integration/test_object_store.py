@@ -9,7 +9,7 @@ import pathlib
 import signal
 import subprocess
 from collections import Counter
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pyarrow as pa
 import pytest
@@ -41,15 +41,6 @@ from tests.support import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def s3_records(uri: str, options: Dict[str, str]) -> Counter[Any]:
