@@ -493,11 +493,11 @@ def _read_text(session: Any, location: str) -> Optional[str]:
 
 def _query_id(metadata: Optional[str]) -> Optional[str]:
     """The query id in a checkpoint's ``metadata`` file (``{"id": ...}``), or ``None``."""
-    import json
+    from kafka_group.json_text import parse_json
 
     try:
-        doc = json.loads(metadata or "null")
-    except ValueError:
+        doc = parse_json(metadata or "null")
+    except ValueError:  # NotJson: malformed, too deep or too large a number
         return None
     return str(doc["id"]) if isinstance(doc, dict) and "id" in doc else None
 

@@ -8,7 +8,7 @@ from typing import Optional
 import pytest
 
 from kafka_group.errors import ConfigError
-from pyspark_kafka_group.delta_sink import _local_path
+from pyspark_kafka_group.delta_sink import _local_path, _query_id
 
 
 @pytest.mark.parametrize(("location", "local"), [
@@ -46,3 +46,9 @@ def test_a_checkpoint_that_already_committed_the_batch_is_not_this_querys(tmp_pa
     assert sink._read_offsets_file(_Batch(), 3).endswith("plan 3\n")  # a replay of 3 or its first run
     with pytest.raises(ConfigError, match=r"checkpoint_location='.*chk'.*already committed batch 2"):
         sink._read_offsets_file(_Batch(), 2)
+
+
+@pytest.mark.parametrize("metadata", ['{"id": 5', "[" * 100_000, '{"id": ' + "9" * 5000 + "}"])
+def test_a_checkpoint_metadata_file_that_is_not_json_has_no_query_id(metadata: str) -> None:
+    assert _query_id(metadata) is None
+    assert _query_id('{"id": "abc"}') == "abc"
