@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import pyarrow as pa
 
@@ -18,8 +18,8 @@ from kafka_group.read.read_settings import ReadSettings
 __all__ = ["raw_consume", "python_read_path", "kcat_drain", "cpu_scaling"]
 
 
-def _reader_conf(servers: str) -> Dict[str, str]:
-    return reader_config({"bootstrap.servers": servers}, "bench-baseline")
+def _reader_conf(servers: str, security: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    return reader_config({"bootstrap.servers": servers, **(security or {})}, "bench-baseline")
 
 
 def raw_consume(servers: str, workload: Workload, batch: int = 10_000) -> float:
@@ -49,7 +49,8 @@ def raw_consume(servers: str, workload: Workload, batch: int = 10_000) -> float:
     return seconds
 
 
-def python_read_path(servers: str, workload: Workload, read: Any = None) -> float:
+def python_read_path(servers: str, workload: Workload, read: Any = None,
+                     security: Optional[Mapping[str, str]] = None) -> float:
     """Baseline (a2): the connector's executor read path in this one process, building Arrow
     batches of Spark's Kafka schema. Returns seconds.
 
@@ -57,9 +58,10 @@ def python_read_path(servers: str, workload: Workload, read: Any = None) -> floa
     (:func:`kafka_group.read.fetch.read_ranges`: one pooled client, one assignment of every
     partition). ``read`` (a function of one range and the settings, such as
     :func:`kafka_group.read.fetch.read_range` or an older module's) reads the ranges one after
-    another instead.
+    another instead. ``security``: librdkafka settings of a secured listener (``security.protocol``,
+    SASL and TLS settings), added to the reader's.
     """
-    settings = ReadSettings(client_config=_reader_conf(servers), include_headers=False, fail_on_data_loss=True,
+    settings = ReadSettings(client_config=_reader_conf(servers, security), include_headers=False, fail_on_data_loss=True,
                             poll_timeout_ms=60_000, max_records_per_batch=20_000)
     ranges = [OffsetRange(TopicPartition(workload.topic, p), 0,
                           workload.records // workload.partitions + (1 if p < workload.records % workload.partitions

@@ -205,11 +205,13 @@ def group_committed(servers: str, group: str, topic: str, partitions: int) -> Di
     return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
 
 
-def describe_group(servers: str, group: str) -> Dict[int, Dict[str, str]]:
+def describe_group(servers: str, group: str,
+                   command_config: Optional[pathlib.Path] = None) -> Dict[int, Dict[str, str]]:
     """Kafka's own lag tool (``kafka-consumer-groups --describe --group``, the class
     ``org.apache.kafka.tools.consumer.group.ConsumerGroupCommand`` in the broker's jars): per partition,
     its row by column name (``CURRENT-OFFSET``, ``LOG-END-OFFSET``, ``LAG``, ``CLIENT-ID``...; ``-`` where
-    the tool shows none). Apache Kafka only; the JVM needs ``/work/coord/heavy`` like the broker."""
+    the tool shows none). ``command_config``: the client properties file of a secured cluster
+    (``--command-config``). Apache Kafka only; the JVM needs ``/work/coord/heavy`` like the broker."""
     import shutil
 
     from kafka_group_devbroker.jars import classpath
@@ -219,7 +221,7 @@ def describe_group(servers: str, group: str) -> Dict[int, Dict[str, str]]:
     done = subprocess.run(
         [java, "-Xmx256m", "-cp", os.pathsep.join(classpath("kafka")),
          "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", servers,
-         "--describe", "--group", group],
+         "--describe", "--group", group, *(["--command-config", str(command_config)] if command_config else [])],
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"kafka-consumer-groups failed: {done.stdout}{done.stderr}"
     rows: Dict[int, Dict[str, str]] = {}

@@ -31,7 +31,9 @@ an OAUTHBEARER token's ``sub``; a client certificate's ``CN``
 no ACL: :meth:`grant` and :meth:`deny` give a principal READ on a topic or a
 group. :meth:`client_config` gives the librdkafka settings of each
 :data:`SECURITY_MODES` entry, :meth:`source_options` the same as
-``kafka.``-prefixed Spark source options.
+``kafka.``-prefixed Spark source options, and :meth:`java_options` the
+options a user of Spark's ``format("kafka")`` gives for the same mode (JAAS, Java
+truststores and keystores made with the JDK's ``keytool``).
 
 The secrets are fixed and printed by ``kafka-group-broker --security``: this
 cluster exists to test clients, on loopback, and is thrown away with its folder.
@@ -40,13 +42,16 @@ cluster exists to test clients, on loopback, and is thrown away with its folder.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import subprocess
 from typing import Any, Mapping, Optional
 
 from kafka_group.errors import EmbeddedBrokerError
 from kafka_group_devbroker.apache_kafka import ApacheKafka, _free_port, _Node
 from kafka_group_devbroker.throwaway_ca import IssuedCertificate, ThrowawayCA
 
-__all__ = ["SECURITY_MODES", "SASL_MECHANISMS", "USERS", "SecuredKafka"]
+__all__ = ["SECURITY_MODES", "SASL_MECHANISMS", "STORE_PASSWORD", "STORE_TYPES", "USERS", "SecuredKafka"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +75,12 @@ USERS: dict[str, str] = {"admin": "admin-secret", "alice": "alice-secret", "bob"
 
 _LISTENERS = ("SASL_PLAINTEXT", "SASL_SSL", "SSL")
 _STORE_PASSWORD = "keystore-secret"
+
+#: The password of every Java store :meth:`SecuredKafka.java_options` makes (and of the keys in them).
+STORE_PASSWORD = "client-store-secret"
+
+#: The Java store types :meth:`SecuredKafka.java_options` makes.
+STORE_TYPES = ("JKS", "PKCS12")
 _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -196,6 +207,83 @@ class SecuredKafka(ApacheKafka):
         """:meth:`client_config` as ``kafka-group`` (and ``kafka``) source options: each key prefixed ``kafka.``."""
         return {f"kafka.{key}": value for key, value in self.client_config(mode, user=user, password=password).items()}
 
+    def java_options(self, mode: str, *, store_type: str = "JKS", user: str = "alice") -> dict[str, str]:
+        """The options a user of Spark's ``format("kafka")`` gives for ``mode``: the Java client's names.
+
+        SASL logins are a ``kafka.sasl.jaas.config`` (``PlainLoginModule``, ``ScramLoginModule``, or
+        ``OAuthBearerLoginModule`` with ``unsecuredLoginStringClaim_sub``); TLS trust and client
+        certificates are Java stores (``kafka.ssl.truststore.*``, ``kafka.ssl.keystore.*``,
+        ``kafka.ssl.key.password``) made once per type and user in the cluster's folder with the
+        JDK's ``keytool``; host name checks are off as Java users turn them off
+        (``kafka.ssl.endpoint.identification.algorithm=""``).
+
+        Parameters
+        ----------
+        mode : str
+            One of :data:`SECURITY_MODES`.
+        store_type : {"JKS", "PKCS12"}, default "JKS"
+            The type of the truststore and keystore (SSL and SASL_SSL modes).
+        user : str, default "alice"
+            The principal (see :meth:`client_config`).
+
+        Returns
+        -------
+        dict of str to str
+            ``kafka.``-prefixed options, ``kafka.bootstrap.servers`` included.
+        """
+        if mode not in SECURITY_MODES:
+            raise EmbeddedBrokerError(f"unknown security mode {mode!r}: choose one of {', '.join(SECURITY_MODES)}")
+        if store_type not in STORE_TYPES:
+            raise EmbeddedBrokerError(f"unknown store type {store_type!r}: choose one of {', '.join(STORE_TYPES)}")
+        protocol, mechanism = SECURITY_MODES[mode]
+        options = {"kafka.bootstrap.servers": self.listener_servers(protocol), "kafka.security.protocol": protocol}
+        if protocol in ("SSL", "SASL_SSL"):
+            options.update({
+                "kafka.ssl.truststore.location": self._truststore(store_type),
+                "kafka.ssl.truststore.password": STORE_PASSWORD,
+                "kafka.ssl.truststore.type": store_type,
+                "kafka.ssl.endpoint.identification.algorithm": "",
+            })
+        if protocol == "SSL":
+            options.update({
+                "kafka.ssl.keystore.location": self._keystore(store_type, user),
+                "kafka.ssl.keystore.password": STORE_PASSWORD,
+                "kafka.ssl.keystore.type": store_type,
+                "kafka.ssl.key.password": STORE_PASSWORD,
+            })
+        if mechanism == "OAUTHBEARER":
+            jaas = f'{_OAUTH_LOGIN} required unsecuredLoginStringClaim_sub="{user}";'
+        elif mechanism is not None:
+            if user not in USERS:
+                raise EmbeddedBrokerError(f"no user {user!r} on this cluster: its users are {', '.join(USERS)}")
+            login = _PLAIN_LOGIN if mechanism == "PLAIN" else _SCRAM_LOGIN
+            jaas = f'{login} required username="{user}" password="{USERS[user]}";'
+        if mechanism is not None:
+            options.update({"kafka.sasl.mechanism": mechanism, "kafka.sasl.jaas.config": jaas})
+        return options
+
+    def _truststore(self, store_type: str) -> str:
+        """A truststore of ``store_type`` holding the CA (made once)."""
+        path = self.folder / f"client-truststore.{store_type.lower()}"
+        if not path.exists():
+            ca = self.folder / "ca.pem"
+            _keytool(["-importcert", "-noprompt", "-alias", "ca", "-file", str(ca),
+                      "-keystore", str(path), "-storetype", store_type, "-storepass:env", "STORE_PASSWORD"])
+        return str(path)
+
+    def _keystore(self, store_type: str, user: str) -> str:
+        """A keystore of ``store_type`` holding ``user``'s client certificate and key (made once per user)."""
+        path = self.folder / f"client-{user}.{store_type.lower()}"
+        if not path.exists():
+            pkcs12 = self.folder / f"client-{user}.p12"
+            if not pkcs12.exists():
+                pkcs12.write_bytes(self.client_certificate(user).pkcs12(STORE_PASSWORD, self.ca_pem))
+            if store_type == "JKS":
+                _keytool(["-importkeystore", "-noprompt", "-srckeystore", str(pkcs12), "-srcstoretype", "PKCS12",
+                          "-srcstorepass:env", "STORE_PASSWORD", "-destkeystore", str(path), "-deststoretype", "JKS",
+                          "-deststorepass:env", "STORE_PASSWORD", "-destkeypass:env", "STORE_PASSWORD"])
+        return str(path)
+
     # -- ACLs ---------------------------------------------------------------------------
 
     def grant(self, principal: str, *, topic: Optional[str] = None, group: Optional[str] = None,
@@ -317,3 +405,16 @@ class SecuredKafka(ApacheKafka):
     def __repr__(self) -> str:
         state = self.bootstrap_servers if self._nodes else "not started"
         return f"SecuredKafka(brokers={self._brokers}, {state})"
+
+
+def _keytool(arguments: list[str]) -> None:
+    """Run the JDK's ``keytool`` (``$JAVA_HOME/bin/keytool``, else on the PATH); the store password
+    reaches it through its environment (``STORE_PASSWORD``)."""
+    java_home = os.environ.get("JAVA_HOME")
+    keytool = os.path.join(java_home, "bin", "keytool") if java_home else shutil.which("keytool")
+    if not keytool or not os.path.exists(keytool):
+        raise EmbeddedBrokerError("Java's keytool was not found (set JAVA_HOME or put keytool on the PATH)")
+    done = subprocess.run([keytool, *arguments], env={**os.environ, "STORE_PASSWORD": STORE_PASSWORD},
+                          capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise EmbeddedBrokerError(f"keytool {arguments[0]} failed: {done.stdout}{done.stderr}")

@@ -7,8 +7,8 @@ StandardAuthorizer ACLs. Records are produced through the super-user PLAINTEXT
 listener; every query reads through a secured one, as ``User:alice`` (READ on every
 topic and group) or ``User:bob`` (only what a test grants him).
 
-Option translation (JAAS, JKS) is another item of issue 28: these tests use librdkafka's
-names. A refused login or a missing ACL fails the query with nothing landed, with the
+Most tests use librdkafka's names; the parity test gives the Java/Spark names (JAAS, JKS and
+PKCS#12 stores) to ``format("kafka")`` and ``format("kafka-group")`` alike. A refused login or a missing ACL fails the query with nothing landed, with the
 connector's own error (item 3): an ``AuthenticationError`` or ``AuthorizationError``
 naming the mechanism, the resource and the fix, never "could not reach".
 """
@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import logging
 import pathlib
-from typing import Any, Dict, Mapping
+from collections import Counter
+from typing import Any, Dict, List, Mapping, Tuple
 
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from kafka_group_devbroker.secured_kafka import SECURITY_MODES, USERS, SecuredKafka
+from kafka_group.offsets_tool import main as offsets_tool
+from kafka_group_devbroker.secured_kafka import SECURITY_MODES, STORE_PASSWORD, USERS, SecuredKafka
 from kafka_group_devbroker.throwaway_ca import ThrowawayCA
-from pyspark_kafka_group import DeltaSink
+from pyspark_kafka_group import DeltaSink, flow
 from tests.support import (
     BROKER_ENGINE,
     create_topic,
+    describe_group,
     expected,
     group_stream,
     keep_columns,
@@ -38,6 +41,7 @@ from tests.support import (
     table_offsets,
     table_records,
     unique_name,
+    wait_for,
 )
 
 pytestmark = [
@@ -212,3 +216,110 @@ def test_a_password_from_a_config_provider_reads_with_both_sources(
     secrets.unlink()
     land_available_now(stream, DeltaSink(str(table), transform=keep_columns), tmp_path / "chk")
     assert table_records(table) == expected(topic, counts)
+
+
+#: The Java/Spark option maps of the parity test: every SASL mechanism with its JAAS login module,
+#: mTLS with JKS and with PKCS#12 stores, and SASL_SSL (PLAIN) trusting the CA through a truststore.
+_JAVA_CASES = [("plain", "JKS"), ("scram-sha-256", "JKS"), ("scram-sha-512", "JKS"), ("oauthbearer", "JKS"),
+               ("ssl", "JKS"), ("ssl", "PKCS12"), ("sasl_ssl-plain", "PKCS12")]
+
+
+@pytest.mark.parametrize("mode, store_type", _JAVA_CASES, ids=[f"{m}-{t}" for m, t in _JAVA_CASES])
+def test_spark_kafka_and_kafka_group_read_the_same_rows_with_the_same_java_options(
+    spark: SparkSession, secured_kafka: SecuredKafka, mode: str, store_type: str
+) -> None:
+    """Issue 28 items 1 and 5: the option map a ``format("kafka")`` user has (``kafka.sasl.jaas.config``,
+    ``kafka.ssl.truststore.*``, ``kafka.ssl.keystore.*``, ``kafka.ssl.key.password``,
+    ``kafka.ssl.endpoint.identification.algorithm=""``), given unchanged to Spark's source (the Java client)
+    and to ``kafka-group``, reads the same rows: one batch read each."""
+    topic = create_topic(secured_kafka, 2)
+    counts = {0: 4, 1: 3}
+    produce(secured_kafka.bootstrap_servers, topic, counts)
+    options = secured_kafka.java_options(mode, store_type=store_type)
+    assert not any(key.startswith(("kafka.sasl.username", "kafka.sasl.password", "kafka.ssl.ca."))
+                   for key in options), "the Java form only"
+
+    def rows(source: str, **more: str) -> List[Tuple[Any, ...]]:
+        reader = spark.read.format(source).options(**options, **more).option("subscribe", topic)
+        return sorted(tuple(row) for row in reader.load().select("topic", "partition", "offset", "key", "value")
+                      .collect())
+
+    theirs = rows("kafka")
+    ours = rows("kafka-group", **{"kafka.group.id": unique_name("batch")})
+    assert ours == theirs
+    assert [row[:3] for row in ours] == sorted(expected(topic, counts))
+
+
+def test_flow_control_and_both_offsets_tools_on_a_secured_cluster(
+    spark: SparkSession, secured_kafka: SecuredKafka, tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 item 5, one stream over SASL_SSL (PLAIN, Java options with a PKCS#12 truststore):
+
+    * flow control from the notebook API: a paused partition is held while the other moves on, and
+      resumed, every record lands once;
+    * the offsets tool reads the table's and the cluster's offsets with the security settings from a
+      properties file in the Java form (``--command-config``) or from ``KAFKA_GROUP_KAFKA_*`` variables
+      in librdkafka's names, never the command line; no password reaches its output, even when refused;
+    * Kafka's own ``kafka-consumer-groups --describe --command-config`` with the same properties file
+      describes the group the connector committed.
+    """
+    topic, group, table = create_topic(secured_kafka, 2), unique_name("group"), tmp_path / "table"
+    produce(secured_kafka.bootstrap_servers, topic, {0: 10, 1: 10})
+    options = secured_kafka.java_options("sasl_ssl-plain", store_type="PKCS12")
+    query = (_stream(spark, options, topic, group, table).writeStream
+             .foreachBatch(DeltaSink(str(table), transform=keep_columns))
+             .option("checkpointLocation", str(tmp_path / "chk"))
+             .trigger(processingTime="500 milliseconds").start())
+    try:
+        wait_for(lambda: sum(table_offsets(table).values()) == 20, "the first 20 records")
+        assert flow.pause(query, topic, partitions=[0]) == [f"{topic}-0"]
+        produce(secured_kafka.bootstrap_servers, topic, {0: 5, 1: 5}, start=10)
+        wait_for(lambda: Counter(p for p, _ in table_offsets(table))[1] == 15, "the unpaused partition")
+        wait_for(lambda: {r["partition"]: r["lag"] for r in flow.status(query) if r["paused"]} == {0: 5},
+                 "the status to show the paused partition's lag")
+        assert Counter(p for p, _ in table_offsets(table))[0] == 10, "the paused partition moved"
+        assert flow.resume(query, topic) == [f"{topic}-0"]
+        wait_for(lambda: sum(table_offsets(table).values()) == 30, "the resumed partition")
+        assert table_records(table) == expected(topic, {0: 15, 1: 15})
+
+        # The same settings as a Java client properties file (the Java tools' --command-config).
+        properties = tmp_path / "client.properties"
+        properties.write_text("".join(f"{key[len('kafka.'):]}={value}\n" for key, value in options.items()
+                                      if key != "kafka.bootstrap.servers"), encoding="utf-8")
+        servers = options["kafka.bootstrap.servers"]
+        rows: Dict[int, Dict[str, str]] = {}
+
+        def described() -> bool:
+            rows.clear()
+            rows.update(describe_group(servers, group, properties))
+            return {p: row["CURRENT-OFFSET"] for p, row in rows.items()} == {0: "15", 1: "15"}
+
+        wait_for(described, "kafka-consumer-groups --describe --command-config to show the landed offsets", 120)
+    finally:
+        query.stop()
+
+    show = ["show", "--table", str(table), "--group", group, "--topic", topic, "--timeout-ms", "15000"]
+    secrets = [USERS["alice"], STORE_PASSWORD]
+    assert offsets_tool(show + ["--bootstrap-servers", servers, "--command-config", str(properties)]) == 0
+    shown = capsys.readouterr()
+    assert [line.split() for line in shown.out.splitlines() if line.startswith(topic)] == [
+        [topic, "0", "15", "15", "0"], [topic, "1", "15", "15", "0"]], shown.out
+    assert not any(secret in shown.out + shown.err for secret in secrets)
+
+    # From the environment, in librdkafka's names (SCRAM over SASL_PLAINTEXT): a wrong password is refused.
+    config = secured_kafka.client_config("scram-sha-512")
+    for key, value in config.items():
+        if key != "bootstrap.servers":
+            monkeypatch.setenv("KAFKA_GROUP_KAFKA_" + key.upper().replace(".", "_"), value)
+    scram = show + ["--bootstrap-servers", config["bootstrap.servers"]]
+    assert offsets_tool(scram) == 0
+    shown = capsys.readouterr()
+    assert [line.split()[2] for line in shown.out.splitlines() if line.startswith(topic)] == ["15", "15"], shown.out
+    wrong = "not-" + USERS["alice"]
+    monkeypatch.setenv("KAFKA_GROUP_KAFKA_SASL_PASSWORD", wrong)
+    assert offsets_tool(scram) == 2
+    shown = capsys.readouterr()
+    _log.warning("the offsets tool with a wrong password: %s", shown.err.strip())
+    assert "AuthenticationError" in shown.err or "refused the login" in shown.err, shown.err
+    assert not any(secret in shown.out + shown.err for secret in secrets + [wrong])
