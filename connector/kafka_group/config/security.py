@@ -273,9 +273,11 @@ def _stores(config: Dict[str, str]) -> None:
 
 def render_security_table() -> str:
     """The README's table of Spark/Java security options (Markdown)."""
-    lines: List[str] = ["| Spark / Java option (`kafka.` prefix) | librdkafka setting | what happens |",
-                        "|---|---|---|"]
-    lines += [f"| `{o}` | {r} | {w} |" for o, r, w in SECURITY_OPTIONS]
+    from kafka_group.config.security_coverage import TESTED_BY, UNIT_ONLY
+
+    lines: List[str] = ["| Spark / Java option (`kafka.` prefix) | librdkafka setting | what happens | tested by |",
+                        "|---|---|---|---|"]
+    lines += [f"| `{o}` | {r} | {w} | {TESTED_BY.get(o, UNIT_ONLY)} |" for o, r, w in SECURITY_OPTIONS]
     return "\n".join(lines)
 
 
