@@ -273,15 +273,16 @@ class SecuredKafka(ApacheKafka):
 
     def _keystore(self, store_type: str, user: str) -> str:
         """A keystore of ``store_type`` holding ``user``'s client certificate and key (made once per user)."""
-        path = self.folder / f"client-{user}.{store_type.lower()}"
+        pkcs12 = self.folder / f"client-{user}.p12"
+        if not pkcs12.exists():
+            pkcs12.write_bytes(self.client_certificate(user).pkcs12(STORE_PASSWORD, self.ca_pem))
+        if store_type == "PKCS12":
+            return str(pkcs12)
+        path = self.folder / f"client-{user}.jks"
         if not path.exists():
-            pkcs12 = self.folder / f"client-{user}.p12"
-            if not pkcs12.exists():
-                pkcs12.write_bytes(self.client_certificate(user).pkcs12(STORE_PASSWORD, self.ca_pem))
-            if store_type == "JKS":
-                _keytool(["-importkeystore", "-noprompt", "-srckeystore", str(pkcs12), "-srcstoretype", "PKCS12",
-                          "-srcstorepass:env", "STORE_PASSWORD", "-destkeystore", str(path), "-deststoretype", "JKS",
-                          "-deststorepass:env", "STORE_PASSWORD", "-destkeypass:env", "STORE_PASSWORD"])
+            _keytool(["-importkeystore", "-noprompt", "-srckeystore", str(pkcs12), "-srcstoretype", "PKCS12",
+                      "-srcstorepass:env", "STORE_PASSWORD", "-destkeystore", str(path), "-deststoretype", "JKS",
+                      "-deststorepass:env", "STORE_PASSWORD", "-destkeypass:env", "STORE_PASSWORD"])
         return str(path)
 
     # -- ACLs ---------------------------------------------------------------------------
