@@ -21,7 +21,8 @@ PLAINTEXT, and reads all of it through each listener:
 
 Listeners: ``PLAINTEXT``; ``SSL`` (TLS with a client certificate: mTLS); ``SASL_SSL`` with
 SCRAM-SHA-512 (TLS and a salted challenge login). Every figure is the best of ``--repeat``
-interleaved runs (every listener and contender takes its turn in each round) and printed as
+interleaved runs (every listener and contender takes its turn in each round, each round
+starting with another listener) and printed as
 records/s and as a ratio to the same contender on PLAINTEXT; the last lines give
 kafka-group / format("kafka") per listener: the target is the same ratio as on PLAINTEXT (TLS
 should cost both sources alike). Results go to ``bench/results/encryption-<UTC timestamp>.json``.
@@ -89,7 +90,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             spark = _spark(2)
         rates: Dict[str, Dict[str, List[float]]] = {label: {key: [] for key in CONTENDERS} for label, _ in LISTENERS}
         for round_ in range(args.repeat):
-            for label, mode in LISTENERS:
+            # Each round starts with another listener, so that no listener always runs first (or last).
+            for label, mode in LISTENERS[round_ % len(LISTENERS):] + LISTENERS[:round_ % len(LISTENERS)]:
                 librdkafka = cluster.client_config(mode) if mode else {"bootstrap.servers": cluster.bootstrap_servers}
                 servers = librdkafka.pop("bootstrap.servers")
                 security = librdkafka
@@ -122,6 +124,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 report.figure(f"kg_vs_spark[{label}]", f"kafka-group / format(\"kafka\"), end to end, {label:<24} "
                               f"{ratio:.2f}x (PLAINTEXT {plain['kg'] / plain['spark']:.2f}x)", ratio=ratio)
     finally:
+        from kafka_group.read.default_pool import default_pool
+
+        default_pool().close_all()  # the read path's pooled clients, one per listener
         if spark is not None:
             spark.stop()
         cluster.stop()
