@@ -94,5 +94,9 @@ setup(
         "security": ["cryptography>=42"],
         # pyspark_kafka_group.prometheus: lag metrics for Prometheus (HTTP endpoint or Pushgateway)
         "metrics": ["prometheus_client>=0.20"],
+        # kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run
+        # time; grpcio-tools' protoc (the reference .proto parser, run in process) turns the registry's
+        # .proto text into descriptors; fastjsonschema validates JSON payloads when asked to
+        "schema-registry": ["protobuf>=5.26", "grpcio-tools>=1.62", "fastjsonschema>=2.19"],
     },
 )
