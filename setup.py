@@ -26,6 +26,11 @@ module needs the ``pip install -e .`` again (README.md, "Developing").
 
 from setuptools import find_packages, setup
 
+#: kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run time;
+#: grpcio-tools' protoc (the reference .proto parser) turns the registry's .proto text into descriptors;
+#: fastjsonschema validates JSON payloads when asked to. The tests need them too.
+SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "fastjsonschema>=2.19"]
+
 #: The test tools, without a Spark (the 'test' extra adds the pinned one).
 TEST_TOOLS = [
     "pytest>=8", "mypy>=1.10", "polars>=1",
@@ -36,7 +41,7 @@ TEST_TOOLS = [
     "nbclient", "nbformat", "ipykernel", "matplotlib",
     # tests/unit/test_packaging.py builds the wheel without build isolation
     "setuptools>=64", "wheel",
-]
+] + SCHEMA_REGISTRY
 
 setup(
     name="pyspark-kafka-group",
@@ -94,9 +99,6 @@ setup(
         "security": ["cryptography>=42"],
         # pyspark_kafka_group.prometheus: lag metrics for Prometheus (HTTP endpoint or Pushgateway)
         "metrics": ["prometheus_client>=0.20"],
-        # kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run
-        # time; grpcio-tools' protoc (the reference .proto parser, run in process) turns the registry's
-        # .proto text into descriptors; fastjsonschema validates JSON payloads when asked to
-        "schema-registry": ["protobuf>=5.26", "grpcio-tools>=1.62", "fastjsonschema>=2.19"],
+        "schema-registry": SCHEMA_REGISTRY,
     },
 )

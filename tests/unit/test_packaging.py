@@ -175,6 +175,9 @@ _EXTRA_ONLY = {
     "prometheus_client": "metrics",  # pyspark_kafka_group.prometheus only
     "matplotlib": "plot",            # pyspark_kafka_group.lag_plot only
     "cryptography": "security",      # kafka_group.config.keystores only (Java PKCS#12 and JKS stores)
+    "google": "schema-registry",     # protobuf: kafka_group.registry's Protobuf codec only
+    "grpc_tools": "schema-registry", # its .proto parser (protoc)
+    "fastjsonschema": "schema-registry",  # kafka_group.registry's JSON Schema validation only
 }
 #: Imports of modules no distribution of the connector provides, looked up only where installed.
 _OPTIONAL_LOOKUPS = {

@@ -209,10 +209,10 @@ def test_bad_payloads_are_errors_with_reasons_and_the_good_ones_still_decode(sho
         b"", b"\x00\xff", frame([5], b""), b"\x00\x08\x96\x01\x7a", good, b"\x00\x28\x07"])
     assert column.values.to_pylist()[:4] == [None] * 4 and column.values.to_pylist()[4]["id"] == 1
     assert column.errors[0] == "not a Protobuf payload in Confluent's framing: the message-index array is truncated"
-    assert column.errors[1].startswith("the Protobuf message does not decode: ")
+    assert str(column.errors[1]).startswith("the Protobuf message does not decode: ")
     assert column.errors[2] == ("not a Protobuf payload in Confluent's framing: message index path [5] names no "
                                 "message of the schema")
-    assert column.errors[3].startswith("the Protobuf message does not decode: ")
+    assert str(column.errors[3]).startswith("the Protobuf message does not decode: ")
     assert column.errors[4] is None
     # kind = 7 is in no version of the enum: an error, not a number shown as a name
     assert column.errors[5] == "field 'kind': 7 is not a value of enum shop.Order.Kind"

@@ -145,7 +145,8 @@ class _Mapper:
         if kind == "array" and isinstance(node.get("items"), dict) and "prefixItems" not in node:
             return Shape("array", items=self.shape(node["items"], f"{path}[]", stack, document))
         if kind == "string":
-            return Shape(node.get("format") if node.get("format") in ("date-time", "date") else "string")
+            form = node.get("format")
+            return Shape(form if form in ("date-time", "date") else "string")
         if kind in ("integer", "number", "boolean"):
             return Shape(kind)
         return Shape("json")
