@@ -19,6 +19,8 @@ is built per record.
 from __future__ import annotations
 
 import json
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, methodcaller
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -36,6 +38,7 @@ _WIDENING = {(pa.int32(), pa.int64()), (pa.float32(), pa.float64()), (pa.int64()
              (pa.int32(), pa.decimal128(20, 0))}
 _TYPE_ENUM = 14
 _Errors = List[Optional[str]]
+_Absent = Optional[List[bool]]
 
 
 class ProtobufCodec:
@@ -94,33 +97,55 @@ class ProtobufCodec:
         proto = self._file(writer)
         errors: _Errors = [None] * len(payloads)
         messages: List[Any] = [None] * len(payloads)
-        descriptor = None
+        # message-index path -> (message class, or None with why that message cannot be read)
+        resolved: Dict[Tuple[int, ...], Tuple[Any, Optional[str]]] = {}
+        cls: Any = None
         for i, payload in enumerate(payloads):
-            try:
-                indexes, start = read_message_indexes(payload)
-                found, cls = proto.message(indexes)
-            except (ValueError, IndexError) as exc:
-                errors[i] = f"not a Protobuf payload in Confluent's framing: {exc}"
-                continue
-            if descriptor is not found:
-                if _relative_name(found) != wanted:
-                    errors[i] = (f"the record is a {found.full_name} message, the reader schema's "
-                                 f"message is {reader_descriptor.full_name}")
+            if payload[:1] == b"\x00":  # the common case: the file's first message
+                key: Tuple[int, ...] = (0,)
+                start = 1
+            else:
+                try:
+                    indexes, start = read_message_indexes(payload)
+                except ValueError as exc:
+                    errors[i] = f"not a Protobuf payload in Confluent's framing: {exc}"
                     continue
-                descriptor = found
-                problem = self._problem(writer, reader, found, reader_type)
+                key = tuple(indexes)
+            if key not in resolved:
+                resolved[key] = self._resolve(proto, key, wanted, reader_descriptor, writer, reader, reader_type)
+            found, problem = resolved[key]
             if problem is not None:
                 errors[i] = problem
                 continue
+            cls = found
             try:
-                messages[i] = cls.FromString(payload[start:])
+                messages[i] = found.FromString(payload[start:])
             except (DecodeError, ValueError) as exc:
                 errors[i] = f"the Protobuf message does not decode: {exc}"
-        if descriptor is None:
+        if cls is None:
             return DecodedColumn(pa.nulls(len(payloads), reader_type), tuple(errors))
+        absent = None
+        if any(m is None for m in messages):  # an empty message stands in; the mask nulls it
+            absent = [m is None for m in messages]
+            empty = cls()
+            messages = [empty if m is None else m for m in messages]
         # errors found while building the columns (an unknown enum number) are in the top mask: it is made last
-        values = _struct(messages, list(range(len(messages))), descriptor, reader_type, errors, "")
+        values = _struct(messages, absent, list(range(len(messages))), cls.DESCRIPTOR, reader_type, errors)
         return DecodedColumn(values, tuple(errors))
+
+    def _resolve(self, proto: ProtoFile, key: Tuple[int, ...], wanted: str, reader_descriptor: Any,
+                 writer: RegisteredSchema, reader: RegisteredSchema,
+                 reader_type: pa.DataType) -> Tuple[Any, Optional[str]]:
+        """The class of the message ``key`` names, or None and why its records cannot be read."""
+        try:
+            found, cls = proto.message(key)
+        except IndexError as exc:
+            return None, f"not a Protobuf payload in Confluent's framing: {exc}"
+        if _relative_name(found) != wanted:
+            return None, (f"the record is a {found.full_name} message, the reader schema's "
+                          f"message is {reader_descriptor.full_name}")
+        problem = self._problem(writer, reader, found, reader_type)
+        return (None, problem) if problem is not None else (cls, None)
 
     def _problem(self, writer: RegisteredSchema, reader: RegisteredSchema, descriptor: Any,
                  reader_type: pa.DataType) -> Optional[str]:
@@ -173,9 +198,13 @@ def _compare(writer: pa.DataType, reader: pa.DataType, path: str) -> Optional[st
             "the record cannot be read with the reader schema")
 
 
-def _struct(messages: List[Any], rows: List[int], descriptor: Any, struct_type: pa.StructType,
-            errors: _Errors, path: str) -> pa.Array:
-    """The struct array of ``messages`` (None for null) projected on ``struct_type`` by field name."""
+def _struct(messages: List[Any], absent: _Absent, rows: List[int], descriptor: Any,
+            struct_type: pa.StructType, errors: _Errors, path: str = "") -> pa.Array:
+    """The struct array of ``messages`` projected on ``struct_type`` by field name.
+
+    ``absent[i]`` marks a null entry (its message is an empty stand-in); None means none is null.
+    ``rows[i]`` is the batch record that entry belongs to (where its errors go).
+    """
     children = []
     for reader_field in struct_type:
         name = reader_field.name
@@ -183,14 +212,19 @@ def _struct(messages: List[Any], rows: List[int], descriptor: Any, struct_type: 
         if field is None:
             children.append(pa.nulls(len(messages), reader_field.type))
             continue
+        values = list(map(attrgetter(name), messages))
+        child_absent = absent
         if not is_repeated(field) and field.has_presence:
-            values = [getattr(m, name) if m is not None and m.HasField(name) else None for m in messages]
-        else:
-            values = [getattr(m, name) if m is not None else None for m in messages]
-        children.append(_column(values, rows, field, reader_field.type, errors, _join(path, name)))
-    mask = pa.array([m is None or errors[r] is not None for m, r in zip(messages, rows)], pa.bool_())
+            unset = [not has for has in map(methodcaller("HasField", name), messages)]
+            if any(unset):
+                child_absent = unset if absent is None else [a or u for a, u in zip(absent, unset)]
+        children.append(_column(values, child_absent, rows, field, reader_field.type, errors, _join(path, name)))
+    nulls = absent
+    if any(errors):
+        nulls = [errors[r] is not None or bool(absent and absent[i]) for i, r in enumerate(rows)]
+    mask = None if nulls is None else pa.array(nulls, pa.bool_())
     if not children:
-        return pa.array([None if m else {} for m in mask.to_pylist()], struct_type)
+        return pa.array([None if null else {} for null in (nulls or [False] * len(messages))], struct_type)
     return pa.StructArray.from_arrays(children, fields=list(struct_type), mask=mask)
 
 
@@ -198,77 +232,70 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _column(values: List[Any], rows: List[int], field: Any, arrow_type: pa.DataType, errors: _Errors,
-            path: str) -> pa.Array:
+def _mask(absent: _Absent) -> Optional[pa.Array]:
+    return None if absent is None else pa.array(absent, pa.bool_())
+
+
+def _column(values: List[Any], absent: _Absent, rows: List[int], field: Any, arrow_type: pa.DataType,
+            errors: _Errors, path: str) -> pa.Array:
     """One field's values (repeated ones as containers) as an array of ``arrow_type``."""
     if not is_repeated(field):
-        return _element(values, rows, field, arrow_type, errors, path)
-    offsets, flat_rows = [0], []
-    mask = [v is None for v in values]
+        return _element(values, absent, rows, field, arrow_type, errors, path)
+    lengths = list(map(len, values))  # an absent entry's stand-in has empty containers
+    offsets = pa.array([0, *accumulate(lengths)], pa.int32())
+    flat_rows = list(chain.from_iterable(map(repeat, rows, lengths)))
     if is_map(field):
-        keys: List[Any] = []
-        items: List[Any] = []
-        for value, row in zip(values, rows):
-            if value is not None:
-                for key in value:
-                    keys.append(key)
-                    items.append(value[key])
-                flat_rows.extend([row] * len(value))
-            offsets.append(len(keys))
+        pairs = list(chain.from_iterable(value.items() for value in values))
         entry = field.message_type.fields_by_name
-        key_array = _element(keys, flat_rows, entry["key"], arrow_type.key_type, errors, f"{path}.key")
-        item_array = _element(items, flat_rows, entry["value"], arrow_type.item_type, errors, f"{path}.value")
-        return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), key_array, item_array, type=arrow_type,
-                                       mask=pa.array(mask, pa.bool_()))
-    flat: List[Any] = []
-    for value, row in zip(values, rows):
-        if value is not None:
-            flat.extend(value)
-            flat_rows.extend([row] * len(value))
-        offsets.append(len(flat))
-    inner = _element(flat, flat_rows, field, arrow_type.value_type, errors, f"{path}[]")
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), inner, type=arrow_type,
-                                    mask=pa.array(mask, pa.bool_()))
+        keys = _element([k for k, _ in pairs], None, flat_rows, entry["key"], arrow_type.key_type, errors,
+                        f"{path}.key")
+        items = _element([v for _, v in pairs], None, flat_rows, entry["value"], arrow_type.item_type, errors,
+                         f"{path}.value")
+        return pa.MapArray.from_arrays(offsets, keys, items, type=arrow_type, mask=_mask(absent))
+    inner = _element(list(chain.from_iterable(values)), None, flat_rows, field, arrow_type.value_type, errors,
+                     f"{path}[]")
+    return pa.ListArray.from_arrays(offsets, inner, type=arrow_type, mask=_mask(absent))
 
 
-def _element(values: List[Any], rows: List[int], field: Any, arrow_type: pa.DataType, errors: _Errors,
-             path: str) -> pa.Array:
-    """Single values of ``field`` (None for null) as an array of ``arrow_type``."""
+def _element(values: List[Any], absent: _Absent, rows: List[int], field: Any, arrow_type: pa.DataType,
+             errors: _Errors, path: str) -> pa.Array:
+    """Single values of ``field`` (``absent`` marks nulls) as an array of ``arrow_type``."""
     if field.type == _TYPE_ENUM:
         by_number = field.enum_type.values_by_number
         names: List[Optional[str]] = []
-        for value, row in zip(values, rows):
-            if value is None:
+        for i, value in enumerate(values):
+            if absent is not None and absent[i]:
                 names.append(None)
             elif value in by_number:
                 names.append(by_number[value].name)
             else:
                 names.append(None)
+                row = rows[i]
                 errors[row] = errors[row] or (f"field '{path}': {value} is not a value of enum "
                                               f"{field.enum_type.full_name}")
         return pa.array(names, pa.string())
     if field.message_type is not None:
         name = field.message_type.full_name
         if name == TIMESTAMP:
-            micros = [None if v is None else v.seconds * 1_000_000 + v.nanos // 1000 for v in values]
-            return _cast(pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC")), arrow_type)
+            micros = [v.seconds * 1_000_000 + v.nanos // 1000 for v in values]
+            return _cast(pa.array(micros, pa.int64(), mask=_mask(absent)).cast(pa.timestamp("us", tz="UTC")),
+                         arrow_type)
         if name in WRAPPERS:
-            plain = [None if v is None else v.value for v in values]
-            return _cast(_scalars(plain, WRAPPERS[name]), arrow_type)
+            return _cast(_scalars(list(map(attrgetter("value"), values)), absent, WRAPPERS[name]), arrow_type)
         if name in JSON_TYPES:
             from google.protobuf import json_format
 
-            texts = [None if v is None else json.dumps(json_format.MessageToDict(v), separators=(",", ":"))
-                     for v in values]
+            texts = [None if absent and absent[i] else
+                     json.dumps(json_format.MessageToDict(v), separators=(",", ":")) for i, v in enumerate(values)]
             return pa.array(texts, pa.string())
-        return _struct(values, rows, field.message_type, arrow_type, errors, path)
-    return _cast(_scalars(values, SCALAR_TYPES[field.type]), arrow_type)
+        return _struct(values, absent, rows, field.message_type, arrow_type, errors, path)
+    return _cast(_scalars(values, absent, SCALAR_TYPES[field.type]), arrow_type)
 
 
-def _scalars(values: List[Any], arrow_type: pa.DataType) -> pa.Array:
+def _scalars(values: List[Any], absent: _Absent, arrow_type: pa.DataType) -> pa.Array:
     if pa.types.is_decimal(arrow_type):  # uint64: exact through Arrow's uint64
-        return pa.array(values, pa.uint64()).cast(arrow_type)
-    return pa.array(values, arrow_type)
+        return pa.array(values, pa.uint64(), mask=_mask(absent)).cast(arrow_type)
+    return pa.array(values, arrow_type, mask=_mask(absent))
 
 
 def _cast(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:
