@@ -190,3 +190,20 @@ def test_an_unresolvable_ref_and_a_schema_that_is_not_json_are_config_errors() -
         JsonSchemaCodec().arrow_type(schema({"type": "object", "properties": {"a": {"$ref": "other.json"}}}))
     with pytest.raises(ConfigError, match=r"the JSON schema \(id 3\) is not JSON"):
         JsonSchemaCodec().arrow_type(RegisteredSchema("JSON", "{", 3))
+
+
+def test_validation_resolves_references_by_name_and_fetches_nothing() -> None:
+    address = {"type": "object", "properties": {"city": {"type": "string"}}}
+    reference = SchemaReference("address.json", "address-value", 1, schema(address, 30))
+    reader = schema({"type": "object", "properties": {"home": {"$ref": "address.json"}}}, 31, [reference])
+    writer = schema({"$id": "https://schemas.example.invalid/customer.json", "type": "object",
+                     "properties": {"home": {"$ref": "address.json"}}}, 32, [reference])
+    column = JsonSchemaCodec(validate=True).decode(writer, reader, [serialize({"home": {"city": "c"}}),
+                                                                    serialize({"home": {"city": 5}})])
+    assert column.errors == (None, "the record does not conform to the writer's JSON schema: "
+                                   "data.home.city must be string")
+    elsewhere = schema({"$id": "https://schemas.example.invalid/customer.json", "type": "object",
+                        "properties": {"x": {"$ref": "https://schemas.example.invalid/other.json"}}}, 33)
+    refused = JsonSchemaCodec(validate=True).decode(elsewhere, reader, [serialize({"x": 1})])
+    assert refused.errors == ("the JSON schema (id 33) refers to 'https://schemas.example.invalid/other.json', "
+                              "which is not one of its references",)

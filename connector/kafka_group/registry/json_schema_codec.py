@@ -78,7 +78,10 @@ class JsonSchemaCodec:
         errors: List[Optional[str]] = [None] * len(payloads)
         parsed: List[Any] = [None] * len(payloads)
         if self._validate:
-            check = self._validator(writer)
+            try:
+                check = self._validator(writer)
+            except ConfigError as exc:  # the writer's schema, not the reader's: each of its records
+                return DecodedColumn(pa.nulls(len(payloads), arrow_type), (str(exc),) * len(payloads))
             for i, payload in enumerate(payloads):
                 parsed[i] = _parse(payload, errors, i)
                 if errors[i] is None:
@@ -184,9 +187,21 @@ def _compile(writer: RegisteredSchema) -> Callable[[Any], Optional[str]]:
                               "pip install 'pyspark-kafka-group[schema-registry]'") from None
     document = load_document(writer)
     documents = {reference.name: load_document(reference.schema) for reference in writer.references}
-    handlers = {"": documents.get}  # $ref to a reference by its name
+
+    def lookup(uri: str) -> Any:
+        """A ``$ref`` outside the document: one of the schema's references, never fetched from anywhere."""
+        for name in (uri, uri.rsplit("/", 1)[-1]):
+            if name in documents:
+                return documents[name]
+        raise ConfigError(f"the JSON schema (id {writer.schema_id}) refers to {uri!r}, which is not one of "
+                          "its references")
+
+    # every scheme fastjsonschema would otherwise fetch over the network (or from files) resolves here
+    handlers = {scheme: lookup for scheme in ("", "http", "https", "file", "urn")}
     try:
         validate = fastjsonschema.compile(document, handlers=handlers, use_default=False)
+    except ConfigError:
+        raise
     except (fastjsonschema.JsonSchemaDefinitionException, ValueError) as exc:
         raise ConfigError(f"the JSON schema (id {writer.schema_id}) cannot be used to validate: {exc}") from None
 

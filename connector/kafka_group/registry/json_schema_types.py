@@ -101,6 +101,8 @@ class _Mapper:
     def _resolve(self, ref: str, document: str, path: str) -> Tuple[str, Any]:
         target, _, pointer = ref.partition("#")
         name = document if not target else target
+        if name not in self.documents:  # an absolute URI ($id-based) naming a reference by its file name
+            name = name.rsplit("/", 1)[-1]
         if name not in self.documents:
             raise ConfigError(f"the JSON schema's property '{path}' refers to {ref!r}, which is neither in the "
                               "schema nor one of its references")
