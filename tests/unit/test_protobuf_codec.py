@@ -243,3 +243,28 @@ def test_imports_come_from_the_schemas_references(tmp_path: pathlib.Path) -> Non
     record.amount.cents, record.amount.currency = 250, "EUR"
     column = ProtobufCodec().decode(schema, schema, [frame([0], record.SerializeToString())])
     assert column.values.to_pylist() == [{"amount": {"cents": 250, "currency": "EUR"}}]
+
+
+def test_maps_of_messages_json_types_and_nulls_next_to_bad_records(tmp_path: pathlib.Path) -> None:
+    """Map values that are messages, Struct as JSON text, and a bad record between good ones with unset
+    nested messages: each value lands in its own row."""
+    text = ('syntax = "proto3"; package m; import "google/protobuf/struct.proto"; '
+            'message Bag { map<int32, Item> items = 1; google.protobuf.Struct attrs = 2; Item best = 3; } '
+            'message Item { string name = 1; }')
+    schema = RegisteredSchema("PROTOBUF", text, 12)
+    Bag = _message_class(_compile(tmp_path, {"bag.proto": text}, "bag.proto"), "m.Bag")
+    full = Bag()
+    full.items[3].name = "three"
+    full.attrs.update({"k": [1, "x"]})
+    full.best.name = "b"
+    codec = ProtobufCodec()
+    assert codec.arrow_type(schema) == pa.struct([
+        ("items", pa.map_(pa.int32(), pa.struct([("name", pa.string())]))), ("attrs", pa.string()),
+        ("best", pa.struct([("name", pa.string())]))])
+    column = codec.decode(schema, schema, [frame([0], Bag().SerializeToString()), b"\x00\x0a\x05",
+                                           frame([0], full.SerializeToString())])
+    assert column.values.to_pylist() == [
+        {"items": [], "attrs": None, "best": None}, None,
+        {"items": [(3, {"name": "three"})], "attrs": '{"k":[1.0,"x"]}', "best": {"name": "b"}}]
+    assert column.errors[0] is None and column.errors[2] is None
+    assert str(column.errors[1]).startswith("the Protobuf message does not decode: ")
