@@ -144,6 +144,8 @@ def test_evolution_reads_by_property_name() -> None:
      "the record cannot be read with the reader schema: property 'address.city' is an object, the schema says string"),
     (b"{\"id\": 1}{\"id\": 2}", "the payload is not JSON: Extra data at character 9"),
     (b"\xff{}", "the payload is not JSON: not UTF-8 (byte 0)"),
+    (b"{\"sku\": \"a\\ud800\"}", "the record cannot be read with the reader schema: property 'sku' holds a lone "
+                                "surrogate (character 1), which is not Unicode text"),
     (b"[" * 100 + b"]" * 100, "the payload is not JSON: nested more than 64 levels deep"),
 ])
 def test_a_bad_payload_is_an_error_with_its_reason_and_never_a_value(payload: bytes, error: str) -> None:

@@ -174,7 +174,7 @@ def to_arrow_value(value: Any, shape: Shape, path: str = "") -> Any:
         assert shape.items is not None
         return [to_arrow_value(item, shape.items, f"{path}[{i}]") for i, item in enumerate(value)]
     if kind == "json":
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False), path)
     if kind == "boolean" and isinstance(value, bool):
         return value
     if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
@@ -188,7 +188,7 @@ def to_arrow_value(value: Any, shape: Shape, path: str = "") -> Any:
         return number
     if isinstance(value, str):
         if kind == "string":
-            return value
+            return _utf8(value, path)
         if kind == "date-time":
             return _timestamp(value, path)
         if kind == "date":
@@ -197,6 +197,15 @@ def to_arrow_value(value: Any, shape: Shape, path: str = "") -> Any:
             except ValueError:
                 raise BadValue(f"{_at(path)}{value!r} is not a date (YYYY-MM-DD)") from None
     raise BadValue(f"{_at(path)}is {_json_kind(value)}, the schema says {kind}")
+
+
+def _utf8(text: str, path: str) -> str:
+    """``text`` when Arrow can store it: JSON's ``\\ud800`` escapes decode to lone surrogates, which are not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadValue(f"{_at(path)}holds a lone surrogate (character {exc.start}), which is not Unicode text") from None
+    return text
 
 
 def _timestamp(text: str, path: str) -> datetime.datetime:
