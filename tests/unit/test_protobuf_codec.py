@@ -268,3 +268,14 @@ def test_maps_of_messages_json_types_and_nulls_next_to_bad_records(tmp_path: pat
         {"items": [(3, {"name": "three"})], "attrs": '{"k":[1.0,"x"]}', "best": {"name": "b"}}]
     assert column.errors[0] is None and column.errors[2] is None
     assert str(column.errors[1]).startswith("the Protobuf message does not decode: ")
+
+
+def test_a_timestamp_beyond_arrows_range_is_that_records_error(shop: Dict[str, Any]) -> None:
+    """Timestamp.seconds is any int64 on the wire; in microseconds 2**62 s does not fit Arrow's int64."""
+    Order = _message_class(shop["v1"], "shop.Order")
+    far = Order(id=1)
+    far.placed_at.seconds = 2**62
+    column = ProtobufCodec().decode(shop["schema_v1"], shop["schema_v1"],
+                                    [frame([0], far.SerializeToString()), frame([0], Order(id=2).SerializeToString())])
+    assert column.errors == (f"field 'placed_at': {2**62} seconds is beyond the timestamps Spark holds", None)
+    assert [v and v["id"] for v in column.values.to_pylist()] == [None, 2]

@@ -39,6 +39,7 @@ _WIDENING = {(pa.int32(), pa.int64()), (pa.float32(), pa.float64()), (pa.int64()
 _TYPE_ENUM = 14
 _Errors = List[Optional[str]]
 _Absent = Optional[List[bool]]
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 class ProtobufCodec:
@@ -278,6 +279,13 @@ def _element(values: List[Any], absent: _Absent, rows: List[int], field: Any, ar
         name = field.message_type.full_name
         if name == TIMESTAMP:
             micros = [v.seconds * 1_000_000 + v.nanos // 1000 for v in values]
+            if not _INT64[0] <= min(micros, default=0) <= max(micros, default=0) <= _INT64[1]:
+                absent = list(absent or [False] * len(values))
+                for i, value in enumerate(micros):
+                    if not absent[i] and not _INT64[0] <= value <= _INT64[1]:
+                        absent[i], micros[i] = True, 0
+                        errors[rows[i]] = errors[rows[i]] or (f"field '{path}': {values[i].seconds} seconds is "
+                                                              "beyond the timestamps Spark holds")
             return _cast(pa.array(micros, pa.int64(), mask=_mask(absent)).cast(pa.timestamp("us", tz="UTC")),
                          arrow_type)
         if name in WRAPPERS:
