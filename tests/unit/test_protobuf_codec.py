@@ -279,3 +279,11 @@ def test_a_timestamp_beyond_arrows_range_is_that_records_error(shop: Dict[str, A
                                     [frame([0], far.SerializeToString()), frame([0], Order(id=2).SerializeToString())])
     assert column.errors == (f"field 'placed_at': {2**62} seconds is beyond the timestamps Spark holds", None)
     assert [v and v["id"] for v in column.values.to_pylist()] == [None, 2]
+
+
+def test_a_writer_schema_protoc_refuses_makes_each_of_its_records_an_error(shop: Dict[str, Any]) -> None:
+    writer = RegisteredSchema("PROTOBUF", 'syntax = "proto3"; import "confluent/meta.proto"; message Order {}', 6)
+    column = ProtobufCodec().decode(writer, shop["schema_v1"], [b"\x00", b"\x00"])
+    assert column.values.to_pylist() == [None, None]
+    assert column.errors[0] == column.errors[1]
+    assert str(column.errors[0]).startswith("the Protobuf schema (id 6) does not parse: confluent/meta.proto")

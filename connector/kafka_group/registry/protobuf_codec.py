@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
+from kafka_group.errors import ConfigError
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
 from kafka_group.registry.protobuf_schema import (
     JSON_TYPES, SCALAR_TYPES, TIMESTAMP, WRAPPERS, ProtoFile, field_arrow_type, is_map, is_repeated,
@@ -95,7 +96,10 @@ class ProtobufCodec:
         reader_type = self.arrow_type(reader)
         reader_descriptor = self._reader_message(reader)
         wanted = _relative_name(reader_descriptor)
-        proto = self._file(writer)
+        try:
+            proto = self._file(writer)
+        except ConfigError as exc:  # the writer's schema, not the reader's: each of its records
+            return DecodedColumn(pa.nulls(len(payloads), reader_type), (str(exc),) * len(payloads))
         errors: _Errors = [None] * len(payloads)
         messages: List[Any] = [None] * len(payloads)
         # message-index path -> (message class, or None with why that message cannot be read)
@@ -163,8 +167,6 @@ def _relative_name(descriptor: Any) -> str:
 
 def _incompatible(descriptor: Any, reader_type: pa.StructType) -> Optional[str]:
     """Why the writer's message cannot be read as ``reader_type``, or None."""
-    from kafka_group.errors import ConfigError
-
     for reader_field in reader_type:
         field = descriptor.fields_by_name.get(reader_field.name)
         if field is None:
