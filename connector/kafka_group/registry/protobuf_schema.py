@@ -140,7 +140,7 @@ def load_proto(schema: RegisteredSchema) -> ProtoFile:
                               f"--proto_path={include}", "--include_imports", f"--descriptor_set_out={out}",
                               ROOT_FILE], capture_output=True, text=True, cwd=folder)
         if run.returncode != 0:
-            said = (run.stderr or run.stdout).strip().replace(folder + os.sep, "")
+            said = (run.stderr or run.stdout).strip().replace(folder + os.sep, "").replace(ROOT_FILE, "the schema")
             raise ConfigError(f"the Protobuf schema{_id_text(schema)} does not parse: {said}")
         files = descriptor_pb2.FileDescriptorSet.FromString(open(out, "rb").read())
     pool = descriptor_pool.DescriptorPool()
