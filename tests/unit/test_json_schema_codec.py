@@ -9,7 +9,7 @@ per-record one) and asserts they agree.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import pyarrow as pa
 import pytest
@@ -209,3 +209,29 @@ def test_validation_resolves_references_by_name_and_fetches_nothing() -> None:
     refused = JsonSchemaCodec(validate=True).decode(elsewhere, reader, [serialize({"x": 1})])
     assert refused.errors == ("the JSON schema (id 33) refers to 'https://schemas.example.invalid/other.json', "
                               "which is not one of its references",)
+
+
+def test_the_fast_path_reads_nested_objects_ignoring_unknown_properties(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kafka_group.registry.json_schema_codec as codec_module
+
+    read: List[bool] = []
+    real = codec_module._read_lines
+
+    def spy(chunk: Sequence[bytes], arrow_schema: pa.Schema) -> Optional[pa.Table]:
+        table = real(chunk, arrow_schema)
+        read.append(table is not None)
+        return table
+
+    monkeypatch.setattr(codec_module, "_read_lines", spy)
+    document = {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"b": {"type": "integer"}}},
+        "l": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "string"}}}},
+        "t": {"type": "string", "format": "date-time"}}}
+    values = [{"a": {"b": 1, "zz": [1, {"q": 2}]}, "l": [{"x": "1", "y": 2}, {}], "t": "2026-01-01T00:00:00.123+05:30",
+               "other": {"deep": [1]}}, {"a": None, "l": [], "t": None}, {}]
+    column = decode_both(schema(document), schema(document), [serialize(v) for v in values])
+    assert read == [True] and column.errors == (None, None, None)
+    first, *rest = column.values.to_pylist()
+    assert (first["a"], first["l"], first["t"].isoformat()) == ({"b": 1}, [{"x": "1"}, {"x": None}],
+                                                                "2025-12-31T18:30:00.123000+00:00")
+    assert rest == [{"a": None, "l": [], "t": None}, {"a": None, "l": None, "t": None}]
