@@ -282,8 +282,25 @@ def test_a_timestamp_beyond_arrows_range_is_that_records_error(shop: Dict[str, A
 
 
 def test_a_writer_schema_protoc_refuses_makes_each_of_its_records_an_error(shop: Dict[str, Any]) -> None:
-    writer = RegisteredSchema("PROTOBUF", 'syntax = "proto3"; import "confluent/meta.proto"; message Order {}', 6)
+    writer = RegisteredSchema("PROTOBUF", 'syntax = "proto3"; import "other/money.proto"; message Order {}', 6)
     column = ProtobufCodec().decode(writer, shop["schema_v1"], [b"\x00", b"\x00"])
     assert column.values.to_pylist() == [None, None]
     assert column.errors[0] == column.errors[1]
-    assert str(column.errors[0]).startswith("the Protobuf schema (id 6) does not parse: confluent/meta.proto")
+    assert str(column.errors[0]).startswith("the Protobuf schema (id 6) does not parse: other/money.proto")
+
+
+def test_confluents_own_imports_need_no_reference(tmp_path: pathlib.Path) -> None:
+    """Confluent's serializers import confluent/meta.proto (field metadata) and confluent/type/decimal.proto,
+    which its registry knows without references."""
+    text = ('syntax = "proto3"; package c; import "confluent/meta.proto"; import "confluent/type/decimal.proto"; '
+            'message Price { confluent.type.Decimal amount = 1 [(confluent.field_meta).params = '
+            '{key: "precision" value: "8"}]; string label = 2 [(confluent.field_meta).doc = "shown"]; }')
+    schema = RegisteredSchema("PROTOBUF", text, 13)
+    from kafka_group.registry.protobuf_schema import CONFLUENT_FILES
+
+    Price = _message_class(_compile(tmp_path, {"price.proto": text, **CONFLUENT_FILES}, "price.proto"), "c.Price")
+    record = Price(label="x")
+    record.amount.value, record.amount.precision, record.amount.scale = b"\x04\xd2", 8, 2
+    column = ProtobufCodec().decode(schema, schema, [frame([0], record.SerializeToString())])
+    assert column.values.to_pylist() == [{"amount": {"value": b"\x04\xd2", "precision": 8, "scale": 2},
+                                          "label": "x"}]

@@ -40,6 +40,26 @@ __all__ = ["ProtoFile", "load_proto", "message_arrow_type", "field_arrow_type", 
 
 #: The root file's name in the temporary folder (the registry gives the root schema no file name).
 ROOT_FILE = "kafka_group_registry_schema.proto"
+#: The files Confluent's registry knows without references (its serializers import them for field
+#: metadata and decimals), as the descriptors confluent-kafka ships define them.
+CONFLUENT_FILES = {
+    "confluent/meta.proto": """syntax = "proto3";
+package confluent;
+import "google/protobuf/descriptor.proto";
+option go_package = "../confluent";
+message Meta { string doc = 1; map<string, string> params = 2; repeated string tags = 3; repeated Rule rules = 4; }
+message Rule { string name = 1; string doc = 2; string expr = 3; string sql = 4; }
+extend google.protobuf.FileOptions { Meta file_meta = 1088; }
+extend google.protobuf.MessageOptions { Meta message_meta = 1088; }
+extend google.protobuf.FieldOptions { Meta field_meta = 1088; }
+extend google.protobuf.EnumOptions { Meta enum_meta = 1088; }
+extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }
+""",
+    "confluent/type/decimal.proto": """syntax = "proto3";
+package confluent.type;
+message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }
+""",
+}
 #: The message type behind ``google.protobuf.Timestamp``.
 TIMESTAMP = "google.protobuf.Timestamp"
 #: The wrapper messages and the Arrow type of their ``value``.
@@ -134,13 +154,18 @@ def load_proto(schema: RegisteredSchema) -> ProtoFile:
                               "pip install 'pyspark-kafka-group[schema-registry]'") from None
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     with tempfile.TemporaryDirectory(prefix="kafka-group-proto-") as folder:
-        _write_files(folder, ROOT_FILE, schema, depth=0)
+        files, builtin = os.path.join(folder, "files"), os.path.join(folder, "builtin")
+        _write_files(files, ROOT_FILE, schema, depth=0)
+        for name, text in CONFLUENT_FILES.items():  # a reference of the same name comes first
+            os.makedirs(os.path.dirname(os.path.join(builtin, name)), exist_ok=True)
+            with open(os.path.join(builtin, name), "w", encoding="utf-8") as out_file:
+                out_file.write(text)
         out = os.path.join(folder, "set.pb")
-        run = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={folder}",
-                              f"--proto_path={include}", "--include_imports", f"--descriptor_set_out={out}",
-                              ROOT_FILE], capture_output=True, text=True, cwd=folder)
+        run = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={files}",
+                              f"--proto_path={builtin}", f"--proto_path={include}", "--include_imports",
+                              f"--descriptor_set_out={out}", ROOT_FILE], capture_output=True, text=True, cwd=files)
         if run.returncode != 0:
-            said = (run.stderr or run.stdout).strip().replace(folder + os.sep, "").replace(ROOT_FILE, "the schema")
+            said = (run.stderr or run.stdout).strip().replace(files + os.sep, "").replace(ROOT_FILE, "the schema")
             raise ConfigError(f"the Protobuf schema{_id_text(schema)} does not parse: {said}")
         files = descriptor_pb2.FileDescriptorSet.FromString(open(out, "rb").read())
     pool = descriptor_pool.DescriptorPool()
@@ -157,7 +182,7 @@ def _write_files(folder: str, name: str, schema: RegisteredSchema, depth: int) -
     if depth > 32:
         raise ConfigError(f"the Protobuf schema{_id_text(schema)} has references nested more than 32 deep")
     path = os.path.normpath(os.path.join(folder, name))
-    if not path.startswith(folder + os.sep):
+    if not path.startswith(os.path.normpath(folder) + os.sep):
         raise ConfigError(f"the Protobuf schema reference {name!r} is not a relative file path")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:
