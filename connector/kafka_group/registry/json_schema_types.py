@@ -209,8 +209,10 @@ def _utf8(text: str, path: str) -> str:
 
 
 def _timestamp(text: str, path: str) -> datetime.datetime:
+    # RFC 3339's UTC designator, which Python 3.10's fromisoformat refuses
+    iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
     try:
-        moment = datetime.datetime.fromisoformat(text)
+        moment = datetime.datetime.fromisoformat(iso)
     except ValueError:
         raise BadValue(f"{_at(path)}{text!r} is not an RFC 3339 date-time") from None
     if moment.tzinfo is None:  # RFC 3339 requires an offset; without one it is read as UTC, like Arrow does
