@@ -66,6 +66,7 @@ class ProtobufCodec:
     def __init__(self, *, message: Optional[str] = None) -> None:
         self._message = message
         self._files: Dict[RegisteredSchema, ProtoFile] = {}
+        self._types: Dict[RegisteredSchema, pa.DataType] = {}
         self._problems: Dict[Tuple[RegisteredSchema, RegisteredSchema, str], Optional[str]] = {}
 
     def _file(self, schema: RegisteredSchema) -> ProtoFile:
@@ -86,7 +87,9 @@ class ProtobufCodec:
         """
         from kafka_group.registry.protobuf_schema import message_arrow_type
 
-        return message_arrow_type(self._reader_message(reader))
+        if reader not in self._types:
+            self._types[reader] = message_arrow_type(self._reader_message(reader))
+        return self._types[reader]
 
     def decode(self, writer: RegisteredSchema, reader: RegisteredSchema,
                payloads: Sequence[bytes]) -> DecodedColumn:
