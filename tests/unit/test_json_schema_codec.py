@@ -235,3 +235,14 @@ def test_the_fast_path_reads_nested_objects_ignoring_unknown_properties(monkeypa
     assert (first["a"], first["l"], first["t"].isoformat()) == ({"b": 1}, [{"x": "1"}, {"x": None}],
                                                                 "2025-12-31T18:30:00.123000+00:00")
     assert rest == [{"a": None, "l": [], "t": None}, {"a": None, "l": None, "t": None}]
+
+
+def test_a_used_codec_pickles_with_its_options_and_decodes_after() -> None:
+    import pickle
+
+    strict = schema({"type": "object", "properties": {"id": {"type": "integer", "minimum": 0}}})
+    codec = JsonSchemaCodec(validate=True)
+    codec.decode(strict, strict, [serialize({"id": 1})])
+    copy = pickle.loads(pickle.dumps(codec))
+    assert copy.decode(strict, strict, [serialize({"id": -1})]).errors == (
+        "the record does not conform to the writer's JSON schema: data.id must be bigger than or equal to 0",)

@@ -304,3 +304,14 @@ def test_confluents_own_imports_need_no_reference(tmp_path: pathlib.Path) -> Non
     column = ProtobufCodec().decode(schema, schema, [frame([0], record.SerializeToString())])
     assert column.values.to_pylist() == [{"amount": {"value": b"\x04\xd2", "precision": 8, "scale": 2},
                                           "label": "x"}]
+
+
+def test_a_used_codec_pickles_with_its_options_and_decodes_after(shop: Dict[str, Any]) -> None:
+    """Spark ships the reader (and its codec) to executors by pickling; descriptor pools do not pickle."""
+    import pickle
+
+    codec = ProtobufCodec(message="Order")
+    payload = frame([0], _message_class(shop["v1"], "shop.Order")(id=4).SerializeToString())
+    codec.decode(shop["schema_v1"], shop["schema_v1"], [payload])
+    copy = pickle.loads(pickle.dumps(codec))
+    assert copy.decode(shop["schema_v1"], shop["schema_v1"], [payload]).values.to_pylist()[0]["id"] == 4

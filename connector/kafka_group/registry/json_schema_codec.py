@@ -61,6 +61,13 @@ class JsonSchemaCodec:
         self._shapes: Dict[RegisteredSchema, Shape] = {}
         self._validators: Dict[RegisteredSchema, Callable[[Any], Any]] = {}
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """The options only: compiled validators do not pickle, and are rebuilt where the codec is used."""
+        return {"validate": self._validate, "fast": self._fast}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(validate=state["validate"], fast=state["fast"])  # type: ignore[misc]
+
     def _shape(self, reader: RegisteredSchema) -> Shape:
         if reader not in self._shapes:
             self._shapes[reader] = json_shape(reader)

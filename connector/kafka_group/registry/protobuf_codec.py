@@ -69,6 +69,14 @@ class ProtobufCodec:
         self._types: Dict[RegisteredSchema, pa.DataType] = {}
         self._problems: Dict[Tuple[RegisteredSchema, RegisteredSchema, str], Optional[str]] = {}
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """The options only: the caches (descriptor pools, message classes) do not pickle, and are
+        rebuilt where the codec is used (a Spark executor)."""
+        return {"message": self._message}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(message=state["message"])  # type: ignore[misc]
+
     def _file(self, schema: RegisteredSchema) -> ProtoFile:
         if schema not in self._files:
             self._files[schema] = load_proto(schema)
