@@ -25,8 +25,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kafka_group.access_errors import access_error
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
-from kafka_group.group.offset_commits import AwaitedCommit, commit_positions, describe_positions
-from kafka_group.group.pending_commits import PendingCommits
+from kafka_group.group.member_commits import MemberCommits
 from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import TopicPartition
 
@@ -75,6 +74,7 @@ class GroupMember:
         self._lock = threading.RLock()
         # Reentrant too: the SIGTERM handler's close() may run on a thread inside a locked block.
         self._state = threading.RLock()
+        # Shared with the member's commits (MemberCommits reads it): changed in place, never replaced.
         self._owned: set[TopicPartition] = set()
         self._generation = 0
         self._member_id = ""
@@ -84,13 +84,6 @@ class GroupMember:
         self._poll_error: Optional[BaseException] = None
         self._listeners: List[Callable[[RebalanceEvent], None]] = []
         self.group_id = group_id
-        # Asynchronous commits (see commit()) report here, in the polling thread.
-        self._last_async_commit: Optional[List[KafkaTopicPartition]] = None
-        # Commits queued by other threads for the polling thread (guarded by _state).
-        self._pending = PendingCommits(group_id)
-        # Awaited commits sent and not answered yet (polling thread only).
-        self._acks_sent: List[AwaitedCommit] = []
-        self._async_commits_unanswered = 0
         self._config = config
         # A refused login reaches the member only through the error callback (see _on_error).
         settings: Dict[str, Any] = {**config, "on_commit": self._on_commit, "error_cb": self._on_error}
@@ -100,12 +93,14 @@ class GroupMember:
             raise GroupMembershipError.from_kafka(
                 f"could not create the group member of group '{group_id}': {exc}", exc
             ) from exc
+        self._thread = threading.Thread(target=self._poll_loop, name=f"kafka-group-member-{group_id}", daemon=True)
+        # Its commits to the group, queued by other threads and sent by the polling thread.
+        self._commits = MemberCommits(self._consumer, self._lock, self._state, self._owned, self._thread, group_id)
         subscription = [f"^({pattern})$"] if pattern is not None else list(topics)
         self._consumer.subscribe(
             subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         logger.info("joining consumer group '%s' with subscription %s", group_id, subscription)
-        self._thread = threading.Thread(target=self._poll_loop, name=f"kafka-group-member-{group_id}", daemon=True)
         self._thread.start()
 
     # -- assignment ---------------------------------------------------------------
@@ -181,14 +176,9 @@ class GroupMember:
 
         Called from Spark's planning thread after each batch, from the polling
         thread inside a revoke callback, and on shutdown. From the polling thread
-        (a revoke: the next owner should find these positions) it waits for the
-        coordinator's answer, as a rebalance listener's commit does. From any
-        other thread it only queues the positions for the polling thread, which
-        sends them without waiting between two polls: waiting, or even taking the
-        consumer lock, there would make planning wait on the coordinator (issue
-        13, finding 10) or on a revoke callback that waits for the running batch
-        to land. Its outcome is logged when the polling thread next polls; a
-        commit still unanswered when the member closes is repeated synchronously.
+        it waits for the coordinator's answer; from any other thread it only queues
+        the positions for the polling thread, which sends them between two polls
+        (see :meth:`MemberCommits.commit <kafka_group.group.member_commits.MemberCommits.commit>`).
 
         Parameters
         ----------
@@ -207,14 +197,7 @@ class GroupMember:
             threads); a failure is logged and loses nothing, the positions are
             kept elsewhere.
         """
-        if threading.current_thread() is self._thread:
-            return commit_positions(self._consumer, self._lock, self.group_id, positions)
-        if positions:
-            # Handed to the polling thread: taking the consumer lock here would wait for a
-            # revoke callback that is itself waiting for this very batch to land.
-            with self._state:
-                self._pending.queue(positions, generation, self._owned)
-        return True
+        return self._commits.commit(positions, generation)
 
     def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
                         timeout_s: float) -> None:
@@ -222,80 +205,16 @@ class GroupMember:
         a partition must find, review of issue 26 finding 8). Stale positions (see :meth:`commit`) are
         dropped, not waited for. Caller: Spark's planning thread (the polling thread commits synchronously).
 
-        The polling thread sends them at its next poll; this thread waits for the answer without taking the
-        consumer lock (a revoke callback may hold it).
-
         Raises
         ------
         GroupMembershipError
             The coordinator refused the commit, or did not answer within ``timeout_s``.
         """
-        if threading.current_thread() is self._thread:
-            if not commit_positions(self._consumer, self._lock, self.group_id, positions):
-                raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
-            return
-        with self._state:
-            ack = self._pending.await_commit(positions, generation, self._owned)
-        if ack is None:
-            return
-        current = ack.positions
-        if not ack.done.wait(timeout_s):
-            raise GroupMembershipError(
-                f"group '{self.group_id}' did not acknowledge the commit of {describe_positions(current)} within "
-                f"{int(timeout_s * 1000)} ms (option 'kafkaConsumer.connectTimeoutMs'): the group coordinator is "
-                "unreachable or moving. The query stops rather than plan from a start the next owner of these "
-                "partitions could not find; restart it once the coordinator is back, or raise the option")
-        if ack.error is not None:
-            raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(current)}: "
-                                       f"{ack.error}")
-
-    def _send_queued_commit(self) -> None:
-        """Send the queued positions of partitions still owned, without waiting for the answer.
-
-        Caller: the polling thread, under the consumer lock, between polls; so no
-        rebalance callback runs meanwhile, and a partition revoked since the positions
-        were queued is left out (its new owner's commits must not be overwritten).
-        """
-        with self._state:
-            (queued, acks), owned = self._pending.take(), set(self._owned)
-        for ack in acks:
-            # Those revoked meanwhile are left out: the revoke committed the starts it knew of.
-            ack.positions = {tp: pos for tp, pos in ack.positions.items() if tp in owned}
-            offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(ack.positions.items())]
-            if not offsets:
-                ack.answer(None)
-                continue
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=True)
-            except KafkaException as exc:
-                ack.answer(str(exc))
-                continue
-            self._acks_sent.append(ack)
-        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos)
-                   for tp, pos in sorted(queued.items()) if tp in owned]
-        if not offsets:
-            return
-        try:
-            self._consumer.commit(offsets=offsets, asynchronous=True)
-        except KafkaException as exc:
-            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
-            return
-        self._last_async_commit = offsets
-        self._async_commits_unanswered += 1
+        self._commits.commit_and_wait(positions, generation, timeout_s)
 
     def _on_commit(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> None:
         # Polling thread, inside poll(), under the consumer lock: the answer to an asynchronous commit.
-        awaited = next((ack for ack in self._acks_sent if ack.answered_by(error, partitions)), None)
-        if awaited is not None:
-            self._acks_sent.remove(awaited)
-            return
-        self._async_commits_unanswered = max(0, self._async_commits_unanswered - 1)
-        if error is not None:
-            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id,
-                           error.str())
-        else:
-            logger.debug("committed offsets to group '%s': %s", self.group_id,
-                         ", ".join(f"{p.topic}-{p.partition}@{p.offset}" for p in partitions))
+        self._commits.on_commit(error, partitions)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -306,22 +225,9 @@ class GroupMember:
         self._closed.set()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+        self._commits.flush()
         with self._lock:
-            self._send_queued_commit()
-            last, unanswered = self._last_async_commit, self._async_commits_unanswered
-        if last is not None and unanswered:
-            # The last positions must reach the group before it forgets this member.
-            with self._lock:
-                try:
-                    self._consumer.commit(offsets=last, asynchronous=False)
-                except KafkaException as exc:
-                    logger.warning("committing offsets to group '%s' failed (nothing is lost): %s",
-                                   self.group_id, exc)
-        with self._lock:
-            with self._state:
-                waiting = self._acks_sent + self._pending.take()[1]
-            for ack in waiting:
-                ack.answer("the member left the group before the coordinator answered")
+            self._commits.abandon()
             try:
                 self._consumer.close()
             except (KafkaException, RuntimeError) as exc:
@@ -336,7 +242,7 @@ class GroupMember:
                 with self._lock:
                     if self._closed.is_set():
                         return
-                    self._send_queued_commit()
+                    self._commits.send_queued()
                     message = self._consumer.poll(_POLL_TIMEOUT_S)
                 error = message.error() if message is not None else None
                 if error is not None:
@@ -404,7 +310,7 @@ class GroupMember:
         removed = frozenset(TopicPartition(p.topic, p.partition) for p in partitions)
         with self._state:
             self._owned.difference_update(removed)
-            self._pending.removed(removed)
+            self._commits.pending.removed(removed)
         self._record(kind, removed)
 
     def _record(self, kind: str, partitions: FrozenSet[TopicPartition]) -> None:
@@ -414,7 +320,7 @@ class GroupMember:
             self._generation += 1
             self._member_id = member_id
             if kind == "assign":
-                self._pending.assigned(partitions, self._generation)
+                self._commits.pending.assigned(partitions, self._generation)
             event = RebalanceEvent(kind, partitions, self._generation, frozenset(self._owned), self.group_id,
                                    member_id)
             self._events.append(event)

@@ -1,0 +1,204 @@
+"""The offset commits of one group member (:class:`~kafka_group.group.membership.GroupMember`).
+
+Two threads commit positions to the group: Spark's planning thread (after each batch, and a start the
+next owner of a partition must find) and the member's polling thread (inside a revoke callback: the
+next owner should find the positions). The polling thread commits synchronously; the planning thread
+never takes the consumer lock (a revoke callback may hold it, waiting for the running batch to land):
+it queues its positions in a :class:`~kafka_group.group.pending_commits.PendingCommits`, which the
+polling thread sends between two polls without waiting; the coordinator's answers arrive in
+:meth:`MemberCommits.on_commit`, inside ``poll()``.
+
+Two locks, both the member's: the consumer lock guards the client; the state lock guards the
+partitions the member owns and the queue. This module sits beside ``pending_commits.py``, not in it:
+that one is bookkeeping without a client, under the state lock only; this one calls the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import AbstractSet, Any, List, Mapping, Optional
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_group.errors import GroupMembershipError
+from kafka_group.group.offset_commits import AwaitedCommit, commit_positions, describe_positions
+from kafka_group.group.pending_commits import PendingCommits
+from kafka_group.offsets import TopicPartition
+
+__all__ = ["MemberCommits"]
+
+logger = logging.getLogger(__name__)
+
+
+class MemberCommits:
+    """The commits of one group member: queued by other threads, sent and answered on its polling thread.
+
+    Parameters
+    ----------
+    consumer : confluent_kafka.Consumer
+        The member's client; its ``on_commit`` callback must call :meth:`on_commit`.
+    lock : threading.RLock
+        The member's consumer lock (``poll()`` runs under it, so rebalance and commit callbacks do).
+    state : threading.RLock
+        The member's state lock, which guards ``owned``.
+    owned : set of TopicPartition
+        The partitions the member owns, the member's own set (changed by it under ``state``, only read here).
+    polling_thread : threading.Thread
+        The member's polling thread.
+    group_id : str
+        The group (for logs and errors).
+
+    Notes
+    -----
+    Callers: each method names its own.
+    """
+
+    def __init__(self, consumer: Consumer, lock: Any, state: Any, owned: AbstractSet[TopicPartition],
+                 polling_thread: threading.Thread, group_id: str) -> None:
+        self.group_id = group_id
+        self._consumer = consumer
+        self._lock = lock
+        self._state = state
+        self._owned = owned
+        self._thread = polling_thread
+        # Asynchronous commits (see commit()) report here, in the polling thread.
+        self._last_async_commit: Optional[List[KafkaTopicPartition]] = None
+        # Commits queued by other threads for the polling thread (guarded by the state lock).
+        self.pending = PendingCommits(group_id)
+        # Awaited commits sent and not answered yet (polling thread only).
+        self._acks_sent: List[AwaitedCommit] = []
+        self._async_commits_unanswered = 0
+
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
+        """Commit ``positions`` (see :meth:`GroupMember.commit <kafka_group.group.membership.GroupMember.commit>`).
+
+        Callers: Spark's planning thread after each batch, the polling thread inside a revoke callback,
+        and the thread that closes the member. From the polling thread (a revoke: the next owner should
+        find these positions) it waits for the coordinator's answer, as a rebalance listener's commit does.
+        From any other thread it only queues the positions for the polling thread, which sends them
+        without waiting between two polls: waiting, or even taking the consumer lock, there would make
+        planning wait on the coordinator (issue 13, finding 10) or on a revoke callback that waits for the
+        running batch to land. Its outcome is logged when the polling thread next polls; a commit still
+        unanswered when the member closes is repeated synchronously (:meth:`flush`).
+        """
+        if threading.current_thread() is self._thread:
+            return commit_positions(self._consumer, self._lock, self.group_id, positions)
+        if positions:
+            # Handed to the polling thread: taking the consumer lock here would wait for a
+            # revoke callback that is itself waiting for this very batch to land.
+            with self._state:
+                self.pending.queue(positions, generation, self._owned)
+        return True
+
+    def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
+                        timeout_s: float) -> None:
+        """Commit ``positions`` and wait until the coordinator acknowledged them (see
+        :meth:`GroupMember.commit_and_wait <kafka_group.group.membership.GroupMember.commit_and_wait>`).
+
+        Caller: Spark's planning thread; the polling thread commits synchronously. The polling thread
+        sends them at its next poll; this thread waits for the answer without taking the consumer lock
+        (a revoke callback may hold it).
+
+        Raises
+        ------
+        GroupMembershipError
+            The coordinator refused the commit, or did not answer within ``timeout_s``.
+        """
+        if threading.current_thread() is self._thread:
+            if not commit_positions(self._consumer, self._lock, self.group_id, positions):
+                raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
+            return
+        with self._state:
+            ack = self.pending.await_commit(positions, generation, self._owned)
+        if ack is None:
+            return
+        current = ack.positions
+        if not ack.done.wait(timeout_s):
+            raise GroupMembershipError(
+                f"group '{self.group_id}' did not acknowledge the commit of {describe_positions(current)} within "
+                f"{int(timeout_s * 1000)} ms (option 'kafkaConsumer.connectTimeoutMs'): the group coordinator is "
+                "unreachable or moving. The query stops rather than plan from a start the next owner of these "
+                "partitions could not find; restart it once the coordinator is back, or raise the option")
+        if ack.error is not None:
+            raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(current)}: "
+                                       f"{ack.error}")
+
+    def send_queued(self) -> None:
+        """Send the queued positions of partitions still owned, without waiting for the answer.
+
+        Caller: the polling thread, under the consumer lock, between polls (and :meth:`flush`); so no
+        rebalance callback runs meanwhile, and a partition revoked since the positions were queued is
+        left out (its new owner's commits must not be overwritten).
+        """
+        with self._state:
+            (queued, acks), owned = self.pending.take(), set(self._owned)
+        for ack in acks:
+            # Those revoked meanwhile are left out: the revoke committed the starts it knew of.
+            ack.positions = {tp: pos for tp, pos in ack.positions.items() if tp in owned}
+            offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(ack.positions.items())]
+            if not offsets:
+                ack.answer(None)
+                continue
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                ack.answer(str(exc))
+                continue
+            self._acks_sent.append(ack)
+        offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos)
+                   for tp, pos in sorted(queued.items()) if tp in owned]
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
+            return
+        self._last_async_commit = offsets
+        self._async_commits_unanswered += 1
+
+    def on_commit(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> None:
+        """The answer to an asynchronous commit (the client's ``on_commit``).
+
+        Caller: the polling thread, inside ``poll()``, under the consumer lock.
+        """
+        awaited = next((ack for ack in self._acks_sent if ack.answered_by(error, partitions)), None)
+        if awaited is not None:
+            self._acks_sent.remove(awaited)
+            return
+        self._async_commits_unanswered = max(0, self._async_commits_unanswered - 1)
+        if error is not None:
+            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id,
+                           error.str())
+        else:
+            logger.debug("committed offsets to group '%s': %s", self.group_id,
+                         ", ".join(f"{p.topic}-{p.partition}@{p.offset}" for p in partitions))
+
+    def flush(self) -> None:
+        """Send what is queued, and repeat synchronously the last asynchronous commit still unanswered:
+        the last positions must reach the group before it forgets the member.
+
+        Caller: the thread closing the member, once the polling thread has stopped (or is that thread).
+        """
+        with self._lock:
+            self.send_queued()
+            last, unanswered = self._last_async_commit, self._async_commits_unanswered
+        if last is not None and unanswered:
+            with self._lock:
+                try:
+                    self._consumer.commit(offsets=last, asynchronous=False)
+                except KafkaException as exc:
+                    logger.warning("committing offsets to group '%s' failed (nothing is lost): %s",
+                                   self.group_id, exc)
+
+    def abandon(self) -> None:
+        """Answer every awaited commit still waiting: the member is leaving the group.
+
+        Caller: the thread closing the member, under the consumer lock, just before the client closes.
+        """
+        with self._state:
+            waiting = self._acks_sent + self.pending.take()[1]
+        for ack in waiting:
+            ack.answer("the member left the group before the coordinator answered")
