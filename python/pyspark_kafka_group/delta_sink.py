@@ -6,7 +6,7 @@
    (``<checkpointLocation>/offsets/<batchId>``: Spark writes the source's end
    offsets there before it runs the batch), directly for a local checkpoint and
    through Spark (``read.text``) for any other file system, so that it works in
-   Spark Connect sessions too;
+   Spark Connect sessions too (:mod:`pyspark_kafka_group.sink_checkpoint`);
 2. asks the table whether those ranges are still committable (see
    :mod:`kafka_group.delta.delta_offsets`): a batch already committed (a replay after a
    crash) is skipped; partitions another member or a reset moved are left out
@@ -18,7 +18,7 @@
    ``abfss://`` and ``gs://`` alike, with no Hadoop file system and no JVM; see
    :mod:`kafka_group.delta.delta_files`) and return each file's ``add`` action: path,
    size, record count, statistics for data skipping, partition values. The files
-   are invisible: they are in no Delta commit yet;
+   are invisible: they are in no Delta commit yet (:mod:`pyspark_kafka_group.sink_files`);
 4. commits those files together with the new position of every planned
    partition in one Delta transaction, on the driver, through delta-rs.
 
@@ -31,24 +31,24 @@ commits the offsets to the Kafka group, for lag tools; losing that loses nothing
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.delta_files import write_partitioned
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
-from kafka_group.delta.not_null import ColumnPath
-from kafka_group.delta.partition_values import check_partition_columns
-from kafka_group.delta.table_location import normalize_table_path, same_table_location, table_filesystem
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
-from kafka_group.formats import read_checkpoint_offsets
 from kafka_group.offsets import OffsetRange
+from pyspark_kafka_group.sink_checkpoint import (
+    CONNECT_NEEDS_CHECKPOINT,
+    BatchPlan,
+    batch_plan,
+    checkpoint_of_running_query,
+    connect_mode,
+    planned_offsets_text,
+    refuse_committed_batch,
+    verify_checkpoint,
+)
+from pyspark_kafka_group.sink_files import partition_columns, write_files
 from pyspark_kafka_group.spark_requirement import require_sink_dependencies
 
 __all__ = ["DeltaSink"]
@@ -57,17 +57,6 @@ __all__ = ["DeltaSink"]
 _LAND_ATTEMPTS = 3
 
 logger = logging.getLogger(__name__)
-
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """What the source planned for one micro-batch."""
-
-    batch_id: int
-    group: str
-    offsets_table: str
-    ranges: List[OffsetRange]
 
 
 class DeltaSink:
@@ -164,8 +153,8 @@ class DeltaSink:
         require_sink_dependencies()
         self.path = path
         self.transform = transform
-        if checkpoint_location is None and _connect_mode():
-            raise ConfigError(_CONNECT_NEEDS_CHECKPOINT)
+        if checkpoint_location is None and connect_mode():
+            raise ConfigError(CONNECT_NEEDS_CHECKPOINT)
         self.checkpoint_location = checkpoint_location
         self._checkpoint_verified = False
         self.storage_options = dict(storage_options or {})
@@ -230,9 +219,9 @@ class DeltaSink:
         # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
         schema = to_arrow_schema(batch.schema, timezone="UTC")
         store.check_schema(schema, batch=f"batch {batch_id}", merge_schema=self.merge_schema)
-        partition_by = self._partition_columns(store, schema)
+        partition_by = partition_columns(store, self.partition_by, self.path, schema)
         crash_point("sink.before_write")
-        files = self._write_files(batch, batch_id, schema, partition_by, store)
+        files = write_files(batch, batch_id, schema, partition_by, store, self.path, self.storage_options)
         if not ranges and not files:
             return
         crash_point("sink.before_commit")
@@ -272,21 +261,7 @@ class DeltaSink:
     # -- the batch's plan --------------------------------------------------------------
 
     def _plan(self, batch: Any, batch_id: int) -> BatchPlan:
-        text = self._read_offsets_file(batch, batch_id)
-        docs = read_checkpoint_offsets(text, where=f"the checkpoint offsets file of batch {batch_id}").offsets_table_sources()
-        if len(docs) != 1:
-            raise ConfigError(
-                f"DeltaSink('{self.path}') needs exactly one kafka-group source with option 'offsets.table' "
-                f"in the query, found {len(docs)}: set .option(\"offsets.table\", \"{self.path}\") on the source"
-            )
-        doc = docs[0]
-        assert doc.group is not None and doc.offsets_table is not None
-        if not same_table_location(doc.offsets_table, self.path):
-            raise ConfigError(
-                f"the source's option 'offsets.table' is '{doc.offsets_table}' but DeltaSink writes '{self.path}': "
-                "the offsets must live in the table the data goes to. Use the same path for both"
-            )
-        return BatchPlan(batch_id, doc.group, doc.offsets_table, doc.planned_ranges())
+        return batch_plan(self._read_offsets_file(batch, batch_id), batch_id, self.path)
 
     def _read_offsets_file(self, batch: Any, batch_id: int) -> str:
         """The text of ``<checkpoint>/offsets/<batchId>``, without the driver's JVM.
@@ -295,69 +270,18 @@ class DeltaSink:
         machine; anything else (``dbfs:/``, ``s3a://``, ``abfss://``, ``hdfs://``, or a
         path of the cluster's default file system) through Spark itself, with the
         cluster's own credentials: ``read.text(wholetext=True)`` works in classic and
-        Spark Connect sessions alike.
+        Spark Connect sessions alike. A ``checkpoint_location`` is checked once to be the
+        running query's, and at every batch not to have committed this batch already (see
+        :mod:`pyspark_kafka_group.sink_checkpoint`).
         """
         session = batch.sparkSession
-        root = (self.checkpoint_location or _checkpoint_of_running_query(session)).rstrip("/")
+        root = (self.checkpoint_location or checkpoint_of_running_query(session)).rstrip("/")
         if self.checkpoint_location and not self._checkpoint_verified:
-            self._verify_checkpoint(session, root)
+            verify_checkpoint(session, root)
+            self._checkpoint_verified = True
         if self.checkpoint_location:
-            self._refuse_committed_batch(session, root, batch_id)
-        location = f"{root}/offsets/{batch_id}"
-        text = _read_text(session, location)
-        if text is None:
-            raise ConfigError(
-                f"DeltaSink found no planned offsets for batch {batch_id} at '{location}': pass the "
-                "query's checkpoint location as DeltaSink(..., checkpoint_location=...)"
-            )
-        return text
-
-    def _verify_checkpoint(self, session: Any, root: str) -> None:
-        """Check once that ``checkpoint_location`` is the checkpoint of a query running in ``session``.
-
-        A sink handed another query's checkpoint (the query's ``checkpointLocation``
-        changed, the sink's did not) would read that query's plans. Spark keeps the
-        query id in ``<checkpoint>/metadata``; under Spark Connect the batch's session
-        is the query's own, so the id must be among its active queries. (A classic
-        batch runs on a clone of the session, whose query list is not the query's.)
-        """
-        from pyspark_kafka_group.spark_session import is_connect_session
-
-        if is_connect_session(session):
-            metadata = _read_text(session, f"{root}/metadata")
-            active = {str(query.id) for query in session.streams.active}
-            query_id = _query_id(metadata)
-            if active and query_id not in active:
-                whose = f"the checkpoint of query {query_id}" if query_id else "no query's checkpoint"
-                raise ConfigError(
-                    f"DeltaSink(checkpoint_location='{root}') is {whose}, not of a query running in this "
-                    "session: pass the query's own checkpointLocation as DeltaSink(..., checkpoint_location=...)"
-                )
-        self._checkpoint_verified = True
-
-    @staticmethod
-    def _refuse_committed_batch(session: Any, root: str, batch_id: int) -> None:
-        """Refuse a ``checkpoint_location`` that has already committed batch ``batch_id``.
-
-        Spark calls ``foreachBatch`` for batch N only while the query's
-        ``<checkpoint>/commits/N`` does not exist: on a restart it replays N when the
-        commit log ends at N-1, and starts N+1 when it ends at N
-        (``MicroBatchExecution.populateStartOffsets``); it writes ``commits/N`` after the
-        sink returns. A checkpoint holding ``commits/N`` now is another query's (or a stale
-        copy), whose ``offsets/N`` is not this batch's plan. Checked before any file is
-        written, at every batch (one file lookup).
-        """
-        local = _local_path(root)
-        if local is not None and os.path.isdir(os.path.join(local, "offsets")):  # on this disk: no Spark read
-            committed = os.path.isfile(os.path.join(local, "commits", str(batch_id)))
-        else:
-            committed = _read_text(session, f"{root}/commits/{batch_id}") is not None
-        if committed:
-            raise ConfigError(
-                f"DeltaSink(checkpoint_location='{root}') has already committed batch {batch_id}, which Spark is "
-                "running now: it is not this query's checkpoint (or a stale copy of it), so its offsets are not "
-                "this batch's plan. Pass the query's own checkpointLocation as DeltaSink(..., checkpoint_location=...)"
-            )
+            refuse_committed_batch(session, root, batch_id)
+        return planned_offsets_text(session, root, batch_id)
 
     # -- conflicts ---------------------------------------------------------------------
 
@@ -370,180 +294,3 @@ class DeltaSink:
             tp = r.topic_partition
             keep = keep | ((F.col("topic") == tp.topic) & (F.col("partition") == tp.partition))
         return batch.where(keep)
-
-    # -- files -------------------------------------------------------------------------
-
-    def _partition_columns(self, store: DeltaOffsetStore, schema: Any) -> List[str]:
-        """The partition columns this batch's files are written for, checked against the batch
-        and the table before any file is written."""
-        existing = store.partition_columns()
-        partition_by = self.partition_by if self.partition_by is not None else list(existing or [])
-        check_partition_columns(schema, partition_by, table=self.path)
-        if existing is not None:
-            store.check_partition_columns(partition_by)
-        return partition_by
-
-    def _write_files(
-        self, batch: Any, batch_id: int, schema: Any, partition_by: Sequence[str], store: DeltaOffsetStore
-    ) -> List[DataFile]:
-        """Have the executors write ``batch`` into the table; the files' ``add`` actions."""
-        # Resolved here: a relative local path means the driver's working directory, not a worker's.
-        write = _file_writer(normalize_table_path(self.path), self.storage_options, schema, batch_id, partition_by,
-                             _indexed_columns(store.configuration()), store.not_null_columns())
-        if partition_by:
-            # Each task then writes one file per key, one at a time (write_partitioned closes a
-            # file when the key changes). Empty strings sort with nulls: both are the null value.
-            batch = batch.sortWithinPartitions(*[_sort_key(c, schema.field(c).type) for c in partition_by])
-        rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
-        return [
-            DataFile(row["path"], int(row["size"]), int(row["num_records"]), row["stats"],
-                     json.loads(row["partition_values"]),
-                     {tuple(path): int(count) for path, count in json.loads(row["null_counts"])})
-            for row in rows
-        ]
-
-
-#: One row per written file, as the executors return them (``mapInArrow``'s result schema).
-_WRITTEN_FILE_SCHEMA = ("path string, size long, num_records long, stats string, partition_values string, "
-                        "null_counts string")
-
-
-def _sort_key(column: str, arrow_type: Any) -> Any:
-    """The ``sortWithinPartitions`` key of a partition column: ascending, nulls first, and for a
-    string column the empty string as null (the order ``write_partitioned`` groups by)."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    ref = F.col("`" + column.replace("`", "``") + "`")
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        ref = F.nullif(ref, F.lit(""))
-    return ref.asc_nulls_first()
-
-
-def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:
-    """The table's ``delta.dataSkippingNumIndexedCols`` (delta-spark's default, 32, when unset)."""
-    raw = configuration.get("delta.dataSkippingNumIndexedCols")
-    try:
-        return int(raw) if raw is not None else DEFAULT_INDEXED_COLUMNS
-    except ValueError:
-        return DEFAULT_INDEXED_COLUMNS
-
-
-def _file_writer(
-    table: str, storage_options: Mapping[str, str], schema: Any, batch_id: int, partition_by: Sequence[str],
-    indexed_columns: int, not_null: Sequence[ColumnPath] = (),
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The ``mapInArrow`` function: writes a task's rows, yields one row per file written.
-
-    Caller: Spark tasks on the executors (the closure is pickled, storage options included;
-    they are never logged)."""
-    options = dict(storage_options)
-    columns = list(partition_by)
-    counted = [tuple(path) for path in not_null]
-
-    def write(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        written = write_partitioned(batches, filesystem=table_filesystem(table, options), schema=schema,
-                                    batch_id=batch_id, partition_by=columns, indexed_columns=indexed_columns,
-                                    not_null=counted)
-        for f in written:
-            yield pa.RecordBatch.from_pydict(
-                {"path": [f.path], "size": [f.size], "num_records": [f.num_records], "stats": [f.stats],
-                 "partition_values": [json.dumps(f.partition_values)],
-                 "null_counts": [json.dumps([[list(path), count] for path, count in f.null_counts.items()])]},
-                schema=pa.schema([("path", pa.string()), ("size", pa.int64()), ("num_records", pa.int64()),
-                                  ("stats", pa.string()), ("partition_values", pa.string()),
-                                  ("null_counts", pa.string())]),
-            )
-
-    return write
-
-
-_CONNECT_NEEDS_CHECKPOINT = (
-    "DeltaSink under Spark Connect needs the query's checkpoint location: pass "
-    "DeltaSink(path, checkpoint_location=<the query's checkpointLocation option>). A Connect session "
-    "has no driver JVM to ask the running query for it, and neither its progress nor the session's "
-    "settings name it"
-)
-
-#: A URI scheme such as ``s3a:`` or ``dbfs:`` (one letter would be a Windows drive).
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
-
-
-def _local_path(location: str) -> Optional[str]:
-    """``location`` as a path on this machine, or ``None`` when it names another file system."""
-    if location.startswith("file://"):
-        return location[len("file://"):]
-    if location.startswith("file:"):
-        return location[len("file:"):]
-    return None if _SCHEME.match(location) else location
-
-
-def _read_text(session: Any, location: str) -> Optional[str]:
-    """The whole text of the file at ``location`` (``None`` when there is none): local paths
-    (no scheme, or ``file:``) from this machine's disk when the file is there, anything
-    else through Spark."""
-    local = _local_path(location)
-    if local is not None and os.path.isfile(local):
-        with open(local, encoding="utf-8") as handle:
-            return handle.read()
-    return _read_through_spark(session, location)
-
-
-def _query_id(metadata: Optional[str]) -> Optional[str]:
-    """The query id in a checkpoint's ``metadata`` file (``{"id": ...}``), or ``None``."""
-    from kafka_group.json_text import parse_json
-
-    try:
-        doc = parse_json(metadata or "null")
-    except ValueError:  # NotJson: malformed, too deep or too large a number
-        return None
-    return str(doc["id"]) if isinstance(doc, dict) and "id" in doc else None
-
-
-def _read_through_spark(session: Any, location: str) -> Optional[str]:
-    """The whole text of the file at ``location``, read by Spark (``None`` when there is none)."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        rows = session.read.text(location, wholetext=True).collect()
-    except AnalysisException as exc:
-        if "PATH_NOT_FOUND" in str(exc):
-            return None
-        raise
-    return str(rows[0][0]) if rows else None
-
-
-def _checkpoint_of_running_query(session: Any) -> str:
-    """The checkpoint root of the query running this ``foreachBatch`` call (classic sessions only).
-
-    Classic-only: it asks the driver JVM (the query id is a local property of the
-    batch's thread; the query's resolved checkpoint root lives in the JVM). Under
-    Spark Connect it raises :class:`ConfigError` before anything is written.
-    """
-    from pyspark.sql import SparkSession
-
-    from pyspark_kafka_group.spark_session import is_connect_session
-
-    if is_connect_session(session):
-        raise ConfigError(_CONNECT_NEEDS_CHECKPOINT)
-    query_id = session.sparkContext.getLocalProperty("sql.streaming.queryId")
-    sessions = [SparkSession.getActiveSession(), SparkSession.builder.getOrCreate(), session]
-    for candidate in sessions:
-        if candidate is None or query_id is None:
-            continue
-        query = candidate.streams.get(query_id)
-        if query is not None:
-            return str(query._jsq.streamingQuery().resolvedCheckpointRoot())
-    raise ConfigError(
-        "DeltaSink could not find the running query's checkpoint: pass it as "
-        "DeltaSink(path, checkpoint_location=<the query's checkpointLocation>)"
-    )
-
-
-def _connect_mode() -> bool:
-    """Whether this process is in Spark Connect mode (``builder.remote(...)`` or ``SPARK_CONNECT_MODE_ENABLED``)."""
-    from pyspark.sql.utils import is_remote
-
-    return bool(is_remote())

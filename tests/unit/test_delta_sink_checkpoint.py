@@ -8,7 +8,7 @@ from typing import Optional
 import pytest
 
 from kafka_group.errors import ConfigError
-from pyspark_kafka_group.delta_sink import _local_path, _query_id
+from pyspark_kafka_group.sink_checkpoint import local_path, query_id
 
 
 @pytest.mark.parametrize(("location", "local"), [
@@ -22,7 +22,7 @@ from pyspark_kafka_group.delta_sink import _local_path, _query_id
     ("hdfs://namenode:8020/chk/offsets/3", None),
 ])
 def test_only_local_locations_are_read_from_the_disk(location: str, local: Optional[str]) -> None:
-    assert _local_path(location) == local
+    assert local_path(location) == local
 
 
 class _Batch:
@@ -49,6 +49,6 @@ def test_a_checkpoint_that_already_committed_the_batch_is_not_this_querys(tmp_pa
 
 
 @pytest.mark.parametrize("metadata", ['{"id": 5', "[" * 100_000, '{"id": ' + "9" * 5000 + "}"])
-def test_a_checkpoint_metadata_file_that_is_not_json_has_no_query_id(metadata: str) -> None:
-    assert _query_id(metadata) is None
-    assert _query_id('{"id": "abc"}') == "abc"
+def test_a_checkpoint_metadata_file_that_is_not_json_has_noquery_id(metadata: str) -> None:
+    assert query_id(metadata) is None
+    assert query_id('{"id": "abc"}') == "abc"

@@ -15,7 +15,7 @@ JVM_ATTRIBUTES = {"_jvm", "_jsc", "sparkContext", "_jsq", "_jsparkSession", "_jd
 
 #: (file, function) -> why the JVM is reached there and why that is safe under Connect.
 CLASSIC_ONLY: Dict[Tuple[str, str], str] = {
-    ("delta_sink.py", "_checkpoint_of_running_query"):
+    ("sink_checkpoint.py", "checkpoint_of_running_query"):
         "finds a classic query's checkpoint in the JVM; raises ConfigError first for a Connect session",
     ("spark_session.py", "local_session"):
         "sets the log level of a classic session; returns a Connect session before that line",

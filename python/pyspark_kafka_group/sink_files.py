@@ -1,0 +1,112 @@
+"""The data files of a :class:`~pyspark_kafka_group.delta_sink.DeltaSink` batch, written by the executors.
+
+``batch.mapInArrow`` has each Spark task write its rows into the table (one file per
+partition-value combination, through delta-rs's object store: local paths, ``s3://``,
+``abfss://`` and ``gs://`` alike; see :mod:`kafka_group.delta.delta_files`) and return each
+file's ``add`` action. The files are invisible until the driver commits them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
+
+from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.delta_files import write_partitioned
+from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
+from kafka_group.delta.not_null import ColumnPath
+from kafka_group.delta.partition_values import check_partition_columns
+from kafka_group.delta.table_location import normalize_table_path, table_filesystem
+
+__all__ = ["partition_columns", "write_files"]
+
+
+def partition_columns(store: DeltaOffsetStore, partition_by: Optional[Sequence[str]], table: str,
+                      schema: Any) -> List[str]:
+    """The partition columns this batch's files are written for (the sink's ``partition_by``, else the
+    table's), checked against the batch and the table before any file is written. Caller: the driver."""
+    existing = store.partition_columns()
+    columns = list(partition_by) if partition_by is not None else list(existing or [])
+    check_partition_columns(schema, columns, table=table)
+    if existing is not None:
+        store.check_partition_columns(columns)
+    return columns
+
+
+def write_files(
+    batch: Any, batch_id: int, schema: Any, partition_by: Sequence[str], store: DeltaOffsetStore, table: str,
+    storage_options: Mapping[str, str],
+) -> List[DataFile]:
+    """Have the executors write ``batch`` into ``table``; the files' ``add`` actions. Caller: the driver."""
+    # Resolved here: a relative local path means the driver's working directory, not a worker's.
+    write = _file_writer(normalize_table_path(table), storage_options, schema, batch_id, partition_by,
+                         _indexed_columns(store.configuration()), store.not_null_columns())
+    if partition_by:
+        # Each task then writes one file per key, one at a time (write_partitioned closes a
+        # file when the key changes). Empty strings sort with nulls: both are the null value.
+        batch = batch.sortWithinPartitions(*[_sort_key(c, schema.field(c).type) for c in partition_by])
+    rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
+    return [
+        DataFile(row["path"], int(row["size"]), int(row["num_records"]), row["stats"],
+                 json.loads(row["partition_values"]),
+                 {tuple(path): int(count) for path, count in json.loads(row["null_counts"])})
+        for row in rows
+    ]
+
+
+#: One row per written file, as the executors return them (``mapInArrow``'s result schema).
+_WRITTEN_FILE_SCHEMA = ("path string, size long, num_records long, stats string, partition_values string, "
+                        "null_counts string")
+
+
+def _sort_key(column: str, arrow_type: Any) -> Any:
+    """The ``sortWithinPartitions`` key of a partition column: ascending, nulls first, and for a
+    string column the empty string as null (the order ``write_partitioned`` groups by)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    ref = F.col("`" + column.replace("`", "``") + "`")
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        ref = F.nullif(ref, F.lit(""))
+    return ref.asc_nulls_first()
+
+
+def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:
+    """The table's ``delta.dataSkippingNumIndexedCols`` (delta-spark's default, 32, when unset)."""
+    raw = configuration.get("delta.dataSkippingNumIndexedCols")
+    try:
+        return int(raw) if raw is not None else DEFAULT_INDEXED_COLUMNS
+    except ValueError:
+        return DEFAULT_INDEXED_COLUMNS
+
+
+def _file_writer(
+    table: str, storage_options: Mapping[str, str], schema: Any, batch_id: int, partition_by: Sequence[str],
+    indexed_columns: int, not_null: Sequence[ColumnPath] = (),
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function: writes a task's rows, yields one row per file written.
+
+    Caller: Spark tasks on the executors (the closure is pickled, storage options included;
+    they are never logged)."""
+    options = dict(storage_options)
+    columns = list(partition_by)
+    counted = [tuple(path) for path in not_null]
+
+    def write(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        written = write_partitioned(batches, filesystem=table_filesystem(table, options), schema=schema,
+                                    batch_id=batch_id, partition_by=columns, indexed_columns=indexed_columns,
+                                    not_null=counted)
+        for f in written:
+            yield pa.RecordBatch.from_pydict(
+                {"path": [f.path], "size": [f.size], "num_records": [f.num_records], "stats": [f.stats],
+                 "partition_values": [json.dumps(f.partition_values)],
+                 "null_counts": [json.dumps([[list(path), count] for path, count in f.null_counts.items()])]},
+                schema=pa.schema([("path", pa.string()), ("size", pa.int64()), ("num_records", pa.int64()),
+                                  ("stats", pa.string()), ("partition_values", pa.string()),
+                                  ("null_counts", pa.string())]),
+            )
+
+    return write
