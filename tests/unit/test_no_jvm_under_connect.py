@@ -24,13 +24,17 @@ CLASSIC_ONLY: Dict[Tuple[str, str], str] = {
 }
 
 
+def source_files() -> List[pathlib.Path]:
+    """The library's modules, in the packages' subpackages too (``kafka_group.group``, ...)."""
+    return [path for root in SOURCES for path in sorted(root.rglob("*.py"))]
+
+
 def jvm_reaches() -> List[Tuple[str, str, int, str]]:
     """(file, enclosing function, line, attribute) of every JVM attribute the library sources name."""
     found: List[Tuple[str, str, int, str]] = []
-    for root in SOURCES:
-        for path in sorted(root.glob("*.py")):
-            tree = ast.parse(path.read_text(), filename=str(path))
-            _walk(tree, path.name, None, found)
+    for path in source_files():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        _walk(tree, path.name, None, found)
     return found
 
 
@@ -68,3 +72,10 @@ def test_the_scan_sees_attribute_and_getattr_forms() -> None:
     found: List[Tuple[str, str, int, str]] = []
     _walk(ast.parse("def f(s):\n    s.sparkContext.x()\n    getattr(s, '_jvm', None)\n"), "x.py", None, found)
     assert [(f, n) for _, f, _, n in found] == [("f", "sparkContext"), ("f", "_jvm")]
+
+
+def test_the_scan_reads_the_subpackages_too() -> None:
+    # The core's modules moved into subpackages (issue 25): a scan of the top level alone saw none of them.
+    scanned = {path.relative_to(REPO).as_posix() for path in source_files()}
+    assert {"connector/kafka_group/group/membership.py", "connector/kafka_group/delta/delta_offsets.py",
+            "python/pyspark_kafka_group/delta_sink.py"} <= scanned
