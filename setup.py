@@ -38,6 +38,8 @@ TEST_TOOLS = [
     "moto[server]>=5.1", "prometheus_client>=0.20",
     # tests/unit/test_security_translation.py makes throwaway CAs and PKCS#12 stores
     "cryptography>=42",
+    # tests of the built-in AWS MSK IAM token provider (the 'msk-iam' extra)
+    "aws-msk-iam-sasl-signer-python>=1.0.2",
     "nbclient", "nbformat", "ipykernel", "matplotlib",
     # tests/unit/test_packaging.py builds the wheel without build isolation
     "setuptools>=64", "wheel",
@@ -71,7 +73,10 @@ setup(
     # pyspark_kafka_group checks for pyspark >= 4.2 when imported (spark_requirement.py); the 'spark'
     # extra brings it where there is none.
     install_requires=[
-        "confluent-kafka>=2.12",
+        # 2.13: every client kind (AdminClient included) serves OAUTHBEARER token refreshes (oauth_cb, the
+        # 'tokenProvider' option and AWS MSK IAM) on a background thread and waits for the first token in its
+        # constructor; before, an AdminClient asked for a token only when polled
+        "confluent-kafka>=2.13",
         # pyspark's DataFrame.mapInArrow (DeltaSink's write) refuses to run without pandas >= 2.2 and
         # pyarrow >= 18 (pyspark.sql.pandas.utils), even though the sink touches Arrow only. pip's
         # pyspark does not bring them (its 'sql' extra does), and a runtime's Spark may lack them.
@@ -97,6 +102,8 @@ setup(
         "plot": ["matplotlib"],
         # Java PKCS#12 (and, through keytool, JKS) stores in kafka.ssl.truststore/keystore.* options
         "security": ["cryptography>=42"],
+        # AWS MSK IAM authentication (kafka.sasl.mechanism=AWS_MSK_IAM): AWS's own token signer
+        "msk-iam": ["aws-msk-iam-sasl-signer-python>=1.0.2"],
         # pyspark_kafka_group.prometheus: lag metrics for Prometheus (HTTP endpoint or Pushgateway)
         "metrics": ["prometheus_client>=0.20"],
         "schema-registry": SCHEMA_REGISTRY,

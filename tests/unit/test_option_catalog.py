@@ -92,6 +92,7 @@ BAD_VALUES = {
     "availableNowTimeoutMs": "ten",
     "revokeTimeoutMs": "0",
     "rebalanceListener": "module",
+    "tokenProvider": "module.without.callable",
     "maxOffsetsPerPartition": "0",
     "flow.budgetSharing": "greedy",
     "flow.topicPriority": "orders:high",

@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Tuple
 
 from kafka_group.errors import ConfigError
 
-__all__ = ["JaasModule", "parse_jaas", "jaas_settings", "MSK_IAM_PLANNED", "module_class"]
+__all__ = ["JaasModule", "parse_jaas", "jaas_settings", "module_class"]
 
 _OPTION = "kafka.sasl.jaas.config"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
@@ -28,13 +28,6 @@ SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTHBEARER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 KERBEROS = "com.sun.security.auth.module.Krb5LoginModule"
 MSK_IAM_LOGIN = "software.amazon.msk.auth.iam.IAMLoginModule"
-
-#: The message tail for AWS MSK IAM, which a later version of the connector supports.
-MSK_IAM_PLANNED = (
-    "AWS MSK IAM authentication is not supported yet (planned: a built-in token provider selected by "
-    "these same options, issue 28 item 2). Until then use SASL/SCRAM on MSK (librdkafka: "
-    "'kafka.sasl.mechanism=SCRAM-SHA-512', 'kafka.sasl.username', 'kafka.sasl.password')"
-)
 
 
 @dataclass(frozen=True)
@@ -232,8 +225,8 @@ def jaas_settings(module: JaasModule, mechanism: str | None, *, oidc: bool) -> T
         if module.options.get("principal"):
             settings["sasl.kerberos.principal"] = module.options["principal"]
         return settings, _mechanism(name, mechanism, ("GSSAPI",))
-    if name == MSK_IAM_LOGIN:
-        raise ConfigError(f"option '{_OPTION}' names {name}: {MSK_IAM_PLANNED}")
+    if name == MSK_IAM_LOGIN:  # kafka_group.config.token_options takes MSK's options before this
+        raise ConfigError(f"option '{_OPTION}' names {name}: set 'kafka.sasl.mechanism=AWS_MSK_IAM' with it")
     raise ConfigError(
         f"option '{_OPTION}' names the login module {name}, which librdkafka cannot run (it runs no Java). "
         "Supported: PlainLoginModule and ScramLoginModule (librdkafka: 'kafka.sasl.username' and "

@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
+from kafka_group.auth.token_provider import check_token_provider_spec
 from kafka_group.group.rebalance_listener import check_listener_spec
 from kafka_group.json_text import INT32_MAX, INT64_MAX
 from kafka_group.offsets import (
@@ -566,6 +567,11 @@ REBALANCE_LISTENER: OptionSpec[str] = OptionSpec(
     'Your code, called on the driver after each rebalance event (`assign`, `revoke`, `lost`) with a `RebalanceEvent`: the partitions, the member\'s generation, its member id, the partitions owned afterwards and the cause. See "Rebalances" below.',
     parser=_listener_spec,
 )
+TOKEN_PROVIDER: OptionSpec[str] = OptionSpec(
+    'tokenProvider', '`module:callable`', 'none',
+    'Your code that gives SASL/OAUTHBEARER tokens (sets `kafka.sasl.mechanism=OAUTHBEARER`), called by every Kafka client of the query, on the driver and on the executors (install its module on both), with the `kafka.sasl.oauthbearer.config` string; it returns `(token, expiry seconds since the epoch[, principal[, extensions]])`, as confluent-kafka\'s `oauth_cb`. Tokens are scrubbed from logs and errors. See "Token providers" below.',
+    parser=check_token_provider_spec,
+)
 MAX_OFFSETS_PER_PARTITION: OptionSpec[int] = OptionSpec(
     'maxOffsetsPerPartition', 'positive int', 'none',
     'The most records one partition gives a batch, so one hot partition cannot fill every batch. Composes with `maxOffsetsPerTrigger`.',
@@ -654,6 +660,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     AVAILABLE_NOW_TIMEOUT_MS,
     REVOKE_TIMEOUT_MS,
     REBALANCE_LISTENER,
+    TOKEN_PROVIDER,
     MAX_OFFSETS_PER_PARTITION,
     BUDGET_SHARING,
     TOPIC_PRIORITY,

@@ -270,7 +270,7 @@ def _client_config(opts: Mapping[str, str]) -> Dict[str, str]:
     # Secrets are scrubbed from errors from here on, the translation's own among them; then the Java
     # client's security settings (JAAS, Java stores) become librdkafka's (kafka_group.config.security).
     register_client_secrets(config)
-    return translate_security(config)
+    return translate_security(config, token_provider=catalog.TOKEN_PROVIDER.get(opts))
 
 
 def _offsets_table_storage(opts: Mapping[str, str]) -> Dict[str, str]:

@@ -33,6 +33,7 @@ from typing import Callable, Dict, Mapping, Optional, Set, Tuple
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import reader_config
 from kafka_group.offsets import TopicPartition
 
@@ -184,7 +185,9 @@ class EventTimeAlignment:
         if not positions:
             return {}, set()
         if self._consumer is None:
-            self._consumer = Consumer(self._config)
+            # The connector's error callback: a refused login raises out of consume() (it held the
+            # partitions as if their records were slow) and a token provider is served.
+            self._consumer = new_consumer(self._config, client="alignment")
         consumer = self._consumer
         consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in positions.items()])
         found: Dict[TopicPartition, Tuple[int, int]] = {}

@@ -19,6 +19,7 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from kafka_group.access_errors import access_error, access_error_of
+from kafka_group.auth.clients import new_admin
 
 from kafka_group.config.client_config import isolation_level
 from kafka_group.config.source_options import redact_client_config
@@ -93,7 +94,7 @@ class ClusterView:
         self._admin = self._new_admin()
 
     def _new_admin(self) -> AdminClient:
-        return AdminClient(dict[str, Any]({**self._config, "error_cb": self._on_client_error}))
+        return new_admin(self._config, error_cb=self._on_client_error)
 
     def _on_client_error(self, error: KafkaError) -> None:
         # Any thread that polls the admin client (see _raise_refusal).

@@ -19,10 +19,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.access_errors import access_error
+from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.group.member_commits import MemberCommits
@@ -86,9 +87,10 @@ class GroupMember:
         self.group_id = group_id
         self._config = config
         # A refused login reaches the member only through the error callback (see _on_error).
-        settings: Dict[str, Any] = {**config, "on_commit": self._on_commit, "error_cb": self._on_error}
         try:
-            self._consumer = Consumer(settings, logger=logging.getLogger("kafka_group.librdkafka"))
+            self._consumer = new_consumer(config, client="driver", group=group_id, error_cb=self._on_error,
+                                          logger=logging.getLogger("kafka_group.librdkafka"),
+                                          on_commit=self._on_commit)
         except KafkaException as exc:
             raise GroupMembershipError.from_kafka(
                 f"could not create the group member of group '{group_id}': {exc}", exc

@@ -10,6 +10,7 @@ from typing import Any, List, Mapping, Optional
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config
 from kafka_group.errors import GroupMembershipError
 from kafka_group.offsets import TopicPartition
@@ -88,12 +89,21 @@ class GroupOffsetCommitter:
         # SIGTERM handler (leave_group_on_sigterm) runs close() on that same thread, possibly
         # between two bytecodes of commit()'s locked block; it must not wait on its own thread.
         self._lock = threading.RLock()
-        self._consumer = Consumer(member_config(client_config, group_id))
+        # The connector's error callback: a refused login or a missing ACL raises its own error
+        # (served by the poll() before each commit), not a commit "Waiting for coordinator".
+        self._config = member_config(client_config, group_id)
+        self._consumer = new_consumer(self._config, client="committer", group=group_id)
 
     def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
         """Commit ``positions``; a failure is logged and loses nothing. ``generation`` is ignored: this
         committer owns no assignment (``assign`` fixes the partitions)."""
-        return commit_positions(self._consumer, self._lock, self.group_id, positions)
+        with self._lock:
+            self._consumer.poll(0)  # serves the error callback: a refused login or ACL raises here
+        done = commit_positions(self._consumer, self._lock, self.group_id, positions)
+        if not done:  # a commit that waited for a coordinator it could not log in to: say why
+            with self._lock:
+                self._consumer.poll(0)
+        return done
 
     def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
                         timeout_s: float) -> None:
@@ -104,7 +114,7 @@ class GroupOffsetCommitter:
         GroupMembershipError
             The commit failed.
         """
-        if not commit_positions(self._consumer, self._lock, self.group_id, positions):
+        if not self.commit(positions):
             raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, NamedTuple, Protocol, Tuple
 
-from kafka_group.access_errors import raising_error_callback
+from kafka_group.auth import clients
 from kafka_group.redaction import register_client_secrets
 
 __all__ = ["INHERITED", "ConfigKey", "IdleClient", "PoolStats", "ReaderClient", "new_consumer"]
@@ -83,11 +83,10 @@ class IdleClient(NamedTuple):
 
 def new_consumer(config: Dict[str, str]) -> Any:
     """A ``confluent_kafka.Consumer`` of ``config`` (the default pool's factory)."""
-    from confluent_kafka import Consumer
-
     # An executor learns the secrets here (its settings came pickled): they are scrubbed from what it emits.
     register_client_secrets(config)
     # A refused login reaches a consumer only through its error callback: this one raises the
     # connector's AuthenticationError out of consume(), so the task fails saying so at once
     # (not "no planned record arrived" when the poll timeout runs out).
-    return Consumer({**config, "error_cb": raising_error_callback(config, client="reader")})
+    # A token provider (option 'tokenProvider', AWS MSK IAM) is imported here too, on the executor.
+    return clients.new_consumer(config, client="reader")

@@ -1,0 +1,1 @@
+"""Token providers of SASL/OAUTHBEARER: the ``tokenProvider`` hook, AWS MSK IAM, and the one factory of Kafka clients."""
