@@ -14,7 +14,9 @@ listener                  security protocol   clients authenticate with
 OAUTHBEARER uses Kafka's *unsecured* test tokens (the broker's
 ``OAuthBearerUnsecuredValidatorCallbackHandler``; librdkafka's
 ``enable.sasl.oauthbearer.unsecure.jwt``): any client may claim any principal
-on it. TLS certificates come from a :class:`~kafka_group_devbroker.throwaway_ca.ThrowawayCA`
+on it. The validator (:mod:`~kafka_group_devbroker.msk_iam_validator`, compiled at start)
+also accepts AWS MSK IAM tokens by their form (principal: the access key id); their AWS
+signature cannot be verified here. TLS certificates come from a :class:`~kafka_group_devbroker.throwaway_ca.ThrowawayCA`
 made at start; the broker's keystore is PKCS#12, its truststore the CA in PEM.
 
 Authorization is KRaft's ``StandardAuthorizer``: without an ACL, nothing is
@@ -49,6 +51,7 @@ from typing import Any, Mapping, Optional
 
 from kafka_group.errors import EmbeddedBrokerError
 from kafka_group_devbroker.apache_kafka import ApacheKafka, _free_port, _Node
+from kafka_group_devbroker.msk_iam_validator import VALIDATOR_CLASS, compile_validator
 from kafka_group_devbroker.throwaway_ca import IssuedCertificate, ThrowawayCA
 
 __all__ = ["SECURITY_MODES", "SASL_MECHANISMS", "STORE_PASSWORD", "STORE_TYPES", "USERS", "SecuredKafka"]
@@ -84,9 +87,6 @@ STORE_TYPES = ("JKS", "PKCS12")
 _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-_OAUTH_UNSECURED_VALIDATOR = (
-    "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
-)
 
 
 class SecuredKafka(ApacheKafka):
@@ -344,6 +344,10 @@ class SecuredKafka(ApacheKafka):
         (self.folder / "ca.pem").write_text(self._ca.certificate_pem, encoding="utf-8")
         (self.folder / "broker.p12").write_bytes(broker.pkcs12(_STORE_PASSWORD, self._ca.certificate_pem))
         self._ports = {}
+        # OAUTHBEARER's validator: Kafka's unsecured one, plus AWS MSK IAM signed URLs (their form only).
+        assert self._classpath is not None
+        classes = compile_validator(self.folder / "msk-iam-validator", self._classpath)
+        self._classpath = f"{self._classpath}{os.pathsep}{classes}"
 
     def _node_settings(self, node: _Node) -> dict[str, str]:
         ports = self._ports.setdefault(node.node_id, {listener: _free_port() for listener in _LISTENERS})
@@ -375,7 +379,7 @@ class SecuredKafka(ApacheKafka):
                 f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_LOGIN} required;",
                 f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_LOGIN} required;",
                 f"{prefix}.oauthbearer.sasl.jaas.config": f'{_OAUTH_LOGIN} required unsecuredLoginStringClaim_sub="admin";',
-                f"{prefix}.oauthbearer.sasl.server.callback.handler.class": _OAUTH_UNSECURED_VALIDATOR,
+                f"{prefix}.oauthbearer.sasl.server.callback.handler.class": VALIDATOR_CLASS,
             })
         return settings
 

@@ -14,7 +14,13 @@ import pathlib
 import pytest
 from pyspark.sql import SparkSession
 
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_group.auth.clients import new_consumer
+from kafka_group.config.client_config import reader_config
+from kafka_group.config.options import parse_source_options
 from kafka_group.errors import AuthenticationError
+from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.group.offset_commits import GroupOffsetCommitter
 from kafka_group.offsets import TopicPartition
@@ -79,3 +85,33 @@ def test_a_token_provider_hook_lands_every_record_once_and_runs_on_executors(
     callers = set(calls.read_text(encoding="utf-8").split())
     # The runner (group member, metadata) and the executors' readers are different Python processes.
     assert len(callers) >= 2 and str(os.getpid()) not in callers, callers
+
+
+def test_msk_iam_options_log_in_through_the_built_in_provider(secured_kafka: SecuredKafka,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The options MSK users give Spark, with fake AWS credentials: AWS's signer makes the token, the hook hands
+    it to the clients (metadata and a reader), the broker's MSK IAM validator maps the access key id to the
+    principal (the AWS signature itself cannot be verified here: only the token's form is)."""
+    access_key = "AKIAFAKEKAFKAGROUP01"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-access-key-for-tests")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    topic, group = create_topic(secured_kafka, 1), unique_name("group")
+    produce(secured_kafka.bootstrap_servers, topic, {0: 5})
+    secured_kafka.grant(access_key, topic=topic, group=group)
+    parsed = parse_source_options({
+        "kafka.bootstrap.servers": secured_kafka.listener_servers("SASL_PLAINTEXT"),
+        "kafka.security.protocol": "SASL_PLAINTEXT", "subscribe": topic, "kafka.group.id": group,
+        "kafka.sasl.mechanism": "AWS_MSK_IAM",
+        "kafka.sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+        "kafka.sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler"})
+    assert ClusterView(parsed.client_config, 30_000).partitions_of([topic]) == [TopicPartition(topic, 0)]
+    reader = new_consumer(reader_config(parsed.client_config, group), client="reader")
+    try:
+        reader.assign([KafkaTopicPartition(topic, 0, 0)])
+        offsets = [m.offset() for m in reader.consume(num_messages=5, timeout=30) if m.error() is None]
+    finally:
+        reader.close()
+    assert offsets == [0, 1, 2, 3, 4]
