@@ -30,7 +30,6 @@ VALIDATOR_CLASS = "kafkagroup.devbroker.MskIamOrUnsecuredValidator"
 JAVA_SOURCE = r"""
 package kafkagroup.devbroker;
 
-import java.io.IOException;
 import java.net.URI;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
@@ -55,7 +54,7 @@ public class MskIamOrUnsecuredValidator extends OAuthBearerUnsecuredValidatorCal
     private static final DateTimeFormatter AMZ_DATE = DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'");
 
     @Override
-    public void handle(Callback[] callbacks) throws IOException, UnsupportedCallbackException {
+    public void handle(Callback[] callbacks) throws UnsupportedCallbackException {
         List<Callback> rest = new ArrayList<>();
         for (Callback callback : callbacks) {
             if (callback instanceof OAuthBearerValidatorCallback) {
