@@ -35,6 +35,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import reader_config
+from kafka_group.errors import KafkaGroupError
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["AlignmentView", "EventTimeAlignment"]
@@ -127,8 +128,11 @@ class EventTimeAlignment:
     def close(self) -> None:
         """Release the peeking reader."""
         if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+            consumer, self._consumer = self._consumer, None
+            try:
+                consumer.close()
+            except KafkaGroupError as exc:  # the error callback, served by close(): told by view() already
+                logger.debug("closing the alignment's reader: %s", exc)
 
     def _search_limits(self, readable: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
                        bound: int, max_take: Optional[int]) -> Dict[TopicPartition, int]:

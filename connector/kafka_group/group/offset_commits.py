@@ -12,7 +12,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config
-from kafka_group.errors import GroupMembershipError
+from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["AwaitedCommit", "GroupOffsetCommitter", "commit_positions", "describe_positions"]
@@ -120,4 +120,7 @@ class GroupOffsetCommitter:
     def close(self) -> None:
         """Release the client."""
         with self._lock:
-            self._consumer.close()
+            try:
+                self._consumer.close()
+            except KafkaGroupError as exc:  # the error callback, served by close(): told at the commit already
+                logger.debug("closing the committer of group '%s': %s", self.group_id, exc)
