@@ -75,7 +75,9 @@ _SECRET_STORAGE_WORDS = ("key", "secret", "token", "password", "sas", "credentia
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@:'\"]+:[^/\s@'\"]*@")
 
 #: Names in ``sasl.oauthbearer.config`` whose values are not secret (the others, extensions, may be).
-_OAUTHBEARER_CONFIG_PUBLIC = frozenset({"principal", "principalClaimName", "scope", "scopeClaimName", "lifeSeconds"})
+_OAUTHBEARER_CONFIG_PUBLIC = frozenset({"principal", "principalClaimName", "scope", "scopeClaimName", "lifeSeconds",
+                                        # the AWS MSK IAM provider's (kafka_group.auth.msk_iam): no secrets
+                                        "region", "profile", "roleArn", "roleSessionName"})
 #: ``name=value`` of a JAAS configuration (a quoted value may hold blanks) and the names of secret ones.
 _JAAS_ITEM = re.compile(r"([A-Za-z0-9_.]+)\s*=\s*(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s;]+)")
 _JAAS_SECRET_NAME = re.compile(r"password|secret|token|credential|assertion|key(?!tab)", re.I)

@@ -176,3 +176,8 @@ def test_msk_iam_token_is_a_signed_kafka_connect_url(monkeypatch: pytest.MonkeyP
     assert query["Action"] == ["kafka-cluster:Connect"] and query["X-Amz-Signature"]
     assert query["X-Amz-Credential"][0].startswith("AKIAFAKEFORTESTS0001/")
     assert time.time() < expiry < time.time() + 3600
+
+
+def test_the_msk_region_is_not_scrubbed_from_messages() -> None:
+    parse_source_options({**options(), "kafka.bootstrap.servers": _MSK_HOST, "kafka.sasl.mechanism": "AWS_MSK_IAM"})
+    assert scrub(f"could not reach {_MSK_HOST}") == f"could not reach {_MSK_HOST}"

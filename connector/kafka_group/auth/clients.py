@@ -6,7 +6,8 @@ Every confluent-kafka client of the connector is made here (:func:`new_consumer`
 
 * an ``error_cb``: the caller's own, else :func:`kafka_group.access_errors.raising_error_callback`,
   so a refused login or a missing ACL is the connector's AuthenticationError or
-  AuthorizationError, raised from the client's ``poll()``/``consume()``, never a bare timeout;
+  AuthorizationError, raised from the client's ``poll()``/``consume()``, never a bare timeout
+  (a token provider's own failure first, when it is why the login failed);
 * an ``oauth_cb`` (:class:`~kafka_group.auth.token_provider.TokenCallback`) when the settings carry
   :data:`~kafka_group.auth.token_provider.TOKEN_PROVIDER_KEY` (the ``tokenProvider`` option or
   the built-in AWS MSK IAM provider); the key itself never reaches librdkafka.
@@ -65,15 +66,20 @@ def client_settings(config: Mapping[str, str], *, client: str, group: Optional[s
     settings: Dict[str, Any] = {k: v for k, v in config.items() if k != TOKEN_PROVIDER_KEY}
     spec = config.get(TOKEN_PROVIDER_KEY)
     token_cb = TokenCallback(spec, client=client) if spec else None
-    on_error = error_cb or raising_error_callback(settings, group=group, client=client)
+    if error_cb is not None:
+        # The caller's callback records errors and must not raise (it also runs inside close()):
+        # a later token failure reaches it as librdkafka's authentication error (the provider logged why).
+        settings["error_cb"] = error_cb
+    else:
+        raising = raising_error_callback(settings, group=group, client=client)
 
-    def error_callback(error: KafkaError) -> None:
-        failure = token_cb.failure if token_cb is not None else None
-        if failure is not None and error.code() in _TOKEN_FAILURE_CODES:
-            raise failure
-        on_error(error)
+        def error_callback(error: KafkaError) -> None:
+            failure = token_cb.failure if token_cb is not None else None
+            if failure is not None and error.code() in _TOKEN_FAILURE_CODES:
+                raise failure
+            raising(error)
 
-    settings["error_cb"] = error_callback
+        settings["error_cb"] = error_callback
     if token_cb is not None:
         settings["oauth_cb"] = token_cb
     return settings, token_cb
