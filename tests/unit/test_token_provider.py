@@ -1,6 +1,6 @@
 """The ``tokenProvider`` hook and the built-in AWS MSK IAM provider, without a broker (issue 28 item 2).
 
-What reaches a real broker is tests/integration/test_token_providers.py's.
+What reaches a real broker is tests/integration/test_secured_kafka.py's.
 """
 
 from __future__ import annotations
