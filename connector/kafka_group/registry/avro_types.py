@@ -1,0 +1,156 @@
+"""Avro schemas as Arrow (and so Spark) types: the column a reader schema gives.
+
+=========================================  =========================================
+Avro                                       Arrow (Spark)
+=========================================  =========================================
+``boolean``, ``int``, ``long``             bool, int32, int64 (boolean, int, bigint)
+``float``, ``double``                      float32, float64 (float, double)
+``string``, ``enum``, ``uuid``             string (string)
+``bytes``, ``fixed``                       binary (binary)
+``record``                                 struct (struct), every field nullable
+``array``, ``map``                         list, map with string keys (array, map)
+``["null", T]`` (either order)             T, nullable
+``date``                                   date32 (date)
+``timestamp-millis``/``-micros``           timestamp[us, UTC] (timestamp)
+``local-timestamp-millis``/``-micros``     timestamp[us] (timestamp_ntz)
+``decimal(p, s)``, p <= 38                 decimal128(p, s) (decimal(p, s))
+``time-millis``, ``time-micros``           int32 ms, int64 us of the day (int, bigint)
+=========================================  =========================================
+
+A union of two or more non-null types, a bare ``null`` and a decimal wider than 38 digits have no
+Spark column here: :func:`avro_arrow_type` refuses them with a ConfigError when the query starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Set
+
+import pyarrow as pa
+
+from kafka_group.errors import ConfigError
+
+__all__ = ["avro_arrow_type", "strip_logical", "PLAIN_LOGICAL_TYPES"]
+
+_PRIMITIVES: Mapping[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
+
+#: Logical types read as their underlying type (no Spark type, or a Python value Arrow does not take).
+PLAIN_LOGICAL_TYPES = frozenset({"time-millis", "time-micros", "uuid"})
+
+_UTC = pa.timestamp("us", tz="UTC")
+_LOCAL = pa.timestamp("us")
+
+
+def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: str = "the schema") -> pa.DataType:
+    """The Arrow type of values of the Avro ``schema`` (its parsed JSON).
+
+    Parameters
+    ----------
+    schema : object
+        The schema as JSON values (a dict, a list for a union, a string for a primitive or a name).
+    named : dict, optional
+        Named types (records, enums, fixed) defined so far, by full name and by short name.
+    where : str
+        The place in the schema, for messages.
+
+    Raises
+    ------
+    ConfigError
+        A construct without a Spark type (named in the message, with its place).
+    """
+    named = {} if named is None else named
+    if isinstance(schema, str):
+        if schema in _PRIMITIVES:
+            return _PRIMITIVES[schema]
+        if schema == "null":
+            raise ConfigError(f"Avro type 'null' at {where} has no Spark column: make it a union ['null', T]")
+        if schema in named:
+            return avro_arrow_type(named[schema], named, where)
+        raise ConfigError(f"Avro type {schema!r} at {where} is not defined (a missing schema reference?)")
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1:
+            raise ConfigError(
+                f"Avro union {_short(schema)} at {where} has {len(branches)} non-null branches; only "
+                "['null', T] has a Spark column here. Read the key/value raw and decode it yourself, or "
+                "give a reader schema without such unions")
+        return avro_arrow_type(branches[0], named, where)
+    if not isinstance(schema, dict) or "type" not in schema:
+        raise ConfigError(f"not an Avro schema at {where}: {_short(schema)}")
+    kind = schema["type"]
+    logical = schema.get("logicalType")
+    if logical is not None and logical not in PLAIN_LOGICAL_TYPES:
+        typed = _logical(schema, logical, where)
+        if typed is not None:
+            return typed
+    if kind == "record" or kind == "error":
+        _define(schema, named)
+        fields: List[pa.Field] = []
+        for f in schema.get("fields", []):
+            name = f["name"]
+            fields.append(pa.field(name, avro_arrow_type(f["type"], named, f"{where}.{name}")))
+        if not fields:
+            raise ConfigError(f"Avro record at {where} has no fields; Spark has no empty struct column")
+        return pa.struct(fields)
+    if kind == "enum":
+        _define(schema, named)
+        return pa.string()
+    if kind == "fixed":
+        _define(schema, named)
+        return pa.binary()
+    if kind == "array":
+        return pa.list_(avro_arrow_type(schema["items"], named, f"{where}[]"))
+    if kind == "map":
+        return pa.map_(pa.string(), avro_arrow_type(schema["values"], named, f"{where}{{}}"))
+    return avro_arrow_type(kind, named, where)
+
+
+def _logical(schema: Mapping[str, Any], logical: str, where: str) -> Optional[pa.DataType]:
+    kind = schema["type"]
+    if logical == "date" and kind == "int":
+        return pa.date32()
+    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
+        return _UTC
+    if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
+        return _LOCAL
+    if logical == "decimal" and kind in ("bytes", "fixed"):
+        precision, scale = schema.get("precision"), schema.get("scale", 0)
+        if not isinstance(precision, int) or not isinstance(scale, int) or not 0 <= scale <= precision:
+            return None  # an invalid decimal is its underlying type, as the Avro spec says
+        if precision > 38:
+            raise ConfigError(f"Avro decimal({precision}, {scale}) at {where} is wider than Spark's 38 digits")
+        return pa.decimal128(precision, scale)
+    return None  # unknown logical types are their underlying type (Avro spec)
+
+
+def _define(schema: Mapping[str, Any], named: Dict[str, Any]) -> None:
+    name = schema.get("name")
+    if isinstance(name, str):
+        namespace = schema.get("namespace")
+        full = name if "." in name or not namespace else f"{namespace}.{name}"
+        named[full] = schema
+        named[full.rsplit(".", 1)[-1]] = schema
+
+
+def strip_logical(schema: Any, names: Set[str] = PLAIN_LOGICAL_TYPES) -> Any:
+    """A copy of ``schema`` (JSON values) without the logical types in ``names`` (read as their underlying type)."""
+    if isinstance(schema, list):
+        return [strip_logical(s, names) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strip_logical(v, names) for k, v in schema.items()}
+    if out.get("logicalType") in names:
+        del out["logicalType"]
+    return out
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
