@@ -29,7 +29,8 @@ from setuptools import find_packages, setup
 #: kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run time;
 #: grpcio-tools' protoc (the reference .proto parser) turns the registry's .proto text into descriptors;
 #: fastjsonschema validates JSON payloads when asked to. The tests need them too.
-SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "fastjsonschema>=2.19"]
+#: fastavro reads Avro payloads through Avro schema resolution (kafka_group.registry.avro_codec).
+SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "fastjsonschema>=2.19", "fastavro>=1.9"]
 
 #: The test tools, without a Spark (the 'test' extra adds the pinned one).
 TEST_TOOLS = [
@@ -43,6 +44,8 @@ TEST_TOOLS = [
     "nbclient", "nbformat", "ipykernel", "matplotlib",
     # tests/unit/test_packaging.py builds the wheel without build isolation
     "setuptools>=64", "wheel",
+    # the tests' producers are the real registry serializers (AvroSerializer, ProtobufSerializer, JSONSerializer)
+    "confluent-kafka[schemaregistry,avro]>=2.12",
 ] + SCHEMA_REGISTRY
 
 setup(

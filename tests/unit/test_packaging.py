@@ -179,6 +179,7 @@ _EXTRA_ONLY = {
     "grpc_tools": "schema-registry", # its .proto parser (protoc)
     "fastjsonschema": "schema-registry",  # kafka_group.registry's JSON Schema validation only
     "aws_msk_iam_sasl_signer": "msk-iam",  # kafka_group.auth.msk_iam only (AWS MSK IAM tokens)
+    "fastavro": "schema-registry",   # kafka_group.registry's Avro codec only
 }
 #: Imports of modules no distribution of the connector provides, looked up only where installed.
 _OPTIONAL_LOOKUPS = {

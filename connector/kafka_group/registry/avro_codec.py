@@ -6,11 +6,13 @@ fields removed, int promoted to long, ...; Avro's rules). A writer schema the re
 (a reader field without a default that the writer lacks, a type that does not promote) makes each
 of its records an error naming the conflict; nothing is filled in silently.
 
-The batch path: a schema id's payloads are concatenated into one Avro block and read by fastavro's
-block reader (the loop over records runs in fastavro's compiled code, not per record in Python),
-then the records become the column in one :func:`pyarrow.array` call. A block that does not read
-whole (a corrupt payload shifts every record after it) is read again record by record, which finds
-the bad ones; a payload is also bad when it has bytes left after its record.
+The batch path: a schema id's payloads are read from one stream (their concatenation) by
+fastavro's compiled reader, one call per record, each checked to end exactly where its payload
+ends (a payload with bytes left over, or too short, is an error, and the next one is read from its
+own start); logical types other than ``decimal`` are decoded as their underlying numbers (no Python
+``datetime`` per value) and the column is built in one :func:`pyarrow.array` call, then cast
+column-wise to its Spark type (see :mod:`kafka_group.registry.avro_types`). A value Arrow refuses
+(a decimal wider than its precision) makes that record an error, found record by record.
 
 Types: :mod:`kafka_group.registry.avro_types`.
 """
@@ -18,19 +20,17 @@ Types: :mod:`kafka_group.registry.avro_types`.
 from __future__ import annotations
 
 import io
+import itertools
 import json
-import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError, DependencyError
-from kafka_group.registry.avro_types import avro_arrow_type, strip_logical
+from kafka_group.registry.avro_types import FINAL, NATIVE, PLAIN, avro_arrow_type, strip_logical
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
 
 __all__ = ["AvroCodec"]
-
-_SYNC = b"\x17kafka-group-sync"  # 16 bytes: the block's sync marker
 
 
 def _fastavro() -> Any:
@@ -48,21 +48,14 @@ class AvroCodec:
 
     Implements :class:`kafka_group.registry.codec.Codec`. Parsed schemas are kept per instance
     (one instance per executor process: see :mod:`kafka_group.registry.decoding`).
-
-    Parameters
-    ----------
-    block : bool, default True
-        Read a schema id's payloads as one Avro block (see the module's notes). False reads
-        record by record (the same values, slower).
     """
 
     schema_type = "AVRO"
 
-    def __init__(self, *, block: bool = True) -> None:
-        self._block = block
+    def __init__(self) -> None:
         self._parsed: Dict[Tuple[str, Tuple[str, ...]], Any] = {}
         self._json: Dict[str, Any] = {}
-        self._types: Dict[str, pa.DataType] = {}
+        self._types: Dict[str, Tuple[pa.DataType, pa.DataType, pa.DataType]] = {}
 
     # -- the contract ------------------------------------------------------------------
 
@@ -74,39 +67,46 @@ class AvroCodec:
         ConfigError
             The schema is not Avro JSON, or has a construct without a Spark column.
         """
-        cached = self._types.get(reader.text)
-        if cached is None:
-            named: Dict[str, Any] = {}
-            for ref in _references(reader):
-                avro_arrow_type(self._schema_json(ref), named, f"reference {ref.schema_id}")
-            cached = avro_arrow_type(self._schema_json(reader), named, "the top level")
-            self._parse(reader)  # refuses what fastavro refuses, at the same time
-            self._types[reader.text] = cached
-        return cached
+        return self._stages(reader)[0]
 
     def decode(self, writer: RegisteredSchema, reader: RegisteredSchema,
                payloads: Sequence[bytes]) -> DecodedColumn:
         """Decode ``payloads`` written with ``writer`` through ``reader`` (see the module's notes)."""
-        arrow_type = self.arrow_type(reader)
+        final, native, plain = self._stages(reader)
         try:
             parsed_writer = self._parse(writer)
         except ConfigError as exc:
-            return _all_bad(arrow_type, len(payloads), f"writer schema {writer.schema_id} is not usable: {exc}")
-        parsed_reader = self._parse(reader)
-        same = writer.text == reader.text and not writer.references and not reader.references
-        records: Optional[List[Any]] = None
-        if self._block and payloads:
-            records = self._read_block(parsed_writer, None if same else parsed_reader, payloads)
+            return _all_bad(final, len(payloads), f"writer schema {_name(writer)} is not usable: {exc}")
+        same = writer.text == reader.text and _refs(writer) == _refs(reader)
+        parsed_reader = None if same else self._parse(reader)
         errors: List[Optional[str]] = [None] * len(payloads)
-        if records is None:
-            records = self._read_each(parsed_writer, None if same else parsed_reader, payloads, errors)
+        records = _read_all(parsed_writer, parsed_reader, payloads, errors)
         try:
-            values = pa.array(records, arrow_type)
+            values = pa.array(records, plain)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            values = self._to_arrow_each(records, arrow_type, errors)
+            values = _to_arrow_each(records, plain, errors)
+        try:
+            values = values.cast(native).cast(final) if native != plain or final != native else values
+        except pa.ArrowException:
+            values = _cast_each(values, native, final, errors)
         return DecodedColumn(values, tuple(errors))
 
     # -- schemas -------------------------------------------------------------------------
+
+    def _stages(self, reader: RegisteredSchema) -> Tuple[pa.DataType, pa.DataType, pa.DataType]:
+        """The reader's final, native and plain Arrow types (parsed once per schema text)."""
+        cached = self._types.get(reader.text)
+        if cached is None:
+            stages = []
+            for stage in (FINAL, NATIVE, PLAIN):
+                named: Dict[str, Any] = {}
+                for ref in _references(reader):
+                    avro_arrow_type(self._schema_json(ref), named, f"reference {_name(ref)}", stage)
+                stages.append(avro_arrow_type(self._schema_json(reader), named, "the top level", stage))
+            self._parse(reader)  # refuses what fastavro refuses, when the query starts
+            cached = (stages[0], stages[1], stages[2])
+            self._types[reader.text] = cached
+        return cached
 
     def _schema_json(self, schema: RegisteredSchema) -> Any:
         found = self._json.get(schema.text)
@@ -119,8 +119,7 @@ class AvroCodec:
         return found
 
     def _parse(self, schema: RegisteredSchema) -> Any:
-        refs = tuple(r.text for r in _references(schema))
-        key = (schema.text, refs)
+        key = (schema.text, _refs(schema))
         parsed = self._parsed.get(key)
         if parsed is None:
             fastavro = _fastavro()
@@ -136,67 +135,56 @@ class AvroCodec:
             self._parsed[key] = parsed
         return parsed
 
-    # -- reading -------------------------------------------------------------------------
 
-    def _read_block(self, writer: Any, reader: Optional[Any], payloads: Sequence[bytes]) -> Optional[List[Any]]:
-        """All payloads read as one Avro block, or None when the block does not read whole."""
-        fastavro = _fastavro()
-        data = b"".join(payloads)
-        buf = io.BytesIO()
-        fastavro.write.write_header(buf, {"avro.schema": json.dumps(writer), "avro.codec": "null"}, _SYNC) \
-            if hasattr(fastavro.write, "write_header") else None
-        if buf.tell() == 0:
-            return None
-        buf.write(_long(len(payloads)))
-        buf.write(_long(len(data)))
-        buf.write(data)
-        buf.write(_SYNC)
-        buf.seek(0)
+def _read_all(writer: Any, reader: Optional[Any], payloads: Sequence[bytes],
+              errors: List[Optional[str]]) -> List[Any]:
+    """Each payload's record (None where ``errors`` says why), read from one stream."""
+    read = _fastavro().schemaless_reader
+    stream = io.BytesIO(b"".join(payloads))
+    tell = stream.tell
+    out: List[Any] = []
+    append = out.append
+    start = 0
+    for i, end in enumerate(itertools.accumulate(map(len, payloads))):
         try:
-            it = fastavro.reader(buf, reader_schema=reader)
-            records = list(it)
-        except Exception:
-            return None
-        # Each record must end exactly where the next payload starts: check the payload lengths
-        # add up by re-reading is costly; instead the per-record check runs when the block's
-        # byte count and the records' disagree (fastavro fails or returns fewer records then).
-        if len(records) != len(payloads) or buf.tell() != buf.getbuffer().nbytes:
-            return None
-        return records
+            append(read(stream, writer, reader))
+        except Exception as exc:  # fastavro raises many kinds (EOFError, SchemaResolutionError, ...)
+            append(None)
+            errors[i] = f"Avro payload does not decode: {type(exc).__name__}: {exc}"[:500]
+        else:
+            if tell() != end:
+                out[i] = None
+                errors[i] = (f"Avro payload of {end - start} bytes does not end where its record does (read "
+                             f"{tell() - start} bytes): corrupt, or written with another schema than its id says")
+        if tell() != end:
+            stream.seek(end)
+        start = end
+    return out
 
-    def _read_each(self, writer: Any, reader: Optional[Any], payloads: Sequence[bytes],
-                   errors: List[Optional[str]]) -> List[Any]:
-        fastavro = _fastavro()
-        read = fastavro.schemaless_reader
-        out: List[Any] = []
-        for i, payload in enumerate(payloads):
-            stream = io.BytesIO(payload)
-            try:
-                record = read(stream, writer, reader)
-            except Exception as exc:  # fastavro raises many kinds (EOFError, SchemaResolutionError, ...)
-                out.append(None)
-                errors[i] = f"Avro payload does not decode: {type(exc).__name__}: {exc}"[:500]
-                continue
-            if stream.tell() != len(payload):
-                out.append(None)
-                errors[i] = (f"Avro payload has {len(payload) - stream.tell()} bytes after its record "
-                             "(corrupt, or written with another schema than its id says)")
-                continue
-            out.append(record)
-        return out
 
-    @staticmethod
-    def _to_arrow_each(records: List[Any], arrow_type: pa.DataType, errors: List[Optional[str]]) -> pa.Array:
-        kept: List[Any] = []
-        for i, record in enumerate(records):
-            try:
-                pa.array([record], arrow_type)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-                kept.append(None)
-                errors[i] = errors[i] or f"Avro value has no {arrow_type} value: {exc}"[:500]
-                continue
-            kept.append(record)
-        return pa.array(kept, arrow_type)
+def _to_arrow_each(records: List[Any], arrow_type: pa.DataType, errors: List[Optional[str]]) -> pa.Array:
+    kept: List[Any] = []
+    for i, record in enumerate(records):
+        try:
+            pa.array([record], arrow_type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            kept.append(None)
+            errors[i] = errors[i] or f"Avro value has no Spark value of type {arrow_type}: {exc}"[:500]
+            continue
+        kept.append(record)
+    return pa.array(kept, arrow_type)
+
+
+def _cast_each(values: pa.Array, native: pa.DataType, final: pa.DataType, errors: List[Optional[str]]) -> pa.Array:
+    out: List[pa.Array] = []
+    for i in range(len(values)):
+        one = values.slice(i, 1)
+        try:
+            out.append(one.cast(native).cast(final))
+        except pa.ArrowException as exc:
+            out.append(pa.nulls(1, final))
+            errors[i] = errors[i] or f"Avro value is out of the range of Spark's {final}: {exc}"[:500]
+    return pa.concat_arrays(out) if out else pa.array([], final)
 
 
 def _references(schema: RegisteredSchema) -> List[RegisteredSchema]:
@@ -208,23 +196,13 @@ def _references(schema: RegisteredSchema) -> List[RegisteredSchema]:
     return out
 
 
+def _refs(schema: RegisteredSchema) -> Tuple[str, ...]:
+    return tuple(r.text for r in _references(schema))
+
+
 def _name(schema: RegisteredSchema) -> str:
     return "(explicit)" if schema.schema_id is None else f"id {schema.schema_id}"
 
 
 def _all_bad(arrow_type: pa.DataType, n: int, error: str) -> DecodedColumn:
     return DecodedColumn(pa.nulls(n, arrow_type), (error,) * n)
-
-
-def _long(n: int) -> bytes:
-    """Avro's zig-zag varint encoding of ``n``."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z & ~0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-_ = os  # reserved

@@ -15,7 +15,13 @@ Avro                                       Arrow (Spark)
 ``local-timestamp-millis``/``-micros``     timestamp[us] (timestamp_ntz)
 ``decimal(p, s)``, p <= 38                 decimal128(p, s) (decimal(p, s))
 ``time-millis``, ``time-micros``           int32 ms, int64 us of the day (int, bigint)
+other logical types (``uuid``, ...)        their underlying type
 =========================================  =========================================
+
+Values are decoded with every logical type but ``decimal`` removed from the schemas
+(:func:`strip_logical`): fastavro then makes no ``datetime`` per value (four times faster), and the
+column is built in the *plain* type, cast to the *native* one (a timestamp in its own unit: no copy)
+and then to the *final* one above (milliseconds times 1,000, checked for overflow), column-wise.
 
 A union of two or more non-null types, a bare ``null`` and a decimal wider than 38 digits have no
 Spark column here: :func:`avro_arrow_type` refuses them with a ConfigError when the query starts.
@@ -23,13 +29,13 @@ Spark column here: :func:`avro_arrow_type` refuses them with a ConfigError when 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Set
+from typing import Any, Dict, List, Mapping, Optional
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
 
-__all__ = ["avro_arrow_type", "strip_logical", "PLAIN_LOGICAL_TYPES"]
+__all__ = ["avro_arrow_type", "strip_logical", "FINAL", "NATIVE", "PLAIN"]
 
 _PRIMITIVES: Mapping[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -41,14 +47,15 @@ _PRIMITIVES: Mapping[str, pa.DataType] = {
     "bytes": pa.binary(),
 }
 
-#: Logical types read as their underlying type (no Spark type, or a Python value Arrow does not take).
-PLAIN_LOGICAL_TYPES = frozenset({"time-millis", "time-micros", "uuid"})
+#: The stages of a column's type (see the module's notes).
+FINAL, NATIVE, PLAIN = "final", "native", "plain"
 
 _UTC = pa.timestamp("us", tz="UTC")
 _LOCAL = pa.timestamp("us")
 
 
-def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: str = "the schema") -> pa.DataType:
+def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: str = "the schema",
+                    stage: str = FINAL) -> pa.DataType:
     """The Arrow type of values of the Avro ``schema`` (its parsed JSON).
 
     Parameters
@@ -59,6 +66,9 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
         Named types (records, enums, fixed) defined so far, by full name and by short name.
     where : str
         The place in the schema, for messages.
+    stage : str
+        :data:`FINAL` (the column's type), :data:`NATIVE` (timestamps in their own unit) or
+        :data:`PLAIN` (logical types other than decimal as their underlying type).
 
     Raises
     ------
@@ -72,7 +82,7 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
         if schema == "null":
             raise ConfigError(f"Avro type 'null' at {where} has no Spark column: make it a union ['null', T]")
         if schema in named:
-            return avro_arrow_type(named[schema], named, where)
+            return avro_arrow_type(named[schema], named, where, stage)
         raise ConfigError(f"Avro type {schema!r} at {where} is not defined (a missing schema reference?)")
     if isinstance(schema, list):
         branches = [b for b in schema if b != "null"]
@@ -81,13 +91,13 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
                 f"Avro union {_short(schema)} at {where} has {len(branches)} non-null branches; only "
                 "['null', T] has a Spark column here. Read the key/value raw and decode it yourself, or "
                 "give a reader schema without such unions")
-        return avro_arrow_type(branches[0], named, where)
+        return avro_arrow_type(branches[0], named, where, stage)
     if not isinstance(schema, dict) or "type" not in schema:
         raise ConfigError(f"not an Avro schema at {where}: {_short(schema)}")
     kind = schema["type"]
     logical = schema.get("logicalType")
-    if logical is not None and logical not in PLAIN_LOGICAL_TYPES:
-        typed = _logical(schema, logical, where)
+    if logical is not None and (stage != PLAIN or logical == "decimal"):
+        typed = _logical(schema, logical, where, stage)
         if typed is not None:
             return typed
     if kind == "record" or kind == "error":
@@ -95,7 +105,7 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
         fields: List[pa.Field] = []
         for f in schema.get("fields", []):
             name = f["name"]
-            fields.append(pa.field(name, avro_arrow_type(f["type"], named, f"{where}.{name}")))
+            fields.append(pa.field(name, avro_arrow_type(f["type"], named, f"{where}.{name}", stage)))
         if not fields:
             raise ConfigError(f"Avro record at {where} has no fields; Spark has no empty struct column")
         return pa.struct(fields)
@@ -106,20 +116,21 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
         _define(schema, named)
         return pa.binary()
     if kind == "array":
-        return pa.list_(avro_arrow_type(schema["items"], named, f"{where}[]"))
+        return pa.list_(avro_arrow_type(schema["items"], named, f"{where}[]", stage))
     if kind == "map":
-        return pa.map_(pa.string(), avro_arrow_type(schema["values"], named, f"{where}{{}}"))
-    return avro_arrow_type(kind, named, where)
+        return pa.map_(pa.string(), avro_arrow_type(schema["values"], named, f"{where}{{}}", stage))
+    return avro_arrow_type(kind, named, where, stage)
 
 
-def _logical(schema: Mapping[str, Any], logical: str, where: str) -> Optional[pa.DataType]:
+def _logical(schema: Mapping[str, Any], logical: str, where: str, stage: str) -> Optional[pa.DataType]:
     kind = schema["type"]
     if logical == "date" and kind == "int":
         return pa.date32()
+    unit = "ms" if logical.endswith("-millis") else "us"
     if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        return _UTC
+        return pa.timestamp(unit, tz="UTC") if stage == NATIVE else _UTC
     if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
-        return _LOCAL
+        return pa.timestamp(unit) if stage == NATIVE else _LOCAL
     if logical == "decimal" and kind in ("bytes", "fixed"):
         precision, scale = schema.get("precision"), schema.get("scale", 0)
         if not isinstance(precision, int) or not isinstance(scale, int) or not 0 <= scale <= precision:
@@ -139,14 +150,14 @@ def _define(schema: Mapping[str, Any], named: Dict[str, Any]) -> None:
         named[full.rsplit(".", 1)[-1]] = schema
 
 
-def strip_logical(schema: Any, names: Set[str] = PLAIN_LOGICAL_TYPES) -> Any:
-    """A copy of ``schema`` (JSON values) without the logical types in ``names`` (read as their underlying type)."""
+def strip_logical(schema: Any) -> Any:
+    """A copy of ``schema`` (JSON values) without its logical types but ``decimal`` (read as their underlying type)."""
     if isinstance(schema, list):
-        return [strip_logical(s, names) for s in schema]
+        return [strip_logical(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: strip_logical(v, names) for k, v in schema.items()}
-    if out.get("logicalType") in names:
+    out = {k: (v if k == "default" else strip_logical(v)) for k, v in schema.items()}
+    if "logicalType" in out and out["logicalType"] != "decimal":
         del out["logicalType"]
     return out
 
