@@ -45,6 +45,7 @@ from kafka_group.offsets import (
     parse_starting_timestamps,
 )
 from kafka_group.plan.planning import SHARING_MODES, TASK_LAYOUTS
+from kafka_group.redaction import scrub
 
 __all__ = [
     "OptionSpec",
@@ -629,6 +630,107 @@ KAFKA_CLIENT_SETTING: OptionSpec[str] = OptionSpec(
     source_option=False,
 )
 
+# Schema Registry (issue 29): names after Databricks' `schemaRegistryAddress`; the client settings
+# under `schemaRegistry.` are spelled as confluent-kafka's SchemaRegistryClient spells them.
+
+#: What ``keyFormat``/``valueFormat`` accept: ``raw`` (the bytes, as without a registry) or a schema type.
+RECORD_FORMATS = ("raw", "avro", "protobuf", "json")
+
+
+def _registry_url(name: str, raw: str) -> str:
+    text = raw.strip().rstrip("/")
+    if not re.match(r"^https?://[^\s/]+", text):
+        raise ConfigError(f"option '{name}' must be the registry's http:// or https:// URL (with its API path, "
+                          f"for Apicurio '.../apis/ccompat/v7'), got {_shown(scrub(raw))}")
+    return text
+
+
+def _secret_text(name: str, raw: str) -> str:
+    if not raw.strip():
+        raise ConfigError(f"option '{name}' is empty: set it, or remove the option")
+    return raw
+
+
+def _user_info(name: str, raw: str) -> str:
+    if ":" not in raw:
+        raise ConfigError(f"option '{name}' must be 'user:password' (the value is not shown)")
+    return raw
+
+
+def _schema_version(name: str, raw: str) -> str:
+    text = raw.strip().lower()
+    if text == "latest":
+        return text
+    return str(_whole_number(name, raw, 1, INT32_MAX, "'latest' or a version number"))
+
+
+def _nonblank(name: str, raw: str) -> str:
+    if not raw.strip():
+        raise ConfigError(f"option '{name}' is empty: set it, or remove the option")
+    return raw.strip()
+
+
+SCHEMA_REGISTRY_ADDRESS: OptionSpec[str] = OptionSpec(
+    'schemaRegistryAddress', 'URL', 'none',
+    "The Schema Registry of `keyFormat`/`valueFormat` other than `raw` (Confluent's API; for Apicurio `http://host:port/apis/ccompat/v7`). Asked on the driver for the reader schema when the query is loaded, and by each executor process once per schema id.",
+    parser=_registry_url,
+)
+SCHEMA_REGISTRY_USER_INFO: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.basic.auth.user.info', '`user:password`', 'none',
+    "HTTP basic authentication to the registry. A secret: it appears in no log, error or plan.",
+    parser=_user_info,
+)
+SCHEMA_REGISTRY_BEARER_TOKEN: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.token', 'string', 'none',
+    "A bearer token sent to the registry (`Authorization: Bearer`); not with basic authentication. A secret, like the password.",
+    parser=_secret_text,
+)
+VALUE_FORMAT: OptionSpec[str] = OptionSpec(
+    'valueFormat', '`raw`, `avro`, `protobuf` or `json`', '`raw`',
+    "How `value` is read: `raw` is the bytes (the default, as Spark's Kafka source); the others decode registry-framed records (Confluent's wire format) on the executors into a typed `value` struct, with `value_schema_id`. See \"Schema Registry\" below.",
+    parser=one_of(*RECORD_FORMATS), default='raw',
+)
+KEY_FORMAT: OptionSpec[str] = OptionSpec(
+    'keyFormat', '`raw`, `avro`, `protobuf` or `json`', '`raw`',
+    "Like `valueFormat`, for `key` (and `key_schema_id`).",
+    parser=one_of(*RECORD_FORMATS), default='raw',
+)
+VALUE_SUBJECT: OptionSpec[str] = OptionSpec(
+    'valueSubject', 'subject name', '`<topic>-value`',
+    "The registry subject of the reader schema of `value` (TopicNameStrategy's by default; needs one topic to `subscribe` or `assign` then).",
+    parser=_nonblank,
+)
+KEY_SUBJECT: OptionSpec[str] = OptionSpec(
+    'keySubject', 'subject name', '`<topic>-key`',
+    "Like `valueSubject`, for `key`.",
+    parser=_nonblank,
+)
+VALUE_SCHEMA_VERSION: OptionSpec[str] = OptionSpec(
+    'valueSchemaVersion', '`latest` or a version number', '`latest`',
+    "The version of `valueSubject` read as the reader schema; `latest` is looked up when the query is loaded (a restarted query picks up a newer one).",
+    parser=_schema_version, default='latest',
+)
+KEY_SCHEMA_VERSION: OptionSpec[str] = OptionSpec(
+    'keySchemaVersion', '`latest` or a version number', '`latest`',
+    "Like `valueSchemaVersion`, for `key`.",
+    parser=_schema_version, default='latest',
+)
+VALUE_SCHEMA: OptionSpec[str] = OptionSpec(
+    'valueSchema', 'schema text', 'none',
+    "An explicit reader schema for `value` (Avro JSON, `.proto` text or JSON Schema, as `valueFormat` says) instead of a subject's; not with `valueSubject`/`valueSchemaVersion`.",
+    parser=_nonblank,
+)
+KEY_SCHEMA: OptionSpec[str] = OptionSpec(
+    'keySchema', 'schema text', 'none',
+    "Like `valueSchema`, for `key`.",
+    parser=_nonblank,
+)
+BAD_RECORDS: OptionSpec[str] = OptionSpec(
+    'badRecords', '`fail` or `quarantine`', '`fail`',
+    "A record that is not registry-framed, names an unknown schema id or does not decode through the reader schema: `fail` fails the query naming its topic, partition and offset; `quarantine` lands it with a null `value` (or `key`), its bytes in `value_raw` and the reason in `value_error`, for a `DeltaSink` transform to route.",
+    parser=one_of("fail", "quarantine"), default='fail',
+)
+
 #: Every option, in the order the README lists them.
 OPTIONS: Tuple[OptionSpec[Any], ...] = (
     BOOTSTRAP_SERVERS,
@@ -671,6 +773,18 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     OFFSETS_TABLE_STORAGE,
     ISOLATION_LEVEL,
     KAFKA_CLIENT_SETTING,
+    SCHEMA_REGISTRY_ADDRESS,
+    SCHEMA_REGISTRY_USER_INFO,
+    SCHEMA_REGISTRY_BEARER_TOKEN,
+    VALUE_FORMAT,
+    KEY_FORMAT,
+    VALUE_SUBJECT,
+    KEY_SUBJECT,
+    VALUE_SCHEMA_VERSION,
+    KEY_SCHEMA_VERSION,
+    VALUE_SCHEMA,
+    KEY_SCHEMA,
+    BAD_RECORDS,
 )
 
 

@@ -32,6 +32,7 @@ from kafka_group.config.option_rules import (
     check_starting_offsets_topics,
     check_stream_options,
 )
+from kafka_group.config.registry_options import parse_registry_options
 from kafka_group.config.security import translate_security
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import ConfigError
@@ -189,6 +190,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
             "'assign' there are no rebalances. Remove the option"
         )
     check_starting_offsets_topics(starting, kind, topics, pattern, assigned)
+    registry = parse_registry_options(opts, topics or tuple(tp.topic for tp in assigned))
 
     parsed = SourceOptions(
         subscription_kind=kind,
@@ -221,6 +223,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         ending_offsets=_ending(opts),
         given=frozenset(opts),
         provided_secrets=resolved.secrets,
+        registry=registry,
     )
     if stream:
         check_stream_options(parsed)

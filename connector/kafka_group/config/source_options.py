@@ -12,6 +12,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.offsets import StartingOffsets, TopicPartition
 from kafka_group.plan.planning import FlowPolicy, TaskSizing
+from kafka_group.registry.settings import RegistryOptions
 from kafka_group.redaction import (
     is_secret_client_key,
     register_client_secrets,
@@ -64,6 +65,9 @@ class SourceOptions:
         ``${dir:...}`` references in ``kafka.*`` and ``offsets.table.storage.*`` options,
         :mod:`kafka_group.config.config_providers`): secrets, registered for scrubbing in
         every process that unpickles these options. Never shown.
+    registry : RegistryOptions or None
+        The Schema Registry options (``schemaRegistryAddress``, ``keyFormat``, ``valueFormat``, ...);
+        None when key and value are read raw. Its secrets are registered for scrubbing like Kafka's.
     """
 
     subscription_kind: str
@@ -96,6 +100,7 @@ class SourceOptions:
     task_sizing: TaskSizing = field(default_factory=TaskSizing)
     client_config: Mapping[str, str] = field(default_factory=dict)
     provided_secrets: Tuple[str, ...] = field(default=(), repr=False)
+    registry: Optional[RegistryOptions] = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -125,6 +130,9 @@ class SourceOptions:
         register_storage_secrets(self.offsets_table_storage)
         for secret in self.provided_secrets:
             register_secret(secret)
+        if self.registry is not None:
+            for secret in self.registry.secrets().values():
+                register_secret(secret)
 
     def __setstate__(self, state: Dict[str, object]) -> None:
         # Unpickled in another process (a planning worker, an executor): its secrets are registered there too.

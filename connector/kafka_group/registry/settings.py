@@ -1,0 +1,88 @@
+"""What a query decodes with a Schema Registry: the parsed registry options (no network here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+__all__ = ["SideDecoding", "RegistryOptions", "KEY", "VALUE"]
+
+#: The two sides of a record a registry format can decode.
+KEY, VALUE = "key", "value"
+
+
+@dataclass(frozen=True)
+class SideDecoding:
+    """How one side (``key`` or ``value``) is decoded.
+
+    Attributes
+    ----------
+    side : str
+        ``key`` or ``value``.
+    schema_type : str
+        The registry's schema type: ``AVRO``, ``PROTOBUF`` or ``JSON``.
+    subject : str or None
+        The subject of the reader schema (None with an explicit ``schema_text``).
+    version : str
+        ``latest`` or a version number of ``subject``.
+    schema_text : str or None
+        An explicit reader schema.
+    """
+
+    side: str
+    schema_type: str
+    subject: Optional[str]
+    version: str = "latest"
+    schema_text: Optional[str] = None
+
+    def describe(self) -> str:
+        """The reader schema's origin, for messages: ``subject 'orders-value' version latest``."""
+        if self.schema_text is not None:
+            return f"the explicit {self.side}Schema"
+        return f"subject '{self.subject}' version {self.version}"
+
+
+@dataclass(frozen=True)
+class RegistryOptions:
+    """The registry and what to decode with it.
+
+    Attributes
+    ----------
+    url : str
+        The registry's base URL (``schemaRegistryAddress``), without a trailing slash.
+    user_info : str or None
+        ``user:password`` of HTTP basic authentication. Secret: not in ``repr``.
+    bearer_token : str or None
+        A bearer token. Secret: not in ``repr``.
+    key, value : SideDecoding or None
+        What to decode; None leaves the side raw bytes.
+    quarantine : bool
+        ``badRecords=quarantine``: bad records land with their bytes and an error column.
+    """
+
+    url: str
+    key: Optional[SideDecoding]
+    value: Optional[SideDecoding]
+    quarantine: bool = False
+    user_info: Optional[str] = field(default=None, repr=False)
+    bearer_token: Optional[str] = field(default=None, repr=False)
+
+    def headers(self) -> Dict[str, str]:
+        """The HTTP headers of a request to the registry (authentication)."""
+        import base64
+
+        if self.user_info is not None:
+            return {"Authorization": "Basic " + base64.b64encode(self.user_info.encode()).decode("ascii")}
+        if self.bearer_token is not None:
+            return {"Authorization": "Bearer " + self.bearer_token}
+        return {}
+
+    def secrets(self) -> Dict[str, str]:
+        """The secret values, to register for scrubbing."""
+        out: Dict[str, str] = {}
+        if self.user_info is not None:
+            out["user_info"] = self.user_info
+            out["password"] = self.user_info.partition(":")[2]
+        if self.bearer_token is not None:
+            out["token"] = self.bearer_token
+        return out
