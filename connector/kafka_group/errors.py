@@ -280,6 +280,17 @@ class RecordError(KafkaGroupError):
     """
 
 
+class SchemaRegistryError(KafkaGroupError):
+    """The Schema Registry could not be reached or refused a request (issue 29).
+
+    The message names the registry's URL (never its credentials) and the request. Retriable
+    when the registry was unreachable or failed (Spark retries the task); not when it refused
+    the credentials or does not know the reader schema's subject.
+    """
+
+    retriable = True
+
+
 class EmbeddedBrokerError(KafkaGroupError):
     """The embedded development broker could not be started or controlled."""
 

@@ -8,14 +8,17 @@ per task, with the reader pickled. The cluster client lives only inside
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kafka_group.config.source_options import SourceOptions
 from kafka_group.offsets import StartingOffsets
 from kafka_group.plan.planning import pack_ranges
-from pyspark_kafka_group.stream_reader import OffsetRangesPartition, read_settings
+from pyspark_kafka_group.stream_reader import OffsetRangesPartition, read_task
+
+if TYPE_CHECKING:
+    from kafka_group.registry.decoding import DecodePlan
 
 __all__ = ["KafkaGroupBatchReader"]
 
@@ -29,11 +32,15 @@ class KafkaGroupBatchReader(DataSourceReader):
         The read's options, checked by :func:`kafka_group.config.option_rules.check_batch_options`.
     starting : StartingOffsets
         Where the read starts (``earliest`` unless set).
+    decode_plan : DecodePlan, optional
+        The registry decoding of key and value; None: raw.
     """
 
-    def __init__(self, options: SourceOptions, starting: StartingOffsets) -> None:
+    def __init__(self, options: SourceOptions, starting: StartingOffsets,
+                 decode_plan: Optional["DecodePlan"] = None) -> None:
         self._options = options
         self._starting = starting
+        self._decode_plan = decode_plan
 
     def partitions(self) -> Sequence[InputPartition]:
         """The read's ranges, packed onto tasks like a stream's. Caller: Spark's planning, on the driver."""
@@ -47,10 +54,7 @@ class KafkaGroupBatchReader(DataSourceReader):
         return [OffsetRangesPartition(task) for task in pack_ranges(ranges, self._options.task_sizing)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Read a task's ranges as Arrow record batches of Spark's Kafka schema. Caller: an executor."""
-        from kafka_group.read.fetch import read_ranges
-        from kafka_group.log_setup import configure_from_env
-
-        configure_from_env()
+        """Read a task's ranges as Arrow record batches of Spark's Kafka schema (decoded by
+        ``keyFormat``/``valueFormat``). Caller: an executor."""
         assert isinstance(partition, OffsetRangesPartition)
-        return read_ranges(partition.offset_ranges, read_settings(self._options))
+        return read_task(partition, self._options, self._decode_plan)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
@@ -11,6 +11,11 @@ from kafka_group.config.option_rules import check_batch_options, check_stream_op
 from kafka_group.config.options import parse_source_options
 from kafka_group.config.source_options import SourceOptions
 from kafka_group.read.record_schema import spark_ddl
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from kafka_group.registry.decoding import DecodePlan
 
 __all__ = ["KafkaGroupDataSource"]
 
@@ -41,6 +46,7 @@ class KafkaGroupDataSource(DataSource):
     def __init__(self, options: dict) -> None:  # type: ignore[type-arg]
         super().__init__(options)
         self.source_options: SourceOptions = parse_source_options(options, stream=False)
+        self._decode_plan: Optional["DecodePlan"] = None
 
     @classmethod
     def name(cls) -> str:
@@ -48,18 +54,60 @@ class KafkaGroupDataSource(DataSource):
         return "kafka-group"
 
     def schema(self) -> Union[StructType, str]:
-        """Spark's Kafka source schema (with ``headers`` when ``includeHeaders`` is true)."""
-        return spark_ddl(self.source_options.include_headers)
+        """Spark's Kafka source schema (with ``headers`` when ``includeHeaders`` is true).
+
+        With ``keyFormat``/``valueFormat`` other than raw, the decoded side is a column of the
+        reader schema's type, resolved from the registry now, when the query is loaded (see
+        :mod:`kafka_group.registry.decoding`): a query restarted after its subject evolved reads
+        with the newer ``latest``.
+        """
+        plan = self.decode_plan()
+        if plan is None:
+            return spark_ddl(self.source_options.include_headers)
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(self._arrow_schema(plan))
+
+    def decode_plan(self) -> Optional["DecodePlan"]:
+        """The registry decoding of this source (None when key and value are raw), resolved once."""
+        if self.source_options.registry is None:
+            return None
+        if self._decode_plan is None:
+            from kafka_group.registry.decoding import plan_decoding
+
+            self._decode_plan = plan_decoding(self.source_options.registry)
+        return self._decode_plan
+
+    def _arrow_schema(self, plan: "DecodePlan") -> "pa.Schema":
+        from kafka_group.read.record_schema import arrow_schema
+        from kafka_group.registry.decoding import decoded_arrow_schema
+
+        return decoded_arrow_schema(arrow_schema(self.source_options.include_headers), plan)
+
+    def _checked_plan(self, schema: StructType) -> Optional["DecodePlan"]:
+        """The decode plan, checked against the schema Spark fixed for the query."""
+        plan = self.decode_plan()
+        if plan is not None:
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            if from_arrow_schema(self._arrow_schema(plan)) != schema:
+                from kafka_group.errors import ConfigError
+
+                raise ConfigError(
+                    "the reader schema in the Schema Registry changed between loading the query and starting it "
+                    "(or a schema was given to readStream.schema()): load and start the query again")
+        return plan
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The micro-batch reader (see :class:`~pyspark_kafka_group.stream_reader.KafkaGroupStreamReader`)."""
         from pyspark_kafka_group.stream_reader import KafkaGroupStreamReader
 
         check_stream_options(self.source_options)
-        return KafkaGroupStreamReader(self.source_options)
+        return KafkaGroupStreamReader(self.source_options, self._checked_plan(schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader (see :class:`~pyspark_kafka_group.batch_reader.KafkaGroupBatchReader`)."""
         from pyspark_kafka_group.batch_reader import KafkaGroupBatchReader
 
-        return KafkaGroupBatchReader(self.source_options, check_batch_options(self.source_options))
+        return KafkaGroupBatchReader(self.source_options, check_batch_options(self.source_options),
+                                     self._checked_plan(schema))

@@ -29,8 +29,9 @@ from kafka_group.plan.planning import pack_ranges
 
 if TYPE_CHECKING:
     from kafka_group.read.read_settings import ReadSettings
+    from kafka_group.registry.decoding import DecodePlan
 
-__all__ = ["KafkaGroupStreamReader", "OffsetRangesPartition", "read_settings"]
+__all__ = ["KafkaGroupStreamReader", "OffsetRangesPartition", "read_settings", "read_task"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +51,13 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     ----------
     options : SourceOptions
         The validated source options.
+    decode_plan : DecodePlan, optional
+        The registry decoding of key and value (resolved when the query was loaded); None: raw.
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, decode_plan: Optional["DecodePlan"] = None) -> None:
         self._options = options
+        self._decode_plan = decode_plan
         self._driver: Any = None
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -134,13 +138,28 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # -- reading (executors) --------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Read a task's planned ranges and return Arrow record batches of Spark's Kafka schema."""
-        from kafka_group.read.fetch import read_ranges
-        from kafka_group.log_setup import configure_from_env
-
-        configure_from_env()
+        """Read a task's planned ranges and return Arrow record batches of Spark's Kafka schema
+        (with the decoded key or value of ``keyFormat``/``valueFormat``)."""
         assert isinstance(partition, OffsetRangesPartition)
-        return read_ranges(partition.offset_ranges, read_settings(self._options))
+        return read_task(partition, self._options, self._decode_plan)
+
+
+def read_task(partition: OffsetRangesPartition, options: SourceOptions,
+              decode_plan: Optional["DecodePlan"]) -> Iterator[Any]:
+    """A task's Arrow batches: its ranges read, then decoded by ``decode_plan`` when there is one.
+    Caller: an executor (streams and batch reads alike)."""
+    from kafka_group.read.fetch import read_ranges
+    from kafka_group.log_setup import configure_from_env
+
+    configure_from_env()
+    batches = read_ranges(partition.offset_ranges, read_settings(options))
+    if decode_plan is None:
+        return batches
+    from kafka_group.read.record_schema import arrow_schema
+    from kafka_group.registry.decoding import decode_batch, decoded_arrow_schema
+
+    schema = decoded_arrow_schema(arrow_schema(options.include_headers), decode_plan)
+    return (decode_batch(batch, decode_plan, schema) for batch in batches)
 
 
 def read_settings(options: SourceOptions) -> "ReadSettings":

@@ -103,15 +103,15 @@ def test_constructs_without_a_spark_column_are_refused_when_the_query_starts(con
 
 
 def test_a_newer_writer_reads_through_the_reader_schema() -> None:
-    reader = {"type": "record", "name": "R", "fields": [
-        {"name": "id", "type": "long"}, {"name": "qty", "type": "long"}]}
+    fields: List[Any] = [{"name": "id", "type": "long"}, {"name": "qty", "type": "long"}]
+    reader = {"type": "record", "name": "R", "fields": fields}
     writer = {"type": "record", "name": "R", "fields": [
         {"name": "id", "type": "long"}, {"name": "qty", "type": "int"},  # int promotes to long
         {"name": "extra", "type": "string", "default": ""}]}
     column = AvroCodec().decode(schema(writer, 2), schema(reader, 1), [payload(writer, {"id": 1, "qty": 2, "extra": "e"})])
     assert column.errors == (None,) and column.values.to_pylist() == [{"id": 1, "qty": 2}]
     # and an older writer through a newer reader: the added field takes its default
-    newer = {"type": "record", "name": "R", "fields": reader["fields"] + [
+    newer = {"type": "record", "name": "R", "fields": fields + [
         {"name": "note", "type": ["null", "string"], "default": None},
         {"name": "level", "type": "int", "default": 5}]}
     column = AvroCodec().decode(schema(reader, 1), schema(newer, 3), [payload(reader, {"id": 1, "qty": 2})])

@@ -1,0 +1,208 @@
+"""Registry-framed keys and values decoded into typed columns: the plan (driver) and the batch decode (executors).
+
+The driver resolves each decoded side's reader schema once, when the query is loaded
+(:func:`plan_decoding`), which fixes the Spark schema (:func:`decoded_arrow_schema`): the decoded
+side replaces ``value`` (or ``key``) by the reader schema's type, followed by the rest of Spark's
+Kafka columns and then, per decoded side:
+
+* ``value_schema_id`` (int): the writer schema id of the record's frame (null for a null value
+  or a record that is not framed);
+* with ``badRecords=quarantine``: ``value_raw`` (binary, the record's bytes as read) and
+  ``value_error`` (string, why it did not decode; null when it did).
+
+On executors, :func:`decode_batch` turns each Arrow batch of the raw read into that schema: the
+batch's records are grouped by schema id (:func:`~kafka_group.registry.framing.split_frames`),
+each id's writer schema comes from the process's cache (:mod:`kafka_group.registry.client`) and
+its codec decodes the id's payloads in one call. A bad record fails the task with a
+:class:`~kafka_group.errors.RecordError` naming its topic, partition and offset, unless
+quarantined; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafka_group.errors import ConfigError, RecordError
+from kafka_group.registry import client
+from kafka_group.registry.codec import Codec, RegisteredSchema
+from kafka_group.registry.framing import split_frames
+from kafka_group.registry.settings import KEY, VALUE, RegistryOptions, SideDecoding
+
+__all__ = ["SidePlan", "DecodePlan", "plan_decoding", "decoded_arrow_schema", "decode_batch", "codec_for"]
+
+_codecs: Dict[str, Codec] = {}
+_codecs_lock = threading.Lock()
+
+
+def codec_for(schema_type: str) -> Codec:
+    """The process's codec of ``schema_type`` (``AVRO``, ``PROTOBUF``, ``JSON``): one per process, so
+    parsed schemas are kept across batches."""
+    codec = _codecs.get(schema_type)
+    if codec is None:
+        with _codecs_lock:
+            codec = _codecs.get(schema_type)
+            if codec is None:
+                codec = _new_codec(schema_type)
+                _codecs[schema_type] = codec
+    return codec
+
+
+def _new_codec(schema_type: str) -> Codec:
+    if schema_type == "AVRO":
+        from kafka_group.registry.avro_codec import AvroCodec
+
+        return AvroCodec()
+    if schema_type == "PROTOBUF":
+        from kafka_group.registry.protobuf_codec import ProtobufCodec
+
+        return ProtobufCodec()
+    if schema_type == "JSON":
+        from kafka_group.registry.json_schema_codec import JsonSchemaCodec
+
+        return JsonSchemaCodec()
+    raise ConfigError(f"schema type {schema_type!r} is not one the connector decodes (AVRO, PROTOBUF, JSON)")
+
+
+@dataclass(frozen=True)
+class SidePlan:
+    """One decoded side: its options, its reader schema (resolved on the driver) and its column type."""
+
+    decoding: SideDecoding
+    reader: RegisteredSchema
+    arrow_type: pa.DataType
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """What executors decode: the registry and each decoded side (None: raw)."""
+
+    registry: RegistryOptions
+    key: Optional[SidePlan]
+    value: Optional[SidePlan]
+
+    def sides(self) -> List[SidePlan]:
+        """The decoded sides, key first."""
+        return [s for s in (self.key, self.value) if s is not None]
+
+
+def plan_decoding(registry: RegistryOptions) -> DecodePlan:
+    """Resolve each decoded side's reader schema (asking the registry for a subject's) and its type.
+
+    Caller: the driver, when the query is loaded (the Spark schema is fixed from it).
+
+    Raises
+    ------
+    ConfigError
+        The subject or version does not exist, the schema is of another type than the format
+        option says, or it has a construct without a Spark column.
+    SchemaRegistryError
+        The registry is unreachable.
+    """
+    plans: Dict[str, Optional[SidePlan]] = {KEY: None, VALUE: None}
+    for decoding in (registry.key, registry.value):
+        if decoding is None:
+            continue
+        if decoding.schema_text is not None:
+            reader = RegisteredSchema(decoding.schema_type, decoding.schema_text)
+        else:
+            assert decoding.subject is not None
+            reader = client.schema_by_subject(registry, decoding.subject, decoding.version)
+            if reader.schema_type != decoding.schema_type:
+                raise ConfigError(
+                    f"{decoding.describe()} is a {reader.schema_type} schema, but option '{decoding.side}Format' "
+                    f"says {decoding.schema_type.lower()}: set it to {_FORMAT_OF.get(reader.schema_type, '?')}")
+        arrow_type = codec_for(decoding.schema_type).arrow_type(reader)
+        plans[decoding.side] = SidePlan(decoding, reader, arrow_type)
+    return DecodePlan(registry, plans[KEY], plans[VALUE])
+
+
+_FORMAT_OF = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json"}
+
+
+def decoded_arrow_schema(raw: pa.Schema, plan: DecodePlan) -> pa.Schema:
+    """The Arrow schema of decoded batches, from that of the raw read (see the module's notes)."""
+    fields = list(raw)
+    for side in plan.sides():
+        name = side.decoding.side
+        fields[raw.get_field_index(name)] = pa.field(name, side.arrow_type)
+    for side in plan.sides():
+        name = side.decoding.side
+        fields.append(pa.field(f"{name}_schema_id", pa.int32()))
+        if plan.registry.quarantine:
+            fields += [pa.field(f"{name}_raw", pa.binary()), pa.field(f"{name}_error", pa.string())]
+    return pa.schema(fields)
+
+
+def decode_batch(batch: pa.RecordBatch, plan: DecodePlan, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` of the raw read with its decoded sides (see the module's notes). Caller: an executor.
+
+    Raises
+    ------
+    RecordError
+        A record does not decode and ``badRecords`` is ``fail``: names its topic, partition, offset and why.
+    SchemaRegistryError
+        The registry is unreachable (the task is retried).
+    """
+    columns: Dict[str, pa.Array] = {name: batch.column(name) for name in batch.schema.names}
+    for side in plan.sides():
+        name = side.decoding.side
+        raw = columns[name]
+        values, ids, errors = _decode_side(plan.registry, side, raw.to_pylist())
+        if errors and not plan.registry.quarantine:
+            raise _record_error(batch, name, side, min(errors), errors[min(errors)])
+        columns[name] = values
+        columns[f"{name}_schema_id"] = pa.array(ids, pa.int32())
+        if plan.registry.quarantine:
+            columns[f"{name}_raw"] = raw
+            columns[f"{name}_error"] = pa.array([errors.get(i) for i in range(len(raw))], pa.string())
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _decode_side(registry: RegistryOptions, side: SidePlan,
+                 raw: List[Optional[bytes]]) -> Tuple[pa.Array, List[Optional[int]], Dict[int, str]]:
+    frames = split_frames(raw)
+    errors = dict(frames.errors)
+    pieces: List[pa.Array] = []
+    where: List[int] = [-1] * len(raw)  # each record's position in the concatenated pieces (-1: null)
+    placed = 0
+    for schema_id, indexes in frames.by_id.items():
+        try:
+            writer = client.schema_by_id(registry, schema_id)
+        except client.UnknownSchemaId:
+            for i in indexes:
+                errors[i] = f"schema id {schema_id} is unknown to the Schema Registry at {registry.url}"
+            continue
+        if writer.schema_type != side.reader.schema_type:
+            for i in indexes:
+                errors[i] = (f"written with a {writer.schema_type} schema (id {schema_id}), read as "
+                             f"{side.reader.schema_type}")
+            continue
+        column = codec_for(writer.schema_type).decode(writer, side.reader, frames.payloads[schema_id])
+        for k, (i, error) in enumerate(zip(indexes, column.errors)):
+            where[i] = placed + k
+            if error is not None:
+                errors[i] = error
+        pieces.append(column.values)
+        placed += len(indexes)
+    pieces.append(pa.nulls(1, side.arrow_type))
+    all_values = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+    positions = pa.array([placed if w < 0 else w for w in where], pa.int64())
+    values = pc.take(all_values, positions)
+    return values, frames.schema_ids, errors
+
+
+def _record_error(batch: pa.RecordBatch, name: str, side: SidePlan, index: int, error: str) -> RecordError:
+    topic = batch.column("topic")[index].as_py()
+    partition = batch.column("partition")[index].as_py()
+    offset = batch.column("offset")[index].as_py()
+    return RecordError(
+        f"the {name} of the record of {topic}-{partition} at offset {offset} does not decode through "
+        f"{side.decoding.describe()}: {error}. Set option 'badRecords' to 'quarantine' to land such records "
+        f"with their bytes in '{name}_raw' and the reason in '{name}_error', fix the producer, or start the "
+        "query past this offset")
+
