@@ -696,13 +696,13 @@ KEY_FORMAT: OptionSpec[str] = OptionSpec(
     parser=one_of(*RECORD_FORMATS), default='raw',
 )
 VALUE_SUBJECT: OptionSpec[str] = OptionSpec(
-    'valueSubject', 'subject name', '`<topic>-value`',
-    "The registry subject of the reader schema of `value` (TopicNameStrategy's by default; needs one topic to `subscribe` or `assign` then).",
+    'valueSubject', 'subject name', 'none',
+    "The registry subject of the reader schema of `value`. Unset: `<topic>-value` (TopicNameStrategy's), which needs one topic to `subscribe` or `assign`.",
     parser=_nonblank,
 )
 KEY_SUBJECT: OptionSpec[str] = OptionSpec(
-    'keySubject', 'subject name', '`<topic>-key`',
-    "Like `valueSubject`, for `key`.",
+    'keySubject', 'subject name', 'none',
+    "Like `valueSubject`, for `key` (unset: `<topic>-key`).",
     parser=_nonblank,
 )
 VALUE_SCHEMA_VERSION: OptionSpec[str] = OptionSpec(
