@@ -85,12 +85,14 @@ class KafkaGroupDataSource(DataSource):
         return decoded_arrow_schema(arrow_schema(self.source_options.include_headers), plan)
 
     def _checked_plan(self, schema: StructType) -> Optional["DecodePlan"]:
-        """The decode plan, checked against the schema Spark fixed for the query."""
+        """The decode plan; when it had to be resolved again (this instance is not the one whose
+        :meth:`schema` Spark called), checked against the schema Spark fixed for the query."""
+        fresh = self._decode_plan is None
         plan = self.decode_plan()
-        if plan is not None:
+        if plan is not None and fresh:
             from pyspark.sql.pandas.types import from_arrow_schema
 
-            if from_arrow_schema(self._arrow_schema(plan)) != schema:
+            if from_arrow_schema(self._arrow_schema(plan)).simpleString() != schema.simpleString():
                 from kafka_group.errors import ConfigError
 
                 raise ConfigError(

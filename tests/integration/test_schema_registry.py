@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import pytest
 from deltalake import DeltaTable
@@ -28,13 +28,14 @@ from tests.support import Cluster, MakeTopic, delta_source, land_available_now, 
 
 pytestmark = pytest.mark.integration
 
-V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+V1_FIELDS: List[Dict[str, Any]] = [
     {"name": "id", "type": "long"},
     {"name": "customer", "type": "string"},
     {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
     {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-]}
-V2 = {**V1, "fields": V1["fields"] + [{"name": "note", "type": "string", "default": "none"}]}
+]
+V1: Dict[str, Any] = {"type": "record", "name": "Order", "namespace": "shop", "fields": V1_FIELDS}
+V2: Dict[str, Any] = {**V1, "fields": V1_FIELDS + [{"name": "note", "type": "string", "default": "none"}]}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def registry_url(request: pytest.FixtureRequest) -> str:
 
 
 def produce_avro(servers: str, registry_url: str, topic: str, schema: Dict[str, Any], records: List[Dict[str, Any]],
-                 raw: List[bytes] = ()) -> None:  # type: ignore[assignment]
+                 raw: Sequence[bytes] = ()) -> None:
     """``records`` serialized by confluent-kafka's AvroSerializer (registering ``schema``), then ``raw`` values."""
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
