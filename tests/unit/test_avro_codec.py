@@ -92,6 +92,19 @@ def test_values_decode_with_logical_types() -> None:
     assert rows[1] == dict(expected, note="n", id=8)
 
 
+def test_a_recursive_type_is_refused_not_a_recursion_error() -> None:
+    node = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+    with pytest.raises(ConfigError, match="contains itself"):
+        AvroCodec().arrow_type(schema(node))
+    # a named type used twice, side by side, is no recursion
+    twice = {"type": "record", "name": "P", "fields": [
+        {"name": "a", "type": {"type": "record", "name": "Point", "fields": [{"name": "x", "type": "int"}]}},
+        {"name": "b", "type": "Point"}]}
+    assert AvroCodec().arrow_type(schema(twice)) == pa.struct([("a", pa.struct([("x", pa.int32())])),
+                                                               ("b", pa.struct([("x", pa.int32())]))])
+
+
 @pytest.mark.parametrize("construct,fix", [
     (["null", "string", "long"], "has 2 non-null branches"),
     ({"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2}, "wider than Spark's 38 digits"),

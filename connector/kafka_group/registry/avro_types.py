@@ -50,6 +50,9 @@ _PRIMITIVES: Mapping[str, pa.DataType] = {
 #: The stages of a column's type (see the module's notes).
 FINAL, NATIVE, PLAIN = "final", "native", "plain"
 
+#: The key in ``named`` of the record names being expanded (a name met again inside itself is recursion).
+_IN_PROGRESS = " in progress"
+
 _UTC = pa.timestamp("us", tz="UTC")
 _LOCAL = pa.timestamp("us")
 
@@ -82,6 +85,9 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
         if schema == "null":
             raise ConfigError(f"Avro type 'null' at {where} has no Spark column: make it a union ['null', T]")
         if schema in named:
+            if schema in named.get(_IN_PROGRESS, ()):
+                raise ConfigError(f"Avro type {schema!r} at {where} contains itself (a recursive type): Spark has "
+                                  "no recursive column. Read it raw, or give a reader schema without the recursion")
             return avro_arrow_type(named[schema], named, where, stage)
         raise ConfigError(f"Avro type {schema!r} at {where} is not defined (a missing schema reference?)")
     if isinstance(schema, list):
@@ -101,11 +107,16 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
         if typed is not None:
             return typed
     if kind == "record" or kind == "error":
-        _define(schema, named)
+        names = _define(schema, named)
+        in_progress = named.setdefault(_IN_PROGRESS, set())
+        in_progress.update(names)
         fields: List[pa.Field] = []
-        for f in schema.get("fields", []):
-            name = f["name"]
-            fields.append(pa.field(name, avro_arrow_type(f["type"], named, f"{where}.{name}", stage)))
+        try:
+            for f in schema.get("fields", []):
+                name = f["name"]
+                fields.append(pa.field(name, avro_arrow_type(f["type"], named, f"{where}.{name}", stage)))
+        finally:
+            in_progress.difference_update(names)
         if not fields:
             raise ConfigError(f"Avro record at {where} has no fields; Spark has no empty struct column")
         return pa.struct(fields)
@@ -141,13 +152,17 @@ def _logical(schema: Mapping[str, Any], logical: str, where: str, stage: str) ->
     return None  # unknown logical types are their underlying type (Avro spec)
 
 
-def _define(schema: Mapping[str, Any], named: Dict[str, Any]) -> None:
+def _define(schema: Mapping[str, Any], named: Dict[str, Any]) -> List[str]:
+    """Register a named type under its full and short names; returns them."""
     name = schema.get("name")
-    if isinstance(name, str):
-        namespace = schema.get("namespace")
-        full = name if "." in name or not namespace else f"{namespace}.{name}"
-        named[full] = schema
-        named[full.rsplit(".", 1)[-1]] = schema
+    if not isinstance(name, str):
+        return []
+    namespace = schema.get("namespace")
+    full = name if "." in name or not namespace else f"{namespace}.{name}"
+    short = full.rsplit(".", 1)[-1]
+    named[full] = schema
+    named[short] = schema
+    return [full, short]
 
 
 def strip_logical(schema: Any) -> Any:

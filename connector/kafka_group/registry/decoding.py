@@ -7,8 +7,8 @@ Kafka columns and then, per decoded side:
 
 * ``value_schema_id`` (int): the writer schema id of the record's frame (null for a null value
   or a record that is not framed);
-* with ``badRecords=quarantine``: ``value_raw`` (binary, the record's bytes as read) and
-  ``value_error`` (string, why it did not decode; null when it did).
+* with ``badRecords=quarantine``: ``value_raw`` (binary: the bytes of a record that did not decode,
+  as read; null when it decoded) and ``value_error`` (string, why it did not decode; null when it did).
 
 On executors, :func:`decode_batch` turns each Arrow batch of the raw read into that schema: the
 batch's records are grouped by schema id (:func:`~kafka_group.registry.framing.split_frames`),
@@ -158,8 +158,10 @@ def decode_batch(batch: pa.RecordBatch, plan: DecodePlan, schema: pa.Schema) -> 
         columns[name] = values
         columns[f"{name}_schema_id"] = pa.array(ids, pa.int32())
         if plan.registry.quarantine:
-            columns[f"{name}_raw"] = raw
-            columns[f"{name}_error"] = pa.array([errors.get(i) for i in range(len(raw))], pa.string())
+            error_column = pa.array([errors.get(i) for i in range(len(raw))], pa.string())
+            # the bytes of the records that did not decode (null where the record did: they are in the struct)
+            columns[f"{name}_raw"] = pc.if_else(pc.is_null(error_column), pa.scalar(None, pa.binary()), raw)
+            columns[f"{name}_error"] = error_column
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
