@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
-from tests.support import Cluster, MakeTopic, delta_source, land_available_now, table_positions, unique_name
+from tests.support import Cluster, MakeTopic, delta_source, land_available_now, long_tier, table_positions, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -127,3 +127,66 @@ def test_a_corrupt_record_fails_the_query_naming_it_by_default(
         land_available_now(df, DeltaSink(table.as_uri(), transform=flatten), tmp_path / "chk")
     assert f"the value of the record of {topic}-0 at offset 2 does not decode" in str(excinfo.value)
     assert "unknown to the Schema Registry" in str(excinfo.value)
+
+
+ITEM_PROTO = """
+syntax = "proto3";
+package shop;
+message Item { int64 id = 1; string name = 2; repeated int32 sizes = 3; }
+"""
+ITEM_JSON_SCHEMA = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Item", "type": "object",
+                    "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                                   "sizes": {"type": "array", "items": {"type": "integer"}}},
+                    "required": ["id"]}
+
+
+def _item_class(tmp_path: pathlib.Path) -> Any:
+    """The message class of ITEM_PROTO, compiled by protoc (grpcio-tools) as a producer's build would."""
+    import subprocess
+    import sys
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    (tmp_path / "item.proto").write_text(ITEM_PROTO)
+    out = tmp_path / "item.pb"
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", f"--descriptor_set_out={out}",
+                    "item.proto"], check=True, cwd=tmp_path)
+    pool = descriptor_pool.DescriptorPool()
+    for file_proto in descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file:
+        pool.Add(file_proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Item"))
+
+
+@pytest.mark.parametrize("fmt", ["protobuf", long_tier("json", id="json")])
+def test_protobuf_and_json_schema_topics_read_as_typed_columns(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, registry_url: str, fmt: str
+) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = make_topic(1)
+    registry = SchemaRegistryClient({"url": registry_url})
+    items = [{"id": i, "name": f"item{i}", "sizes": [i, i + 1]} for i in range(4)]
+    if fmt == "protobuf":
+        from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+        item = _item_class(tmp_path)
+        serializer = ProtobufSerializer(item, registry, {"use.deprecated.format": False})
+        values = [item(**r) for r in items]
+    else:
+        from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+        serializer = JSONSerializer(json.dumps(ITEM_JSON_SCHEMA), registry)
+        values = items
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    for value in values:
+        producer.produce(topic, serializer(value, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(60) == 0
+
+    df = (spark.read.format("kafka-group").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+          .option("subscribe", topic).option("endingOffsets", "latest")
+          .option("valueFormat", fmt).option("schemaRegistryAddress", registry_url).load())
+    rows = sorted(df.select("value.id", "value.name", "value.sizes", "value_schema_id").collect())
+    assert [(r.id, r.name, list(r.sizes)) for r in rows] == [(r["id"], r["name"], r["sizes"]) for r in items]
+    assert len({r.value_schema_id for r in rows}) == 1 and rows[0].value_schema_id is not None
