@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from kafka_group.errors import AuthenticationError, ConfigError, SchemaRegistryError
 from kafka_group.registry.codec import RegisteredSchema, SchemaReference
+from kafka_group.registry.protobuf_text import as_proto_text
 from kafka_group.registry.settings import RegistryOptions
 
 __all__ = ["schema_by_id", "schema_by_subject", "UnknownSchemaId", "clear_cache"]
@@ -105,8 +106,11 @@ def _schema(registry: RegistryOptions, doc: Any, schema_id: Optional[int], seen:
         ref_doc = _get(registry, path, not_found=UnknownSchemaId)
         refs.append(SchemaReference(str(ref.get("name")), str(subject), int(version),
                                     _schema(registry, ref_doc, ref_doc.get("id"), seen | {subject})))
-    return RegisteredSchema(str(doc.get("schemaType") or "AVRO"), doc["schema"],
-                            schema_id if isinstance(schema_id, int) else None, tuple(refs))
+    schema_type = str(doc.get("schemaType") or "AVRO")
+    text = doc["schema"]
+    if schema_type == "PROTOBUF":  # Apicurio serves what confluent-kafka's serializer registered: base64
+        text = as_proto_text(text)
+    return RegisteredSchema(schema_type, text, schema_id if isinstance(schema_id, int) else None, tuple(refs))
 
 
 def _get(registry: RegistryOptions, path: str, *, not_found: type) -> Any:
