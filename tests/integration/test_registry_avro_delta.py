@@ -11,6 +11,9 @@ Three queries:
    ``badRecords=quarantine``: the new column appears, and a corrupt record lands with its bytes and
    the reason in the same batch;
 3. by default a corrupt record fails the query naming its topic, partition and offset.
+
+And one batch read each of a Protobuf topic (``ProtobufSerializer``) and, in the long tier, a JSON
+Schema topic (``JSONSerializer``), read as typed columns.
 """
 
 from __future__ import annotations
