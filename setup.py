@@ -43,6 +43,9 @@ TEST_TOOLS = [
     "nbclient", "nbformat", "ipykernel", "matplotlib",
     # tests/unit/test_packaging.py builds the wheel without build isolation
     "setuptools>=64", "wheel",
+    # tests/integration/test_schema_registry.py and tests/registry_support.py: Confluent's own
+    # serializers (Avro through fastavro, Protobuf, JSON Schema) against a real Schema Registry
+    "confluent-kafka[avro,json,protobuf,schemaregistry]>=2.12",
 ] + SCHEMA_REGISTRY
 
 setup(

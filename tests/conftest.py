@@ -14,6 +14,10 @@ The broker is Apache Kafka (KRaft, jars fetched by Maven on first use) unless
 - ``secured_kafka``: Apache Kafka with SASL, TLS, mTLS and ACLs (one node, one
   per test module that asks for it, whatever the engine above).
 
+``schema_registry`` is a real Schema Registry (Apicurio Registry serving Confluent's
+API, in-memory; fetched by Maven on first use, needs a Java 21+) for the whole run,
+started on first use and stopped at its end.
+
 ``spark`` is one local session for the whole run; every streaming query a test
 started on it is stopped when that test ends, passed or failed.
 """
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Tuple
 import pytest
 
 from kafka_group_devbroker import EmbeddedKafka
+from kafka_group_devbroker.schema_registry import SchemaRegistry
 from kafka_group_devbroker.secured_kafka import SecuredKafka
 from tests.support import BROKER_ENGINE, RUN_SLOW, Cluster, S3Server, create_topic, mock
 
@@ -98,6 +103,18 @@ def secured_kafka() -> Iterator[SecuredKafka]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[SchemaRegistry]:
+    """Apicurio Registry on loopback (Confluent's API at ``schema_registry.url``), for the whole run;
+    stopped when the run ends, whatever happened. Subjects outlive a test: name them uniquely."""
+    registry = SchemaRegistry()
+    try:
+        registry.start()
+        yield registry
+    finally:
+        registry.stop()
 
 
 @pytest.fixture(scope="module")

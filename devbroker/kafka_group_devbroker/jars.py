@@ -15,13 +15,21 @@ Bundles:
   version the tests pin, without the jars Spark already ships.
 - ``delta-spark``: delta-spark for that Spark.
 
+Distributions (an application's own packaged build, unpacked once into the cache):
+
+- ``schema-registry``: Apicurio Registry (:data:`APICURIO_VERSION`), the
+  ``apicurio-registry-app`` artifact's ``all`` tarball: its Quarkus application
+  folder (``quarkus-run.jar``, ``lib/``, ``app/``) as Apicurio's release built it.
+  Maven fetches it into its local repository; :func:`distribution` unpacks it.
+
 Example::
 
     from kafka_group_devbroker.jars import classpath
     jars = classpath("kafka")          # list of jar paths, fetched on first call
 
 From a shell: ``python -m kafka_group_devbroker.jars kafka spark-kafka delta-spark``
-fetches all three and prints their classpaths.
+fetches all three and prints their classpaths; ``schema-registry`` among the names
+fetches and unpacks that distribution and prints its folder.
 """
 
 from __future__ import annotations
@@ -33,13 +41,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 from kafka_group.errors import EmbeddedBrokerError
 
-__all__ = ["KAFKA_VERSION", "SPARK_VERSION", "DELTA_SPARK_VERSION", "Bundle", "BUNDLES", "classpath", "cache_dir"]
+__all__ = [
+    "KAFKA_VERSION", "SPARK_VERSION", "DELTA_SPARK_VERSION", "APICURIO_VERSION", "Bundle", "BUNDLES",
+    "DISTRIBUTIONS", "classpath", "distribution", "cache_dir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +63,9 @@ SPARK_VERSION = "4.2.0"
 DELTA_SPARK_VERSION = "4.4.0"
 #: log4j2 release of Kafka's own dependency tree; its slf4j binding lets the broker log.
 _LOG4J_VERSION = "2.25.4"
+
+#: Apicurio Registry release of the development Schema Registry (Confluent's API at /apis/ccompat/v7).
+APICURIO_VERSION = "3.3.3"
 
 _MAVEN_TIMEOUT_S = 900.0
 
@@ -155,6 +170,14 @@ BUNDLES: dict[str, Bundle] = {
 }
 
 
+#: Packaged applications: name to ``group:artifact:version:type:classifier``.
+DISTRIBUTIONS: dict[str, str] = {
+    # Apicurio publishes no runnable jar, but its release's Quarkus application folder
+    # (built by quarkus-maven-plugin in Apicurio's own build) is the 'all' tarball.
+    "schema-registry": f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all",
+}
+
+
 def cache_dir() -> Path:
     """Folder for the poms and resolved classpaths (outside the repository).
 
@@ -168,19 +191,38 @@ def cache_dir() -> Path:
     return Path(base) / "pyspark-kafka-group"
 
 
-def _maven_command(pom_dir: Path, output: Path) -> list[str]:
+def _mvn() -> str:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise EmbeddedBrokerError(
             "Maven ('mvn') is not on PATH: it fetches the Kafka and Spark jars on first use; "
             "install it (apt-get install maven) or put it on PATH"
         )
-    command = [mvn, "-B", "-q", "-f", str(pom_dir / "pom.xml"), "dependency:build-classpath",
-               f"-Dmdep.outputFile={output}", "-Dmdep.includeScope=runtime"]
+    return mvn
+
+
+def _with_local_repo(command: list[str]) -> list[str]:
     repo = os.environ.get("KAFKA_GROUP_MAVEN_REPO")
     if repo:
         command.append(f"-Dmaven.repo.local={repo}")
     return command
+
+
+def _maven_command(pom_dir: Path, output: Path) -> list[str]:
+    return _with_local_repo([_mvn(), "-B", "-q", "-f", str(pom_dir / "pom.xml"), "dependency:build-classpath",
+                             f"-Dmdep.outputFile={output}", "-Dmdep.includeScope=runtime"])
+
+
+def _run_maven(command: list[str], what: str) -> None:
+    """Run Maven; EmbeddedBrokerError with the tail of its output when it fails or hangs."""
+    logger.info("fetching the %s with Maven (first use; cached in Maven's local repository)", what)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise EmbeddedBrokerError(f"Maven did not fetch the {what} within {_MAVEN_TIMEOUT_S:.0f} s") from exc
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+        raise EmbeddedBrokerError(f"Maven failed to fetch the {what} (exit {result.returncode}):\n{tail}")
 
 
 def classpath(name: str, *, refresh: bool = False) -> list[str]:
@@ -224,21 +266,80 @@ def classpath(name: str, *, refresh: bool = False) -> list[str]:
                 return jars
         (folder / "pom.xml").write_text(bundle.pom(), encoding="utf-8")
         partial = folder / "classpath.partial"
-        logger.info("fetching the %s jars with Maven (first use; cached in Maven's local repository)", name)
-        try:
-            result = subprocess.run(
-                _maven_command(folder, partial), capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise EmbeddedBrokerError(f"Maven did not resolve the {name} jars within {_MAVEN_TIMEOUT_S:.0f} s") from exc
-        if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
-            raise EmbeddedBrokerError(f"Maven failed to resolve the {name} jars (exit {result.returncode}):\n{tail}")
+        _run_maven(_maven_command(folder, partial), f"{name} jars")
         os.replace(partial, remembered)
         jars = _read_classpath(remembered)
         if jars is None:
             raise EmbeddedBrokerError(f"Maven resolved the {name} jars but some are missing on disk: {remembered}")
         return jars
+
+
+def distribution(name: str, *, refresh: bool = False) -> Path:
+    """The unpacked folder of a packaged application, fetched and unpacked on first use.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`DISTRIBUTIONS` (``schema-registry``).
+    refresh : bool, default False
+        Fetch and unpack again even when the folder is there.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder the archive was unpacked into (for ``schema-registry``, the
+        one holding ``quarkus-run.jar``).
+
+    Raises
+    ------
+    EmbeddedBrokerError
+        When the name is unknown, Maven is missing or fails, or the archive
+        does not unpack.
+
+    Notes
+    -----
+    Maven (``dependency:copy``) downloads the archive into its local repository,
+    where later fetches find it (a CI cache of ``~/.m2`` keeps it); the copy in
+    the cache folder is removed once unpacked. A marker file written last tells
+    a complete folder from one whose unpacking was interrupted. A file lock
+    serialises concurrent callers.
+    """
+    try:
+        artifact = DISTRIBUTIONS[name]
+    except KeyError:
+        raise EmbeddedBrokerError(f"unknown distribution {name!r}: choose one of {sorted(DISTRIBUTIONS)}") from None
+    key = hashlib.sha256(artifact.encode()).hexdigest()[:16]
+    folder = cache_dir() / "maven" / f"{name}-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    unpacked, marker = folder / "dist", folder / "dist.complete"
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.is_file() and unpacked.is_dir() and not refresh:
+            return unpacked
+        marker.unlink(missing_ok=True)
+        download = folder / "download"
+        shutil.rmtree(download, ignore_errors=True)
+        _run_maven(_with_local_repo([_mvn(), "-B", "-q", "dependency:copy", f"-Dartifact={artifact}",
+                                     f"-DoutputDirectory={download}", "-Dmdep.overWriteReleases=true"]),
+                   f"{name} distribution")
+        archives = sorted(download.glob("*.tar.gz"))
+        if len(archives) != 1:
+            raise EmbeddedBrokerError(f"Maven fetched {artifact} but {download} holds {archives} instead of one archive")
+        partial = folder / "dist.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(unpacked, ignore_errors=True)
+        try:
+            with tarfile.open(archives[0], "r:gz") as archive:
+                if sys.version_info >= (3, 12):
+                    archive.extractall(partial, filter="data")
+                else:  # the 'data' filter is 3.12+ (and a few back-ports); Maven Central's checksum vouches for it
+                    archive.extractall(partial)
+        except (tarfile.TarError, OSError) as exc:
+            raise EmbeddedBrokerError(f"could not unpack {archives[0]}: {exc}") from exc
+        os.replace(partial, unpacked)
+        shutil.rmtree(download, ignore_errors=True)
+        marker.write_text(artifact + "\n", encoding="utf-8")
+        return unpacked
 
 
 def _read_classpath(path: Path) -> Optional[list[str]]:
@@ -254,10 +355,13 @@ def _read_classpath(path: Path) -> Optional[list[str]]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Fetch the named bundles and print each classpath (``python -m kafka_group_devbroker.jars``)."""
+    """Fetch the named bundles and distributions, print each classpath or folder (``python -m kafka_group_devbroker.jars``)."""
     names = list(argv if argv is not None else sys.argv[1:]) or sorted(BUNDLES)
     logging.basicConfig(level="INFO", format="%(levelname)s %(name)s: %(message)s")
     for name in names:
+        if name in DISTRIBUTIONS:
+            sys.stdout.write(f"{name}: {distribution(name)}\n")
+            continue
         jars = classpath(name)
         sys.stdout.write(f"{name}: {len(jars)} jars\n")
         sys.stdout.write(os.pathsep.join(jars) + "\n")
