@@ -92,6 +92,9 @@ def test_avro_round_trip_and_backward_evolution(kafka: Cluster, schema_registry:
     # the writer's schema, fetched by the id in each record
     as_written = _read_back(kafka.bootstrap_servers, topic, 40, AvroDeserializer(registry_client(url)))
     assert as_written == first + second
+    # the deserializer asked the registry for each writer schema by id (and the registry's access log shows it)
+    fetched = [line for line in schema_registry.access_log() if line.startswith("GET /apis/ccompat/v7/schemas/ids/")]
+    assert {line.split("/")[5].split("?")[0] for line in fetched} >= {str(v1_id), str(v2_id)}, fetched
     # every record through the v2 reader schema: v1 records get the default
     through_v2 = _read_back(kafka.bootstrap_servers, topic, 40, AvroDeserializer(registry_client(url), ORDER_AVRO_V2))
     assert through_v2 == [{**v, "currency": "EUR"} for v in first] + second
