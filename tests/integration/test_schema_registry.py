@@ -9,6 +9,7 @@ a changed type. One module, one registry start (the fixture is the run's).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, List
 
 import pytest
@@ -31,6 +32,9 @@ from tests.registry_support import (
 from tests.support import Cluster, create_topic, listening_addresses, new_consumer
 
 pytestmark = pytest.mark.integration
+
+#: An access-log line of a schema fetched by id (Confluent's deserializers fetch the writer schema so).
+_SCHEMA_BY_ID = re.compile(r"GET /apis/ccompat/v7/schemas/ids/(\d+)\b")
 
 
 def _read_back(servers: str, topic: str, count: int, deserializer: Callable[[bytes, Any], Any]) -> List[Any]:
@@ -78,7 +82,8 @@ def test_avro_round_trip_and_backward_evolution(kafka: Cluster, schema_registry:
     client = registry_client(url)
     client.register_schema(subject, Schema(ORDER_AVRO, "AVRO"))
     set_compatibility(url, subject, "BACKWARD")
-    assert client.get_config(subject).compatibility.value == "BACKWARD"
+    config = client.get_config(subject)  # GET /config/<subject> answers {"compatibilityLevel": ...}, as Confluent's does
+    assert config.compatibility_level is not None and config.compatibility_level.value == "BACKWARD", config
 
     first = produce_avro(kafka.bootstrap_servers, url, topic, 20, partition=0)
     second = produce_avro(kafka.bootstrap_servers, url, topic, 20, start=20, partition=0, schema=ORDER_AVRO_V2,
@@ -93,8 +98,8 @@ def test_avro_round_trip_and_backward_evolution(kafka: Cluster, schema_registry:
     as_written = _read_back(kafka.bootstrap_servers, topic, 40, AvroDeserializer(registry_client(url)))
     assert as_written == first + second
     # the deserializer asked the registry for each writer schema by id (and the registry's access log shows it)
-    fetched = [line for line in schema_registry.access_log() if line.startswith("GET /apis/ccompat/v7/schemas/ids/")]
-    assert {line.split("/")[5].split("?")[0] for line in fetched} >= {str(v1_id), str(v2_id)}, fetched
+    fetched = {int(m.group(1)) for m in map(_SCHEMA_BY_ID.match, schema_registry.access_log()) if m}
+    assert fetched >= {v1_id, v2_id}, schema_registry.access_log()
     # every record through the v2 reader schema: v1 records get the default
     through_v2 = _read_back(kafka.bootstrap_servers, topic, 40, AvroDeserializer(registry_client(url), ORDER_AVRO_V2))
     assert through_v2 == [{**v, "currency": "EUR"} for v in first] + second
@@ -108,24 +113,45 @@ def test_avro_round_trip_and_backward_evolution(kafka: Cluster, schema_registry:
 
 
 def test_protobuf_round_trip(kafka: Cluster, schema_registry: SchemaRegistry) -> None:
-    """ProtobufSerializer records read back with ProtobufDeserializer, which fetches the writer schema
-    from the registry (``format=serialized``) by the id in each record."""
+    """ProtobufSerializer records (against the ``.proto`` text registered first) read back with ProtobufDeserializer,
+    which fetches each writer schema from the registry by id (``format=serialized``)."""
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
-    from google.protobuf.json_format import MessageToDict
 
     url = schema_registry.url
     topic = create_topic(kafka, 1, "registry-protobuf")
     sent = produce_protobuf(kafka.bootstrap_servers, url, topic, 20, partition=0)
-    client = registry_client(url)
-    registered = client.get_latest_version(value_subject(topic))
+    registered = registry_client(url).get_latest_version(value_subject(topic))
     assert registered.schema.schema_type == "PROTOBUF"
     assert "message Order" in registered.schema.schema_str, registered.schema.schema_str
 
     deserializer = ProtobufDeserializer(order_proto_class(), {}, registry_client(url))
-    messages = _read_back(kafka.bootstrap_servers, topic, 20, deserializer)
+    assert _as_dicts(_read_back(kafka.bootstrap_servers, topic, 20, deserializer)) == sent
+
+
+@pytest.mark.xfail(strict=True, reason="Apicurio 3.3.3 stores the base64 descriptor that confluent-kafka-python's "
+                   "ProtobufSerializer registers verbatim and answers ?format=serialized with HTTP 500")
+def test_protobuf_auto_registered_descriptor_is_not_served_back(kafka: Cluster, schema_registry: SchemaRegistry) -> None:
+    """A known incompatibility of the registry, kept visible: records whose schema the Python serializer
+    auto-registered (base64) are framed right (a deserializer given the message type reads them), but a
+    deserializer that fetches the writer schema by id gets HTTP 500. Strict: it fails loudly once fixed."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    url = schema_registry.url
+    topic = create_topic(kafka, 1, "registry-protobuf-b64")
+    sent = produce_protobuf(kafka.bootstrap_servers, url, topic, 5, partition=0, register_text=False)
+    offline = ProtobufDeserializer(order_proto_class(), {})
+    assert _as_dicts(_read_back(kafka.bootstrap_servers, topic, 5, offline)) == sent
+    fetching = ProtobufDeserializer(order_proto_class(), {}, registry_client(url))
+    assert _as_dicts(_read_back(kafka.bootstrap_servers, topic, 5, fetching)) == sent
+
+
+def _as_dicts(messages: List[Any]) -> List[Any]:
+    """Protobuf messages as dicts of field name to value (int64 as int: MessageToDict writes it as a string)."""
+    from google.protobuf.json_format import MessageToDict
+
     read = [MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
             for m in messages]
-    assert [{**r, "id": int(r["id"])} for r in read] == sent  # MessageToDict writes int64 as a string
+    return [{**r, "id": int(r["id"])} for r in read]
 
 
 def test_json_schema_round_trip(kafka: Cluster, schema_registry: SchemaRegistry) -> None:
