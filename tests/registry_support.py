@@ -137,11 +137,10 @@ def register_order_proto(url: str, subject: str) -> int:
 
     Notes
     -----
-    Apicurio Registry 3.3.3 keeps a Protobuf schema as it was registered. Confluent's Python
-    ``ProtobufSerializer`` registers the base64 of a ``FileDescriptorProto``, which Apicurio
-    stores verbatim and then cannot serve with ``?format=serialized`` (HTTP 500, "Syntax error
-    in Order.proto:1:1: unexpected label: <base64>"), the form Confluent's ``ProtobufDeserializer``
-    asks for. Registered as ``.proto`` text, the schema is served in both forms.
+    Apicurio Registry 3.3.3 serves ``?format=serialized`` (what Confluent's Python Protobuf
+    serializer and deserializer ask for) of a text-registered schema as the raw bytes of the
+    ``FileDescriptorProto`` in a JSON string, not base64 as Confluent's registry does: the
+    Python client then fails with "Wire format was corrupt". Without ``format`` the text comes back.
     """
     from confluent_kafka.schema_registry import Schema
 
@@ -241,14 +240,16 @@ def produce_avro(bootstrap_servers: str, url: str, topic: str, count: int, *, st
 
 
 def produce_protobuf(bootstrap_servers: str, url: str, topic: str, count: int, *, start: int = 0,
-                     partition: Optional[int] = None, register_text: bool = True) -> List[Dict[str, Any]]:
+                     partition: Optional[int] = None, register_text: bool = False) -> List[Dict[str, Any]]:
     """Produce records ``start .. start+count-1`` (:func:`order` as ``Order`` messages) with ``ProtobufSerializer``;
     return the values as dicts.
 
-    With ``register_text`` (default) the subject first gets :data:`ORDER_PROTO` as ``.proto`` text
-    (:func:`register_order_proto`) and the serializer writes against that latest version
-    (``use.latest.version``), so every Confluent client can read the schema back from Apicurio;
-    without it the serializer auto-registers its base64 descriptor (see :func:`register_order_proto`).
+    By default the serializer auto-registers its schema as Confluent's Python client does: the
+    base64 of the ``FileDescriptorProto``, which Apicurio 3.3.3 stores and serves back verbatim
+    (``GET /schemas/ids/<id>``; ``?format=serialized`` answers HTTP 500 for it). With
+    ``register_text`` the subject first gets :data:`ORDER_PROTO` as ``.proto`` text (as Java
+    producers register it) and the serializer writes against that latest version; against
+    Apicurio 3.3.3 the Python serializer cannot read that back (see :func:`register_order_proto`).
     """
     message = order_proto_class()
     values = [order(i) for i in range(start, start + count)]
