@@ -18,7 +18,8 @@ import json
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 __all__ = [
-    "ORDER_AVRO", "ORDER_AVRO_V2", "ORDER_AVRO_INCOMPATIBLE", "ORDER_JSON_SCHEMA", "ORDER_PROTO_PACKAGE",
+    "ORDER_AVRO", "ORDER_AVRO_V2", "ORDER_AVRO_INCOMPATIBLE", "ORDER_JSON_SCHEMA", "ORDER_PROTO", "ORDER_PROTO_PACKAGE",
+    "register_order_proto",
     "order", "value_subject", "registry_client", "set_compatibility", "order_proto_class",
     "avro_serializer", "protobuf_serializer", "json_serializer", "produce_serialized",
     "produce_avro", "produce_protobuf", "produce_json",
@@ -60,6 +61,16 @@ ORDER_JSON_SCHEMA = json.dumps({
     "required": ["id", "customer", "amount"],
     "additionalProperties": False,
 })
+#: The Protobuf ``Order`` as ``.proto`` text (the same message as :func:`order_proto_class`).
+ORDER_PROTO = """syntax = "proto3";
+package kafka_group.test;
+
+message Order {
+  int64 id = 1;
+  string customer = 2;
+  double amount = 3;
+}
+"""
 #: Package of the Protobuf ``Order`` message (``kafka_group.test.Order``, file ``kafka_group_test_order.proto``).
 ORDER_PROTO_PACKAGE = "kafka_group.test"
 
@@ -119,6 +130,22 @@ def order_proto_class() -> Any:
             file_descriptor = pool.AddSerializedFile(file_proto.SerializeToString())
         _proto_class = message_factory.GetMessageClass(file_descriptor.message_types_by_name["Order"])
     return _proto_class
+
+
+def register_order_proto(url: str, subject: str) -> int:
+    """Register :data:`ORDER_PROTO` (``.proto`` text, as Java producers register it) under ``subject``; its schema id.
+
+    Notes
+    -----
+    Apicurio Registry 3.3.3 serves ``?format=serialized`` (what Confluent's Python Protobuf
+    serializer and deserializer ask for) of a text-registered schema as the raw bytes of the
+    ``FileDescriptorProto`` in a JSON string, not base64 as Confluent's registry does: the
+    Python client then fails with "Wire format was corrupt". Without ``format`` the text comes back.
+    """
+    from confluent_kafka.schema_registry import Schema
+
+    registered = registry_client(url).register_schema_full_response(subject, Schema(ORDER_PROTO, "PROTOBUF"))
+    return int(registered.schema_id)
 
 
 def avro_serializer(url: str, schema: str = ORDER_AVRO, conf: Optional[Mapping[str, Any]] = None) -> Any:
@@ -213,12 +240,24 @@ def produce_avro(bootstrap_servers: str, url: str, topic: str, count: int, *, st
 
 
 def produce_protobuf(bootstrap_servers: str, url: str, topic: str, count: int, *, start: int = 0,
-                     partition: Optional[int] = None) -> List[Dict[str, Any]]:
+                     partition: Optional[int] = None, register_text: bool = False) -> List[Dict[str, Any]]:
     """Produce records ``start .. start+count-1`` (:func:`order` as ``Order`` messages) with ``ProtobufSerializer``;
-    return the values as dicts."""
+    return the values as dicts.
+
+    By default the serializer auto-registers its schema as Confluent's Python client does: the
+    base64 of the ``FileDescriptorProto``, which Apicurio 3.3.3 stores and serves back verbatim
+    (``GET /schemas/ids/<id>``; ``?format=serialized`` answers HTTP 500 for it). With
+    ``register_text`` the subject first gets :data:`ORDER_PROTO` as ``.proto`` text (as Java
+    producers register it) and the serializer writes against that latest version; against
+    Apicurio 3.3.3 the Python serializer cannot read that back (see :func:`register_order_proto`).
+    """
     message = order_proto_class()
     values = [order(i) for i in range(start, start + count)]
-    produce_serialized(bootstrap_servers, topic, protobuf_serializer(url), [message(**v) for v in values],
+    conf: Dict[str, Any] = {}
+    if register_text:
+        register_order_proto(url, value_subject(topic))
+        conf = {"auto.register.schemas": False, "use.latest.version": True}
+    produce_serialized(bootstrap_servers, topic, protobuf_serializer(url, conf), [message(**v) for v in values],
                        partition=partition)
     return values
 

@@ -76,9 +76,9 @@ _BASE_SETTINGS: dict[str, str] = {
     "apicurio.datasource.jdbc.min-size": "2",
     "apicurio.datasource.jdbc.max-size": "20",
     "quarkus.otel.sdk.disabled": "true",
-    "quarkus.log.console.enabled": "false",
-    "quarkus.log.file.enabled": "true",
-    # Apicurio's own default: one access-log line per HTTP request (tests count registry calls with it).
+    # Quarkus logs to the console, which the launcher writes to registry.log; the access log (one line
+    # per HTTP request, Apicurio's own default, which tests use to count registry calls) goes only there.
+    "quarkus.log.console.enabled": "true",
     "quarkus.http.access-log.enabled": "true",
 }
 
@@ -211,7 +211,7 @@ class SchemaRegistry:
 
     @property
     def log_path(self) -> Path:
-        """The registry's log file (Quarkus's file log, access log included)."""
+        """The registry's log file (the JVM's output: Quarkus's log, access log included)."""
         if self._folder is None:
             raise EmbeddedBrokerError("the schema registry is not started")
         return self._folder / "registry.log"
@@ -231,16 +231,11 @@ class SchemaRegistry:
         return [f"{m.group(1)} {m.group(2)}" for m in re.finditer(r'method="(\w+)" path="([^"]*)"', text)]
 
     def output_tail(self, lines: int = 40) -> str:
-        """The last lines of the JVM's stdout and of the registry log, for error messages."""
-        parts = []
-        for name in ("stdout.log", "registry.log"):
-            path = (self._folder or Path("/nonexistent")) / name
-            try:
-                tail = path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
-            except FileNotFoundError:
-                continue
-            parts.append(f"--- {name} ---\n" + "\n".join(tail))
-        return "\n".join(parts)
+        """The last lines of the registry's log, for error messages."""
+        try:
+            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except (FileNotFoundError, EmbeddedBrokerError):
+            return "(no log)"
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -270,7 +265,6 @@ class SchemaRegistry:
             settings.update({
                 "quarkus.http.port": str(self._port),
                 "quarkus.management.port": str(self._management_port),
-                "quarkus.log.file.path": str(self._folder / "registry.log"),
                 "apicurio.datasource.url": f"jdbc:h2:mem:registry_{self._port}",
                 # where Apicurio would write storage snapshots: inside our folder, not /tmp
                 "apicurio.storage.snapshot.location": str(self._folder),
@@ -282,7 +276,7 @@ class SchemaRegistry:
             self._register_atexit()
             started = time.monotonic()
             try:
-                self._process = _launch(command, log_path=self._folder / "stdout.log", cwd=self._folder)
+                self._process = _launch(command, log_path=self.log_path, cwd=self._folder)
                 self._await_api(started + self._start_timeout)
             except BaseException:
                 self.stop()
