@@ -44,7 +44,7 @@ from kafka_group.offsets import (
     parse_starting_offsets,
     parse_starting_timestamps,
 )
-from kafka_group.plan.planning import SHARING_MODES, TASK_LAYOUTS
+from kafka_group.config.plan_options import SHARING_MODES, TASK_LAYOUTS
 
 __all__ = [
     "OptionSpec",
