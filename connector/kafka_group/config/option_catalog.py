@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
 from kafka_group.auth.token_provider import check_token_provider_spec
-from kafka_group.group.rebalance_listener import check_listener_spec
+from kafka_group.config.listener_spec import check_listener_spec
 from kafka_group.json_text import INT32_MAX, INT64_MAX
 from kafka_group.offsets import (
     EARLIEST,
