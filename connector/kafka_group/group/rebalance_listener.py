@@ -1,6 +1,6 @@
 """User rebalance listeners, named by the option ``rebalanceListener``.
 
-A listener is any callable taking one :class:`~kafka_group.group.rebalance_event.RebalanceEvent`,
+A listener is any callable taking one :class:`~kafka_group.rebalance_event.RebalanceEvent`,
 named as ``"package.module:function"`` (or ``"package.module:Class"``, which is
 called with no arguments to make the listener). It is imported in the process that
 plans the query's micro-batches (on the driver), so its module must be importable
@@ -22,7 +22,7 @@ from kafka_group.config.listener_spec import check_listener_spec
 from kafka_group.errors import ConfigError
 
 if TYPE_CHECKING:  # for the annotation only
-    from kafka_group.group.rebalance_event import RebalanceEvent
+    from kafka_group.rebalance_event import RebalanceEvent
 
 __all__ = ["load_rebalance_listener"]
 
