@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-    from kafka_group.group.rebalance_event import RebalanceEvent
+    from kafka_group.rebalance_event import RebalanceEvent
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Sequence
 
-from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import TopicPartition
+from kafka_group.rebalance_event import RebalanceEvent
 
 __all__ = ["Cluster", "Committer", "Member", "OffsetStore"]
 

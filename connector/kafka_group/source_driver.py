@@ -24,7 +24,6 @@ from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.flow.flow_control import FlowControl
 from kafka_group.group.group_commits import GroupCommits
 from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report
-from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.plan.data_loss import checked_positions
@@ -32,6 +31,7 @@ from kafka_group.plan.planning import BatchPlan, plan_batch
 from kafka_group.plan.positioning import (describe_positions, follow_table, is_resumed, log_group_overrides,
                                          position_new, stale_pauses, starting_spec)
 from kafka_group.plan.trigger_gate import ENOUGH_RECORDS, TriggerGate, backlog
+from kafka_group.rebalance_event import RebalanceEvent
 
 __all__ = ["SourceDriver"]
 

@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafka_group.group.membership import GroupMember
-from kafka_group.group.rebalance_event import RebalanceEvent
+from kafka_group.rebalance_event import RebalanceEvent
 from tests.support import long_tier, BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
 
 pytestmark = [

@@ -15,8 +15,8 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 
 from kafka_group.config.options import parse_source_options
 from kafka_group.config.source_options import SourceOptions
-from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import BatchOffsets, TopicPartition
+from kafka_group.rebalance_event import RebalanceEvent
 from kafka_group.source_driver import SourceDriver
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)

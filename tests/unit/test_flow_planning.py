@@ -8,7 +8,8 @@ from typing import Dict
 import pytest
 
 from kafka_group.offsets import TopicPartition
-from kafka_group.plan.planning import BatchPlan, FlowPolicy, HoldReason, fair_share, plan_batch
+from kafka_group.config.plan_options import FlowPolicy
+from kafka_group.plan.planning import BatchPlan, HoldReason, fair_share, plan_batch
 
 
 def tp(partition: int, topic: str = "t") -> TopicPartition:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = {"kafka_group": ROOT / "connector" / "kafka_group",
@@ -110,3 +110,37 @@ def test_the_core_never_imports_the_spark_glue() -> None:
     offenders = sorted(f"{name} -> {target}" for name, targets in graph.items() if name.startswith("kafka_group")
                        for target in targets if target.startswith("pyspark_kafka_group"))
     assert offenders == []
+
+
+def _unit(module: str) -> str:
+    """The unit of a core module: its subpackage of ``kafka_group``, or the top-level module itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def two_way_units(graph: Dict[str, Set[str]]) -> List[str]:
+    """Each pair of ``kafka_group``'s units (subpackages, top-level modules) that import each other, with one
+    import each way."""
+    between: Dict[Tuple[str, str], str] = {}
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if name.startswith("kafka_group.") and target.startswith("kafka_group."):
+                a, b = _unit(name), _unit(target)
+                if a != b:
+                    between.setdefault((a, b), f"{name} -> {target}")
+    return [f"{a} <-> {b}: {there}; {between[(b, a)]}" for (a, b), there in sorted(between.items())
+            if a < b and (b, a) in between]
+
+
+def test_two_way_units_finds_a_pair() -> None:
+    graph = {"kafka_group.config.x": {"kafka_group.plan.y"}, "kafka_group.plan.y": set(),
+             "kafka_group.plan.z": {"kafka_group.config.w"}, "kafka_group.config.w": set()}
+    assert two_way_units(graph) == ["kafka_group.config <-> kafka_group.plan: kafka_group.config.x -> "
+                                    "kafka_group.plan.y; kafka_group.plan.z -> kafka_group.config.w"]
+    assert two_way_units({"kafka_group.config.x": {"kafka_group.plan.y"}, "kafka_group.plan.y": set()}) == []
+
+
+def test_core_subpackages_import_each_other_one_way_only() -> None:
+    """The subpackages of ``kafka_group`` (and its top-level modules, each a unit) form layers: no two of them
+    import each other, though no single module does either (``test_no_import_cycle``)."""
+    pairs = two_way_units(import_graph())
+    assert pairs == [], "two-way imports between kafka_group's units:\n" + "\n".join(pairs)

@@ -12,7 +12,8 @@ import pytest
 from kafka_group.errors import OffsetFormatError
 from kafka_group.formats import read_offset_document, write_offset_document
 from kafka_group.offsets import BatchOffsets, OffsetRange, TopicPartition
-from kafka_group.plan.planning import TaskSizing, allocate_budget, pack_ranges, plan_batch
+from kafka_group.config.plan_options import TaskSizing
+from kafka_group.plan.planning import allocate_budget, pack_ranges, plan_batch
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

@@ -12,7 +12,8 @@ import pytest
 
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.plan.planning import TaskSizing, pack_ranges
+from kafka_group.config.plan_options import TaskSizing
+from kafka_group.plan.planning import pack_ranges
 from tests.unit.driver_fakes import options
 
 A0, A1, A2, B0 = (TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("a", 2), TopicPartition("b", 0))

@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
 from kafka_group.auth.token_provider import check_token_provider_spec
-from kafka_group.group.rebalance_listener import check_listener_spec
+from kafka_group.config.listener_spec import check_listener_spec
 from kafka_group.json_text import INT32_MAX, INT64_MAX
 from kafka_group.offsets import (
     EARLIEST,
@@ -44,7 +44,7 @@ from kafka_group.offsets import (
     parse_starting_offsets,
     parse_starting_timestamps,
 )
-from kafka_group.plan.planning import SHARING_MODES, TASK_LAYOUTS
+from kafka_group.config.plan_options import SHARING_MODES, TASK_LAYOUTS
 from kafka_group.redaction import scrub
 
 __all__ = [

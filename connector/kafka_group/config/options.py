@@ -37,7 +37,7 @@ from kafka_group.config.security import translate_security
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import LATEST, StartingOffsets
-from kafka_group.plan.planning import FlowPolicy, TaskSizing
+from kafka_group.config.plan_options import FlowPolicy, TaskSizing
 from kafka_group.redaction import register_client_secrets, register_storage_secrets
 
 __all__ = ["REFUSED_CLIENT_KEYS", "parse_source_options"]

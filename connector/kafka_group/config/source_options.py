@@ -11,7 +11,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.offsets import StartingOffsets, TopicPartition
-from kafka_group.plan.planning import FlowPolicy, TaskSizing
+from kafka_group.config.plan_options import FlowPolicy, TaskSizing
 from kafka_group.registry.settings import RegistryOptions
 from kafka_group.redaction import (
     is_secret_client_key,

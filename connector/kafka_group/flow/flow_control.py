@@ -34,7 +34,7 @@ from kafka_group.plan.planning import BatchPlan
 
 if TYPE_CHECKING:
     from kafka_group.collaborators import Member
-    from kafka_group.group.rebalance_event import RebalanceEvent
+    from kafka_group.rebalance_event import RebalanceEvent
 
 __all__ = ["FlowControl", "PauseState"]
 

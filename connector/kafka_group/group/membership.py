@@ -27,8 +27,8 @@ from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.group.member_commits import MemberCommits
-from kafka_group.group.rebalance_event import RebalanceEvent
 from kafka_group.offsets import TopicPartition
+from kafka_group.rebalance_event import RebalanceEvent
 
 __all__ = ["GroupMember"]
 

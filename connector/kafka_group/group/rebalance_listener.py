@@ -1,6 +1,6 @@
 """User rebalance listeners, named by the option ``rebalanceListener``.
 
-A listener is any callable taking one :class:`~kafka_group.group.rebalance_event.RebalanceEvent`,
+A listener is any callable taking one :class:`~kafka_group.rebalance_event.RebalanceEvent`,
 named as ``"package.module:function"`` (or ``"package.module:Class"``, which is
 called with no arguments to make the listener). It is imported in the process that
 plans the query's micro-batches (on the driver), so its module must be importable
@@ -16,36 +16,17 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
 from typing import TYPE_CHECKING, Callable
 
+from kafka_group.config.listener_spec import check_listener_spec
 from kafka_group.errors import ConfigError
 
-if TYPE_CHECKING:  # the option parser imports this module; it needs no Kafka client
-    from kafka_group.group.rebalance_event import RebalanceEvent
+if TYPE_CHECKING:  # for the annotation only
+    from kafka_group.rebalance_event import RebalanceEvent
 
-__all__ = ["LISTENER_SPEC", "check_listener_spec", "load_rebalance_listener"]
-
-#: ``module.path:attribute`` with Python identifiers.
-LISTENER_SPEC = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+__all__ = ["load_rebalance_listener"]
 
 _OPTION = "rebalanceListener"
-
-
-def check_listener_spec(spec: str) -> str:
-    """Check the form of a listener spec (no import).
-
-    Raises
-    ------
-    ConfigError
-        ``spec`` is not ``module.path:callable``.
-    """
-    text = spec.strip()
-    if not LISTENER_SPEC.match(text):
-        raise ConfigError(
-            f"option '{_OPTION}' must name a callable as 'package.module:function', got '{spec}'"
-        )
-    return text
 
 
 def load_rebalance_listener(spec: str) -> Callable[["RebalanceEvent"], None]:
