@@ -35,6 +35,8 @@ SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "fastjsonschema>=2.19
 #: The test tools, without a Spark (the 'test' extra adds the pinned one).
 TEST_TOOLS = [
     "pytest>=8", "mypy>=1.10", "polars>=1",
+    # scripts/test.sh runs the suite on two workers (one test file per worker at a time)
+    "pytest-xdist>=3.5",
     # an S3-compatible server on loopback for the object-store tests (moto's server mode)
     "moto[server]>=5.1", "prometheus_client>=0.20",
     # tests/unit/test_security_translation.py makes throwaway CAs and PKCS#12 stores

@@ -10,5 +10,9 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh test
 "$venv/bin/python" -m mypy
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\", \"spark-kafka\", \"delta-spark\", \"schema-registry\"])" > /dev/null
+# Two pytest workers (KAFKA_GROUP_TEST_WORKERS; 0 runs in one process): most of an integration
+# test's time is waiting (a group join, a trigger, a JVM starting), so two files at a time fill
+# the two cores. --dist loadfile keeps a file on one worker: a module's broker and fixtures start
+# once. Each worker has its own brokers and SparkSession.
 # --durations: CI's log shows where the time goes (the default run must stay inside its budget).
-exec "$venv/bin/python" -m pytest -q --durations=30 "$@"
+exec "$venv/bin/python" -m pytest -q -n "${KAFKA_GROUP_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@"
