@@ -23,20 +23,18 @@ raised by the client factory), never with librdkafka's "OAuth callback raised ex
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
 import math
-import re
 import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from kafka_group.callable_spec import load_callable
 from kafka_group.errors import AuthenticationError, ConfigError, KafkaGroupError
 from kafka_group.redaction import register_secret, scrub
 
 __all__ = ["TOKEN_PROVIDER_KEY", "TOKEN_PROVIDER_OPTION", "MSK_IAM_PROVIDER", "TokenCallback",
-           "check_token_provider_spec", "load_token_provider", "provider_origin"]
+           "load_token_provider", "provider_origin"]
 
 #: The connector option naming the provider.
 TOKEN_PROVIDER_OPTION = "tokenProvider"
@@ -46,8 +44,6 @@ TOKEN_PROVIDER_KEY = "kafka_group.token.provider"
 
 #: The built-in AWS MSK IAM provider, selected by the MSK options (:mod:`kafka_group.config.msk_iam`).
 MSK_IAM_PROVIDER = "kafka_group.auth.msk_iam:msk_iam_token"
-
-_SPEC = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 #: An expiry above this is in milliseconds, not seconds (the year 5138 in seconds).
 _MILLISECONDS_FROM = 1e11
@@ -66,20 +62,6 @@ def provider_origin(spec: str) -> str:
     return f"option '{TOKEN_PROVIDER_OPTION}' ({spec})"
 
 
-def check_token_provider_spec(name: str, raw: str) -> str:
-    """Check the form of a provider spec (no import): the option catalog's parser.
-
-    Raises
-    ------
-    ConfigError
-        ``raw`` is not ``package.module:callable``.
-    """
-    text = raw.strip()
-    if not _SPEC.match(text):
-        raise ConfigError(f"option '{name}' must name a callable as 'package.module:function', got '{raw}'")
-    return text
-
-
 def load_token_provider(spec: str) -> Callable[[str], Any]:
     """Import the provider named by ``spec`` (in the calling process).
 
@@ -88,23 +70,10 @@ def load_token_provider(spec: str) -> Callable[[str], Any]:
     ConfigError
         The module cannot be imported, or has no such callable.
     """
-    origin = provider_origin(spec)
-    module_name, attribute = check_token_provider_spec(TOKEN_PROVIDER_OPTION, spec).split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        if isinstance(exc, KafkaGroupError):  # the built-in provider's missing extra says so itself
-            raise
-        raise ConfigError(f"{origin}: cannot import module '{module_name}' ({exc}). Install it in the Python "
-                          "environment of the driver and of the executors (both make Kafka clients)") from exc
-    target = getattr(module, attribute, None)
-    if target is None or not callable(target):
-        raise ConfigError(f"{origin}: '{module_name}' has no callable named '{attribute}'")
-    if inspect.isclass(target):
-        target = target()
-        if not callable(target):
-            raise ConfigError(f"{origin}: instances of '{spec}' are not callable; define __call__(config)")
-    return target  # type: ignore[no-any-return]
+    return load_callable(spec, option=TOKEN_PROVIDER_OPTION, origin=provider_origin(spec), where="",
+                         install="Install it in the Python environment of the driver and of the executors "
+                                 "(both make Kafka clients)",
+                         signature="__call__(config)")
 
 
 class TokenCallback:

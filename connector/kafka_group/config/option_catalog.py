@@ -30,8 +30,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.errors import ConfigError
-from kafka_group.auth.token_provider import check_token_provider_spec
-from kafka_group.config.listener_spec import check_listener_spec
+from kafka_group.callable_spec import check_callable_spec
 from kafka_group.json_text import INT32_MAX, INT64_MAX
 from kafka_group.offsets import (
     EARLIEST,
@@ -356,10 +355,6 @@ def epoch_millis(name: str, raw: str) -> int:
     return int(text)
 
 
-def _listener_spec(name: str, raw: str) -> str:
-    return check_listener_spec(raw)
-
-
 def _topic_priority(name: str, raw: str) -> Dict[str, int]:
     """``orders:10,audit:1`` to ``{"orders": 10, "audit": 1}``."""
     priorities: Dict[str, int] = {}
@@ -566,12 +561,12 @@ REVOKE_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
 REBALANCE_LISTENER: OptionSpec[str] = OptionSpec(
     'rebalanceListener', '`module:callable`', 'none',
     'Your code, called on the driver after each rebalance event (`assign`, `revoke`, `lost`) with a `RebalanceEvent`: the partitions, the member\'s generation, its member id, the partitions owned afterwards and the cause. See "Rebalances" below.',
-    parser=_listener_spec,
+    parser=check_callable_spec,
 )
 TOKEN_PROVIDER: OptionSpec[str] = OptionSpec(
     'tokenProvider', '`module:callable`', 'none',
     'Your code that gives SASL/OAUTHBEARER tokens (sets `kafka.sasl.mechanism=OAUTHBEARER`), called by every Kafka client of the query, on the driver and on the executors (install its module on both), with the `kafka.sasl.oauthbearer.config` string; it returns `(token, expiry seconds since the epoch[, principal[, extensions]])`, as confluent-kafka\'s `oauth_cb`. Tokens are scrubbed from logs and errors. See "Token providers" below.',
-    parser=check_token_provider_spec,
+    parser=check_callable_spec,
 )
 MAX_OFFSETS_PER_PARTITION: OptionSpec[int] = OptionSpec(
     'maxOffsetsPerPartition', 'positive int', 'none',

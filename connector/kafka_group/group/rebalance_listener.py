@@ -14,12 +14,9 @@ the group waits for a revoke until it does.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from typing import TYPE_CHECKING, Callable
 
-from kafka_group.config.listener_spec import check_listener_spec
-from kafka_group.errors import ConfigError
+from kafka_group.callable_spec import load_callable
 
 if TYPE_CHECKING:  # for the annotation only
     from kafka_group.rebalance_event import RebalanceEvent
@@ -47,19 +44,6 @@ def load_rebalance_listener(spec: str) -> Callable[["RebalanceEvent"], None]:
     ConfigError
         The module cannot be imported, the attribute does not exist or is not callable.
     """
-    module_name, attribute = check_listener_spec(spec).split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"option '{_OPTION}': cannot import module '{module_name}' on the driver ({exc}). Install it in the "
-            "driver's Python environment or put it on its PYTHONPATH"
-        ) from exc
-    target = getattr(module, attribute, None)
-    if target is None or not callable(target):
-        raise ConfigError(f"option '{_OPTION}': '{module_name}' has no callable named '{attribute}'")
-    if inspect.isclass(target):
-        target = target()
-        if not callable(target):
-            raise ConfigError(f"option '{_OPTION}': instances of '{spec}' are not callable; define __call__(event)")
-    return target  # type: ignore[no-any-return]
+    return load_callable(spec, option=_OPTION, origin=f"option '{_OPTION}'", where=" on the driver",
+                         install="Install it in the driver's Python environment or put it on its PYTHONPATH",
+                         signature="__call__(event)")
