@@ -28,7 +28,8 @@ import logging
 import re
 import threading
 import traceback
-from typing import Any, FrozenSet, Iterable, List, Mapping, Optional
+from collections import deque
+from typing import Any, Deque, FrozenSet, Iterable, List, Mapping, Optional
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -37,7 +38,9 @@ __all__ = [
     "is_secret_client_key",
     "is_secret_storage_key",
     "register_client_secrets",
+    "register_rotating_secret",
     "register_secret",
+    "secrets_registered",
     "register_storage_secrets",
     "scrub",
 ]
@@ -86,6 +89,11 @@ _lock = threading.Lock()
 _secrets: FrozenSet[str] = frozenset()
 _pattern: Optional[re.Pattern[str]] = None
 
+#: Rotating secrets kept for scrubbing (the newest; older ones have expired): a query refreshes its
+#: OAUTHBEARER tokens for as long as it runs, and every registration recompiles the pattern.
+ROTATING_KEPT = 64
+_rotating: Deque[str] = deque(maxlen=ROTATING_KEPT)
+
 
 def is_secret_client_key(key: str) -> bool:
     """Whether the Kafka client setting ``key`` (librdkafka or Java name, no ``kafka.`` prefix) holds a secret."""
@@ -112,6 +120,28 @@ def register_secret(value: Optional[str]) -> None:
     for match in _URL_USERINFO.finditer(value):
         parts.add(match.group(0)[len(match.group("scheme")):-1].partition(":")[2])
     _add(p for p in parts if len(p) >= MIN_SECRET_LENGTH)
+
+
+def register_rotating_secret(value: Optional[str]) -> None:
+    """Scrub ``value``, a secret that is replaced over time (an OAUTHBEARER token), from now on.
+
+    Only the newest :data:`ROTATING_KEPT` rotating secrets are kept, so a query that refreshes its
+    tokens for days does not make every registration (and the pattern every log line is matched
+    against) grow with them. Called from librdkafka's token refresh threads.
+    """
+    if not value or len(value.strip()) < MIN_SECRET_LENGTH:
+        return
+    with _lock:
+        if value.strip() in _rotating:
+            return
+        _rotating.append(value.strip())
+        _compile()
+
+
+def secrets_registered() -> int:
+    """How many values this process scrubs (for diagnostics and tests)."""
+    with _lock:
+        return len(_secrets | set(_rotating))
 
 
 def register_client_secrets(config: Mapping[str, str]) -> None:
@@ -163,15 +193,21 @@ def scrub(text: str) -> str:
 
 
 def _add(values: Iterable[str]) -> None:
-    global _secrets, _pattern
+    global _secrets
     with _lock:
         new = _secrets.union(values)
         if new == _secrets:
             return
         _secrets = new
-        # The longest first, so a secret containing another is replaced whole.
-        ordered: List[str] = sorted(new, key=len, reverse=True)
-        _pattern = re.compile("|".join(re.escape(v) for v in ordered))
+        _compile()
+
+
+def _compile() -> None:
+    """Rebuild the pattern from every registered secret (the caller holds ``_lock``)."""
+    global _pattern
+    # The longest first, so a secret containing another is replaced whole.
+    ordered: List[str] = sorted(_secrets | set(_rotating), key=len, reverse=True)
+    _pattern = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
 
 
 # Logging.

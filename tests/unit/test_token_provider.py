@@ -181,3 +181,24 @@ def test_msk_iam_token_is_a_signed_kafka_connect_url(monkeypatch: pytest.MonkeyP
 def test_the_msk_region_is_not_scrubbed_from_messages() -> None:
     parse_source_options({**options(), "kafka.bootstrap.servers": _MSK_HOST, "kafka.sasl.mechanism": "AWS_MSK_IAM"})
     assert scrub(f"could not reach {_MSK_HOST}") == f"could not reach {_MSK_HOST}"
+
+
+_refreshes = iter(range(10**9))
+
+
+def rotating_token(config: str) -> Tuple[str, float]:
+    """A new token at every call, as an identity provider's refresh gives."""
+    return f"rotating-token-{next(_refreshes):08d}-" + "y" * 40, time.time() + 600
+
+
+def test_token_refreshes_do_not_grow_what_every_log_line_is_scrubbed_against() -> None:
+    """A long-running query refreshes its tokens forever (MSK IAM: every ~15 min, per client): the tokens kept
+    for scrubbing are the recent ones, so each refresh costs the same after a day as after a minute; the
+    newest token is still scrubbed."""
+    import kafka_group.redaction as redaction
+
+    callback = TokenCallback(f"{HERE}:rotating_token", client="driver")
+    before = redaction.secrets_registered()
+    tokens = [callback("")[0] for _ in range(300)]
+    assert redaction.secrets_registered() - before <= 64
+    assert scrub(f"log line with {tokens[-1]}") == "log line with ***"

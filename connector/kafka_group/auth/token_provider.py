@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from kafka_group.callable_spec import load_callable
 from kafka_group.errors import AuthenticationError, ConfigError, KafkaGroupError
-from kafka_group.redaction import register_secret, scrub
+from kafka_group.redaction import register_rotating_secret, scrub
 
 __all__ = ["TOKEN_PROVIDER_KEY", "TOKEN_PROVIDER_OPTION", "MSK_IAM_PROVIDER", "TokenCallback",
            "load_token_provider", "provider_origin"]
@@ -138,7 +138,7 @@ def _checked(result: Any, origin: str) -> Token:
     extensions = result[3] if len(result) > 3 else {}
     if not isinstance(token, str) or not token or any(c.isspace() for c in token):
         raise ConfigError(f"{origin} returned a token that is not a non-empty string without blanks: return {form}")
-    register_secret(token)
+    register_rotating_secret(token)
     if isinstance(expiry, bool) or not isinstance(expiry, (int, float)) or not math.isfinite(expiry):
         raise ConfigError(f"{origin} returned an expiry of type {type(expiry).__name__}: return {form}")
     if expiry >= _MILLISECONDS_FROM:
@@ -157,5 +157,5 @@ def _checked(result: Any, origin: str) -> Token:
                                                    for k, v in extensions.items()):
         raise ConfigError(f"{origin} returned extensions that are not a dict of str to str: return {form}")
     for value in extensions.values():
-        register_secret(value)
+        register_rotating_secret(value)
     return token, float(expiry), principal, dict(extensions)
