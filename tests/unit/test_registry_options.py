@@ -65,3 +65,19 @@ def test_combinations_that_cannot_work_fail_at_load_naming_the_fix(options: Dict
 def test_a_subject_makes_several_topics_fine() -> None:
     registry = parse_source_options({**BASE, **REGISTRY, "subscribe": "a,b", "valuesubject": "orders-v"}).registry
     assert registry is not None and registry.value is not None and registry.value.subject == "orders-v"
+
+
+def test_registry_credentials_can_come_from_the_environment_so_spark_plans_hold_only_the_reference(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's redaction (``spark.redaction.regex``: secret|password|token|access key) does not match
+    ``schemaRegistry.basic.auth.user.info`` nor ``schemaRegistryAddress``, and under Spark Connect option
+    values reach the server's plan text: Kafka's config providers keep the secret out of the options, as
+    they do for ``kafka.*``."""
+    monkeypatch.setenv("REGISTRY_AUTH", "reg-user:env-s3cret-pass")
+    options = {**BASE, **REGISTRY, "kafka.config.providers": "env",
+               "kafka.config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+               "schemaregistry.basic.auth.user.info": "${env:REGISTRY_AUTH}"}
+    registry = parse_source_options(options).registry
+    assert registry is not None
+    assert registry.headers() == {"Authorization": "Basic cmVnLXVzZXI6ZW52LXMzY3JldC1wYXNz"}
+    assert scrub("user info env-s3cret-pass") == "user info ***"

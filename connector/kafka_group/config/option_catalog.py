@@ -672,12 +672,12 @@ SCHEMA_REGISTRY_ADDRESS: OptionSpec[str] = OptionSpec(
 )
 SCHEMA_REGISTRY_USER_INFO: OptionSpec[str] = OptionSpec(
     'schemaRegistry.basic.auth.user.info', '`user:password`', 'none',
-    "HTTP basic authentication to the registry. A secret: it appears in no log, error or plan.",
+    "HTTP basic authentication to the registry. A secret: the connector logs, raises and shows it nowhere; Spark's own plan redaction does not match this name, so give it as a reference (`${env:VAR}` or `${file:path:key}` with `kafka.config.providers`, as for `kafka.*` options) to keep it out of the query's plan.",
     parser=_user_info,
 )
 SCHEMA_REGISTRY_BEARER_TOKEN: OptionSpec[str] = OptionSpec(
     'schemaRegistry.bearer.auth.token', 'string', 'none',
-    "A bearer token sent to the registry (`Authorization: Bearer`); not with basic authentication. A secret, like the password.",
+    "A bearer token sent to the registry (`Authorization: Bearer`); not with basic authentication. A secret, like the password (a `${env:VAR}` reference works here too).",
     parser=_secret_text,
 )
 VALUE_FORMAT: OptionSpec[str] = OptionSpec(

@@ -106,7 +106,9 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
     _refuse_invalid_unicode(opts)
     # Kafka's config providers: ${env:VAR}, ${file:path:key}, ${dir:path:file} resolved here, on the driver,
     # so every client (executors' readers included) gets the values; Spark's plan keeps only the references.
-    resolved = resolve_references(opts, prefix="kafka.", also=(catalog.OFFSETS_TABLE_STORAGE_PREFIX,))
+    # The Schema Registry's options too (schemaRegistryAddress, schemaRegistry.*): Spark's redaction does not
+    # match their names, so a reference is the way to keep the registry's credentials out of the plan.
+    resolved = resolve_references(opts, prefix="kafka.", also=(catalog.OFFSETS_TABLE_STORAGE_PREFIX, "schemaregistry"))
     opts = resolved.options
     _refuse_invalid_unicode(opts)
     # Keys first: refused client settings, Spark options with a pointer, unknown spellings.
