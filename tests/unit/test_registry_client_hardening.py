@@ -41,7 +41,7 @@ def serve(seen: Seen) -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], N
     def start(answer: Callable[[BaseHTTPRequestHandler], None]) -> int:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802
-                seen.append((self.server.server_address[1], self.path, self.headers.get("Authorization")))
+                seen.append((int(getattr(self.server, "server_port")), self.path, self.headers.get("Authorization")))
                 answer(self)
 
             def log_message(self, *args: object) -> None:

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_group.errors import ConfigError, RecordError
+from kafka_group.redaction import scrub
 from kafka_group.registry import client
 from kafka_group.registry.codec import Codec, RegisteredSchema
 from kafka_group.registry.framing import split_frames
@@ -149,10 +150,11 @@ def decode_batch(batch: pa.RecordBatch, plan: DecodePlan, schema: pa.Schema) -> 
         The registry is unreachable (the task is retried).
     """
     columns: Dict[str, pa.Array] = {name: batch.column(name) for name in batch.schema.names}
+    budget = client.LookupBudget()  # ids come from the records' bytes: a batch asks about few unknown ones
     for side in plan.sides():
         name = side.decoding.side
         raw = columns[name]
-        values, ids, errors = _decode_side(plan.registry, side, raw.to_pylist())
+        values, ids, errors = _decode_side(plan.registry, side, raw.to_pylist(), budget)
         if errors and not plan.registry.quarantine:
             raise _record_error(batch, name, side, min(errors), errors[min(errors)])
         columns[name] = values
@@ -165,8 +167,8 @@ def decode_batch(batch: pa.RecordBatch, plan: DecodePlan, schema: pa.Schema) -> 
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
-def _decode_side(registry: RegistryOptions, side: SidePlan,
-                 raw: List[Optional[bytes]]) -> Tuple[pa.Array, List[Optional[int]], Dict[int, str]]:
+def _decode_side(registry: RegistryOptions, side: SidePlan, raw: List[Optional[bytes]],
+                 budget: client.LookupBudget) -> Tuple[pa.Array, List[Optional[int]], Dict[int, str]]:
     frames = split_frames(raw)
     errors = dict(frames.errors)
     pieces: List[pa.Array] = []
@@ -174,10 +176,12 @@ def _decode_side(registry: RegistryOptions, side: SidePlan,
     placed = 0
     for schema_id, indexes in frames.by_id.items():
         try:
-            writer = client.schema_by_id(registry, schema_id)
-        except client.UnknownSchemaId:
+            writer = client.schema_by_id(registry, schema_id, budget)
+        except client.UnknownSchemaId as exc:
+            reason = (str(exc) if isinstance(exc, client.NotAsked)
+                      else f"schema id {schema_id} is unknown to the Schema Registry at {scrub(registry.url)}")
             for i in indexes:
-                errors[i] = f"schema id {schema_id} is unknown to the Schema Registry at {registry.url}"
+                errors[i] = reason
             continue
         if writer.schema_type != side.reader.schema_type:
             for i in indexes:
