@@ -4,7 +4,10 @@ Each payload was written with its record's *writer* schema (the id in its frame)
 through the query's *reader* schema by fastavro's schema resolution (fields added with a default,
 fields removed, int promoted to long, ...; Avro's rules). A writer schema the reader cannot read
 (a reader field without a default that the writer lacks, a type that does not promote) makes each
-of its records an error naming the conflict; nothing is filled in silently.
+of its records an error naming the conflict; nothing is filled in silently. Logical types are
+paired too (:mod:`kafka_group.registry.avro_resolve`): a writer's ``timestamp-millis`` read
+through a reader's ``timestamp-micros`` keeps its instant, and a unit the reader cannot take
+exactly (a ``date`` promoted to a timestamp's long, ...) makes each record of that writer an error.
 
 The batch path: a schema id's payloads are read from one stream (their concatenation) by
 fastavro's compiled reader, one call per record, each checked to end exactly where its payload
@@ -22,11 +25,12 @@ from __future__ import annotations
 import io
 import itertools
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError, DependencyError
+from kafka_group.registry.avro_resolve import writer_native_type
 from kafka_group.registry.avro_types import FINAL, NATIVE, PLAIN, avro_arrow_type, strip_logical
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
 
@@ -56,6 +60,7 @@ class AvroCodec:
         self._parsed: Dict[Tuple[str, Tuple[str, ...]], Any] = {}
         self._json: Dict[str, Any] = {}
         self._types: Dict[str, Tuple[pa.DataType, pa.DataType, pa.DataType]] = {}
+        self._plans: Dict[Tuple[str, Tuple[str, ...], str, Tuple[str, ...]], Union[pa.DataType, str]] = {}
 
     # -- the contract ------------------------------------------------------------------
 
@@ -78,6 +83,10 @@ class AvroCodec:
         except ConfigError as exc:
             return _all_bad(final, len(payloads), f"writer schema {_name(writer)} is not usable: {exc}")
         same = writer.text == reader.text and _refs(writer) == _refs(reader)
+        try:
+            as_written = native if same else self._as_written(writer, reader)
+        except ConfigError as exc:
+            return _all_bad(final, len(payloads), str(exc))
         parsed_reader = None if same else self._parse(reader)
         errors: List[Optional[str]] = [None] * len(payloads)
         records = _read_all(parsed_writer, parsed_reader, payloads, errors)
@@ -85,13 +94,36 @@ class AvroCodec:
             values = pa.array(records, plain)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             values = _to_arrow_each(records, plain, errors)
+        steps = [t for t, before in zip((as_written, native, final), (plain, as_written, native)) if t != before]
         try:
-            values = values.cast(native).cast(final) if native != plain or final != native else values
+            cast = values
+            for step in steps:
+                cast = cast.cast(step)
+            values = cast
         except pa.ArrowException:
-            values = _cast_each(values, native, final, errors)
+            values = _cast_each(values, steps, final, errors)
         return DecodedColumn(values, tuple(errors))
 
     # -- schemas -------------------------------------------------------------------------
+
+    def _as_written(self, writer: RegisteredSchema, reader: RegisteredSchema) -> pa.DataType:
+        """The reader's native type in the writer's time units (planned once per writer and reader)."""
+        key = (writer.text, _refs(writer), reader.text, _refs(reader))
+        planned = self._plans.get(key)
+        if planned is None:
+            try:
+                planned = writer_native_type(
+                    self._schema_json(writer), [self._schema_json(r) for r in _references(writer)],
+                    self._schema_json(reader), [self._schema_json(r) for r in _references(reader)], _name(writer))
+            except ConfigError as exc:
+                planned = str(exc)
+            except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a schema fastavro took, we did not
+                planned = (f"writer schema {_name(writer)} could not be paired with the reader schema: "
+                           f"{type(exc).__name__}: {exc}")
+            self._plans[key] = planned
+        if isinstance(planned, str):
+            raise ConfigError(planned)
+        return planned
 
     def _stages(self, reader: RegisteredSchema) -> Tuple[pa.DataType, pa.DataType, pa.DataType]:
         """The reader's final, native and plain Arrow types (parsed once per schema text)."""
@@ -175,15 +207,18 @@ def _to_arrow_each(records: List[Any], arrow_type: pa.DataType, errors: List[Opt
     return pa.array(kept, arrow_type)
 
 
-def _cast_each(values: pa.Array, native: pa.DataType, final: pa.DataType, errors: List[Optional[str]]) -> pa.Array:
+def _cast_each(values: pa.Array, steps: Sequence[pa.DataType], final: pa.DataType,
+               errors: List[Optional[str]]) -> pa.Array:
     out: List[pa.Array] = []
     for i in range(len(values)):
-        one = values.slice(i, 1)
+        one = values.take([i])  # a copy: a slice keeps its list children whole, and a cast checks all of them
         try:
-            out.append(one.cast(native).cast(final))
+            for step in steps:
+                one = one.cast(step)
+            out.append(one)
         except pa.ArrowException as exc:
             out.append(pa.nulls(1, final))
-            errors[i] = errors[i] or f"Avro value is out of the range of Spark's {final}: {exc}"[:500]
+            errors[i] = errors[i] or f"Avro value has no exact Spark value of type {final}: {exc}"[:500]
     return pa.concat_arrays(out) if out else pa.array([], final)
 
 

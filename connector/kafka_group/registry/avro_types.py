@@ -22,6 +22,8 @@ Values are decoded with every logical type but ``decimal`` removed from the sche
 (:func:`strip_logical`): fastavro then makes no ``datetime`` per value (four times faster), and the
 column is built in the *plain* type, cast to the *native* one (a timestamp in its own unit: no copy)
 and then to the *final* one above (milliseconds times 1,000, checked for overflow), column-wise.
+Stripped, a writer's and a reader's units look alike to fastavro: the codec pairs them first
+(:mod:`kafka_group.registry.avro_resolve`) and types the column in the writer's unit before the native cast.
 
 A union of two or more non-null types, a bare ``null`` and a decimal wider than 38 digits have no
 Spark column here: :func:`avro_arrow_type` refuses them with a ConfigError when the query starts.
