@@ -7,7 +7,9 @@ temporary folder and parsed by ``protoc`` from ``grpcio-tools`` (the reference p
 files only, not memory), which writes a ``FileDescriptorSet`` (``--include_imports``); the sets are
 added to a fresh :class:`google.protobuf.descriptor_pool.DescriptorPool`. The well-known types
 (``google/protobuf/*.proto``) come from grpcio-tools' bundled include folder, as Confluent's
-serializers leave them out of the references.
+serializers leave them out of the references; a reference of such a name is not used (the bundled
+file comes first), so a registry's file cannot redefine a well-known type. protoc gets
+:data:`PROTOC_TIMEOUT_S` seconds.
 
 Arrow types (:func:`message_arrow_type`), as Spark's ``from_protobuf`` maps them where it can:
 message -> struct; ``repeated`` -> list; ``map<k, v>`` -> map; enum -> string (the value's name);
@@ -60,6 +62,8 @@ package confluent.type;
 message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }
 """,
 }
+#: Seconds protoc may take to parse one schema with its references (it is killed after).
+PROTOC_TIMEOUT_S = 60.0
 #: The message type behind ``google.protobuf.Timestamp``.
 TIMESTAMP = "google.protobuf.Timestamp"
 #: The wrapper messages and the Arrow type of their ``value``.
@@ -161,9 +165,16 @@ def load_proto(schema: RegisteredSchema) -> ProtoFile:
             with open(os.path.join(builtin, name), "w", encoding="utf-8") as out_file:
                 out_file.write(text)
         out = os.path.join(folder, "set.pb")
-        run = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={files}",
-                              f"--proto_path={builtin}", f"--proto_path={include}", "--include_imports",
-                              f"--descriptor_set_out={out}", ROOT_FILE], capture_output=True, text=True, cwd=files)
+        # protoc takes a file from the first folder that has it: the well-known types (the only files
+        # of `include`) first, so a reference named google/protobuf/timestamp.proto cannot replace them
+        command = [sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={include}", f"--proto_path={files}",
+                   f"--proto_path={builtin}", "--include_imports", f"--descriptor_set_out={out}", ROOT_FILE]
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, cwd=files, timeout=PROTOC_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise ConfigError(f"protoc did not finish parsing the Protobuf schema{_id_text(schema)} in "
+                              f"{PROTOC_TIMEOUT_S} s: the schema and its references are too large, or the "
+                              "machine is overloaded; retry, or read the key/value raw") from None
         if run.returncode != 0:
             said = (run.stderr or run.stdout).strip().replace(files + os.sep, "").replace(ROOT_FILE, "the schema")
             raise ConfigError(f"the Protobuf schema{_id_text(schema)} does not parse: {said}")
