@@ -14,14 +14,18 @@
   client, so executors need no AWS_REGION (they do need AWS credentials, as Spark's executors do).
 
 Either sets :data:`~kafka_group.auth.token_provider.TOKEN_PROVIDER_KEY` in the client settings.
+With ``kafka.security.protocol=SASL_PLAINTEXT`` the bearer tokens cross the network unencrypted:
+that is accepted (development brokers use it) with a WARNING, once per process and token source,
+naming the option and the fix (SASL_SSL).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Set
 
 from kafka_group.auth.msk_iam import MSK_IAM_EXTRA
 from kafka_group.auth.token_provider import MSK_IAM_PROVIDER, TOKEN_PROVIDER_KEY, TOKEN_PROVIDER_OPTION
@@ -39,6 +43,9 @@ _MSK_HOST = re.compile(r"\.kafka(?:-serverless)?\.(?P<region>[a-z]{2}(?:-[a-z]+)
 #: IAMLoginModule's options and their names in the provider's config (None: accepted, not needed).
 _MSK_JAAS_OPTIONS: Dict[str, Optional[str]] = {"awsProfileName": "profile", "awsRoleArn": "roleArn",
                                                "awsRoleSessionName": "roleSessionName", "awsDebugCreds": None}
+#: The token sources already warned about in this process (see :func:`_warn_if_clear_text`).
+_WARNED: Set[str] = set()
+_log = logging.getLogger(__name__)
 _OTHER_TOKEN_SOURCES = ("sasl.oauthbearer.method", "enable.sasl.oauthbearer.unsecure.jwt", "sasl.oauthbearer.config",
                         "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret")
 
@@ -132,6 +139,7 @@ def translate_msk_iam(config: Dict[str, str], token_provider: Optional[str],
     config["sasl.mechanism"] = "OAUTHBEARER"
     config["sasl.oauthbearer.config"] = " ".join(f"{k}={v}" for k, v in {"region": region, **provider_config}.items())
     config[TOKEN_PROVIDER_KEY] = MSK_IAM_PROVIDER
+    _warn_if_clear_text(config, f"AWS MSK IAM ('kafka.{key}', its login module or callback handler)")
 
 
 def translate_token_provider(config: Dict[str, str], spec: str) -> None:
@@ -168,3 +176,14 @@ def translate_token_provider(config: Dict[str, str], spec: str) -> None:
     config.pop("sasl.mechanisms", None)
     config["sasl.mechanism"] = "OAUTHBEARER"
     config[TOKEN_PROVIDER_KEY] = spec
+    _warn_if_clear_text(config, f"option '{TOKEN_PROVIDER_OPTION}'")
+
+
+def _warn_if_clear_text(config: Mapping[str, str], source: str) -> None:
+    """Warn, once per process and ``source``, that SASL_PLAINTEXT sends the bearer tokens unencrypted."""
+    if config.get("security.protocol", "").strip().upper() != "SASL_PLAINTEXT" or source in _WARNED:
+        return
+    _WARNED.add(source)
+    _log.warning("%s gives OAUTHBEARER tokens, and 'kafka.security.protocol' is SASL_PLAINTEXT: each token crosses "
+                 "the network unencrypted, readable and reusable by anyone on the path until it expires. "
+                 "Outside a development broker, set 'kafka.security.protocol' to SASL_SSL", source)
