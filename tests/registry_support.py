@@ -89,7 +89,9 @@ def registry_client(url: str) -> Any:
     """A ``confluent_kafka.schema_registry.SchemaRegistryClient`` for ``url``."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    return SchemaRegistryClient({"url": url})
+    # A request timeout (confluent-kafka sets none): a stalled answer fails the test instead of hanging the run
+    # (a Protobuf serializer's associations request once waited 16 minutes on Apicurio's response headers).
+    return SchemaRegistryClient({"url": url, "timeout": 30})
 
 
 def set_compatibility(url: str, subject: str, level: str) -> None:
