@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import pyarrow as pa
 
@@ -50,7 +50,8 @@ def raw_consume(servers: str, workload: Workload, batch: int = 10_000) -> float:
 
 
 def python_read_path(servers: str, workload: Workload, read: Any = None,
-                     security: Optional[Mapping[str, str]] = None) -> float:
+                     security: Optional[Mapping[str, str]] = None,
+                     each_batch: Optional[Callable[[pa.RecordBatch], pa.RecordBatch]] = None) -> float:
     """Baseline (a2): the connector's executor read path in this one process, building Arrow
     batches of Spark's Kafka schema. Returns seconds.
 
@@ -59,7 +60,8 @@ def python_read_path(servers: str, workload: Workload, read: Any = None,
     partition). ``read`` (a function of one range and the settings, such as
     :func:`kafka_group.read.fetch.read_range` or an older module's) reads the ranges one after
     another instead. ``security``: librdkafka settings of a secured listener (``security.protocol``,
-    SASL and TLS settings), added to the reader's.
+    SASL and TLS settings), added to the reader's. ``each_batch`` (a registry decode, say) is applied
+    to every batch of the default path, inside the timing.
     """
     settings = ReadSettings(client_config=_reader_conf(servers, security), include_headers=False, fail_on_data_loss=True,
                             poll_timeout_ms=60_000, max_records_per_batch=20_000)
@@ -71,7 +73,7 @@ def python_read_path(servers: str, workload: Workload, read: Any = None,
     rows = 0
     if read is None:
         for rb in read_ranges(ranges, settings):
-            rows += rb.num_rows
+            rows += (each_batch(rb) if each_batch is not None else rb).num_rows
     else:
         for offset_range in ranges:
             for rb in read(offset_range, settings):

@@ -26,15 +26,11 @@ import io
 import json
 import os
 import sys
-import time
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
+from bench.baselines import python_read_path
 from bench.workload import Workload
-from kafka_group.config.client_config import reader_config
-from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.read.fetch import read_ranges
-from kafka_group.read.read_settings import ReadSettings
 from kafka_group.read.record_schema import arrow_schema
 
 SCHEMA: Dict[str, Any] = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
@@ -91,20 +87,8 @@ def _produce(servers: str, workload: Workload, value: Callable[[int], bytes]) ->
 
 
 def _drain(servers: str, workload: Workload, decode: Optional[Callable[[Any], Any]]) -> float:
-    settings = ReadSettings(client_config=reader_config({"bootstrap.servers": servers}, "bench-registry"),
-                            include_headers=False, fail_on_data_loss=True, poll_timeout_ms=60_000,
-                            max_records_per_batch=20_000)
-    ranges = [OffsetRange(TopicPartition(workload.topic, p), 0, workload.records // workload.partitions)
-              for p in range(workload.partitions)]
-    started = time.monotonic()
-    rows = 0
-    for batch in read_ranges(ranges, settings):
-        if decode is not None:
-            batch = decode(batch)
-        rows += batch.num_rows
-    seconds = time.monotonic() - started
-    assert rows == workload.records, (rows, workload.records)
-    return seconds
+    """Seconds to read ``workload`` through the executor read path (baseline (a2)), decoding each batch with ``decode``."""
+    return python_read_path(servers, workload, each_batch=decode)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
