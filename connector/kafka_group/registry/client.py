@@ -59,10 +59,19 @@ _SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
 #: The most unknown ids remembered (beyond it the expired ones, then all, are forgotten).
 _MAX_UNKNOWN_REMEMBERED = 10_000
 
+class _Gate:
+    """One lookup of a schema id in flight: the lock its concurrent lookups wait on, and its failure,
+    which those that waited raise too (threads of one executor process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.failure: Optional[SchemaRegistryError] = None
+
+
 _lock = threading.Lock()
 _by_id: Dict[Tuple[str, int], RegisteredSchema] = {}
 _unknown: Dict[Tuple[str, int], float] = {}  # (url, id) -> monotonic time until which it is unknown
-_in_flight: Dict[Tuple[str, int], threading.Lock] = {}
+_in_flight: Dict[Tuple[str, int], _Gate] = {}
 #: How many times this process asked the registry for a schema id (tests read it).
 fetch_count = 0
 
@@ -123,13 +132,16 @@ def schema_by_id(registry: RegistryOptions, schema_id: int, budget: Optional[Loo
         raise NotAsked(f"schema id {schema_id} was not looked up: more than {budget.limit} unknown schema ids in "
                        f"one batch; it is taken as unknown for {UNKNOWN_TTL_S:g} s")
     with _lock:
-        gate = _in_flight.setdefault(key, threading.Lock())
-    with gate:  # one request per id at a time; never the process-wide lock
+        gate = _in_flight.setdefault(key, _Gate())
+    with gate.lock:  # one request per id at a time; never the process-wide lock
         try:
             found = _by_id.get(key)
             if found is not None:
                 return found
             _raise_if_known_unknown(key)
+            if gate.failure is not None:  # a waiter does not pay a failing registry's deadline again
+                raise SchemaRegistryError(f"{gate.failure} (the lookup of schema id {schema_id} this one waited "
+                                          "for failed so)")
             with _lock:
                 fetch_count += 1
             path, resolution = f"/schemas/ids/{schema_id}", _Resolution()
@@ -144,6 +156,9 @@ def schema_by_id(registry: RegistryOptions, schema_id: int, budget: Optional[Loo
             with _lock:
                 _by_id[key] = found
             return found
+        except SchemaRegistryError as exc:
+            gate.failure = gate.failure or exc
+            raise
         finally:
             with _lock:
                 if _in_flight.get(key) is gate:

@@ -196,6 +196,9 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
     """
     url = base + path
     where = scrub(url)
+    if not url.lower().startswith(("http://", "https://")):  # urllib would read files, FTP and data: URLs too
+        raise SchemaRegistryError(f"the Schema Registry address {excerpt(base, 100)} is not an http:// or https:// "
+                                  "URL: set 'schemaRegistryAddress' to the registry's")
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
                                                    **headers})
     meter = _Meter(timeout_s, max_bytes)
