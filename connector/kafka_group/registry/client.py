@@ -4,7 +4,7 @@ Two requests are made: ``GET /schemas/ids/{id}`` (a record's writer schema, on e
 ``GET /subjects/{subject}/versions/{version}`` (the reader schema, on the driver when the query is
 loaded; and the schemas a schema references). Apicurio serves the same API under
 ``/apis/ccompat/v7``. Each request is one :func:`~kafka_group.registry.transport.get_json`: no
-redirects, at most :data:`MAX_RESPONSE_BYTES`, within :data:`TIMEOUT_S` in all.
+redirects, at most :data:`MAX_RESPONSE_BYTES` received, within :data:`TIMEOUT_S` in all.
 
 A schema id names one schema forever, so :func:`schema_by_id` keeps what it fetched for the life of
 the process (an executor's Python worker): the registry is asked once per id per process, never
@@ -16,7 +16,13 @@ as unknown without asking (and remembered so). The caller makes their records ba
 request is made while holding the process-wide lock; concurrent lookups of one id make one request.
 
 A schema's references are resolved once per (subject, version) within a resolution, and at most
-:data:`MAX_REFERENCES` of them (counted through the references' references).
+:data:`MAX_REFERENCES` of them (counted through the references' references), all within
+:data:`RESOLUTION_TIMEOUT_S`. What the registry answers is checked before it is used: a reference's
+version is a whole number from 1 to 2^31-1 (or its ASCII digits), its subject and name are text
+without control characters, ids are positive Java ints, ``schemaType`` is one of
+:data:`~kafka_group.registry.codec.SCHEMA_TYPES`; anything else is a :class:`SchemaRegistryError`
+naming the registry and what was wrong. A subject goes into a URL as one percent-encoded path
+segment (``/``, ``?``, ``#``, ``.`` and ``..`` included).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from kafka_group.errors import ConfigError, SchemaRegistryError
 from kafka_group.json_text import INT32_MAX, in_range, show
 from kafka_group.redaction import scrub
 from kafka_group.registry import transport
-from kafka_group.registry.codec import RegisteredSchema, SchemaReference
+from kafka_group.registry.codec import SCHEMA_TYPES, RegisteredSchema, SchemaReference
 from kafka_group.registry.protobuf_text import as_proto_text
 from kafka_group.registry.settings import RegistryOptions
 from kafka_group.registry.transport import UnknownSchemaId
@@ -55,7 +61,6 @@ MAX_UNKNOWN_LOOKUPS_PER_BATCH = 100
 MAX_REFERENCES = 1000
 #: The longest subject or reference name taken from the registry.
 _MAX_NAME = 1000
-_SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
 #: The most unknown ids remembered (beyond it the expired ones, then all, are forgotten).
 _MAX_UNKNOWN_REMEMBERED = 10_000
 
@@ -257,8 +262,8 @@ def _schema(registry: RegistryOptions, doc: Any, schema_id: Optional[int], seen:
     if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str):
         raise _malformed(registry, path, f"no schema ({transport.excerpt(show(doc, 4096))})")
     schema_type = doc.get("schemaType") or "AVRO"
-    if schema_type not in _SCHEMA_TYPES:
-        raise _malformed(registry, path, f"schemaType {show(schema_type, 60)}, not one of {', '.join(_SCHEMA_TYPES)}")
+    if schema_type not in SCHEMA_TYPES:
+        raise _malformed(registry, path, f"schemaType {show(schema_type, 60)}, not one of {', '.join(SCHEMA_TYPES)}")
     references = doc.get("references") or []
     if not isinstance(references, list):
         raise _malformed(registry, path, f"references that are no list ({show(references, 60)})")
