@@ -1,7 +1,7 @@
 """A hostile Schema Registry for the tests: Confluent's API paths over real TCP, with misbehaviour on demand.
 
 The server listens on a free port of 127.0.0.1 (raw sockets, one thread per connection, HTTP/1.0
-style: one request per connection) and serves
+style: one request per connection; TLS with ``HostileRegistry(tls=<server SSLContext>)``) and serves
 
 * ``GET /schemas/ids/{id}``: what :meth:`HostileRegistry.add_schema` registered under ``id``;
 * ``GET /subjects/{subject}/versions/{version}``: what :meth:`HostileRegistry.add_version`
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -169,9 +170,10 @@ class HostileRegistry:
         Every request received, in order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Optional[ssl.SSLContext] = None) -> None:
+        self._tls = tls
         self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self._listener.getsockname()[1]}"
         self.requests: List[Request] = []
         self._ids: Dict[int, Any] = {}
         self._versions: Dict[Tuple[str, str], Any] = {}
@@ -258,6 +260,10 @@ class HostileRegistry:
     def _serve(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(10)
+            if self._tls is not None:
+                conn = self._tls.wrap_socket(conn, server_side=True)
+                with self._lock:
+                    self._connections.append(conn)
             head = b""
             while b"\r\n\r\n" not in head and len(head) < 65536:
                 data = conn.recv(4096)

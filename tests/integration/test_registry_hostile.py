@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import ssl
 import threading
 import traceback
 from typing import Any, Callable, Dict, Iterator, TypeVar
@@ -18,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, TypeVar
 import pytest
 
 from kafka_group.config.options import parse_source_options
+from kafka_group_devbroker.throwaway_ca import ThrowawayCA
 from kafka_group.errors import SchemaRegistryError
 from kafka_group.registry import client
 from kafka_group.registry.settings import RegistryOptions
@@ -253,3 +255,37 @@ def test_a_well_behaved_ladder_still_resolves(hostile_registry: HostileRegistry)
     found = ended(lambda: client.schema_by_id(options(hostile_registry), 1))
     assert [r.subject for r in found.references] == ["L0a", "L0b"]
     assert len(hostile_registry.requests) == 1 + 2 * 4
+
+
+# Over TLS: the same deadline covers the handshake and every read of the encrypted stream.
+
+@pytest.fixture
+def tls_registry(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileRegistry]:
+    """A :class:`HostileRegistry` over TLS, its certificate trusted through ``SSL_CERT_FILE``."""
+    ca = ThrowawayCA()
+    issued = ca.issue("registry", hosts=["127.0.0.1"])
+    (tmp_path / "ca.pem").write_text(ca.certificate_pem)
+    (tmp_path / "leaf.pem").write_text(issued.certificate_pem + issued.key_pem)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tmp_path / "leaf.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    server = HostileRegistry(tls=context)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_an_https_registry_answers_and_its_trickled_headers_end_at_the_deadline(tls_registry: HostileRegistry) -> None:
+    tls_registry.add_schema(1, schema_doc(SCHEMA, "JSON"))
+    tls_registry.on("/schemas/ids/2", trickle_headers(0.05))
+    assert ended(lambda: client.schema_by_id(options(tls_registry), 1)).text == SCHEMA
+    with pytest.raises(SchemaRegistryError, match="within 1 s"):
+        ended(lambda: client.schema_by_id(options(tls_registry), 2))
+
+
+def test_a_tls_handshake_that_never_comes_ends_at_the_deadline(hostile_registry: HostileRegistry) -> None:
+    # a plain server given as https://: it waits for a request, the client for its handshake
+    opts = RegistryOptions(url=hostile_registry.url.replace("http://", "https://"), key=None, value=None)
+    with pytest.raises(SchemaRegistryError, match="within 1 s"):
+        ended(lambda: client.schema_by_id(opts, 1))
