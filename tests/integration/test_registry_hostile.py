@@ -289,3 +289,16 @@ def test_a_tls_handshake_that_never_comes_ends_at_the_deadline(hostile_registry:
     opts = RegistryOptions(url=hostile_registry.url.replace("http://", "https://"), key=None, value=None)
     with pytest.raises(SchemaRegistryError, match="within 1 s"):
         ended(lambda: client.schema_by_id(opts, 1))
+
+
+def test_a_chain_of_references_deeper_than_the_stack_is_a_registry_error(hostile_registry: HostileRegistry) -> None:
+    depth = 990  # under MAX_REFERENCES, over Python's recursion limit with the test's own frames
+    for k in range(depth):
+        refs = [{"name": f"C{k + 1}", "subject": f"C{k + 1}", "version": 1}] if k + 1 < depth else []
+        hostile_registry.add_version(f"C{k}", 1, schema_doc(SCHEMA, "JSON", schema_id=10 + k, references=refs))
+    hostile_registry.add_schema(1, schema_doc(SCHEMA, "JSON", references=[{"name": "C0", "subject": "C0",
+                                                                           "version": 1}]))
+    with pytest.raises(SchemaRegistryError, match="references") as excinfo:
+        ended(lambda: client.schema_by_id(options(hostile_registry), 1))
+    assert hostile_registry.url in str(excinfo.value)
+    assert len(hostile_registry.requests) <= client.MAX_REFERENCE_DEPTH + 2
