@@ -16,7 +16,8 @@ as unknown without asking (and remembered so). The caller makes their records ba
 request is made while holding the process-wide lock; concurrent lookups of one id make one request.
 
 A schema's references are resolved once per (subject, version) within a resolution, and at most
-:data:`MAX_REFERENCES` of them (counted through the references' references), all within
+:data:`MAX_REFERENCES` of them (counted through the references' references) in chains at most
+:data:`MAX_REFERENCE_DEPTH` long, all within
 :data:`RESOLUTION_TIMEOUT_S`. What the registry answers is checked before it is used: a reference's
 version is a whole number from 1 to 2^31-1 (or its ASCII digits), its subject and name are text
 without control characters, ids are positive Java ints, ``schemaType`` is one of
@@ -43,7 +44,8 @@ from kafka_group.registry.settings import RegistryOptions
 from kafka_group.registry.transport import UnknownSchemaId
 
 __all__ = ["schema_by_id", "schema_by_subject", "UnknownSchemaId", "NotAsked", "LookupBudget", "clear_cache",
-           "TIMEOUT_S", "RESOLUTION_TIMEOUT_S", "MAX_RESPONSE_BYTES", "UNKNOWN_TTL_S", "MAX_UNKNOWN_LOOKUPS_PER_BATCH", "MAX_REFERENCES"]
+           "TIMEOUT_S", "RESOLUTION_TIMEOUT_S", "MAX_RESPONSE_BYTES", "UNKNOWN_TTL_S", "MAX_UNKNOWN_LOOKUPS_PER_BATCH", "MAX_REFERENCES",
+           "MAX_REFERENCE_DEPTH"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +61,8 @@ UNKNOWN_TTL_S = 60.0
 MAX_UNKNOWN_LOOKUPS_PER_BATCH = 100
 #: The most references resolved for one schema, through its references' references.
 MAX_REFERENCES = 1000
+#: The longest chain of references (a schema's reference's reference ...): resolving is recursive.
+MAX_REFERENCE_DEPTH = 32
 #: The longest subject or reference name taken from the registry.
 _MAX_NAME = 1000
 #: The most unknown ids remembered (beyond it the expired ones, then all, are forgotten).
@@ -281,6 +285,10 @@ def _schema(registry: RegistryOptions, doc: Any, schema_id: Optional[int], seen:
         subject, name = str(ref["subject"]), str(ref["name"])
         if subject in seen:
             raise SchemaRegistryError(f"schema references at {where} form a cycle through subject {subject!r}")
+        if len(seen) >= MAX_REFERENCE_DEPTH:
+            raise SchemaRegistryError(
+                f"schema references at {where} nest more than {MAX_REFERENCE_DEPTH} deep (at subject {subject!r}), "
+                "the most the connector resolves")
         found = resolution.resolved.get((subject, version))
         if found is None:
             ref_path = f"/subjects/{_segment(subject)}/versions/{version}"
