@@ -14,15 +14,18 @@ import logging
 import ssl
 import threading
 import traceback
-from typing import Any, Callable, Dict, Iterator, TypeVar
+from typing import Any, Callable, Dict, Iterator, Sequence, TypeVar
 
+import pyarrow as pa
 import pytest
 
 from kafka_group.config.options import parse_source_options
 from kafka_group_devbroker.throwaway_ca import ThrowawayCA
-from kafka_group.errors import SchemaRegistryError
+from kafka_group.errors import RecordError, SchemaRegistryError
 from kafka_group.registry import client
-from kafka_group.registry.settings import RegistryOptions
+from kafka_group.registry.decoding import decode_batch, decoded_arrow_schema, plan_decoding
+from kafka_group.registry.framing import frame
+from kafka_group.registry.settings import RegistryOptions, SideDecoding
 from tests.hostile_registry import (
     HostileRegistry,
     answer,
@@ -302,3 +305,36 @@ def test_a_chain_of_references_deeper_than_the_stack_is_a_registry_error(hostile
         ended(lambda: client.schema_by_id(options(hostile_registry), 1))
     assert hostile_registry.url in str(excinfo.value)
     assert len(hostile_registry.requests) <= client.MAX_REFERENCE_DEPTH + 2
+
+
+def _batch(ids: Sequence[int]) -> pa.RecordBatch:
+    n = len(ids)
+    return pa.RecordBatch.from_pydict({
+        "key": pa.array([None] * n, pa.binary()),
+        "value": pa.array([frame(i, b'{"a": 1}') for i in ids], pa.binary()),
+        "topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()), "offset": pa.array(range(n), pa.int64())})
+
+
+@pytest.mark.parametrize("quarantine", [True, False])
+def test_a_malformed_writer_schema_answer_makes_its_records_bad_records(hostile_registry: HostileRegistry,
+                                                                        quarantine: bool) -> None:
+    """A malformed answer about an id is that id's answer for good: its records are bad records (quarantine
+    lands them), the other ids' records decode, and the id is not asked again for every batch."""
+    hostile_registry.add_schema(1, schema_doc(SCHEMA, "JSON"))
+    hostile_registry.add_schema(2, _ref(version="²"))
+    opts = RegistryOptions(url=hostile_registry.url, key=None, value=SideDecoding("value", "JSON", None, "latest", SCHEMA),
+                           quarantine=quarantine)
+    plan = plan_decoding(opts)
+    raw_batch = _batch([1, 2, 1])
+    schema = decoded_arrow_schema(raw_batch.schema, plan)
+    if not quarantine:
+        with pytest.raises(RecordError, match=r"t-0 at offset 1 .*malformed reference"):
+            ended(lambda: decode_batch(raw_batch, plan, schema))
+        return
+    for _ in range(2):
+        out = ended(lambda: decode_batch(raw_batch, plan, schema))
+        assert out.column("value").to_pylist() == [{"a": 1}, None, {"a": 1}]
+        errors = out.column("value_error").to_pylist()
+        assert errors[0] is None and errors[2] is None
+        assert "malformed reference" in errors[1] and hostile_registry.url in errors[1], errors[1]
+    assert [r.path for r in hostile_registry.requests] == ["/schemas/ids/1", "/schemas/ids/2"]
