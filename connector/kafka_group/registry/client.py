@@ -34,7 +34,7 @@ import time
 import urllib.parse
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from kafka_group.errors import ConfigError, SchemaRegistryError
+from kafka_group.errors import ConfigError, SchemaAnswerError, SchemaRegistryError
 from kafka_group.json_text import INT32_MAX, in_range, show
 from kafka_group.redaction import scrub
 from kafka_group.registry import transport
@@ -79,7 +79,8 @@ class _Gate:
 
 _lock = threading.Lock()
 _by_id: Dict[Tuple[str, int], RegisteredSchema] = {}
-_unknown: Dict[Tuple[str, int], float] = {}  # (url, id) -> monotonic time until which it is unknown
+#: (url, id) -> (monotonic time until which it is unknown, or unusable; why it is unusable, None: unknown)
+_unknown: Dict[Tuple[str, int], Tuple[float, Optional[str]]] = {}
 _in_flight: Dict[Tuple[str, int], _Gate] = {}
 #: How many times this process asked the registry for a schema id (tests read it).
 fetch_count = 0
@@ -127,6 +128,9 @@ def schema_by_id(registry: RegistryOptions, schema_id: int, budget: Optional[Loo
     UnknownSchemaId
         The registry answers that no schema has this id, or did so less than :data:`UNKNOWN_TTL_S`
         seconds ago (:class:`NotAsked`: the batch's budget of unknown ids is spent).
+    SchemaAnswerError
+        The registry's answer about this id is not a usable schema (remembered, and counted in
+        ``budget``, like an unknown id).
     SchemaRegistryError
         The registry is unreachable or fails, naming its URL.
     """
@@ -156,12 +160,12 @@ def schema_by_id(registry: RegistryOptions, schema_id: int, budget: Optional[Loo
             path, resolution = f"/schemas/ids/{schema_id}", _Resolution()
             try:
                 doc = _get(registry, path, transport.SCHEMA_NOT_FOUND, resolution)
-            except UnknownSchemaId:
-                _remember_unknown(key)
+                found = _schema(registry, doc, schema_id, frozenset(), resolution, path)
+            except (UnknownSchemaId, SchemaAnswerError) as exc:  # the registry's answer about this id, for now
+                _remember_unknown(key, str(exc) if isinstance(exc, SchemaAnswerError) else None)
                 if budget is not None:
                     budget.left -= 1
                 raise
-            found = _schema(registry, doc, schema_id, frozenset(), resolution, path)
             with _lock:
                 _by_id[key] = found
             return found
@@ -175,20 +179,23 @@ def schema_by_id(registry: RegistryOptions, schema_id: int, budget: Optional[Loo
 
 
 def _raise_if_known_unknown(key: Tuple[str, int]) -> None:
-    until = _unknown.get(key)
-    if until is not None and until > time.monotonic():
+    until, why = _unknown.get(key, (0.0, None))
+    if until > time.monotonic():
+        if why is not None:
+            raise SchemaAnswerError(f"{why} (asked less than {UNKNOWN_TTL_S:g} s ago)")
         raise UnknownSchemaId(f"schema id {key[1]} is unknown (asked less than {UNKNOWN_TTL_S:g} s ago)")
 
 
-def _remember_unknown(key: Tuple[str, int]) -> None:
+def _remember_unknown(key: Tuple[str, int], why: Optional[str] = None) -> None:
+    """Take ``key`` as unknown (``why`` None) or unusable (``why``) for :data:`UNKNOWN_TTL_S` seconds."""
     now = time.monotonic()
     with _lock:
         if len(_unknown) >= _MAX_UNKNOWN_REMEMBERED:
-            for stale in [k for k, until in _unknown.items() if until <= now]:
+            for stale in [k for k, (until, _) in _unknown.items() if until <= now]:
                 del _unknown[stale]
             if len(_unknown) >= _MAX_UNKNOWN_REMEMBERED:
                 _unknown.clear()
-        _unknown[key] = now + UNKNOWN_TTL_S
+        _unknown[key] = (now + UNKNOWN_TTL_S, why)
 
 
 def schema_by_subject(registry: RegistryOptions, subject: str, version: str) -> RegisteredSchema:
@@ -229,9 +236,9 @@ class _Resolution:
         self.deadline = time.monotonic() + RESOLUTION_TIMEOUT_S
 
 
-def _malformed(registry: RegistryOptions, path: str, what: str) -> SchemaRegistryError:
-    return SchemaRegistryError(f"the Schema Registry at {scrub(registry.url)} answered GET {path} with {what}: is "
-                               "'schemaRegistryAddress' a Schema Registry? The task is retried as Spark retries tasks")
+def _malformed(registry: RegistryOptions, path: str, what: str) -> SchemaAnswerError:
+    return SchemaAnswerError(f"the Schema Registry at {scrub(registry.url)} answered GET {path} with {what}: is "
+                             "'schemaRegistryAddress' a Schema Registry?")
 
 
 def _id_of(registry: RegistryOptions, doc: Any, path: str) -> Optional[int]:
@@ -264,7 +271,7 @@ def _schema(registry: RegistryOptions, doc: Any, schema_id: Optional[int], seen:
             resolution: _Resolution, path: str) -> RegisteredSchema:
     where = scrub(registry.url)
     if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str):
-        raise _malformed(registry, path, f"no schema ({transport.excerpt(show(doc, 4096))})")
+        raise _malformed(registry, path, f"no schema ({transport.excerpt(show(doc, 4096), quote=False)})")
     schema_type = doc.get("schemaType") or "AVRO"
     if schema_type not in SCHEMA_TYPES:
         raise _malformed(registry, path, f"schemaType {show(schema_type, 60)}, not one of {', '.join(SCHEMA_TYPES)}")
@@ -275,18 +282,18 @@ def _schema(registry: RegistryOptions, doc: Any, schema_id: Optional[int], seen:
     for ref in references:
         resolution.references += 1
         if resolution.references > MAX_REFERENCES:
-            raise SchemaRegistryError(
+            raise SchemaAnswerError(
                 f"a schema at {where} has more than {MAX_REFERENCES} references (counted through its references' "
                 "references), the most the connector resolves")
         version = _version_of(ref) if isinstance(ref, dict) else None
         if not isinstance(ref, dict) or version is None or not _text(ref.get("subject")) or not _text(ref.get("name")):
             raise _malformed(registry, path, f"a malformed reference (a name, a subject and a version from 1 to "
-                                             f"{INT32_MAX} are needed): {transport.excerpt(show(ref, 4096))}")
+                                             f"{INT32_MAX} are needed): {transport.excerpt(show(ref, 4096), quote=False)}")
         subject, name = str(ref["subject"]), str(ref["name"])
         if subject in seen:
-            raise SchemaRegistryError(f"schema references at {where} form a cycle through subject {subject!r}")
+            raise SchemaAnswerError(f"schema references at {where} form a cycle through subject {subject!r}")
         if len(seen) >= MAX_REFERENCE_DEPTH:
-            raise SchemaRegistryError(
+            raise SchemaAnswerError(
                 f"schema references at {where} nest more than {MAX_REFERENCE_DEPTH} deep (at subject {subject!r}), "
                 "the most the connector resolves")
         found = resolution.resolved.get((subject, version))
@@ -295,7 +302,7 @@ def _schema(registry: RegistryOptions, doc: Any, schema_id: Optional[int], seen:
             try:
                 ref_doc = _get(registry, ref_path, transport.SUBJECT_OR_VERSION_NOT_FOUND, resolution)
             except UnknownSchemaId:
-                raise SchemaRegistryError(
+                raise SchemaAnswerError(
                     f"the Schema Registry at {where} has no version {version} of subject {subject!r}, which a "
                     "schema references") from None
             found = _schema(registry, ref_doc, _id_of(registry, ref_doc, ref_path), seen | {subject}, resolution,

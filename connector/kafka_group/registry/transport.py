@@ -62,11 +62,13 @@ class _TooBig(Exception):
     """The exchange received more than its byte budget (not an OSError: urllib must not wrap it)."""
 
 
-def excerpt(text: str, limit: int = 200) -> str:
+def excerpt(text: str, limit: int = 200, *, quote: bool = True) -> str:
     """``text`` from the network for a message: scrubbed of secrets first, then shortened, then quoted
-    (control characters escaped, so an answer cannot forge log lines)."""
+    (control characters escaped, so an answer cannot forge log lines; ``quote=False`` for JSON text,
+    which escapes them itself)."""
     shown = scrub(text)
-    return repr(shown if len(shown) <= limit else shown[:limit] + "...")
+    shown = shown if len(shown) <= limit else shown[:limit] + "..."
+    return repr(shown) if quote else shown
 
 
 class _Meter:
