@@ -152,7 +152,9 @@ def test_an_echoed_authorization_header_never_shows(hostile_registry: HostileReg
     assert sent is not None and sent.split(" ", 1)[1] in hostile_registry.requests[0].head.decode()
     shown = "\n".join([str(excinfo.value), repr(excinfo.value), caplog.text,
                        "".join(traceback.format_exception(excinfo.value))])
-    secret_forms = [PASSWORD, TOKEN, base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode(), sent]
+    encoded = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    # a prefix past 'alice:' (8 characters) is part of the password: shortening before scrubbing showed one
+    secret_forms = [PASSWORD, TOKEN, encoded, encoded[:12], TOKEN[:12], sent]
     for form in secret_forms:
         assert form not in shown, f"{form!r} shows in:\n{shown}"
     assert "***" in shown or status in (401, 404)  # 401 shows no body, 404 only its first 120 characters
