@@ -16,7 +16,8 @@ The broker is Apache Kafka (KRaft, jars fetched by Maven on first use) unless
 
 ``schema_registry`` is a real Schema Registry (Apicurio Registry serving Confluent's
 API, in-memory; fetched by Maven on first use, needs a Java 21+) for the whole run,
-started on first use and stopped at its end.
+started on first use and stopped at its end. ``hostile_registry`` (``tests/hostile_registry.py``)
+is a Schema Registry of our own that misbehaves on demand, one per test.
 
 ``spark`` is one local session for the whole run; every streaming query a test
 started on it is stopped when that test ends, passed or failed.
@@ -34,6 +35,7 @@ import pytest
 from kafka_group_devbroker import EmbeddedKafka
 from kafka_group_devbroker.schema_registry import SchemaRegistry
 from kafka_group_devbroker.secured_kafka import SecuredKafka
+from tests.hostile_registry import hostile_registry  # noqa: F401 (a fixture: a hostile Schema Registry)
 from tests.support import BROKER_ENGINE, RUN_SLOW, Cluster, S3Server, create_topic, mock
 
 if TYPE_CHECKING:

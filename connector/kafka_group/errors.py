@@ -291,6 +291,18 @@ class SchemaRegistryError(KafkaGroupError):
     retriable = True
 
 
+class SchemaAnswerError(SchemaRegistryError):
+    """The Schema Registry answered with a document the connector cannot use: not a schema, a malformed
+    reference, references nested or counted beyond the bounds (issue 33).
+
+    Not retriable: what a registry answers about a schema id does not change. Records framed with
+    that id are bad records (``badRecords=quarantine`` lands them with this message); for the
+    reader schema it fails the query's load.
+    """
+
+    retriable = False
+
+
 class EmbeddedBrokerError(KafkaGroupError):
     """The embedded development broker could not be started or controlled."""
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, List, Tuple, Union
 
-__all__ = ["INT32_MAX", "INT64_MAX", "MAX_DEPTH", "NotJson", "in_range", "parse_json", "show"]
+__all__ = ["INT32_MAX", "INT64_MAX", "MAX_DEPTH", "ExactNumber", "NotJson", "compact", "in_range", "parse_json", "show"]
 
 #: Nesting levels a document may have (objects and lists).
 MAX_DEPTH = 64
@@ -34,8 +34,30 @@ class NotJson(ValueError):
     """The text is not a JSON document the connector reads; ``str()`` is the reason, without the text."""
 
 
-def parse_json(text: Union[str, bytes]) -> Any:
+class ExactNumber(float):
+    """A JSON number with a fraction or an exponent, as :func:`parse_json` gives it with ``exact_numbers``:
+    its float value (for arithmetic and comparisons), and :attr:`text`, the literal as written
+    (``12345678901234567.89`` has no exact float; ``1e400`` none at all), which :func:`compact` writes back."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> "ExactNumber":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def parse_json(text: Union[str, bytes], *, exact_numbers: bool = False) -> Any:
     """The JSON value of ``text``.
+
+    Parameters
+    ----------
+    text : str or bytes
+        The document (bytes: UTF-8, or UTF-16/32 as :func:`json.loads` detects).
+    exact_numbers : bool, default False
+        Numbers with a fraction or an exponent become :class:`ExactNumber` (a float that keeps its
+        literal) instead of plain floats; whole numbers are exact ints either way.
 
     Raises
     ------
@@ -44,7 +66,7 @@ def parse_json(text: Union[str, bytes]) -> Any:
         Python does not convert, or bytes that are not UTF-8.
     """
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_float=ExactNumber) if exact_numbers else json.loads(text)
     except json.JSONDecodeError as exc:
         raise NotJson(f"{exc.msg} at character {exc.pos}") from None
     except RecursionError:
@@ -73,6 +95,20 @@ def depth_exceeds(value: Any, limit: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
+
+
+def compact(value: Any) -> str:
+    """``value`` (of :func:`parse_json`) as compact JSON text: no blanks between items, text as is (not
+    ``\\u`` escaped), each :class:`ExactNumber` as its literal. Objects and lists are nested at most
+    :data:`MAX_DEPTH` levels in what :func:`parse_json` returns, so the recursion is bounded."""
+    if isinstance(value, ExactNumber):
+        return value.text
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(key, ensure_ascii=False)}:{compact(item)}"
+                              for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(compact(item) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def in_range(value: Any, low: int, high: int) -> bool:

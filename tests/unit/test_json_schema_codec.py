@@ -246,3 +246,22 @@ def test_a_used_codec_pickles_with_its_options_and_decodes_after() -> None:
     copy = pickle.loads(pickle.dumps(codec))
     assert copy.decode(strict, strict, [serialize({"id": -1})]).errors == (
         "the record does not conform to the writer's JSON schema: data.id must be bigger than or equal to 0",)
+
+
+#: Number literals whose float is not the literal (digits lost, beyond a double, -0, exponents).
+EXACT_NUMBERS = ["12345678901234567.89", "0.1000000000000000055511151231257827", "1e400", "-0.0", "1E+2", "2.50",
+                 "123456789012345678901234567890", "-1.5e-400", "1.0"]
+
+
+@pytest.mark.parametrize("validate", [False, True])
+def test_json_text_positions_keep_each_number_as_written(validate: bool) -> None:
+    """Issue 33 finding 3: the text of a JSON-text position is the payload's own text of each number."""
+    document = {"type": "object", "properties": {"id": {"type": "integer"}, "any": {}, "price": {"type": "number"}}}
+    payloads = [('{"id": 1, "any": {"n": %s, "list": [%s, "x"]}, "price": 2.5}' % (n, n)).encode()
+                for n in EXACT_NUMBERS]
+    codec = JsonSchemaCodec(validate=validate)
+    column = codec.decode(schema(document), schema(document), payloads)
+    assert column.errors == (None,) * len(payloads)
+    texts = [row["any"] for row in column.values.to_pylist()]
+    assert texts == ['{"n":%s,"list":[%s,"x"]}' % (n, n) for n in EXACT_NUMBERS]
+    assert [row["price"] for row in column.values.to_pylist()] == [2.5] * len(payloads)

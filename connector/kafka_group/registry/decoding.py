@@ -13,7 +13,9 @@ Kafka columns and then, per decoded side:
 On executors, :func:`decode_batch` turns each Arrow batch of the raw read into that schema: the
 batch's records are grouped by schema id (:func:`~kafka_group.registry.framing.split_frames`),
 each id's writer schema comes from the process's cache (:mod:`kafka_group.registry.client`) and
-its codec decodes the id's payloads in one call. A bad record fails the task with a
+its codec decodes the id's payloads in one call. A record is bad when it is not framed, its id is
+unknown, the registry's answer about its id is unusable (:class:`~kafka_group.errors.SchemaAnswerError`)
+or it does not decode; a bad record fails the task with a
 :class:`~kafka_group.errors.RecordError` naming its topic, partition and offset, unless
 quarantined; nothing is dropped.
 """
@@ -27,7 +29,7 @@ from typing import Dict, List, Optional, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_group.errors import ConfigError, RecordError
+from kafka_group.errors import ConfigError, RecordError, SchemaAnswerError
 from kafka_group.redaction import scrub
 from kafka_group.registry import client
 from kafka_group.registry.codec import Codec, RegisteredSchema
@@ -182,6 +184,10 @@ def _decode_side(registry: RegistryOptions, side: SidePlan, raw: List[Optional[b
                       else f"schema id {schema_id} is unknown to the Schema Registry at {scrub(registry.url)}")
             for i in indexes:
                 errors[i] = reason
+            continue
+        except SchemaAnswerError as exc:  # the registry's unusable answer about this id: its records are bad
+            for i in indexes:
+                errors[i] = f"the writer schema of id {schema_id} is unusable: {exc}"
             continue
         if writer.schema_type != side.reader.schema_type:
             for i in indexes:

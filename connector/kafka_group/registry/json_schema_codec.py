@@ -150,7 +150,7 @@ class JsonSchemaCodec:
 
 def _parse(payload: bytes, errors: List[Optional[str]], i: int) -> Any:
     try:
-        return parse_json(payload)
+        return parse_json(payload, exact_numbers=True)  # a JSON-text position writes each number as it came
     except NotJson as exc:
         errors[i] = f"the payload is not JSON: {exc}"
         return None

@@ -13,13 +13,14 @@ schema's references (by reference name); a schema that reaches itself has no fin
 Everything else (``oneOf``/``anyOf`` of different types, an object without ``properties``, an array
 of tuples, a schema with no ``type``) is a string column holding the value's JSON text: a union of
 objects has no Spark type, and refusing the topic would leave its records unreadable, while the text
-keeps each value exact (``from_json`` reads it further).
+keeps each value exact (``from_json`` reads it further): compact (no blanks between items), and each
+number as the payload wrote it (``12345678901234567.89`` stays so; payloads are parsed with
+:class:`~kafka_group.json_text.ExactNumber`).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
@@ -27,7 +28,7 @@ from typing import Any, Dict, Optional, Tuple
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
-from kafka_group.json_text import NotJson, parse_json
+from kafka_group.json_text import NotJson, compact, parse_json
 from kafka_group.registry.codec import RegisteredSchema
 
 __all__ = ["Shape", "json_shape", "to_arrow_value", "BadValue", "load_document"]
@@ -174,7 +175,7 @@ def to_arrow_value(value: Any, shape: Shape, path: str = "") -> Any:
         assert shape.items is not None
         return [to_arrow_value(item, shape.items, f"{path}[{i}]") for i, item in enumerate(value)]
     if kind == "json":
-        return _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False), path)
+        return _utf8(compact(value), path)
     if kind == "boolean" and isinstance(value, bool):
         return value
     if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Dict, Optional
+
+from kafka_group.errors import ConfigError
+from kafka_group.redaction import register_secret
 
 __all__ = ["SideDecoding", "RegistryOptions", "KEY", "VALUE"]
 
@@ -68,21 +73,42 @@ class RegistryOptions:
     bearer_token: Optional[str] = field(default=None, repr=False)
 
     def headers(self) -> Dict[str, str]:
-        """The HTTP headers of a request to the registry (authentication)."""
-        import base64
+        """The HTTP headers of a request to the registry (authentication).
 
+        The ``Authorization`` value leaves the process, so each of its forms is registered for
+        scrubbing here, where it is made (also in a process that did not parse the options).
+        """
+        header = self._authorization()
+        if header is None:
+            return {}
+        for secret in self.secrets().values():
+            register_secret(secret)
+        if not all(" " <= c <= "~" for c in header):  # http.client would refuse it with the value in its error
+            raise ConfigError("option 'schemaRegistry.basic.auth.user.info' or 'schemaRegistry.bearer.auth.token' "
+                              "holds a character HTTP cannot send (a line break, a control character, or outside "
+                              "ASCII; the value is not shown): fix the secret")
+        return {"Authorization": header}
+
+    def _authorization(self) -> Optional[str]:
         if self.user_info is not None:
-            return {"Authorization": "Basic " + base64.b64encode(self.user_info.encode()).decode("ascii")}
+            return "Basic " + base64.b64encode(self.user_info.encode()).decode("ascii")
         if self.bearer_token is not None:
-            return {"Authorization": "Bearer " + self.bearer_token}
-        return {}
+            return "Bearer " + self.bearer_token
+        return None
 
     def secrets(self) -> Dict[str, str]:
-        """The secret values, to register for scrubbing."""
+        """The secret values, to register for scrubbing: the password, ``user:password``, the token, and
+        every form of them that leaves the process or may come back (the base64 of the ``Authorization``
+        header's value, also with JSON's escaped ``\\/``, without padding, and percent-encoded)."""
         out: Dict[str, str] = {}
         if self.user_info is not None:
             out["user_info"] = self.user_info
             out["password"] = self.user_info.partition(":")[2]
+            encoded = base64.b64encode(self.user_info.encode()).decode("ascii")
+            forms = {encoded, encoded.rstrip("="), encoded.replace("/", "\\/"), urllib.parse.quote(encoded, safe=""),
+                     urllib.parse.quote(self.user_info, safe=""), urllib.parse.quote(out["password"], safe="")}
+            out.update((f"basic_{i}", form) for i, form in enumerate(sorted(forms)))
         if self.bearer_token is not None:
             out["token"] = self.bearer_token
-        return out
+            out["token_quoted"] = urllib.parse.quote(self.bearer_token, safe="")
+        return out  # the header's value is "Basic " or "Bearer " and one of these: its scheme stays readable

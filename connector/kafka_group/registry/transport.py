@@ -1,4 +1,4 @@
-"""One ``GET`` to the Schema Registry: no redirects, a size limit, one deadline, Confluent's 404 codes.
+"""One ``GET`` to the Schema Registry: no redirects, one deadline and one byte count for it all, Confluent's 404 codes.
 
 * A redirect is refused, not followed: a registry's API answers directly, and following one would
   carry the ``Authorization`` header (basic auth or bearer token) to whatever address the answer
@@ -6,21 +6,34 @@
 * A 404 means "unknown" only with Confluent's ``error_code`` for it (40403 schema, 40401 subject,
   40402 version); any other 404 (a wrong path, a proxy's page) is a :class:`SchemaRegistryError`
   naming the URL: records must not become bad records because the address is wrong.
-* A response is read up to a size limit, and the whole request (reads included) within one deadline.
+* The whole exchange (connection, TLS handshake, request, status line, headers, body, chunked
+  trailers) ends by one deadline and reads at most ``max_bytes``: the socket's every read waits
+  only until the deadline and is counted (:class:`_Meter`), so a registry that trickles its headers
+  a byte at a time, or sends trailer lines for ever, ends in a :class:`SchemaRegistryError`.
+  Not bounded: the name lookup of the registry's host (the system resolver's own timeouts), and
+  the answer of an HTTP proxy to ``CONNECT`` (each read of it waits at most the deadline).
+* Whatever the answer holds (a broken status line, a body that is not JSON or nested without end,
+  an error page echoing the request's headers) is a :class:`SchemaRegistryError` whose text is
+  scrubbed of secrets before it is shortened (a secret cut in half would not be recognised).
+
+Caller: any thread; each call has its own connection and meter.
 """
 
 from __future__ import annotations
 
-import json
+import functools
+import http.client
+import io
 import time
 import urllib.error
 import urllib.request
-from typing import Any, FrozenSet, List, NoReturn, Optional
+from typing import Any, FrozenSet, NoReturn, Optional
 
 from kafka_group.errors import AuthenticationError, SchemaRegistryError
+from kafka_group.json_text import NotJson, parse_json
 from kafka_group.redaction import scrub
 
-__all__ = ["UnknownSchemaId", "get_json", "SCHEMA_NOT_FOUND", "SUBJECT_OR_VERSION_NOT_FOUND"]
+__all__ = ["UnknownSchemaId", "get_json", "excerpt", "SCHEMA_NOT_FOUND", "SUBJECT_OR_VERSION_NOT_FOUND"]
 
 #: Confluent's ``error_code`` of a 404 for an unknown schema id.
 SCHEMA_NOT_FOUND: FrozenSet[int] = frozenset({40403})
@@ -41,8 +54,124 @@ class _Redirected(Exception):
         self.code, self.target = code, target
 
 
-class _Late(Exception):
-    pass
+class _Late(TimeoutError):
+    """The exchange's deadline passed."""
+
+
+class _TooBig(Exception):
+    """The exchange received more than its byte budget (not an OSError: urllib must not wrap it)."""
+
+
+def excerpt(text: str, limit: int = 200, *, quote: bool = True) -> str:
+    """``text`` from the network for a message: scrubbed of secrets first, then shortened, then quoted
+    (control characters escaped, so an answer cannot forge log lines; ``quote=False`` for JSON text,
+    which escapes them itself)."""
+    shown = scrub(text)
+    shown = shown if len(shown) <= limit else shown[:limit] + "..."
+    return repr(shown) if quote else shown
+
+
+class _Meter:
+    """The bounds of one exchange: a deadline and a byte budget (one thread)."""
+
+    def __init__(self, timeout_s: float, max_bytes: int) -> None:
+        self.deadline = time.monotonic() + timeout_s
+        self.left = max_bytes
+
+    def remaining(self) -> float:
+        """Seconds until the deadline; :class:`_Late` when it has passed."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _Late()
+        return left
+
+    def count(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise _TooBig()
+
+
+class _MeteredReader(io.RawIOBase):
+    """The socket's bytes, each read waiting at most until the deadline and counted."""
+
+    def __init__(self, sock: Any, meter: _Meter) -> None:
+        super().__init__()
+        self._sock, self._meter = sock, meter
+        self._raw = sock.makefile("rb", buffering=0)  # holds the socket open until this reader closes
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self._sock.settimeout(self._meter.remaining())
+        n = self._raw.readinto(buffer)
+        if n:
+            self._meter.count(n)
+        return int(n or 0)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _MeteredSocket:
+    """What :mod:`http.client` sees of the connection: sends and reads bounded by the meter."""
+
+    def __init__(self, sock: Any, meter: _Meter) -> None:
+        self._sock, self._meter = sock, meter
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(self._meter.remaining())  # sendall's timeout bounds the whole call
+        self._sock.sendall(data)
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(_MeteredReader(self._sock, self._meter))
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class _Metered:
+    """Connects within the deadline (connect and TLS handshake wait at most what is left), then meters."""
+
+    _meter: _Meter
+    timeout: Optional[float]
+    sock: Any
+
+    def connect(self) -> None:
+        self.timeout = self._meter.remaining()
+        super().connect()  # type: ignore[misc]
+        self.sock = _MeteredSocket(self.sock, self._meter)
+
+
+class _MeteredHTTP(_Metered, http.client.HTTPConnection):
+    def __init__(self, *args: Any, meter: _Meter, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._meter = meter
+
+
+class _MeteredHTTPS(_Metered, http.client.HTTPSConnection):
+    def __init__(self, *args: Any, meter: _Meter, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._meter = meter
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, meter: _Meter) -> None:
+        super().__init__()
+        self._meter = meter
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_MeteredHTTP, meter=self._meter), req)  # type: ignore[arg-type]
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, meter: _Meter) -> None:
+        super().__init__()
+        self._meter = meter
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_MeteredHTTPS, meter=self._meter), req)  # type: ignore[arg-type]
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -52,12 +181,9 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
         raise _Redirected(code, newurl)
 
 
-_opener = urllib.request.build_opener(_RefuseRedirects())
-
-
 def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[int],  # type: ignore[type-arg]
              timeout_s: float, max_bytes: int) -> Any:
-    """``GET base + path`` as JSON.
+    """``GET base + path`` as JSON (parsed by :func:`kafka_group.json_text.parse_json`).
 
     Raises
     ------
@@ -66,60 +192,62 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
     AuthenticationError
         HTTP 401 or 403.
     SchemaRegistryError
-        Unreachable, a redirect, another 404 or failure, a body over ``max_bytes``, no answer
-        within ``timeout_s`` in all, or no JSON; naming the URL (scrubbed), never the credentials.
+        Unreachable, a redirect, another 404 or failure, an answer that is not HTTP, more than
+        ``max_bytes`` received, no whole answer within ``timeout_s``, or no JSON; naming the URL
+        (scrubbed), never the credentials.
     """
     url = base + path
     where = scrub(url)
+    if not url.lower().startswith(("http://", "https://")):  # urllib would read files, FTP and data: URLs too
+        raise SchemaRegistryError(f"the Schema Registry address {excerpt(base, 100)} is not an http:// or https:// "
+                                  "URL: set 'schemaRegistryAddress' to the registry's")
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
                                                    **headers})
-    deadline = time.monotonic() + timeout_s
+    meter = _Meter(timeout_s, max_bytes)
+    opener = urllib.request.build_opener(_RefuseRedirects(), _HTTPHandler(meter), _HTTPSHandler(meter))
     try:
-        with _opener.open(request, timeout=timeout_s) as response:
-            body = _read(response, deadline, max_bytes, where)
+        with opener.open(request, timeout=timeout_s) as response:
+            body = _read(response, where)
     except _Redirected as exc:
         raise SchemaRegistryError(
             f"the Schema Registry at {scrub(base)} answered GET {path} with a redirect (HTTP {exc.code}) to "
-            f"{scrub(exc.target)}; the connector does not follow redirects (the credentials would go to that "
+            f"{excerpt(exc.target)}; the connector does not follow redirects (the credentials would go to that "
             "address): give the final URL in 'schemaRegistryAddress'") from None
     except urllib.error.HTTPError as exc:
         _http_error(exc, base, path, where, unknown_codes)
+    except _TooBig:
+        _too_big(where, max_bytes)
     except (_Late, TimeoutError):
         _late(where, timeout_s)
+    except (http.client.HTTPException, ValueError) as exc:  # ValueError: http.client's bad chunk size
+        _not_http(base, path, exc)
     except (urllib.error.URLError, OSError) as exc:
-        if isinstance(getattr(exc, "reason", None), TimeoutError):
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
             _late(where, timeout_s)
-        reason = scrub(str(getattr(exc, "reason", exc)))
         raise SchemaRegistryError(
-            f"the Schema Registry at {scrub(base)} is unreachable (GET {path}: {reason}); the task is retried "
-            "as Spark retries tasks. Check that it runs and 'schemaRegistryAddress'") from None
+            f"the Schema Registry at {scrub(base)} is unreachable (GET {path}: {excerpt(str(reason))}); the task "
+            "is retried as Spark retries tasks. Check that it runs and 'schemaRegistryAddress'") from None
     try:
-        return json.loads(body)
-    except ValueError:
+        return parse_json(body)
+    except NotJson as exc:
         raise SchemaRegistryError(
-            f"the Schema Registry at {scrub(base)} answered GET {path} with no JSON: {body[:200]!r}") from None
+            f"the Schema Registry at {scrub(base)} answered GET {path} with no JSON the connector reads ({exc}): "
+            f"{excerpt(body[:4096].decode('utf-8', 'replace'))}") from None
 
 
-def _read(response: Any, deadline: float, max_bytes: int, where: str) -> bytes:
-    """The body, read a chunk at a time: each read waits at most until ``deadline``."""
-    chunks: List[bytes] = []
-    size = 0
+def _read(response: Any, where: str) -> bytes:
+    """The body, a chunk at a time (the meter bounds time and bytes); an answer cut short is refused."""
+    chunks = []
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Late()
-        sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
-        if sock is not None:
-            sock.settimeout(remaining)
         chunk = response.read1(_CHUNK)
         if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > max_bytes:
-            raise SchemaRegistryError(
-                f"the answer of {where} is more than {max_bytes} bytes, the most the connector reads from the "
-                "Schema Registry: is 'schemaRegistryAddress' a registry?")
+            break
         chunks.append(chunk)
+    left = getattr(response, "length", None)
+    if isinstance(left, int) and left > 0:
+        raise http.client.IncompleteRead(b"", left)
+    return b"".join(chunks)
 
 
 def _late(where: str, timeout_s: float) -> NoReturn:
@@ -128,20 +256,34 @@ def _late(where: str, timeout_s: float) -> NoReturn:
         "Spark retries tasks. Check the registry's load and 'schemaRegistryAddress'") from None
 
 
+def _too_big(where: str, max_bytes: int) -> NoReturn:
+    raise SchemaRegistryError(
+        f"the answer of {where} is more than {max_bytes} bytes (headers and trailers included), the most the "
+        "connector reads from the Schema Registry: is 'schemaRegistryAddress' a registry?") from None
+
+
+def _not_http(base: str, path: str, exc: Exception) -> NoReturn:
+    raise SchemaRegistryError(
+        f"the Schema Registry at {scrub(base)} answered GET {path} with no valid HTTP ({type(exc).__name__}: "
+        f"{excerpt(str(exc), 120)}): is 'schemaRegistryAddress' a registry?") from None
+
+
 def _http_error(exc: urllib.error.HTTPError, base: str, path: str, where: str,
                 unknown_codes: FrozenSet[int]) -> NoReturn:
     try:
         raw = exc.read(_ERROR_BODY_BYTES)
-    except OSError:
+    except (OSError, http.client.HTTPException, ValueError, _TooBig):
         raw = b""
-    detail = scrub(raw[:300].decode("utf-8", "replace"))
+    finally:
+        exc.close()
+    detail = excerpt(raw.decode("utf-8", "replace"), 300)  # scrubbed whole, then shortened
     if exc.code == 404:
         if _error_code(raw) in unknown_codes:
             raise UnknownSchemaId(f"{where}: {detail}") from None
         raise SchemaRegistryError(
             f"GET {where} answered HTTP 404 without Confluent's error code for an unknown schema, subject or "
-            f"version ({detail[:120]}): is 'schemaRegistryAddress' right? Apicurio serves Confluent's API at "
-            "/apis/ccompat/v7") from None
+            f"version ({excerpt(raw.decode('utf-8', 'replace'), 120)}): is 'schemaRegistryAddress' right? "
+            "Apicurio serves Confluent's API at /apis/ccompat/v7") from None
     if exc.code in (401, 403):
         raise AuthenticationError(
             f"the Schema Registry at {scrub(base)} refused the request GET {path} (HTTP {exc.code}): check "
@@ -152,8 +294,8 @@ def _http_error(exc: urllib.error.HTTPError, base: str, path: str, where: str,
 
 def _error_code(raw: bytes) -> Optional[int]:
     try:
-        doc = json.loads(raw)
-    except ValueError:
+        doc = parse_json(raw)
+    except NotJson:
         return None
     code = doc.get("error_code") if isinstance(doc, dict) else None
-    return code if isinstance(code, int) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
