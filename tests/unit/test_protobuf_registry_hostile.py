@@ -135,3 +135,20 @@ def test_a_reference_named_like_the_root_or_a_well_known_file_changes_nothing() 
     assert column.errors == (None,)
     assert column.values.to_pylist() == [{"id": 150, "n": 5}]
 
+
+
+def test_a_reader_message_nested_beyond_what_protobuf_parses_is_a_config_error() -> None:
+    """Adversary: 400 messages each holding the next; the Arrow type recursed until RecursionError.
+    protobuf's parser refuses messages nested more than 100 deep, so such a type could hold no value."""
+    text = 'syntax = "proto3"; ' + " ".join(f"message M{i} {{ M{i + 1} next = 1; }}" for i in range(400)) + \
+        " message M400 { int32 x = 1; }"
+    with pytest.raises(ConfigError, match=r"nested more than 100 levels"):
+        ProtobufCodec().arrow_type(RegisteredSchema("PROTOBUF", text, 90))
+
+
+def test_a_reader_message_of_too_many_columns_is_a_config_error() -> None:
+    """Adversary: each message holds two of the next: 2**16 columns from a few lines of text."""
+    text = 'syntax = "proto3"; ' + " ".join(f"message M{i} {{ M{i + 1} a = 1; M{i + 1} b = 2; }}"
+                                           for i in range(16)) + " message M16 { int32 x = 1; }"
+    with pytest.raises(ConfigError, match=r"more than 10000 fields"):
+        ProtobufCodec().arrow_type(RegisteredSchema("PROTOBUF", text, 91))
