@@ -31,10 +31,8 @@ import pyarrow as pa
 from kafka_group.errors import ConfigError
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
 from kafka_group.registry.protobuf_compat import EnumNames, compare
-from kafka_group.registry.protobuf_schema import (
-    JSON_TYPES, SCALAR_TYPES, TIMESTAMP, WRAPPERS, ProtoFile, is_map, is_repeated, load_proto,
-    read_message_indexes,
-)
+from kafka_group.registry.protobuf_schema import ProtoFile, load_proto, read_message_indexes
+from kafka_group.registry.protobuf_types import JSON_TYPES, SCALAR_TYPES, TIMESTAMP, WRAPPERS, is_map, is_repeated
 
 __all__ = ["ProtobufCodec"]
 
@@ -97,7 +95,7 @@ class ProtobufCodec:
         Raises :class:`~kafka_group.errors.ConfigError` for a recursive message (naming the field) or
         a schema protoc refuses.
         """
-        from kafka_group.registry.protobuf_schema import message_arrow_type
+        from kafka_group.registry.protobuf_types import message_arrow_type
 
         if id(reader) not in self._types:
             self._types[id(reader)] = (reader, message_arrow_type(self._reader_message(reader)[0]))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from kafka_group.registry.protobuf_schema import is_map, is_repeated
+from kafka_group.registry.protobuf_types import is_map, is_repeated
 
 __all__ = ["compare", "EnumNames"]
 

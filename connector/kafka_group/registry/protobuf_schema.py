@@ -31,17 +31,7 @@ would end the executor. The child process is killed after :data:`PROTOC_TIMEOUT_
 documents (:data:`MAX_DOCUMENTS`), text (:data:`MAX_TEXT_BYTES`) and nesting (:data:`MAX_DEPTH`) are
 bounded before it starts.
 
-Arrow types (:func:`message_arrow_type`), as Spark's ``from_protobuf`` maps them where it can:
-message -> struct; ``repeated`` -> list; ``map<k, v>`` -> map; enum -> string (the value's name);
-int32, sint32, sfixed32 -> int32; uint32, fixed32 -> int64; int64, sint64, sfixed64 -> int64;
-uint64, fixed64 -> decimal(20, 0) (Spark has no unsigned long: an int64 would show values above
-2**63 as negative numbers); float -> float32; double -> float64; bytes -> binary;
-``google.protobuf.Timestamp`` -> timestamp(us, UTC); the wrappers (``Int32Value`` ...) -> their
-scalar, null when unset; ``Struct``, ``Value``, ``ListValue`` -> string (their JSON text: they
-nest without bound). Every field is nullable: a message field, a ``oneof`` member or an
-``optional`` scalar that is unset is null; a proto3 scalar without presence holds its default.
-A message that contains itself has no finite Spark schema: :class:`~kafka_group.errors.ConfigError`
-names the field.
+Arrow types of the messages: :mod:`kafka_group.registry.protobuf_types`.
 """
 
 from __future__ import annotations
@@ -52,13 +42,11 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Sequence, Tuple
 
-import pyarrow as pa
-
 from kafka_group.errors import ConfigError, DependencyError
 from kafka_group.registry.codec import RegisteredSchema
 
-__all__ = ["ProtoFile", "load_proto", "message_arrow_type", "field_arrow_type", "read_message_indexes",
-           "SCALAR_TYPES", "WRAPPERS", "TIMESTAMP", "JSON_TYPES"]
+__all__ = ["ProtoFile", "load_proto", "read_message_indexes", "CONFLUENT_FILES", "PROTOC_TIMEOUT_S",
+           "MAX_DOCUMENTS", "MAX_TEXT_BYTES", "MAX_DEPTH"]
 
 #: The root file's name in the temporary folder (the registry gives the root schema no file name).
 ROOT_FILE = "kafka_group_registry_schema.proto"
@@ -90,29 +78,6 @@ MAX_DOCUMENTS = 256
 MAX_TEXT_BYTES = 2 << 20
 #: How deep references may nest.
 MAX_DEPTH = 32
-#: The message type behind ``google.protobuf.Timestamp``.
-TIMESTAMP = "google.protobuf.Timestamp"
-#: The wrapper messages and the Arrow type of their ``value``.
-WRAPPERS: Dict[str, pa.DataType] = {
-    "google.protobuf.DoubleValue": pa.float64(), "google.protobuf.FloatValue": pa.float32(),
-    "google.protobuf.Int64Value": pa.int64(), "google.protobuf.UInt64Value": pa.decimal128(20, 0),
-    "google.protobuf.Int32Value": pa.int32(), "google.protobuf.UInt32Value": pa.int64(),
-    "google.protobuf.BoolValue": pa.bool_(), "google.protobuf.StringValue": pa.string(),
-    "google.protobuf.BytesValue": pa.binary(),
-}
-#: Messages kept as their JSON text (they nest without bound, so have no finite struct type).
-JSON_TYPES = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"})
-
-# FieldDescriptor.TYPE_* numbers (descriptor.proto) -> Arrow type; 11 (message) and 14 (enum) aside.
-SCALAR_TYPES: Dict[int, pa.DataType] = {
-    1: pa.float64(), 2: pa.float32(), 3: pa.int64(), 4: pa.decimal128(20, 0), 5: pa.int32(),
-    6: pa.decimal128(20, 0), 7: pa.int64(), 8: pa.bool_(), 9: pa.string(), 12: pa.binary(),
-    13: pa.int64(), 15: pa.int32(), 16: pa.int64(), 17: pa.int32(), 18: pa.int64(),
-}
-_TYPE_MESSAGE, _TYPE_ENUM, _TYPE_GROUP = 11, 14, 10
-_LABEL_REPEATED = 3
-
-
 class ProtoFile:
     """One registered Protobuf schema, parsed: its descriptor pool and its top-level messages.
 
@@ -365,51 +330,3 @@ def _zigzag(data: bytes, at: int) -> Tuple[int, int]:
         shift += 7
         if shift > 63:
             raise ValueError("a message-index varint is longer than 10 bytes")
-
-
-def message_arrow_type(descriptor: Any, path: str = "", stack: Tuple[str, ...] = ()) -> pa.DataType:
-    """The Arrow struct type of a message (see the module's table); ``path`` names fields in errors."""
-    if descriptor.full_name in stack:
-        raise ConfigError(
-            f"the Protobuf field '{path}' is recursive (message {descriptor.full_name} contains itself): "
-            "Spark needs a finite schema; read the value as binary or change the schema")
-    inner = stack + (descriptor.full_name,)
-    return pa.struct([pa.field(f.name, field_arrow_type(f, f"{path}.{f.name}" if path else f.name, inner))
-                      for f in descriptor.fields])
-
-
-def field_arrow_type(field: Any, path: str, stack: Tuple[str, ...] = ()) -> pa.DataType:
-    """The Arrow type of one field of a message (a list when repeated, a map for ``map<k, v>``)."""
-    if is_map(field):
-        key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
-        return pa.map_(element_arrow_type(key, path, stack), element_arrow_type(value, path, stack))
-    element = element_arrow_type(field, path, stack)
-    return pa.list_(element) if is_repeated(field) else element
-
-
-def element_arrow_type(field: Any, path: str, stack: Tuple[str, ...]) -> pa.DataType:
-    """The Arrow type of one value of a field (ignoring ``repeated``)."""
-    if field.type == _TYPE_ENUM:
-        return pa.string()
-    if field.type in (_TYPE_MESSAGE, _TYPE_GROUP):
-        name = field.message_type.full_name
-        if name == TIMESTAMP:
-            return pa.timestamp("us", tz="UTC")
-        if name in WRAPPERS:
-            return WRAPPERS[name]
-        if name in JSON_TYPES:
-            return pa.string()
-        return message_arrow_type(field.message_type, path, stack)
-    return SCALAR_TYPES[field.type]
-
-
-def is_repeated(field: Any) -> bool:
-    """Whether ``field`` is ``repeated`` (the descriptor API changed its name across protobuf versions)."""
-    repeated = getattr(field, "is_repeated", None)
-    return bool(repeated) if repeated is not None else bool(field.label == _LABEL_REPEATED)
-
-
-def is_map(field: Any) -> bool:
-    """Whether ``field`` is a ``map<k, v>`` (a repeated, synthesized ``MapEntry`` message)."""
-    return (field.type == _TYPE_MESSAGE and is_repeated(field)
-            and bool(field.message_type.GetOptions().map_entry))
