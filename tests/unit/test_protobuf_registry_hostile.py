@@ -152,3 +152,25 @@ def test_a_reader_message_of_too_many_columns_is_a_config_error() -> None:
                                            for i in range(16)) + " message M16 { int32 x = 1; }"
     with pytest.raises(ConfigError, match=r"more than 10000 fields"):
         ProtobufCodec().arrow_type(RegisteredSchema("PROTOBUF", text, 91))
+
+
+def test_a_schema_is_parsed_once_per_codec_even_when_it_does_not_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adversary: a writer schema protoc refuses (or that takes protoc its 60 s) was parsed again for
+    every batch; equal schemas from distinct objects share one parse."""
+    from kafka_group.registry import protobuf_codec
+
+    calls: List[int] = []
+    real = protobuf_codec.load_proto
+
+    def counting(schema: RegisteredSchema) -> Any:
+        calls.append(schema.schema_id or 0)
+        return real(schema)
+
+    monkeypatch.setattr(protobuf_codec, "load_proto", counting)
+    codec = ProtobufCodec()
+    reader = RegisteredSchema("PROTOBUF", ROOT, 95)
+    broken = RegisteredSchema("PROTOBUF", 'syntax = "proto3"; message A { Missing m = 1; }', 96)
+    for _ in range(3):
+        assert "does not parse" in str(codec.decode(broken, reader, [PAYLOAD]).errors[0])
+        assert codec.decode(RegisteredSchema("PROTOBUF", ROOT, 95), reader, [PAYLOAD]).errors == (None,)
+    assert sorted(calls) == [95, 96]
