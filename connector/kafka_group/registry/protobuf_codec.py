@@ -21,10 +21,11 @@ is built per record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, methodcaller
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import pyarrow as pa
 
@@ -46,8 +47,8 @@ class ProtobufCodec:
     """Decodes registry Protobuf payloads (schema type ``PROTOBUF``) into an Arrow struct column.
 
     Implements :class:`kafka_group.registry.codec.Codec`. Parsed schemas are cached per codec
-    instance by the schema object's identity (the registry client keeps one object per schema id
-    and process; hashing a schema would walk its references once per path).
+    instance by a digest of the schema's content, computed once per schema object (hashing the
+    dataclass would walk its references once per path); a schema that does not parse is parsed once.
 
     Parameters
     ----------
@@ -65,11 +66,13 @@ class ProtobufCodec:
 
     def __init__(self, *, message: Optional[str] = None) -> None:
         self._message = message
-        # id(schema) -> (the schema, kept so that its id is not reused; what it gives)
-        self._files: Dict[int, Tuple[RegisteredSchema, ProtoFile]] = {}
-        self._types: Dict[int, Tuple[RegisteredSchema, pa.DataType]] = {}
-        # (id(writer), id(reader), writer message) -> (why it cannot be read, or None; enum names)
-        self._problems: Dict[Tuple[int, int, str], Tuple[Optional[str], EnumNames]] = {}
+        # id(schema) -> (the schema, kept so that its id is not reused; its content's digest)
+        self._keys: Dict[int, Tuple[RegisteredSchema, str]] = {}
+        # digest -> the parsed schema, or the ConfigError it raised (a hostile schema is parsed once)
+        self._files: Dict[str, Union[ProtoFile, ConfigError]] = {}
+        self._types: Dict[str, pa.DataType] = {}
+        # (writer digest, reader digest, writer message) -> (why it cannot be read, or None; enum names)
+        self._problems: Dict[Tuple[str, str, str], Tuple[Optional[str], EnumNames]] = {}
 
     def __getstate__(self) -> Dict[str, Any]:
         """The options only: the caches (descriptor pools, message classes) do not pickle, and are
@@ -79,10 +82,42 @@ class ProtobufCodec:
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__init__(message=state["message"])  # type: ignore[misc]
 
+    def _key(self, schema: RegisteredSchema) -> str:
+        """A digest of ``schema``'s content and references, computed once per distinct object (a
+        dataclass hash or ``==`` would walk shared references once per path)."""
+        if id(schema) in self._keys:
+            return self._keys[id(schema)][1]
+        stack: List[Tuple[RegisteredSchema, bool]] = [(schema, False)]
+        open_: Set[int] = set()
+        while stack:
+            node, children_done = stack.pop()
+            if id(node) in self._keys:
+                continue
+            if not children_done:
+                if id(node) in open_:
+                    raise ConfigError(f"the Protobuf schema{_id_text(schema)}'s references loop back on themselves")
+                open_.add(id(node))
+                stack.append((node, True))
+                stack.extend((r.schema, False) for r in node.references if id(r.schema) not in self._keys)
+                continue
+            digest = hashlib.sha256(repr((node.schema_type, node.text, node.schema_id)).encode("utf-8", "replace"))
+            for ref in node.references:
+                digest.update(repr((ref.name, ref.subject, ref.version, self._keys[id(ref.schema)][1])).encode(
+                    "utf-8", "replace"))
+            self._keys[id(node)] = (node, digest.hexdigest())
+        return self._keys[id(schema)][1]
+
     def _file(self, schema: RegisteredSchema) -> ProtoFile:
-        if id(schema) not in self._files:
-            self._files[id(schema)] = (schema, load_proto(schema))
-        return self._files[id(schema)][1]
+        key = self._key(schema)
+        if key not in self._files:
+            try:
+                self._files[key] = load_proto(schema)
+            except ConfigError as exc:
+                self._files[key] = exc
+        found = self._files[key]
+        if isinstance(found, ConfigError):
+            raise found
+        return found
 
     def _reader_message(self, reader: RegisteredSchema) -> Tuple[Any, Any]:
         """The reader message's descriptor and class."""
@@ -97,9 +132,10 @@ class ProtobufCodec:
         """
         from kafka_group.registry.protobuf_types import message_arrow_type
 
-        if id(reader) not in self._types:
-            self._types[id(reader)] = (reader, message_arrow_type(self._reader_message(reader)[0]))
-        return self._types[id(reader)][1]
+        key = self._key(reader)
+        if key not in self._types:
+            self._types[key] = message_arrow_type(self._reader_message(reader)[0])
+        return self._types[key]
 
     def decode(self, writer: RegisteredSchema, reader: RegisteredSchema,
                payloads: Sequence[bytes]) -> DecodedColumn:
@@ -163,10 +199,14 @@ class ProtobufCodec:
         if _relative_name(found) != wanted:
             return (f"the record is a {found.full_name} message, the reader schema's "
                     f"message is {reader_descriptor.full_name}"), {}
-        cached = (id(writer), id(reader), str(found.full_name))
+        cached = (self._key(writer), self._key(reader), str(found.full_name))
         if cached not in self._problems:
             self._problems[cached] = compare(found, reader_descriptor)
         return self._problems[cached]
+
+
+def _id_text(schema: RegisteredSchema) -> str:
+    return f" (id {schema.schema_id})" if schema.schema_id is not None else ""
 
 
 def _relative_name(descriptor: Any) -> str:
