@@ -174,3 +174,25 @@ def test_a_schema_is_parsed_once_per_codec_even_when_it_does_not_parse(monkeypat
         assert "does not parse" in str(codec.decode(broken, reader, [PAYLOAD]).errors[0])
         assert codec.decode(RegisteredSchema("PROTOBUF", ROOT, 95), reader, [PAYLOAD]).errors == (None,)
     assert sorted(calls) == [95, 96]
+
+
+def test_a_struct_value_json_cannot_hold_is_that_records_error() -> None:
+    """Adversary (a record): a google.protobuf.Struct holding NaN or Infinity has no JSON text;
+    json_format raised ValueError out of decode (the task failed, quarantine could not catch it)."""
+    from google.protobuf import struct_pb2
+
+    text = 'syntax = "proto3"; package s; import "google/protobuf/struct.proto"; ' \
+           'message Bag { google.protobuf.Struct attrs = 1; int32 n = 2; }'
+    schema = RegisteredSchema("PROTOBUF", text, 97)
+    bad, good = struct_pb2.Struct(), struct_pb2.Struct()
+    bad.fields["x"].number_value = float("nan")
+    good.fields["x"].number_value = 1.5
+
+    def record(attrs: Any) -> bytes:
+        body = attrs.SerializeToString()
+        return b"\x00\x0a" + bytes([len(body)]) + body + b"\x10\x07"
+
+    column = ProtobufCodec().decode(schema, schema, [record(bad), record(good)])
+    assert column.values.to_pylist() == [None, {"attrs": '{"x":1.5}', "n": 7}]
+    assert column.errors[0] == "field 'attrs': the Struct holds a value JSON cannot hold (NaN or Infinity)"
+    assert column.errors[1] is None
