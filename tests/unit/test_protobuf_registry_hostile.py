@@ -157,10 +157,10 @@ def test_a_reader_message_of_too_many_columns_is_a_config_error() -> None:
 def test_a_schema_is_parsed_once_per_codec_even_when_it_does_not_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     """Adversary: a writer schema protoc refuses (or that takes protoc its 60 s) was parsed again for
     every batch; equal schemas from distinct objects share one parse."""
-    from kafka_group.registry import protobuf_codec
+    from kafka_group.registry import protobuf_codec, protobuf_schema
 
     calls: List[int] = []
-    real = protobuf_codec.load_proto
+    real = protobuf_schema.load_proto
 
     def counting(schema: RegisteredSchema) -> Any:
         calls.append(schema.schema_id or 0)
@@ -189,7 +189,7 @@ def test_a_struct_value_json_cannot_hold_is_that_records_error() -> None:
     good.fields["x"].number_value = 1.5
 
     def record(attrs: Any) -> bytes:
-        body = attrs.SerializeToString()
+        body: bytes = attrs.SerializeToString()
         return b"\x00\x0a" + bytes([len(body)]) + body + b"\x10\x07"
 
     column = ProtobufCodec().decode(schema, schema, [record(bad), record(good)])

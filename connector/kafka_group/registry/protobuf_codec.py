@@ -320,8 +320,15 @@ def _element(values: List[Any], absent: _Absent, rows: List[int], field: Any, ar
         if name in JSON_TYPES:
             from google.protobuf import json_format
 
-            texts = [None if absent and absent[i] else
-                     json.dumps(json_format.MessageToDict(v), separators=(",", ":")) for i, v in enumerate(values)]
+            texts: List[Optional[str]] = []
+            for i, value in enumerate(values):
+                try:
+                    texts.append(None if absent and absent[i] else
+                                 json.dumps(json_format.MessageToDict(value), separators=(",", ":")))
+                except ValueError:  # NaN or Infinity: JSON has no such number (json_format refuses it)
+                    texts.append(None)
+                    sink.errors[rows[i]] = sink.errors[rows[i]] or (
+                        f"field '{path}': the {name.rsplit('.', 1)[-1]} holds a value JSON cannot hold (NaN or Infinity)")
             return pa.array(texts, pa.string())
         return _struct(values, absent, rows, field.message_type, arrow_type, sink, path)
     return _cast(_scalars(values, absent, SCALAR_TYPES[field.type]), arrow_type)
