@@ -230,10 +230,10 @@ def _documents(schema: RegisteredSchema, include: str) -> Dict[str, str]:
         parent, depth = stack.pop()
         for reference in parent.references:
             name = reference.name
+            _check_name(schema, name)
             if name == ROOT_FILE or name in CONFLUENT_FILES or (name.startswith("google/protobuf/")
                                            and os.path.isfile(os.path.join(include, *name.split("/")))):
                 continue
-            _check_name(schema, name)
             text = reference.schema.text
             if name in documents:
                 if documents[name] != text:
