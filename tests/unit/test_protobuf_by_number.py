@@ -134,3 +134,19 @@ def test_value_preserving_changes_protobuf_reads_are_read(tmp_path: pathlib.Path
                                     [frame([0], body)])
     assert column.errors == (None,)
     assert column.values.to_pylist() == [{"a": -5, "b": 2**32 - 1, "c": -7, "d": "é".encode(), "e": [-1], "f": 1}]
+
+
+def test_a_closed_proto2_reader_enum_lacking_a_writer_number_is_each_records_error(tmp_path: pathlib.Path) -> None:
+    """protobuf drops a number a closed (proto2) enum lacks into the unknown fields: the reader would
+    see the field unset (or a shorter list), so every record of that writer is an error instead."""
+    writer = 'syntax = "proto2"; package w; enum E { A = 0; B = 1; C = 2; } message M { repeated E e = 1; }'
+    reader = 'syntax = "proto2"; package w; enum E { A = 0; B = 1; } message M { repeated E kinds = 1; }'
+    M = _message_class(_compile(tmp_path, {"m.proto": writer}, "m.proto"), "w.M")
+    ReaderM = _message_class(_compile(tmp_path, {"m.proto": reader}, "m.proto"), "w.M")
+    body = M(e=[1, 2]).SerializeToString()
+    assert list(ReaderM.FromString(body).kinds) == [1]  # what protobuf would land: C silently gone
+    column = ProtobufCodec().decode(RegisteredSchema("PROTOBUF", writer, 7), RegisteredSchema("PROTOBUF", reader, 8),
+                                    [frame([0], body)])
+    assert column.values.to_pylist() == [None]
+    assert str(column.errors[0]).startswith("field 'kinds[]' (number 1) is enum w.E in the writer's schema and the "
+                                            "closed (proto2) enum w.E in the reader's")
