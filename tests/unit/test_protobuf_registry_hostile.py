@@ -196,3 +196,21 @@ def test_a_struct_value_json_cannot_hold_is_that_records_error() -> None:
     assert column.values.to_pylist() == [None, {"attrs": '{"x":1.5}', "n": 7}]
     assert column.errors[0] == "field 'attrs': the Struct holds a value JSON cannot hold (NaN or Infinity)"
     assert column.errors[1] is None
+
+
+def test_the_codec_keeps_no_schema_object_alive() -> None:
+    """The process's codec outlives tasks, and each task unpickles a new reader schema object: caches
+    are by content, so a schema object the task drops is gone (no growth per task)."""
+    import gc
+    import weakref
+
+    codec = ProtobufCodec()
+    refs = []
+    for _ in range(3):
+        reader = RegisteredSchema("PROTOBUF", ROOT, 98, (_ref("x.proto", 'syntax = "proto3";'),))
+        assert codec.decode(reader, reader, [PAYLOAD]).errors == (None,)
+        refs.append(weakref.ref(reader))
+        refs.append(weakref.ref(reader.references[0].schema))
+        del reader
+    gc.collect()
+    assert [r() for r in refs] == [None] * 6
