@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, methodcaller
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
@@ -66,8 +67,9 @@ class ProtobufCodec:
 
     def __init__(self, *, message: Optional[str] = None) -> None:
         self._message = message
-        # id(schema) -> (the schema, kept so that its id is not reused; its content's digest)
-        self._keys: Dict[int, Tuple[RegisteredSchema, str]] = {}
+        # id(schema) -> (a weak reference to it, its content's digest): the entry goes with the object
+        # (a reader schema is a new object in every task), and the reference tells a reused id apart
+        self._keys: Dict[int, Tuple["weakref.ReferenceType[RegisteredSchema]", str]] = {}
         # digest -> the parsed schema, or the ConfigError it raised (a hostile schema is parsed once)
         self._files: Dict[str, Union[ProtoFile, ConfigError]] = {}
         self._types: Dict[str, pa.DataType] = {}
@@ -85,27 +87,41 @@ class ProtobufCodec:
     def _key(self, schema: RegisteredSchema) -> str:
         """A digest of ``schema``'s content and references, computed once per distinct object (a
         dataclass hash or ``==`` would walk shared references once per path)."""
-        if id(schema) in self._keys:
-            return self._keys[id(schema)][1]
+        known = self._known(schema)
+        if known is not None:
+            return known
         stack: List[Tuple[RegisteredSchema, bool]] = [(schema, False)]
         open_: Set[int] = set()
         while stack:
             node, children_done = stack.pop()
-            if id(node) in self._keys:
+            if self._known(node) is not None:
                 continue
             if not children_done:
                 if id(node) in open_:
                     raise ConfigError(f"the Protobuf schema{_id_text(schema)}'s references loop back on themselves")
                 open_.add(id(node))
                 stack.append((node, True))
-                stack.extend((r.schema, False) for r in node.references if id(r.schema) not in self._keys)
+                stack.extend((r.schema, False) for r in node.references if self._known(r.schema) is None)
                 continue
             digest = hashlib.sha256(repr((node.schema_type, node.text, node.schema_id)).encode("utf-8", "replace"))
             for ref in node.references:
-                digest.update(repr((ref.name, ref.subject, ref.version, self._keys[id(ref.schema)][1])).encode(
+                digest.update(repr((ref.name, ref.subject, ref.version, self._known(ref.schema))).encode(
                     "utf-8", "replace"))
-            self._keys[id(node)] = (node, digest.hexdigest())
-        return self._keys[id(schema)][1]
+            self._remember(node, digest.hexdigest())
+        return str(self._known(schema))
+
+    def _known(self, schema: RegisteredSchema) -> Optional[str]:
+        entry = self._keys.get(id(schema))
+        return entry[1] if entry is not None and entry[0]() is schema else None
+
+    def _remember(self, schema: RegisteredSchema, digest: str) -> None:
+        keys, key = self._keys, id(schema)
+
+        def forget(ref: "weakref.ReferenceType[RegisteredSchema]") -> None:
+            if keys.get(key, (None,))[0] is ref:
+                del keys[key]
+
+        keys[key] = (weakref.ref(schema, forget), digest)
 
     def _file(self, schema: RegisteredSchema) -> ProtoFile:
         key = self._key(schema)
