@@ -21,7 +21,12 @@ entries and oneof members alike:
   (int64 -> int32) or keep the last of several values (repeated -> single, a list into a map).
 
 A writer field the reader lacks is skipped (an unknown field); a reader field the writer lacks is
-null (or its proto3 default).
+what protobuf reads for it: null where it has presence (a message, a oneof member, ``optional``),
+else its default.
+
+An incompatible writer is each of its records' error, not a load-time error: the writer schema is
+the record's (its frame's id), so one producer's bad change must not stop a query whose other
+records read well; with ``badRecords=quarantine`` they land with the reason.
 """
 
 from __future__ import annotations
