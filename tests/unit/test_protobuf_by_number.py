@@ -150,3 +150,16 @@ def test_a_closed_proto2_reader_enum_lacking_a_writer_number_is_each_records_err
     assert column.values.to_pylist() == [None]
     assert str(column.errors[0]).startswith("field 'kinds[]' (number 1) is enum w.E in the writer's schema and the "
                                             "closed (proto2) enum w.E in the reader's")
+
+
+def test_a_writer_enum_name_survives_a_bad_record_after_it_in_the_batch(tmp_path: pathlib.Path) -> None:
+    """The names of enum values only the writer has came from the batch's last message index seen: a
+    record of another message after a good one left the good one's value unnamed (an error)."""
+    writer = 'syntax = "proto3"; package w; enum E { A = 0; B = 1; C = 2; } message M { E e = 1; } message O {}'
+    reader = 'syntax = "proto3"; package w; enum E { A = 0; B = 1; } message M { E e = 1; } message O {}'
+    M = _message_class(_compile(tmp_path, {"m.proto": writer}, "m.proto"), "w.M")
+    body = M(e=2).SerializeToString()
+    column = ProtobufCodec().decode(RegisteredSchema("PROTOBUF", writer, 9), RegisteredSchema("PROTOBUF", reader, 10),
+                                    [frame([0], body), frame([1], b"")])
+    assert column.errors[0] is None and column.values.to_pylist()[0] == {"e": "C"}
+    assert column.errors[1] == "the record is a w.O message, the reader schema's message is w.M"
