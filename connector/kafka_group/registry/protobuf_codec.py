@@ -184,11 +184,11 @@ class ProtobufCodec:
                 key = tuple(indexes)
             if key not in resolved:
                 resolved[key] = self._resolve(proto, key, wanted, reader_descriptor, writer, reader)
-            problem, enum_names = resolved[key]
+            problem, names = resolved[key]
             if problem is not None:
                 errors[i] = problem
                 continue
-            read_any = True
+            enum_names, read_any = names, True  # one writer message is the reader's (by its name)
             try:  # by field number, as protobuf reads the writer's bytes with the reader's schema
                 messages[i] = reader_class.FromString(payload[start:])
             except (DecodeError, ValueError) as exc:
