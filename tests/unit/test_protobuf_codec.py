@@ -173,19 +173,20 @@ def test_nested_message_indexes_select_the_message(shop: Dict[str, Any], tmp_pat
     assert column.errors[2] == "the record is a p.Outer message, the reader schema's message is p.Outer.Inner"
 
 
-def test_evolution_reads_by_field_name_in_both_directions(shop: Dict[str, Any]) -> None:
-    """A v2 record read with v1: 'channel' skipped, 'sku' (gone) null; a v1 record read with v2:
-    'channel' (not written) null. A v2 enum value is named by the writer's schema."""
+def test_evolution_reads_by_field_number_in_both_directions(shop: Dict[str, Any]) -> None:
+    """A v2 record read with v1: 'channel' skipped, 'sku' (gone) its proto3 default, as protobuf reads
+    it; a v1 record read with v2: 'channel' (not written) likewise. A v2 enum value is named by the
+    writer's schema (issue 33: fields by number, not by name)."""
     new = _message_class(shop["v2"], "shop.Order")(id=2, channel="web", kind=3)
     old = _message_class(shop["v1"], "shop.Order")(id=1, sku="A")
     codec = ProtobufCodec()
     as_v1 = codec.decode(shop["schema_v2"], shop["schema_v1"], [frame([0], new.SerializeToString())])
     assert as_v1.errors == (None,)
-    assert {k: as_v1.values.to_pylist()[0][k] for k in ("id", "sku", "kind")} == {"id": 2, "sku": None,
+    assert {k: as_v1.values.to_pylist()[0][k] for k in ("id", "sku", "kind")} == {"id": 2, "sku": "",
                                                                                   "kind": "RETURN"}
     as_v2 = codec.decode(shop["schema_v1"], shop["schema_v2"], [frame([0], old.SerializeToString())])
     assert as_v2.errors == (None,)
-    assert {k: as_v2.values.to_pylist()[0][k] for k in ("id", "channel")} == {"id": 1, "channel": None}
+    assert {k: as_v2.values.to_pylist()[0][k] for k in ("id", "channel")} == {"id": 1, "channel": ""}
 
 
 def test_an_incompatible_type_change_is_each_records_error_never_a_value(shop: Dict[str, Any],
@@ -195,8 +196,9 @@ def test_an_incompatible_type_change_is_each_records_error_never_a_value(shop: D
     record = _message_class(_compile(tmp_path, {"o.proto": changed}, "o.proto"), "shop.Order")(id="12")
     column = ProtobufCodec().decode(writer, shop["schema_v1"], [frame([0], record.SerializeToString())] * 2)
     assert column.values.to_pylist() == [None, None]
-    assert column.errors == ("field 'id' is string in the writer's schema and int64 in the reader's: "
-                             "the record cannot be read with the reader schema",) * 2
+    assert column.errors == ("field 'id' (number 1) is string in the writer's schema and int64 in the reader's, "
+                             "which protobuf does not read as the same value: the record cannot be read with "
+                             "the reader schema",) * 2
     widened = ProtobufCodec().decode(shop["schema_v1"], RegisteredSchema("PROTOBUF", ORDER_V1.replace(
         "repeated int32 quantities", "repeated int64 quantities")), [frame([0], _message_class(
             shop["v1"], "shop.Order")(quantities=[2**31 - 1]).SerializeToString())])

@@ -1,12 +1,15 @@
 """The Protobuf codec: registry-framed Protobuf payloads into one Arrow struct column.
 
-Protobuf has no schema resolution: each payload is parsed with the *writer's* message class
-(built at run time from the registry's ``.proto`` text, :mod:`kafka_group.registry.protobuf_schema`;
-fields the writer's schema lacks are skipped as unknown fields), then projected into the reader's
-Arrow type by field name. A reader field the writer lacks is null. A field whose writer type cannot be
-read as the reader's (say int64 became string) makes every record of that writer an error, naming
-the field: a value is never converted into something it was not. Widening (int32 -> int64,
-float -> double, uint32 -> uint64) is read.
+Protobuf has no schema resolution: fields are identified by number. Each payload is parsed with the
+*reader's* message class (built at run time from the registry's ``.proto`` text,
+:mod:`kafka_group.registry.protobuf_schema`), exactly as the protobuf runtime reads it: a field
+renamed in the reader keeps its values, a writer field the reader lacks is skipped (an unknown
+field), a reader field the writer lacks is null (or its proto3 default). The writer's schema is
+compared with the reader's once per writer message (:mod:`kafka_group.registry.protobuf_compat`):
+where protobuf would not read the writer's value as the same value in the reader's type (another
+wire type, a reinterpretation such as sint32 -> int32, a truncation, repeated -> single), every
+record of that writer is an error naming the field; a value is never converted into something it
+was not. An enum number only the writer's enum has is named by the writer's schema.
 
 The payload a codec sees starts with Confluent's message-index array (which message of the file the
 record is); a record whose message is not the reader's (by its name within the package) is an error.
@@ -18,25 +21,23 @@ is built per record.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import weakref
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, methodcaller
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
-from kafka_group.registry.protobuf_schema import (
-    JSON_TYPES, SCALAR_TYPES, TIMESTAMP, WRAPPERS, ProtoFile, field_arrow_type, is_map, is_repeated,
-    load_proto, read_message_indexes,
-)
+from kafka_group.registry.protobuf_compat import EnumNames, compare
+from kafka_group.registry.protobuf_schema import ProtoFile, load_proto, read_message_indexes
+from kafka_group.registry.protobuf_types import JSON_TYPES, SCALAR_TYPES, TIMESTAMP, WRAPPERS, is_map, is_repeated
 
 __all__ = ["ProtobufCodec"]
 
-#: Writer -> reader Arrow types read by widening (everything else must be equal).
-_WIDENING = {(pa.int32(), pa.int64()), (pa.float32(), pa.float64()), (pa.int64(), pa.decimal128(20, 0)),
-             (pa.int32(), pa.decimal128(20, 0))}
 _TYPE_ENUM = 14
 _Errors = List[Optional[str]]
 _Absent = Optional[List[bool]]
@@ -47,7 +48,8 @@ class ProtobufCodec:
     """Decodes registry Protobuf payloads (schema type ``PROTOBUF``) into an Arrow struct column.
 
     Implements :class:`kafka_group.registry.codec.Codec`. Parsed schemas are cached per codec
-    instance (by schema, so once per schema id and process when the instance is kept).
+    instance by a digest of the schema's content, computed once per schema object (hashing the
+    dataclass would walk its references once per path); a schema that does not parse is parsed once.
 
     Parameters
     ----------
@@ -65,9 +67,14 @@ class ProtobufCodec:
 
     def __init__(self, *, message: Optional[str] = None) -> None:
         self._message = message
-        self._files: Dict[RegisteredSchema, ProtoFile] = {}
-        self._types: Dict[RegisteredSchema, pa.DataType] = {}
-        self._problems: Dict[Tuple[RegisteredSchema, RegisteredSchema, str], Optional[str]] = {}
+        # id(schema) -> (a weak reference to it, its content's digest): the entry goes with the object
+        # (a reader schema is a new object in every task), and the reference tells a reused id apart
+        self._keys: Dict[int, Tuple["weakref.ReferenceType[RegisteredSchema]", str]] = {}
+        # digest -> the parsed schema, or the ConfigError it raised (a hostile schema is parsed once)
+        self._files: Dict[str, Union[ProtoFile, ConfigError]] = {}
+        self._types: Dict[str, pa.DataType] = {}
+        # (writer digest, reader digest, writer message) -> (why it cannot be read, or None; enum names)
+        self._problems: Dict[Tuple[str, str, str], Tuple[Optional[str], EnumNames]] = {}
 
     def __getstate__(self) -> Dict[str, Any]:
         """The options only: the caches (descriptor pools, message classes) do not pickle, and are
@@ -77,15 +84,61 @@ class ProtobufCodec:
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__init__(message=state["message"])  # type: ignore[misc]
 
-    def _file(self, schema: RegisteredSchema) -> ProtoFile:
-        if schema not in self._files:
-            self._files[schema] = load_proto(schema)
-        return self._files[schema]
+    def _key(self, schema: RegisteredSchema) -> str:
+        """A digest of ``schema``'s content and references, computed once per distinct object (a
+        dataclass hash or ``==`` would walk shared references once per path)."""
+        known = self._known(schema)
+        if known is not None:
+            return known
+        stack: List[Tuple[RegisteredSchema, bool]] = [(schema, False)]
+        open_: Set[int] = set()
+        while stack:
+            node, children_done = stack.pop()
+            if self._known(node) is not None:
+                continue
+            if not children_done:
+                if id(node) in open_:
+                    raise ConfigError(f"the Protobuf schema{_id_text(schema)}'s references loop back on themselves")
+                open_.add(id(node))
+                stack.append((node, True))
+                stack.extend((r.schema, False) for r in node.references if self._known(r.schema) is None)
+                continue
+            digest = hashlib.sha256(repr((node.schema_type, node.text, node.schema_id)).encode("utf-8", "replace"))
+            for ref in node.references:
+                digest.update(repr((ref.name, ref.subject, ref.version, self._known(ref.schema))).encode(
+                    "utf-8", "replace"))
+            self._remember(node, digest.hexdigest())
+        return str(self._known(schema))
 
-    def _reader_message(self, reader: RegisteredSchema) -> Any:
+    def _known(self, schema: RegisteredSchema) -> Optional[str]:
+        entry = self._keys.get(id(schema))
+        return entry[1] if entry is not None and entry[0]() is schema else None
+
+    def _remember(self, schema: RegisteredSchema, digest: str) -> None:
+        keys, key = self._keys, id(schema)
+
+        def forget(ref: "weakref.ReferenceType[RegisteredSchema]") -> None:
+            if keys.get(key, (None,))[0] is ref:
+                del keys[key]
+
+        keys[key] = (weakref.ref(schema, forget), digest)
+
+    def _file(self, schema: RegisteredSchema) -> ProtoFile:
+        key = self._key(schema)
+        if key not in self._files:
+            try:
+                self._files[key] = load_proto(schema)
+            except ConfigError as exc:
+                self._files[key] = exc
+        found = self._files[key]
+        if isinstance(found, ConfigError):
+            raise found
+        return found
+
+    def _reader_message(self, reader: RegisteredSchema) -> Tuple[Any, Any]:
+        """The reader message's descriptor and class."""
         proto = self._file(reader)
-        descriptor, _ = proto.message_named(self._message) if self._message else proto.message([0])
-        return descriptor
+        return proto.message_named(self._message) if self._message else proto.message([0])
 
     def arrow_type(self, reader: RegisteredSchema) -> pa.DataType:
         """The reader message's Arrow struct type (see :mod:`kafka_group.registry.protobuf_schema`).
@@ -93,11 +146,12 @@ class ProtobufCodec:
         Raises :class:`~kafka_group.errors.ConfigError` for a recursive message (naming the field) or
         a schema protoc refuses.
         """
-        from kafka_group.registry.protobuf_schema import message_arrow_type
+        from kafka_group.registry.protobuf_types import message_arrow_type
 
-        if reader not in self._types:
-            self._types[reader] = message_arrow_type(self._reader_message(reader))
-        return self._types[reader]
+        key = self._key(reader)
+        if key not in self._types:
+            self._types[key] = message_arrow_type(self._reader_message(reader)[0])
+        return self._types[key]
 
     def decode(self, writer: RegisteredSchema, reader: RegisteredSchema,
                payloads: Sequence[bytes]) -> DecodedColumn:
@@ -105,7 +159,7 @@ class ProtobufCodec:
         from google.protobuf.message import DecodeError
 
         reader_type = self.arrow_type(reader)
-        reader_descriptor = self._reader_message(reader)
+        reader_descriptor, reader_class = self._reader_message(reader)
         wanted = _relative_name(reader_descriptor)
         try:
             proto = self._file(writer)
@@ -113,9 +167,10 @@ class ProtobufCodec:
             return DecodedColumn(pa.nulls(len(payloads), reader_type), (str(exc),) * len(payloads))
         errors: _Errors = [None] * len(payloads)
         messages: List[Any] = [None] * len(payloads)
-        # message-index path -> (message class, or None with why that message cannot be read)
-        resolved: Dict[Tuple[int, ...], Tuple[Any, Optional[str]]] = {}
-        cls: Any = None
+        # message-index path -> (why that message cannot be read, or None; its enum names)
+        resolved: Dict[Tuple[int, ...], Tuple[Optional[str], EnumNames]] = {}
+        enum_names: EnumNames = {}
+        read_any = False
         for i, payload in enumerate(payloads):
             if payload[:1] == b"\x00":  # the common case: the file's first message
                 key: Tuple[int, ...] = (0,)
@@ -128,47 +183,46 @@ class ProtobufCodec:
                     continue
                 key = tuple(indexes)
             if key not in resolved:
-                resolved[key] = self._resolve(proto, key, wanted, reader_descriptor, writer, reader, reader_type)
-            found, problem = resolved[key]
+                resolved[key] = self._resolve(proto, key, wanted, reader_descriptor, writer, reader)
+            problem, names = resolved[key]
             if problem is not None:
                 errors[i] = problem
                 continue
-            cls = found
-            try:
-                messages[i] = found.FromString(payload[start:])
+            enum_names, read_any = names, True  # one writer message is the reader's (by its name)
+            try:  # by field number, as protobuf reads the writer's bytes with the reader's schema
+                messages[i] = reader_class.FromString(payload[start:])
             except (DecodeError, ValueError) as exc:
                 errors[i] = f"the Protobuf message does not decode: {exc}"
-        if cls is None:
+        if not read_any:
             return DecodedColumn(pa.nulls(len(payloads), reader_type), tuple(errors))
         absent = None
         if any(m is None for m in messages):  # an empty message stands in; the mask nulls it
             absent = [m is None for m in messages]
-            empty = cls()
+            empty = reader_class()
             messages = [empty if m is None else m for m in messages]
         # errors found while building the columns (an unknown enum number) are in the top mask: it is made last
-        values = _struct(messages, absent, list(range(len(messages))), cls.DESCRIPTOR, reader_type, errors)
+        values = _struct(messages, absent, list(range(len(messages))), reader_descriptor, reader_type,
+                         _Sink(errors, enum_names))
         return DecodedColumn(values, tuple(errors))
 
     def _resolve(self, proto: ProtoFile, key: Tuple[int, ...], wanted: str, reader_descriptor: Any,
-                 writer: RegisteredSchema, reader: RegisteredSchema,
-                 reader_type: pa.DataType) -> Tuple[Any, Optional[str]]:
-        """The class of the message ``key`` names, or None and why its records cannot be read."""
+                 writer: RegisteredSchema, reader: RegisteredSchema) -> Tuple[Optional[str], EnumNames]:
+        """Why the records of the message ``key`` names cannot be read (or None), and its enum names."""
         try:
-            found, cls = proto.message(key)
+            found, _ = proto.message(key)
         except IndexError as exc:
-            return None, f"not a Protobuf payload in Confluent's framing: {exc}"
+            return f"not a Protobuf payload in Confluent's framing: {exc}", {}
         if _relative_name(found) != wanted:
-            return None, (f"the record is a {found.full_name} message, the reader schema's "
-                          f"message is {reader_descriptor.full_name}")
-        problem = self._problem(writer, reader, found, reader_type)
-        return (None, problem) if problem is not None else (cls, None)
+            return (f"the record is a {found.full_name} message, the reader schema's "
+                    f"message is {reader_descriptor.full_name}"), {}
+        cached = (self._key(writer), self._key(reader), str(found.full_name))
+        if cached not in self._problems:
+            self._problems[cached] = compare(found, reader_descriptor)
+        return self._problems[cached]
 
-    def _problem(self, writer: RegisteredSchema, reader: RegisteredSchema, descriptor: Any,
-                 reader_type: pa.DataType) -> Optional[str]:
-        key = (writer, reader, descriptor.full_name)
-        if key not in self._problems:
-            self._problems[key] = _incompatible(descriptor, reader_type)
-        return self._problems[key]
+
+def _id_text(schema: RegisteredSchema) -> str:
+    return f" (id {schema.schema_id})" if schema.schema_id is not None else ""
 
 
 def _relative_name(descriptor: Any) -> str:
@@ -176,48 +230,21 @@ def _relative_name(descriptor: Any) -> str:
     return str(descriptor.full_name)[len(package) + 1:] if package else str(descriptor.full_name)
 
 
-def _incompatible(descriptor: Any, reader_type: pa.StructType) -> Optional[str]:
-    """Why the writer's message cannot be read as ``reader_type``, or None."""
-    for reader_field in reader_type:
-        field = descriptor.fields_by_name.get(reader_field.name)
-        if field is None:
-            continue
-        try:
-            writer_type = field_arrow_type(field, reader_field.name)
-        except ConfigError as exc:
-            return str(exc)
-        problem = _compare(writer_type, reader_field.type, reader_field.name)
-        if problem:
-            return problem
-    return None
+class _Sink:
+    """Where the column builders put what they find: each record's first error; and the writer's
+    names of enum numbers the reader's enums lack (by field path, from :func:`compare`)."""
 
-
-def _compare(writer: pa.DataType, reader: pa.DataType, path: str) -> Optional[str]:
-    if writer == reader or (writer, reader) in _WIDENING:
-        return None
-    if pa.types.is_struct(writer) and pa.types.is_struct(reader):
-        names = {f.name: f.type for f in writer}
-        for field in reader:
-            if field.name in names:
-                problem = _compare(names[field.name], field.type, f"{path}.{field.name}")
-                if problem:
-                    return problem
-        return None
-    if pa.types.is_map(writer) and pa.types.is_map(reader):
-        return (_compare(writer.key_type, reader.key_type, f"{path}.key")
-                or _compare(writer.item_type, reader.item_type, f"{path}.value"))
-    if pa.types.is_list(writer) and pa.types.is_list(reader):
-        return _compare(writer.value_type, reader.value_type, f"{path}[]")
-    return (f"field '{path}' is {writer} in the writer's schema and {reader} in the reader's: "
-            "the record cannot be read with the reader schema")
+    def __init__(self, errors: _Errors, enum_names: EnumNames) -> None:
+        self.errors = errors
+        self.enum_names = enum_names
 
 
 def _struct(messages: List[Any], absent: _Absent, rows: List[int], descriptor: Any,
-            struct_type: pa.StructType, errors: _Errors, path: str = "") -> pa.Array:
-    """The struct array of ``messages`` projected on ``struct_type`` by field name.
+            struct_type: pa.StructType, sink: "_Sink", path: str = "") -> pa.Array:
+    """The struct array of ``messages`` (of the reader's message ``descriptor``) as ``struct_type``.
 
     ``absent[i]`` marks a null entry (its message is an empty stand-in); None means none is null.
-    ``rows[i]`` is the batch record that entry belongs to (where its errors go).
+    ``rows[i]`` is the batch record that entry belongs to (where its errors go, in ``sink``).
     """
     children = []
     for reader_field in struct_type:
@@ -232,10 +259,10 @@ def _struct(messages: List[Any], absent: _Absent, rows: List[int], descriptor: A
             unset = [not has for has in map(methodcaller("HasField", name), messages)]
             if any(unset):
                 child_absent = unset if absent is None else [a or u for a, u in zip(absent, unset)]
-        children.append(_column(values, child_absent, rows, field, reader_field.type, errors, _join(path, name)))
+        children.append(_column(values, child_absent, rows, field, reader_field.type, sink, _join(path, name)))
     nulls = absent
-    if any(errors):
-        nulls = [errors[r] is not None or bool(absent and absent[i]) for i, r in enumerate(rows)]
+    if any(sink.errors):
+        nulls = [sink.errors[r] is not None or bool(absent and absent[i]) for i, r in enumerate(rows)]
     mask = None if nulls is None else pa.array(nulls, pa.bool_())
     if not children:
         return pa.array([None if null else {} for null in (nulls or [False] * len(messages))], struct_type)
@@ -251,42 +278,45 @@ def _mask(absent: _Absent) -> Optional[pa.Array]:
 
 
 def _column(values: List[Any], absent: _Absent, rows: List[int], field: Any, arrow_type: pa.DataType,
-            errors: _Errors, path: str) -> pa.Array:
+            sink: "_Sink", path: str) -> pa.Array:
     """One field's values (repeated ones as containers) as an array of ``arrow_type``."""
     if not is_repeated(field):
-        return _element(values, absent, rows, field, arrow_type, errors, path)
+        return _element(values, absent, rows, field, arrow_type, sink, path)
     lengths = list(map(len, values))  # an absent entry's stand-in has empty containers
     offsets = pa.array([0, *accumulate(lengths)], pa.int32())
     flat_rows = list(chain.from_iterable(map(repeat, rows, lengths)))
     if is_map(field):
         pairs = list(chain.from_iterable(value.items() for value in values))
         entry = field.message_type.fields_by_name
-        keys = _element([k for k, _ in pairs], None, flat_rows, entry["key"], arrow_type.key_type, errors,
+        keys = _element([k for k, _ in pairs], None, flat_rows, entry["key"], arrow_type.key_type, sink,
                         f"{path}.key")
-        items = _element([v for _, v in pairs], None, flat_rows, entry["value"], arrow_type.item_type, errors,
+        items = _element([v for _, v in pairs], None, flat_rows, entry["value"], arrow_type.item_type, sink,
                          f"{path}.value")
         return pa.MapArray.from_arrays(offsets, keys, items, type=arrow_type, mask=_mask(absent))
-    inner = _element(list(chain.from_iterable(values)), None, flat_rows, field, arrow_type.value_type, errors,
+    inner = _element(list(chain.from_iterable(values)), None, flat_rows, field, arrow_type.value_type, sink,
                      f"{path}[]")
     return pa.ListArray.from_arrays(offsets, inner, type=arrow_type, mask=_mask(absent))
 
 
 def _element(values: List[Any], absent: _Absent, rows: List[int], field: Any, arrow_type: pa.DataType,
-             errors: _Errors, path: str) -> pa.Array:
+             sink: "_Sink", path: str) -> pa.Array:
     """Single values of ``field`` (``absent`` marks nulls) as an array of ``arrow_type``."""
     if field.type == _TYPE_ENUM:
         by_number = field.enum_type.values_by_number
+        writer_names = sink.enum_names.get(path, {})
         names: List[Optional[str]] = []
         for i, value in enumerate(values):
             if absent is not None and absent[i]:
                 names.append(None)
             elif value in by_number:
                 names.append(by_number[value].name)
+            elif value in writer_names:  # a value added to the writer's enum since the reader's
+                names.append(writer_names[value])
             else:
                 names.append(None)
                 row = rows[i]
-                errors[row] = errors[row] or (f"field '{path}': {value} is not a value of enum "
-                                              f"{field.enum_type.full_name}")
+                sink.errors[row] = sink.errors[row] or (
+                    f"field '{path}': {value} is not a value of enum {field.enum_type.full_name}")
         return pa.array(names, pa.string())
     if field.message_type is not None:
         name = field.message_type.full_name
@@ -297,8 +327,8 @@ def _element(values: List[Any], absent: _Absent, rows: List[int], field: Any, ar
                 for i, value in enumerate(micros):
                     if not absent[i] and not _INT64[0] <= value <= _INT64[1]:
                         absent[i], micros[i] = True, 0
-                        errors[rows[i]] = errors[rows[i]] or (f"field '{path}': {values[i].seconds} seconds is "
-                                                              "beyond the timestamps Spark holds")
+                        sink.errors[rows[i]] = sink.errors[rows[i]] or (
+                            f"field '{path}': {values[i].seconds} seconds is beyond the timestamps Spark holds")
             return _cast(pa.array(micros, pa.int64(), mask=_mask(absent)).cast(pa.timestamp("us", tz="UTC")),
                          arrow_type)
         if name in WRAPPERS:
@@ -306,10 +336,17 @@ def _element(values: List[Any], absent: _Absent, rows: List[int], field: Any, ar
         if name in JSON_TYPES:
             from google.protobuf import json_format
 
-            texts = [None if absent and absent[i] else
-                     json.dumps(json_format.MessageToDict(v), separators=(",", ":")) for i, v in enumerate(values)]
+            texts: List[Optional[str]] = []
+            for i, value in enumerate(values):
+                try:
+                    texts.append(None if absent and absent[i] else
+                                 json.dumps(json_format.MessageToDict(value), separators=(",", ":")))
+                except ValueError:  # NaN or Infinity: JSON has no such number (json_format refuses it)
+                    texts.append(None)
+                    sink.errors[rows[i]] = sink.errors[rows[i]] or (
+                        f"field '{path}': the {name.rsplit('.', 1)[-1]} holds a value JSON cannot hold (NaN or Infinity)")
             return pa.array(texts, pa.string())
-        return _struct(values, absent, rows, field.message_type, arrow_type, errors, path)
+        return _struct(values, absent, rows, field.message_type, arrow_type, sink, path)
     return _cast(_scalars(values, absent, SCALAR_TYPES[field.type]), arrow_type)
 
 

@@ -2,26 +2,36 @@
 
 The registry serves a Protobuf schema as ``.proto`` source, with the files it imports as
 :class:`~kafka_group.registry.codec.SchemaReference` (each named by its import path). This module
-turns that text into message descriptors without generated code: the files are written to a
-temporary folder and parsed by ``protoc`` from ``grpcio-tools`` (the reference parser; it reads
-files only, not memory), which writes a ``FileDescriptorSet`` (``--include_imports``); the sets are
+turns that text into message descriptors without generated code: each distinct referenced document
+is written once (a ladder of shared references costs its documents, not its paths) into a private
+temporary folder, and parsed by ``protoc`` from ``grpcio-tools`` (the reference parser; it reads
+files only, not memory), which writes a ``FileDescriptorSet`` (``--include_imports``); the set is
 added to a fresh :class:`google.protobuf.descriptor_pool.DescriptorPool`. The well-known types
-(``google/protobuf/*.proto``) come from grpcio-tools' bundled include folder, as Confluent's
-serializers leave them out of the references; a reference of such a name is not used (the bundled
-file comes first), so a registry's file cannot redefine a well-known type. protoc gets
-:data:`PROTOC_TIMEOUT_S` seconds.
+(``google/protobuf/*.proto``, from grpcio-tools' bundled include folder) and Confluent's own files
+(``confluent/meta.proto``, ``confluent/type/decimal.proto``) always win: a reference of such a name
+is left out (Confluent's serializers may register the real files as references), so a registry
+cannot redefine a well-known type.
 
-Arrow types (:func:`message_arrow_type`), as Spark's ``from_protobuf`` maps them where it can:
-message -> struct; ``repeated`` -> list; ``map<k, v>`` -> map; enum -> string (the value's name);
-int32, sint32, sfixed32 -> int32; uint32, fixed32 -> int64; int64, sint64, sfixed64 -> int64;
-uint64, fixed64 -> decimal(20, 0) (Spark has no unsigned long: an int64 would show values above
-2**63 as negative numbers); float -> float32; double -> float64; bytes -> binary;
-``google.protobuf.Timestamp`` -> timestamp(us, UTC); the wrappers (``Int32Value`` ...) -> their
-scalar, null when unset; ``Struct``, ``Value``, ``ListValue`` -> string (their JSON text: they
-nest without bound). Every field is nullable: a message field, a ``oneof`` member or an
-``optional`` scalar that is unset is null; a proto3 scalar without presence holds its default.
-A message that contains itself has no finite Spark schema: :class:`~kafka_group.errors.ConfigError`
-names the field.
+No registry text reaches an interpreter or a module path (issue 33): protoc runs as a fixed program,
+``python -I -c <constant> <grpc_tools' folder> protoc ...`` (isolated mode: neither the working
+folder, the user site nor any ``PYTHON*`` variable is on its path), in an empty working folder; the
+registry's files are in another folder and are named only as protoc's ``--proto_path`` contents (a
+reference named ``grpc_tools.py`` is a file protoc may import as ``.proto``, nothing more). Reference
+names must be plain relative paths (no ``..``, absolute path, empty part, control character or NUL;
+one name is not both a file and a folder; a name is not given two texts): anything else is a
+:class:`~kafka_group.errors.ConfigError`, so a hostile schema is each of its records' error.
+
+Why a child process, not grpcio-tools' in-process compiler (``_protoc_compiler.run_main`` or
+``get_protos``), which would need no interpreter at all: measured here, protoc's validation is
+quadratic in places (580 KB of ``reserved`` numbers in one message: 18 s; 1.4 MB of extension
+ranges: 17 s), and C++ cannot be interrupted, so in process nothing but a size bound far below real
+schemas would bound a task's time; ``get_protos`` (the only call that returns protoc's errors instead
+of printing them) also generates Python source, 228 s for a 6 MB file; and a C++ abort in process
+would end the executor. The child process is killed after :data:`PROTOC_TIMEOUT_S` seconds; the
+documents (:data:`MAX_DOCUMENTS`), text (:data:`MAX_TEXT_BYTES`) and nesting (:data:`MAX_DEPTH`) are
+bounded before it starts.
+
+Arrow types of the messages: :mod:`kafka_group.registry.protobuf_types`.
 """
 
 from __future__ import annotations
@@ -32,13 +42,11 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Sequence, Tuple
 
-import pyarrow as pa
-
 from kafka_group.errors import ConfigError, DependencyError
 from kafka_group.registry.codec import RegisteredSchema
 
-__all__ = ["ProtoFile", "load_proto", "message_arrow_type", "field_arrow_type", "read_message_indexes",
-           "SCALAR_TYPES", "WRAPPERS", "TIMESTAMP", "JSON_TYPES"]
+__all__ = ["ProtoFile", "load_proto", "read_message_indexes", "CONFLUENT_FILES", "PROTOC_TIMEOUT_S",
+           "MAX_DOCUMENTS", "MAX_TEXT_BYTES", "MAX_DEPTH"]
 
 #: The root file's name in the temporary folder (the registry gives the root schema no file name).
 ROOT_FILE = "kafka_group_registry_schema.proto"
@@ -64,29 +72,12 @@ message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }
 }
 #: Seconds protoc may take to parse one schema with its references (it is killed after).
 PROTOC_TIMEOUT_S = 60.0
-#: The message type behind ``google.protobuf.Timestamp``.
-TIMESTAMP = "google.protobuf.Timestamp"
-#: The wrapper messages and the Arrow type of their ``value``.
-WRAPPERS: Dict[str, pa.DataType] = {
-    "google.protobuf.DoubleValue": pa.float64(), "google.protobuf.FloatValue": pa.float32(),
-    "google.protobuf.Int64Value": pa.int64(), "google.protobuf.UInt64Value": pa.decimal128(20, 0),
-    "google.protobuf.Int32Value": pa.int32(), "google.protobuf.UInt32Value": pa.int64(),
-    "google.protobuf.BoolValue": pa.bool_(), "google.protobuf.StringValue": pa.string(),
-    "google.protobuf.BytesValue": pa.binary(),
-}
-#: Messages kept as their JSON text (they nest without bound, so have no finite struct type).
-JSON_TYPES = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"})
-
-# FieldDescriptor.TYPE_* numbers (descriptor.proto) -> Arrow type; 11 (message) and 14 (enum) aside.
-SCALAR_TYPES: Dict[int, pa.DataType] = {
-    1: pa.float64(), 2: pa.float32(), 3: pa.int64(), 4: pa.decimal128(20, 0), 5: pa.int32(),
-    6: pa.decimal128(20, 0), 7: pa.int64(), 8: pa.bool_(), 9: pa.string(), 12: pa.binary(),
-    13: pa.int64(), 15: pa.int32(), 16: pa.int64(), 17: pa.int32(), 18: pa.int64(),
-}
-_TYPE_MESSAGE, _TYPE_ENUM, _TYPE_GROUP = 11, 14, 10
-_LABEL_REPEATED = 3
-
-
+#: The most distinct documents (references) one schema may have.
+MAX_DOCUMENTS = 256
+#: The most text (UTF-8 bytes) one schema and its references may have.
+MAX_TEXT_BYTES = 2 << 20
+#: How deep references may nest.
+MAX_DEPTH = 32
 class ProtoFile:
     """One registered Protobuf schema, parsed: its descriptor pool and its top-level messages.
 
@@ -143,10 +134,16 @@ class ProtoFile:
 def load_proto(schema: RegisteredSchema) -> ProtoFile:
     """Parse ``schema`` (``.proto`` text and its references) into a :class:`ProtoFile`.
 
+    Caller: any thread (an executor's task thread, the driver's planner); protoc runs in a child
+    process, so calls do not share state.
+
     Raises
     ------
     ConfigError
-        protoc refused the text (its message, which names the file and line, is included).
+        protoc refused the text (its message, which names the file and line, is included), a
+        reference's name is not a plain relative file path, two references share a name but not a
+        text, the schema exceeds :data:`MAX_DOCUMENTS`, :data:`MAX_TEXT_BYTES` or :data:`MAX_DEPTH`,
+        or protoc did not finish in :data:`PROTOC_TIMEOUT_S` seconds.
     DependencyError
         protobuf or grpcio-tools is not installed.
     """
@@ -157,53 +154,149 @@ def load_proto(schema: RegisteredSchema) -> ProtoFile:
         raise DependencyError("Protobuf schemas need the 'protobuf' and 'grpcio-tools' packages: "
                               "pip install 'pyspark-kafka-group[schema-registry]'") from None
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    documents = _documents(schema, include)
+    # a private folder (mode 0700): another local user can neither read the schema nor swap a file
     with tempfile.TemporaryDirectory(prefix="kafka-group-proto-") as folder:
-        files, builtin = os.path.join(folder, "files"), os.path.join(folder, "builtin")
-        _write_files(files, ROOT_FILE, schema, depth=0)
-        for name, text in CONFLUENT_FILES.items():  # a reference of the same name comes first
-            os.makedirs(os.path.dirname(os.path.join(builtin, name)), exist_ok=True)
-            with open(os.path.join(builtin, name), "w", encoding="utf-8") as out_file:
-                out_file.write(text)
-        out = os.path.join(folder, "set.pb")
-        # protoc takes a file from the first folder that has it: the well-known types (the only files
-        # of `include`) first, so a reference named google/protobuf/timestamp.proto cannot replace them
-        command = [sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={include}", f"--proto_path={files}",
-                   f"--proto_path={builtin}", "--include_imports", f"--descriptor_set_out={out}", ROOT_FILE]
+        files, builtin, cwd = (os.path.join(folder, part) for part in ("files", "builtin", "cwd"))
+        os.mkdir(cwd)  # protoc's working folder: empty
         try:
-            run = subprocess.run(command, capture_output=True, text=True, cwd=files, timeout=PROTOC_TIMEOUT_S)
+            for name, text in [(ROOT_FILE, schema.text), *documents.items()]:
+                _write(files, name, text)
+            for name, text in CONFLUENT_FILES.items():
+                _write(builtin, name, text)
+        except (OSError, ValueError) as exc:  # a name the file system refuses (checked before: belt and braces)
+            raise ConfigError(f"the Protobuf schema{_id_text(schema)} has a reference that cannot be a file: "
+                              f"{type(exc).__name__}") from None
+        out = os.path.join(folder, "set.pb")
+        # protoc takes a file from the first folder that has it: Google's well-known types, then Confluent's
+        # files, then the registry's (references of their names are left out anyway, see _documents)
+        command = [sys.executable, "-I", "-c", _PROTOC_MAIN, os.path.dirname(os.path.dirname(grpc_tools.__file__)),
+                   "protoc", f"--proto_path={include}", f"--proto_path={builtin}", f"--proto_path={files}",
+                   "--include_imports", f"--descriptor_set_out={out}", ROOT_FILE]
+        try:
+            run = subprocess.run(command, capture_output=True, cwd=cwd, timeout=PROTOC_TIMEOUT_S,
+                                 stdin=subprocess.DEVNULL, env=_protoc_environment())
         except subprocess.TimeoutExpired:
             raise ConfigError(f"protoc did not finish parsing the Protobuf schema{_id_text(schema)} in "
                               f"{PROTOC_TIMEOUT_S} s: the schema and its references are too large, or the "
                               "machine is overloaded; retry, or read the key/value raw") from None
         if run.returncode != 0:
-            said = (run.stderr or run.stdout).strip().replace(files + os.sep, "").replace(ROOT_FILE, "the schema")
+            said = (run.stderr or run.stdout).decode("utf-8", "replace").strip()[:_MAX_MESSAGE]
+            said = said.replace(files + os.sep, "").replace(ROOT_FILE, "the schema")
             raise ConfigError(f"the Protobuf schema{_id_text(schema)} does not parse: {said}")
-        files = descriptor_pb2.FileDescriptorSet.FromString(open(out, "rb").read())
+        with open(out, "rb") as set_file:
+            parsed = descriptor_pb2.FileDescriptorSet.FromString(set_file.read())
     pool = descriptor_pool.DescriptorPool()
     root = None
-    for file_proto in files.file:  # protoc writes them in dependency order
-        pool.Add(file_proto)
-        if file_proto.name == ROOT_FILE:
-            root = file_proto
-    assert root is not None, "protoc's descriptor set lacks the file it was given"
+    try:
+        for file_proto in parsed.file:  # protoc writes them in dependency order
+            pool.Add(file_proto)
+            if file_proto.name == ROOT_FILE:
+                root = file_proto
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"the Protobuf schema{_id_text(schema)} does not build: {exc}") from None
+    if root is None:
+        raise ConfigError(f"protoc's descriptor set of the Protobuf schema{_id_text(schema)} lacks the schema")
     return ProtoFile(pool, root)
 
 
-def _write_files(folder: str, name: str, schema: RegisteredSchema, depth: int) -> None:
-    if depth > 32:
-        raise ConfigError(f"the Protobuf schema{_id_text(schema)} has references nested more than 32 deep")
-    path = os.path.normpath(os.path.join(folder, name))
-    if not path.startswith(os.path.normpath(folder) + os.sep):
-        raise ConfigError(f"the Protobuf schema reference {name!r} is not a relative file path")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(schema.text)
-    for reference in schema.references:
-        _write_files(folder, reference.name, reference.schema, depth + 1)
+#: The Python protoc runs in: a fixed program, in isolated mode (-I: no working folder, user site or
+#: PYTHON* variable on the path), given grpc_tools' own folder; no registry text is on its module path.
+_PROTOC_MAIN = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from grpc_tools import _protoc_compiler; "
+                "sys.exit(_protoc_compiler.run_main([a.encode() for a in sys.argv[1:]]))")
+#: How much of protoc's error text a ConfigError keeps.
+_MAX_MESSAGE = 2000
+
+
+def _protoc_environment() -> Dict[str, str]:
+    """protoc's environment: the parent's without Python's variables (isolated mode ignores them too)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+
+
+def _documents(schema: RegisteredSchema, include: str) -> Dict[str, str]:
+    """The referenced files by name, each distinct document once (so a ladder of shared references
+    costs its documents, not its paths). Refuses names that are not plain relative file paths, a
+    name given two texts, a file whose name is another's folder, and schemas beyond the bounds.
+
+    References named like Google's well-known files or Confluent's are left out with what they
+    reference: the bundled files are used (a registry cannot redefine ``google.protobuf.Timestamp``);
+    so is one named like the root file (:data:`ROOT_FILE`, the connector's name for the schema itself).
+    """
+    documents: Dict[str, str] = {}
+    total = len(schema.text.encode("utf-8", "surrogatepass"))
+    stack: List[Tuple[RegisteredSchema, int]] = [(schema, 0)]
+    seen_ids = {id(schema)}
+    while stack:
+        parent, depth = stack.pop()
+        for reference in parent.references:
+            name = reference.name
+            _check_name(schema, name)
+            if name == ROOT_FILE or name in CONFLUENT_FILES or (name.startswith("google/protobuf/")
+                                           and os.path.isfile(os.path.join(include, *name.split("/")))):
+                continue
+            text = reference.schema.text
+            if name in documents:
+                if documents[name] != text:
+                    raise ConfigError(f"the Protobuf schema{_id_text(schema)} has two references named {name!r} "
+                                      "with different text: protoc can read only one; fix the registered references")
+                continue  # the same document: its own references were walked when it was first met
+            if depth + 1 > MAX_DEPTH:
+                raise ConfigError(f"the Protobuf schema{_id_text(schema)} has references nested more than "
+                                  f"{MAX_DEPTH} deep")
+            documents[name] = text
+            total += len(text.encode("utf-8", "surrogatepass"))
+            if len(documents) > MAX_DOCUMENTS:
+                raise ConfigError(f"the Protobuf schema{_id_text(schema)} has more than {MAX_DOCUMENTS} referenced "
+                                  "documents: read the key/value raw, or register a smaller schema")
+            if total > MAX_TEXT_BYTES:
+                raise ConfigError(f"the Protobuf schema{_id_text(schema)} and its references have more than "
+                                  f"{MAX_TEXT_BYTES >> 20} MiB of text: read the key/value raw, or register a "
+                                  "smaller schema")
+            if id(reference.schema) not in seen_ids:
+                seen_ids.add(id(reference.schema))
+                stack.append((reference.schema, depth + 1))
+    _check_no_file_is_a_folder(schema, documents)
+    return documents
+
+
+def _check_name(schema: RegisteredSchema, name: str) -> None:
+    """``name`` as protoc's import paths are (``a/b.proto``): relative, '/'-separated, no empty, '.' or
+    '..' part, no backslash or control character, each part at most 255 bytes; not the root's name."""
+    try:
+        parts = name.encode("utf-8").split(b"/")
+    except UnicodeEncodeError:
+        parts = []
+    if (not parts or len(name) > 1024
+            or any(p in (b"", b".", b"..") or len(p) > 255 for p in parts)
+            or any(ord(c) < 32 or c in "\\\x7f" for c in name)):
+        raise ConfigError(f"the Protobuf schema{_id_text(schema)}'s reference {name!r} is not a relative file "
+                          "path like a/b.proto (no '..', no leading or double '/', no control character): fix the "
+                          "registered reference's name")
+
+
+def _check_no_file_is_a_folder(schema: RegisteredSchema, documents: Dict[str, str]) -> None:
+    files = set(documents) | {ROOT_FILE}
+    for name in documents:
+        parts = name.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            if folder in files:
+                raise ConfigError(f"the Protobuf schema{_id_text(schema)}'s reference {name!r} lies in a folder "
+                                  f"named like the file {folder!r}: one name cannot be both a file and a "
+                                  "folder; fix the registered references")
 
 
 def _id_text(schema: RegisteredSchema) -> str:
     return f" (id {schema.schema_id})" if schema.schema_id is not None else ""
+
+
+def _write(folder: str, name: str, text: str) -> None:
+    path = os.path.join(folder, *name.split("/"))
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    # O_EXCL: never through a link or over another file (names are distinct and checked)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8", errors="surrogatepass") as out:
+        out.write(text)
 
 
 def read_message_indexes(payload: bytes) -> Tuple[List[int], int]:
@@ -237,51 +330,3 @@ def _zigzag(data: bytes, at: int) -> Tuple[int, int]:
         shift += 7
         if shift > 63:
             raise ValueError("a message-index varint is longer than 10 bytes")
-
-
-def message_arrow_type(descriptor: Any, path: str = "", stack: Tuple[str, ...] = ()) -> pa.DataType:
-    """The Arrow struct type of a message (see the module's table); ``path`` names fields in errors."""
-    if descriptor.full_name in stack:
-        raise ConfigError(
-            f"the Protobuf field '{path}' is recursive (message {descriptor.full_name} contains itself): "
-            "Spark needs a finite schema; read the value as binary or change the schema")
-    inner = stack + (descriptor.full_name,)
-    return pa.struct([pa.field(f.name, field_arrow_type(f, f"{path}.{f.name}" if path else f.name, inner))
-                      for f in descriptor.fields])
-
-
-def field_arrow_type(field: Any, path: str, stack: Tuple[str, ...] = ()) -> pa.DataType:
-    """The Arrow type of one field of a message (a list when repeated, a map for ``map<k, v>``)."""
-    if is_map(field):
-        key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
-        return pa.map_(element_arrow_type(key, path, stack), element_arrow_type(value, path, stack))
-    element = element_arrow_type(field, path, stack)
-    return pa.list_(element) if is_repeated(field) else element
-
-
-def element_arrow_type(field: Any, path: str, stack: Tuple[str, ...]) -> pa.DataType:
-    """The Arrow type of one value of a field (ignoring ``repeated``)."""
-    if field.type == _TYPE_ENUM:
-        return pa.string()
-    if field.type in (_TYPE_MESSAGE, _TYPE_GROUP):
-        name = field.message_type.full_name
-        if name == TIMESTAMP:
-            return pa.timestamp("us", tz="UTC")
-        if name in WRAPPERS:
-            return WRAPPERS[name]
-        if name in JSON_TYPES:
-            return pa.string()
-        return message_arrow_type(field.message_type, path, stack)
-    return SCALAR_TYPES[field.type]
-
-
-def is_repeated(field: Any) -> bool:
-    """Whether ``field`` is ``repeated`` (the descriptor API changed its name across protobuf versions)."""
-    repeated = getattr(field, "is_repeated", None)
-    return bool(repeated) if repeated is not None else bool(field.label == _LABEL_REPEATED)
-
-
-def is_map(field: Any) -> bool:
-    """Whether ``field`` is a ``map<k, v>`` (a repeated, synthesized ``MapEntry`` message)."""
-    return (field.type == _TYPE_MESSAGE and is_repeated(field)
-            and bool(field.message_type.GetOptions().map_entry))

@@ -7,12 +7,18 @@ Confluent API (``/apis/ccompat/v7``) serves it back as registered, in base64. Th
 messages (nested), enums, maps, oneofs, ``optional``/``repeated``/``required`` labels, type names
 fully qualified (a leading dot, valid ``.proto``). Field options other than the labels (defaults,
 ``packed``, custom options) are left out: they do not change how a payload decodes.
+
+Every name printed is checked first (identifiers, dotted type names, import paths without quotes or
+control characters; a ``oneof`` a field names must exist): a descriptor that fails is left as served,
+so protoc refuses it and its records are bad records, instead of printing another schema than the
+descriptor (a message named ``M { int32 x = 2; } message N``) or raising.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any, List, Optional
 
 __all__ = ["as_proto_text"]
@@ -39,7 +45,25 @@ def as_proto_text(text: str) -> str:
         return text
     if not proto.message_type and not proto.enum_type:
         return text
-    return _file(proto)
+    try:
+        return _file(proto)
+    except _Unprintable:
+        return text
+
+
+class _Unprintable(Exception):
+    """The descriptor holds something its .proto text could not say."""
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DOTTED = re.compile(r"\.?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_IMPORT = re.compile(r'[^"\\\x00-\x1f\x7f]+')
+
+
+def _checked(value: str, pattern: "re.Pattern[str]") -> str:
+    if not pattern.fullmatch(value):
+        raise _Unprintable(value)
+    return value
 
 
 _SCALARS = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64", 7: "fixed32", 8: "bool",
@@ -50,10 +74,12 @@ _OPTIONAL, _REQUIRED, _REPEATED = 1, 2, 3
 
 def _file(proto: Any) -> str:
     syntax = proto.syntax or "proto2"
+    if syntax not in ("proto2", "proto3"):
+        raise _Unprintable(syntax)
     out: List[str] = [f'syntax = "{syntax}";']
     if proto.package:
-        out.append(f"package {proto.package};")
-    out += [f'import "{dep}";' for dep in proto.dependency]
+        out.append(f"package {_checked(proto.package, _DOTTED)};")
+    out += [f'import "{_checked(dep, _IMPORT)}";' for dep in proto.dependency]
     for enum in proto.enum_type:
         out += _enum(enum, "")
     for message in proto.message_type:
@@ -62,16 +88,16 @@ def _file(proto: Any) -> str:
 
 
 def _enum(enum: Any, indent: str) -> List[str]:
-    lines = [f"{indent}enum {enum.name} {{"]
+    lines = [f"{indent}enum {_checked(enum.name, _IDENTIFIER)} {{"]
     if enum.options.allow_alias:
         lines.append(f"{indent}  option allow_alias = true;")
-    lines += [f"{indent}  {v.name} = {v.number};" for v in enum.value]
+    lines += [f"{indent}  {_checked(v.name, _IDENTIFIER)} = {v.number};" for v in enum.value]
     return lines + [f"{indent}}}"]
 
 
 def _message(message: Any, indent: str, syntax: str) -> List[str]:
     inner = indent + "  "
-    lines = [f"{indent}message {message.name} {{"]
+    lines = [f"{indent}message {_checked(message.name, _IDENTIFIER)} {{"]
     entries = {n.name: n for n in message.nested_type if n.options.map_entry}
     for enum in message.enum_type:
         lines += _enum(enum, inner)
@@ -81,13 +107,15 @@ def _message(message: Any, indent: str, syntax: str) -> List[str]:
     oneofs: List[List[Any]] = [[] for _ in message.oneof_decl]
     for field in message.field:
         if field.HasField("oneof_index") and not field.proto3_optional:
+            if not 0 <= field.oneof_index < len(oneofs):
+                raise _Unprintable(f"oneof {field.oneof_index}")
             oneofs[field.oneof_index].append(field)
     done = set()
     for field in message.field:  # in declaration order: a oneof where its first field is
         if field.HasField("oneof_index") and not field.proto3_optional:
             if field.oneof_index not in done:
                 done.add(field.oneof_index)
-                lines.append(f"{inner}oneof {message.oneof_decl[field.oneof_index].name} {{")
+                lines.append(f"{inner}oneof {_checked(message.oneof_decl[field.oneof_index].name, _IDENTIFIER)} {{")
                 lines += [inner + "  " + _field(f, syntax, entries, in_oneof=True) for f in oneofs[field.oneof_index]]
                 lines.append(f"{inner}}}")
             continue
@@ -101,7 +129,7 @@ def _field(field: Any, syntax: str, entries: Any, *, in_oneof: bool) -> str:
     entry = _map_entry(field, entries)
     if entry is not None:
         key, value = entry.field[0], entry.field[1]
-        return f"map<{_type(key)}, {_type(value)}> {field.name} = {field.number};"
+        return f"map<{_type(key)}, {_type(value)}> {_checked(field.name, _IDENTIFIER)} = {field.number};"
     label = ""
     if not in_oneof:
         if field.label == _REPEATED:
@@ -110,7 +138,7 @@ def _field(field: Any, syntax: str, entries: Any, *, in_oneof: bool) -> str:
             label = "required "
         elif field.proto3_optional or (syntax == "proto2" and field.label == _OPTIONAL):
             label = "optional "
-    return f"{label}{_type(field)} {field.name} = {field.number};"
+    return f"{label}{_type(field)} {_checked(field.name, _IDENTIFIER)} = {field.number};"
 
 
 def _map_entry(field: Any, entries: Any) -> Optional[Any]:
@@ -121,5 +149,5 @@ def _map_entry(field: Any, entries: Any) -> Optional[Any]:
 
 def _type(field: Any) -> str:
     if field.type in (_MESSAGE, _ENUM, _GROUP):
-        return str(field.type_name)
+        return _checked(str(field.type_name), _DOTTED)
     return _SCALARS[field.type]
