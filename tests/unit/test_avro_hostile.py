@@ -206,3 +206,44 @@ def test_a_type_that_doubles_at_each_level_is_refused_not_expanded() -> None:
             {"name": "a", "type": doc}, {"name": "b", "type": f"L{level - 1}"}]}
     with pytest.raises(ConfigError, match="fields"):
         AvroCodec().arrow_type(registered(doc))
+
+
+def test_the_payload_check_accepts_every_valid_record_fastavro_writes() -> None:
+    """The check must never refuse what fastavro reads: random records of a writer that needs it."""
+    from fastavro.utils import generate_many
+
+    from kafka_group.registry.avro_bounds import bounds_for
+    from kafka_group.registry.avro_names import canonical
+
+    writer = {"type": "record", "name": "W", "namespace": "fuzz", "fields": [
+        {"name": "marks", "type": {"type": "array", "items": "null"}},
+        {"name": "b", "type": "boolean"}, {"name": "i", "type": "int"}, {"name": "l", "type": "long"},
+        {"name": "f", "type": "float"}, {"name": "d", "type": "double"}, {"name": "s", "type": "string"},
+        {"name": "y", "type": "bytes"}, {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}},
+        {"name": "x", "type": {"type": "fixed", "name": "X", "size": 3}},
+        {"name": "u", "type": ["null", "string", "E", {"type": "array", "items": "long"}]},
+        {"name": "m", "type": {"type": "map", "values": {"type": "record", "name": "V", "fields": [
+            {"name": "z", "type": {"type": "array", "items": {"type": "record", "name": "Z", "fields": []}}},
+            {"name": "n", "type": ["null", "V"]}]}}},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+    bounds = bounds_for(canonical(writer))
+    assert bounds is not None
+    parsed = fastavro.parse_schema(writer)
+    for record in generate_many(parsed, 300):
+        data = encode(writer, record)
+        assert bounds.check(data) is None, record
+
+
+def test_long_names_nested_deep_give_short_messages() -> None:
+    """A schema's names reach messages (and quarantined rows' reasons) cut short, however long and deep."""
+    doc: Any = {"type": "null"}  # no Spark column: the message names its place
+    for level in range(150):
+        doc = {"type": "record", "name": f"R{level}", "fields": [{"name": "f" * 20_000, "type": doc}]}
+    with pytest.raises(ConfigError) as refused:
+        AvroCodec().arrow_type(registered(doc))
+    assert len(str(refused.value)) < 2_000
+    writer = {"type": "record", "name": "W", "fields": [{"name": "x", "type": "N" * 100_000}]}  # not defined
+    reader = registered({"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]})
+    column = AvroCodec().decode(registered(writer, 2), reader, [b"\x02"])
+    assert column.values.to_pylist() == [None] and len(column.errors[0] or "") <= 1_000
