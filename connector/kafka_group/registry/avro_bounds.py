@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
-from kafka_group.registry.avro_names import Canonical
+from kafka_group.registry.avro_names import Canonical, place
 
 __all__ = ["Bounds", "bounds_for", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE"]
 
@@ -143,6 +143,8 @@ class Bounds:
             return str(exc)
         except RecursionError:
             return f"Avro writer schema nests deeper than {MAX_NESTING} levels: its records are not decoded"
+        except (ValueError, TypeError) as exc:  # a fixed size that is no number: fastavro cannot read it either
+            return f"Avro writer schema cannot be read: {type(exc).__name__}: {exc}"[:500]
         return None
 
     def _walk(self, data: bytes) -> None:
@@ -223,7 +225,7 @@ class Bounds:
                 pos += int(schema.get("size", 0))
             elif kind in ("record", "error"):
                 for field in reversed(schema.get("fields", [])):
-                    stack.append(("value", field["type"], depth + 1, f"{where}.{field['name']}"))
+                    stack.append(("value", field["type"], depth + 1, place(where, "." + field["name"])))
             elif kind == "array":
                 stack.append(("blocks", schema["items"], False, depth + 1, where))
             elif kind == "map":

@@ -305,4 +305,4 @@ def _name(schema: RegisteredSchema) -> str:
 
 
 def _all_bad(arrow_type: pa.DataType, n: int, error: str) -> DecodedColumn:
-    return DecodedColumn(pa.nulls(n, arrow_type), (error,) * n)
+    return DecodedColumn(pa.nulls(n, arrow_type), (error[:1000],) * n)  # a quarantined row's reason stays short

@@ -30,10 +30,10 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from kafka_group.errors import ConfigError
 
-__all__ = ["Canonical", "canonical", "shown", "unqualified", "MAX_DEPTH", "NAMED"]
+__all__ = ["Canonical", "canonical", "place", "shown", "unqualified", "MAX_DEPTH", "NAMED"]
 
 #: The deepest nesting of one schema document (records, arrays, maps, unions) read.
-MAX_DEPTH = 100
+MAX_DEPTH = 200
 NAMED = ("record", "error", "enum", "fixed")
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
@@ -71,6 +71,13 @@ def shown(name: str) -> str:
     return name[1:] if name.startswith(".") else name
 
 
+def place(at: str, part: str) -> str:
+    """``at`` followed by ``part`` (``.field``, ``[]``, ``{}``), kept short: a hostile schema's long names
+    nested deep must not make each place as long as all of them."""
+    text = at + part
+    return text if len(text) <= 200 else f"{text[:97]}...{text[-100:]}"
+
+
 def unqualified(name: str) -> str:
     """The last part of a (canonical) full name."""
     return name.rsplit(".", 1)[-1]
@@ -100,9 +107,9 @@ class _Walk:
         if kind in NAMED:
             return self._define(schema, namespace, depth, at)
         if kind == "array" and "items" in schema:
-            return dict(schema, items=self.walk(schema["items"], namespace, depth + 1, f"{at}[]"))
+            return dict(schema, items=self.walk(schema["items"], namespace, depth + 1, place(at, "[]")))
         if kind == "map" and "values" in schema:
-            return dict(schema, values=self.walk(schema["values"], namespace, depth + 1, f"{at}{{}}"))
+            return dict(schema, values=self.walk(schema["values"], namespace, depth + 1, place(at, "{}")))
         if kind in _PRIMITIVES:
             return dict(schema)
         if isinstance(kind, str) and kind not in ("array", "map"):
@@ -117,7 +124,7 @@ class _Walk:
         for candidate in candidates:
             if candidate in self._named:
                 return candidate
-        raise ConfigError(f"Avro type {name!r} at {at} of {self._where} is not defined (or not before its use; "
+        raise ConfigError(f"Avro type {_short(name)} at {at} of {self._where} is not defined (or not before its use; "
                           "a missing schema reference?)")
 
     def _define(self, schema: Dict[str, Any], namespace: str, depth: int, at: str) -> Dict[str, Any]:
@@ -131,10 +138,10 @@ class _Walk:
         else:
             full = f"{namespace}.{name}" if namespace else name
         if any(not part for part in full.split(".")):
-            raise ConfigError(f"Avro name {full!r} at {at} of {self._where} has an empty part")
+            raise ConfigError(f"Avro name {_short(full)} at {at} of {self._where} has an empty part")
         key = _key(full)
         if key in self._named:
-            raise ConfigError(f"Avro type {full!r} at {at} of {self._where} is defined twice (the Avro "
+            raise ConfigError(f"Avro type {_short(full)} at {at} of {self._where} is defined twice (the Avro "
                               "specification allows one definition per full name)")
         out = {k: v for k, v in schema.items() if k != "namespace"}
         out["name"] = key
@@ -142,14 +149,14 @@ class _Walk:
         if schema["type"] in ("record", "error"):
             fields = schema.get("fields", [])
             if not isinstance(fields, list):
-                raise ConfigError(f"Avro record {full!r} at {at} of {self._where} has fields that are not a list")
+                raise ConfigError(f"Avro record {_short(full)} at {at} of {self._where} has fields that are not a list")
             inner = full.rpartition(".")[0]
             walked: List[Any] = []
             for field in fields:
                 if not isinstance(field, dict) or not isinstance(field.get("name"), str) or "type" not in field:
-                    raise ConfigError(f"Avro record {full!r} at {at} of {self._where} has a malformed field: "
+                    raise ConfigError(f"Avro record {_short(full)} at {at} of {self._where} has a malformed field: "
                                       f"{_short(field)}")
-                walked.append(dict(field, type=self.walk(field["type"], inner, depth + 1, f"{at}.{field['name']}")))
+                walked.append(dict(field, type=self.walk(field["type"], inner, depth + 1, place(at, "." + field["name"]))))
             out["fields"] = walked
         return out
 

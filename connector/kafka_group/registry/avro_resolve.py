@@ -34,7 +34,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
-from kafka_group.registry.avro_names import Canonical
+from kafka_group.registry.avro_names import Canonical, place
 from kafka_group.registry.avro_types import NATIVE, avro_arrow_type
 
 __all__ = ["writer_native_type"]
@@ -123,19 +123,19 @@ class _Pairing:
         if rkind in ("record", "error"):
             return self._record(writer, reader, where)
         if rkind == "array":
-            items = self._pair(writer["items"], reader["items"], f"{where}[]")
-            return pa.list_(items if items is not None else self._native(reader["items"], f"{where}[]"))
+            items = self._pair(writer["items"], reader["items"], place(where, "[]"))
+            return pa.list_(items if items is not None else self._native(reader["items"], place(where, "[]")))
         if rkind == "map":
-            values = self._pair(writer["values"], reader["values"], f"{where}{{}}")
+            values = self._pair(writer["values"], reader["values"], place(where, "{}"))
             return pa.map_(pa.string(), values if values is not None
-                           else self._native(reader["values"], f"{where}{{}}"))
+                           else self._native(reader["values"], place(where, "{}")))
         return self._leaf(writer, reader, where)
 
     def _record(self, writer: Mapping[str, Any], reader: Mapping[str, Any], where: str) -> pa.DataType:
         written = {f["name"]: f for f in writer.get("fields", [])}
         fields = []
         for field in reader.get("fields", []):
-            name, inner = field["name"], f"{where}.{field['name']}"
+            name, inner = field["name"], place(where, "." + field["name"])
             match = written.get(name) or next((written[a] for a in field.get("aliases", []) if a in written), None)
             paired = None if match is None else self._pair(match["type"], field["type"], inner)
             fields.append(pa.field(name, paired if paired is not None else self._native(field["type"], inner)))

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
-from kafka_group.registry.avro_names import shown
+from kafka_group.registry.avro_names import place, shown
 
 __all__ = ["avro_arrow_type", "strip_logical", "FINAL", "NATIVE", "PLAIN", "MAX_FIELDS"]
 
@@ -104,9 +104,9 @@ class _Types:
             if schema == "null":
                 raise ConfigError(f"Avro type 'null' at {where} has no Spark column: make it a union ['null', T]")
             if schema not in self._named:
-                raise ConfigError(f"Avro type {shown(schema)!r} at {where} is not defined (a missing schema reference?)")
+                raise ConfigError(f"Avro type {_short(shown(schema))} at {where} is not defined (a missing schema reference?)")
             if schema in self._active:
-                raise ConfigError(f"Avro type {shown(schema)!r} at {where} contains itself (a recursive type): Spark "
+                raise ConfigError(f"Avro type {_short(shown(schema))} at {where} contains itself (a recursive type): Spark "
                                   "has no recursive column. Read it raw, or give a reader schema without the recursion")
             found = self._done.get(schema)
             if found is None:
@@ -144,7 +144,7 @@ class _Types:
             count = 0
             for f in schema.get("fields", []):
                 name = f["name"]
-                typ, inner = self.arrow(f["type"], f"{where}.{name}")
+                typ, inner = self.arrow(f["type"], place(where, "." + name))
                 fields.append(pa.field(name, typ))
                 count += inner + 1
                 if count > MAX_FIELDS:
@@ -158,10 +158,10 @@ class _Types:
         if kind == "fixed":
             return pa.binary(), 0
         if kind == "array":
-            items, count = self.arrow(schema["items"], f"{where}[]")
+            items, count = self.arrow(schema["items"], place(where, "[]"))
             return pa.list_(items), count
         if kind == "map":
-            values, count = self.arrow(schema["values"], f"{where}{{}}")
+            values, count = self.arrow(schema["values"], place(where, "{}"))
             return pa.map_(pa.string(), values), count
         return self.arrow(kind, where)
 
