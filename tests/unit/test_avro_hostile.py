@@ -247,3 +247,17 @@ def test_long_names_nested_deep_give_short_messages() -> None:
     reader = registered({"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]})
     column = AvroCodec().decode(registered(writer, 2), reader, [b"\x02"])
     assert column.values.to_pylist() == [None] and len(column.errors[0] or "") <= 1_000
+
+
+@pytest.mark.parametrize("size", [-1, "3", 1.5, True])
+def test_a_fixed_whose_size_is_not_a_count_is_refused(size: Any) -> None:
+    """A negative size would walk the payload check backwards (for ever, in an array); fastavro reads
+    ``read(-1)`` as the rest of the payload."""
+    writer = {"type": "record", "name": "W", "fields": [
+        {"name": "marks", "type": {"type": "array", "items": "null"}},
+        {"name": "xs", "type": {"type": "array", "items": {"type": "fixed", "name": "F", "size": size}}}]}
+    with pytest.raises(ConfigError, match="size"):
+        AvroCodec().arrow_type(registered({"type": "record", "name": "W", "fields": [writer["fields"][1]]}))
+    reader = {"type": "record", "name": "W", "fields": [{"name": "k", "type": "int", "default": 0}]}
+    result = decode_in_subprocess(writer, reader, [zigzag(0) + zigzag(3) + b"\x02\x02\x02" + zigzag(0)])
+    assert result["values"] == [None] and "size" in result["errors"][0]
