@@ -143,6 +143,10 @@ class _Walk:
         if key in self._named:
             raise ConfigError(f"Avro type {_short(full)} at {at} of {self._where} is defined twice (the Avro "
                               "specification allows one definition per full name)")
+        size = schema.get("size")
+        if schema["type"] == "fixed" and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            raise ConfigError(f"Avro fixed {_short(full)} at {at} of {self._where} has size {_short(size)}, not a "
+                              "count of bytes")
         out = {k: v for k, v in schema.items() if k != "namespace"}
         out["name"] = key
         self._named[key] = out  # before the fields: a record may refer to itself
