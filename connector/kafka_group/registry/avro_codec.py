@@ -9,11 +9,14 @@ paired too (:mod:`kafka_group.registry.avro_resolve`): a writer's ``timestamp-mi
 through a reader's ``timestamp-micros`` keeps its instant, and a unit the reader cannot take
 exactly (a ``date`` promoted to a timestamp's long, ...) makes each record of that writer an error.
 
-The batch path: a schema id's payloads are read from one stream (their concatenation) by
-fastavro's compiled reader, one call per record, each checked to end exactly where its payload
-ends (a payload with bytes left over, or too short, is an error, and the next one is read from its
-own start); logical types other than ``decimal`` are decoded as their underlying numbers (no Python
-``datetime`` per value) and the column is built in one :func:`pyarrow.array` call, then cast
+Names are resolved as the Avro specification says (full names, inherited namespaces, references
+known by full name: :mod:`kafka_group.registry.avro_names`), each referenced document once.
+
+The batch path: each payload is read from its own bytes by fastavro's compiled reader, checked to
+end exactly where its payload ends (a payload with bytes left over, or too short, is an error);
+a writer schema with arrays of zero-byte items or deep nesting has each payload checked first
+(:mod:`kafka_group.registry.avro_bounds`: beyond the bounds, a bad record); logical types other
+than ``decimal`` are decoded as their underlying numbers (no Python ``datetime`` per value) and the column is built in one :func:`pyarrow.array` call, then cast
 column-wise to its Spark type (see :mod:`kafka_group.registry.avro_types`). A value Arrow refuses
 (a decimal wider than its precision) makes that record an error, found record by record.
 
@@ -23,18 +26,23 @@ Types: :mod:`kafka_group.registry.avro_types`.
 from __future__ import annotations
 
 import io
-import itertools
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError, DependencyError
+from kafka_group.registry.avro_bounds import Bounds, bounds_for
+from kafka_group.registry.avro_names import Canonical, canonical
 from kafka_group.registry.avro_resolve import writer_native_type
 from kafka_group.registry.avro_types import FINAL, NATIVE, PLAIN, avro_arrow_type, strip_logical
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
 
 __all__ = ["AvroCodec"]
+
+#: A schema's text and its distinct references' texts: what its parsed forms are kept by.
+_Key = Tuple[str, Tuple[str, ...]]
 
 
 def _fastavro() -> Any:
@@ -57,10 +65,12 @@ class AvroCodec:
     schema_type = "AVRO"
 
     def __init__(self) -> None:
-        self._parsed: Dict[Tuple[str, Tuple[str, ...]], Any] = {}
+        self._parsed: Dict[_Key, Any] = {}
+        self._canonical: Dict[_Key, Union[Canonical, str]] = {}
+        self._bounds: Dict[_Key, Optional[Bounds]] = {}
         self._json: Dict[str, Any] = {}
-        self._types: Dict[str, Tuple[pa.DataType, pa.DataType, pa.DataType]] = {}
-        self._plans: Dict[Tuple[str, Tuple[str, ...], str, Tuple[str, ...]], Union[pa.DataType, str]] = {}
+        self._types: Dict[_Key, Tuple[pa.DataType, pa.DataType, pa.DataType]] = {}
+        self._plans: Dict[Tuple[_Key, _Key], Union[pa.DataType, str]] = {}
 
     # -- the contract ------------------------------------------------------------------
 
@@ -72,24 +82,26 @@ class AvroCodec:
         ConfigError
             The schema is not Avro JSON, or has a construct without a Spark column.
         """
-        return self._stages(reader)[0]
+        return self._stages(reader, _documents(reader))[0]
 
     def decode(self, writer: RegisteredSchema, reader: RegisteredSchema,
                payloads: Sequence[bytes]) -> DecodedColumn:
         """Decode ``payloads`` written with ``writer`` through ``reader`` (see the module's notes)."""
-        final, native, plain = self._stages(reader)
+        wdocs, rdocs = _documents(writer), _documents(reader)  # each walks the references once
+        final, native, plain = self._stages(reader, rdocs)
         try:
-            parsed_writer = self._parse(writer)
+            parsed_writer = self._parse(writer, wdocs)
+            bounds = self._bounds_of(writer, wdocs)
         except ConfigError as exc:
             return _all_bad(final, len(payloads), f"writer schema {_name(writer)} is not usable: {exc}")
-        same = writer.text == reader.text and _refs(writer) == _refs(reader)
+        same = wdocs.key == rdocs.key
         try:
-            as_written = native if same else self._as_written(writer, reader)
+            as_written = native if same else self._as_written(writer, wdocs, reader, rdocs)
         except ConfigError as exc:
             return _all_bad(final, len(payloads), str(exc))
-        parsed_reader = None if same else self._parse(reader)
+        parsed_reader = None if same else self._parse(reader, rdocs)
         errors: List[Optional[str]] = [None] * len(payloads)
-        records = _read_all(parsed_writer, parsed_reader, payloads, errors)
+        records = _read_all(parsed_writer, parsed_reader, payloads, errors, bounds)
         try:
             values = pa.array(records, plain)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
@@ -106,17 +118,18 @@ class AvroCodec:
 
     # -- schemas -------------------------------------------------------------------------
 
-    def _as_written(self, writer: RegisteredSchema, reader: RegisteredSchema) -> pa.DataType:
+    def _as_written(self, writer: RegisteredSchema, wdocs: "_Documents", reader: RegisteredSchema,
+                    rdocs: "_Documents") -> pa.DataType:
         """The reader's native type in the writer's time units (planned once per writer and reader)."""
-        key = (writer.text, _refs(writer), reader.text, _refs(reader))
+        key = (wdocs.key, rdocs.key)
         planned = self._plans.get(key)
         if planned is None:
             try:
-                planned = writer_native_type(
-                    self._schema_json(writer), [self._schema_json(r) for r in _references(writer)],
-                    self._schema_json(reader), [self._schema_json(r) for r in _references(reader)], _name(writer))
+                planned = writer_native_type(self._names(writer, wdocs), self._names(reader, rdocs), _name(writer))
             except ConfigError as exc:
                 planned = str(exc)
+            except RecursionError:
+                planned = f"writer schema {_name(writer)} nests too deep to be paired with the reader schema"
             except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a schema fastavro took, we did not
                 planned = (f"writer schema {_name(writer)} could not be paired with the reader schema: "
                            f"{type(exc).__name__}: {exc}")
@@ -125,19 +138,19 @@ class AvroCodec:
             raise ConfigError(planned)
         return planned
 
-    def _stages(self, reader: RegisteredSchema) -> Tuple[pa.DataType, pa.DataType, pa.DataType]:
-        """The reader's final, native and plain Arrow types (parsed once per schema text)."""
-        cached = self._types.get(reader.text)
+    def _stages(self, reader: RegisteredSchema, docs: "_Documents") -> Tuple[pa.DataType, pa.DataType, pa.DataType]:
+        """The reader's final, native and plain Arrow types (made once per schema and references)."""
+        cached = self._types.get(docs.key)
         if cached is None:
-            stages = []
-            for stage in (FINAL, NATIVE, PLAIN):
-                named: Dict[str, Any] = {}
-                for ref in _references(reader):
-                    avro_arrow_type(self._schema_json(ref), named, f"reference {_name(ref)}", stage)
-                stages.append(avro_arrow_type(self._schema_json(reader), named, "the top level", stage))
-            self._parse(reader)  # refuses what fastavro refuses, when the query starts
+            names = self._names(reader, docs)
+            try:
+                stages = [avro_arrow_type(names.schema, names.named, "the top level", stage)
+                          for stage in (FINAL, NATIVE, PLAIN)]
+            except RecursionError:
+                raise ConfigError(f"Avro schema {_name(reader)} nests too deep for a Spark column") from None
+            self._parse(reader, docs)  # refuses what fastavro refuses, when the query starts
             cached = (stages[0], stages[1], stages[2])
-            self._types[reader.text] = cached
+            self._types[docs.key] = cached
         return cached
 
     def _schema_json(self, schema: RegisteredSchema) -> Any:
@@ -147,19 +160,44 @@ class AvroCodec:
                 found = json.loads(schema.text)
             except ValueError as exc:
                 raise ConfigError(f"Avro schema {_name(schema)} is not JSON: {exc}") from exc
+            except RecursionError:
+                raise ConfigError(f"Avro schema {_name(schema)} is JSON nested too deep to read") from None
             self._json[schema.text] = found
         return found
 
-    def _parse(self, schema: RegisteredSchema) -> Any:
-        key = (schema.text, _refs(schema))
+    def _names(self, schema: RegisteredSchema, docs: "_Documents") -> Canonical:
+        """``schema`` and its references with their names resolved (once per schema and references)."""
+        key = docs.key
+        found = self._canonical.get(key)
+        if found is None:
+            try:
+                found = canonical(self._schema_json(schema), [self._schema_json(r) for r in docs.references],
+                                  f"id {schema.schema_id}" if schema.schema_id is not None else "(explicit)")
+            except ConfigError as exc:
+                found = str(exc)
+            self._canonical[key] = found
+        if isinstance(found, str):
+            raise ConfigError(found)
+        return found
+
+    def _bounds_of(self, writer: RegisteredSchema, docs: "_Documents") -> Optional[Bounds]:
+        key = docs.key
+        if key not in self._bounds:
+            self._bounds[key] = bounds_for(self._names(writer, docs))
+        return self._bounds[key]
+
+    def _parse(self, schema: RegisteredSchema, docs: "_Documents") -> Any:
+        """fastavro's parsed form of the canonical schema (its references' named types known by full name)."""
+        key = docs.key
         parsed = self._parsed.get(key)
         if parsed is None:
             fastavro = _fastavro()
+            names = self._names(schema, docs)
             named: Dict[str, Any] = {}
             try:
-                for ref in _references(schema):
-                    fastavro.parse_schema(strip_logical(self._schema_json(ref)), named_schemas=named)
-                parsed = fastavro.parse_schema(strip_logical(self._schema_json(schema)), named_schemas=named)
+                for ref in names.references:
+                    fastavro.parse_schema(strip_logical(ref), named_schemas=named)
+                parsed = fastavro.parse_schema(strip_logical(names.schema), named_schemas=named)
             except ConfigError:
                 raise
             except Exception as exc:  # fastavro's SchemaParseException, UnknownType, ValueError
@@ -169,28 +207,30 @@ class AvroCodec:
 
 
 def _read_all(writer: Any, reader: Optional[Any], payloads: Sequence[bytes],
-              errors: List[Optional[str]]) -> List[Any]:
-    """Each payload's record (None where ``errors`` says why), read from one stream."""
+              errors: List[Optional[str]], bounds: Optional[Bounds] = None) -> List[Any]:
+    """Each payload's record (None where ``errors`` says why), each read from its own bytes (a length a
+    payload claims never reaches into the next one's), within ``bounds`` when the writer needs them."""
     read = _fastavro().schemaless_reader
-    stream = io.BytesIO(b"".join(payloads))
-    tell = stream.tell
     out: List[Any] = []
     append = out.append
-    start = 0
-    for i, end in enumerate(itertools.accumulate(map(len, payloads))):
+    for i, payload in enumerate(payloads):
+        if bounds is not None:
+            problem = bounds.check(payload)
+            if problem is not None:
+                append(None)
+                errors[i] = problem
+                continue
+        stream = io.BytesIO(payload)
         try:
             append(read(stream, writer, reader))
         except Exception as exc:  # fastavro raises many kinds (EOFError, SchemaResolutionError, ...)
             append(None)
             errors[i] = f"Avro payload does not decode: {type(exc).__name__}: {exc}"[:500]
         else:
-            if tell() != end:
+            if stream.tell() != len(payload):
                 out[i] = None
-                errors[i] = (f"Avro payload of {end - start} bytes does not end where its record does (read "
-                             f"{tell() - start} bytes): corrupt, or written with another schema than its id says")
-        if tell() != end:
-            stream.seek(end)
-        start = end
+                errors[i] = (f"Avro payload of {len(payload)} bytes does not end where its record does (read "
+                             f"{stream.tell()} bytes): corrupt, or written with another schema than its id says")
     return out
 
 
@@ -223,16 +263,41 @@ def _cast_each(values: pa.Array, steps: Sequence[pa.DataType], final: pa.DataTyp
 
 
 def _references(schema: RegisteredSchema) -> List[RegisteredSchema]:
-    """The schemas ``schema`` references, depth first (a reference's references before it)."""
+    """The distinct schemas ``schema`` references, a reference's references before it.
+
+    Each (subject, version) once, however many paths lead to it: a ladder of shared references
+    is walked once per document, not once per path (issue 33: 22 levels took 83 s).
+    """
     out: List[RegisteredSchema] = []
-    for ref in schema.references:
-        out.extend(_references(ref.schema))
-        out.append(ref.schema)
+    seen: Set[Tuple[str, int]] = set()
+    # iterative depth first: (schema, index of its next reference to visit)
+    stack: List[Tuple[RegisteredSchema, int]] = [(schema, 0)]
+    while stack:
+        node, index = stack.pop()
+        refs = node.references
+        if index < len(refs):
+            stack.append((node, index + 1))
+            ref = refs[index]
+            key = (ref.subject, ref.version)
+            if key not in seen:
+                seen.add(key)
+                stack.append((ref.schema, 0))
+        elif node is not schema:
+            out.append(node)
     return out
 
 
-def _refs(schema: RegisteredSchema) -> Tuple[str, ...]:
-    return tuple(r.text for r in _references(schema))
+@dataclass(frozen=True)
+class _Documents:
+    """A schema's distinct references (a reference's references first) and the key its parsed forms are kept by."""
+
+    key: _Key
+    references: Tuple[RegisteredSchema, ...]
+
+
+def _documents(schema: RegisteredSchema) -> _Documents:
+    references = _references(schema)
+    return _Documents((schema.text, tuple(r.text for r in references)), tuple(references))
 
 
 def _name(schema: RegisteredSchema) -> str:
@@ -240,4 +305,4 @@ def _name(schema: RegisteredSchema) -> str:
 
 
 def _all_bad(arrow_type: pa.DataType, n: int, error: str) -> DecodedColumn:
-    return DecodedColumn(pa.nulls(n, arrow_type), (error,) * n)
+    return DecodedColumn(pa.nulls(n, arrow_type), (error[:1000],) * n)  # a quarantined row's reason stays short

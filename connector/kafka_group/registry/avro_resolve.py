@@ -4,7 +4,8 @@ The codec decodes with logical types stripped (:func:`kafka_group.registry.avro_
 so fastavro resolves a writer's ``timestamp-millis`` long into a reader's ``timestamp-micros`` long
 as the same number: read in the reader's unit it would be 1,000 times off. Before a writer schema
 id is decoded through a reader, :func:`writer_native_type` walks both schemas as Avro resolution
-pairs them (record fields by name or alias, union branches, array items, map values) and compares
+pairs them (record fields by name or alias, union branches, array items, map values; named types
+by their full names, :mod:`kafka_group.registry.avro_names`) and compares
 the logical types at each pair:
 
 ================================================  ==============================================
@@ -28,11 +29,12 @@ reader's exactly or refuses that record (see :mod:`kafka_group.registry.avro_cod
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
+from kafka_group.registry.avro_names import Canonical, place
 from kafka_group.registry.avro_types import NATIVE, avro_arrow_type
 
 __all__ = ["writer_native_type"]
@@ -47,19 +49,16 @@ _ARROW_UNIT: Mapping[str, str] = {"millis": "ms", "micros": "us", "nanos": "ns"}
 #: Avro's promotions (writer type, reader type) besides equal types.
 _PROMOTES = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"), ("long", "double"),
              ("float", "double"), ("string", "bytes"), ("bytes", "string")}
-_NAMED = ("record", "error", "enum", "fixed")
 
 
-def writer_native_type(writer: Any, writer_refs: Sequence[Any], reader: Any, reader_refs: Sequence[Any],
-                       writer_name: str) -> pa.DataType:
+def writer_native_type(writer: Canonical, reader: Canonical, writer_name: str) -> pa.DataType:
     """The reader's native Arrow type with each timestamp in the unit the writer wrote it in.
 
     Parameters
     ----------
-    writer, reader : object
-        The writer and reader schemas (parsed JSON).
-    writer_refs, reader_refs : sequence
-        The schemas each references (parsed JSON), a reference's references first.
+    writer, reader : Canonical
+        The writer and reader schemas with their references, names resolved
+        (:func:`kafka_group.registry.avro_names.canonical`).
     writer_name : str
         How messages name the writer schema (``id 7``).
 
@@ -74,34 +73,39 @@ def writer_native_type(writer: Any, writer_refs: Sequence[Any], reader: Any, rea
     ConfigError
         A writer's logical type the reader's cannot take exactly (see the module's table).
     """
-    return _Pairing(writer, writer_refs, reader, reader_refs, writer_name).top()
+    return _Pairing(writer, reader, writer_name).top()
 
 
 class _Pairing:
-    def __init__(self, writer: Any, writer_refs: Sequence[Any], reader: Any, reader_refs: Sequence[Any],
-                 writer_name: str) -> None:
-        self._writer, self._reader, self._name = writer, reader, writer_name
-        self._wnamed: Dict[str, Any] = {}
-        self._rnamed: Dict[str, Any] = {}
-        for doc in (*writer_refs, writer):
-            _collect(doc, self._wnamed)
-        for doc in (*reader_refs, reader):
-            _collect(doc, self._rnamed)
-        self._arrow_named: Dict[str, Any] = {}
-        for doc in reader_refs:
-            avro_arrow_type(doc, self._arrow_named, "a reference", NATIVE)
-        avro_arrow_type(reader, self._arrow_named, "the top level", NATIVE)  # defines the reader's own names
+    """One writer and one reader: each (writer type, reader type) pair is paired once (a union of many
+    writer types met at every level would otherwise multiply the work)."""
+
+    def __init__(self, writer: Canonical, reader: Canonical, writer_name: str) -> None:
+        self._writer, self._reader, self._name = writer.schema, reader.schema, writer_name
+        self._wnamed, self._rnamed = writer.named, reader.named
+        self._done: Dict[Tuple[int, int], Optional[pa.DataType]] = {}
+        self._native_done: Dict[int, pa.DataType] = {}
 
     def top(self) -> pa.DataType:
         paired = self._pair(self._writer, self._reader, "the top level")
         return paired if paired is not None else self._native(self._reader, "the top level")
 
     def _native(self, reader: Any, where: str) -> pa.DataType:
-        return avro_arrow_type(reader, self._arrow_named, where, NATIVE)
+        found = self._native_done.get(id(reader))
+        if found is None:
+            found = self._native_done[id(reader)] = avro_arrow_type(reader, self._rnamed, where, NATIVE)
+        return found
 
     def _pair(self, writer: Any, reader: Any, where: str) -> Optional[pa.DataType]:
         """The writer-unit type of ``reader`` at ``where``; None where the two do not resolve (fastavro refuses)."""
         writer, reader = _deref(writer, self._wnamed), _deref(reader, self._rnamed)
+        key = (id(writer), id(reader))
+        if key not in self._done:
+            self._done[key] = None  # a recursive writer met again within itself pairs as not resolving
+            self._done[key] = self._pair_once(writer, reader, where)
+        return self._done[key]
+
+    def _pair_once(self, writer: Any, reader: Any, where: str) -> Optional[pa.DataType]:
         if isinstance(reader, list):
             branches = [b for b in reader if b != "null"]
             return self._pair(writer, branches[0], where) if len(branches) == 1 else None
@@ -119,19 +123,19 @@ class _Pairing:
         if rkind in ("record", "error"):
             return self._record(writer, reader, where)
         if rkind == "array":
-            items = self._pair(writer["items"], reader["items"], f"{where}[]")
-            return pa.list_(items if items is not None else self._native(reader["items"], f"{where}[]"))
+            items = self._pair(writer["items"], reader["items"], place(where, "[]"))
+            return pa.list_(items if items is not None else self._native(reader["items"], place(where, "[]")))
         if rkind == "map":
-            values = self._pair(writer["values"], reader["values"], f"{where}{{}}")
+            values = self._pair(writer["values"], reader["values"], place(where, "{}"))
             return pa.map_(pa.string(), values if values is not None
-                           else self._native(reader["values"], f"{where}{{}}"))
+                           else self._native(reader["values"], place(where, "{}")))
         return self._leaf(writer, reader, where)
 
     def _record(self, writer: Mapping[str, Any], reader: Mapping[str, Any], where: str) -> pa.DataType:
         written = {f["name"]: f for f in writer.get("fields", [])}
         fields = []
         for field in reader.get("fields", []):
-            name, inner = field["name"], f"{where}.{field['name']}"
+            name, inner = field["name"], place(where, "." + field["name"])
             match = written.get(name) or next((written[a] for a in field.get("aliases", []) if a in written), None)
             paired = None if match is None else self._pair(match["type"], field["type"], inner)
             fields.append(pa.field(name, paired if paired is not None else self._native(field["type"], inner)))
@@ -152,41 +156,9 @@ class _Pairing:
             f"the reader schema the writer's logical type at {where} (or none, to read the plain number)")
 
 
-def _collect(schema: Any, named: Dict[str, Any]) -> None:
-    """Register every named type defined in ``schema`` by full and short name (as avro_types does)."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _collect(branch, named)
-        return
-    if not isinstance(schema, dict):
-        return
-    kind = schema.get("type")
-    if kind in _NAMED and isinstance(schema.get("name"), str):
-        name, namespace = schema["name"], schema.get("namespace")
-        full = name if "." in name or not namespace else f"{namespace}.{name}"
-        named[full] = schema
-        named[full.rsplit(".", 1)[-1]] = schema
-    if isinstance(kind, (dict, list)):
-        _collect(kind, named)
-    for field in schema.get("fields", []) if kind in ("record", "error") else []:
-        _collect(field.get("type"), named)
-    for key in ("items", "values"):
-        if key in schema:
-            _collect(schema[key], named)
-
-
 def _deref(schema: Any, named: Mapping[str, Any]) -> Any:
-    """A named type's definition for its name; ``{"type": T}`` with no more keys as ``T``."""
-    for _ in range(100):  # names pointing at names; a loop here is a broken schema fastavro refuses
-        if isinstance(schema, str) and schema in named:
-            schema = named[schema]
-        elif isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)) and "logicalType" not in schema:
-            schema = schema["type"]
-        elif isinstance(schema, dict) and schema.get("type") in named and "logicalType" not in schema:
-            schema = named[schema["type"]]
-        else:
-            return schema
-    return schema
+    """A named type's definition for its (canonical) name."""
+    return named.get(schema, schema) if isinstance(schema, str) else schema
 
 
 def _kind(schema: Any) -> Any:

@@ -25,19 +25,22 @@ and then to the *final* one above (milliseconds times 1,000, checked for overflo
 Stripped, a writer's and a reader's units look alike to fastavro: the codec pairs them first
 (:mod:`kafka_group.registry.avro_resolve`) and types the column in the writer's unit before the native cast.
 
-A union of two or more non-null types, a bare ``null`` and a decimal wider than 38 digits have no
-Spark column here: :func:`avro_arrow_type` refuses them with a ConfigError when the query starts.
+Schemas come in the canonical form of :mod:`kafka_group.registry.avro_names` (names resolved).
+A union of two or more non-null types, a bare ``null``, a decimal wider than 38 digits, a recursive
+type and a type of more than :data:`MAX_FIELDS` fields have no Spark column here:
+:func:`avro_arrow_type` refuses them with a ConfigError when the query starts.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
+from kafka_group.registry.avro_names import place, shown
 
-__all__ = ["avro_arrow_type", "strip_logical", "FINAL", "NATIVE", "PLAIN"]
+__all__ = ["avro_arrow_type", "strip_logical", "FINAL", "NATIVE", "PLAIN", "MAX_FIELDS"]
 
 _PRIMITIVES: Mapping[str, pa.DataType] = {
     "boolean": pa.bool_(),
@@ -52,23 +55,25 @@ _PRIMITIVES: Mapping[str, pa.DataType] = {
 #: The stages of a column's type (see the module's notes).
 FINAL, NATIVE, PLAIN = "final", "native", "plain"
 
-#: The key in ``named`` of the record names being expanded (a name met again inside itself is recursion).
-_IN_PROGRESS = " in progress"
-
 _UTC = pa.timestamp("us", tz="UTC")
 _LOCAL = pa.timestamp("us")
 
 
-def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: str = "the schema",
+#: The most struct fields one column's type may have in all (a type that refers to a named type twice
+#: at each level doubles per level: 40 levels would be 2^40 fields).
+MAX_FIELDS = 100_000
+
+
+def avro_arrow_type(schema: Any, named: Optional[Mapping[str, Any]] = None, where: str = "the schema",
                     stage: str = FINAL) -> pa.DataType:
-    """The Arrow type of values of the Avro ``schema`` (its parsed JSON).
+    """The Arrow type of values of the Avro ``schema`` in canonical form (see :mod:`~kafka_group.registry.avro_names`).
 
     Parameters
     ----------
     schema : object
-        The schema as JSON values (a dict, a list for a union, a string for a primitive or a name).
-    named : dict, optional
-        Named types (records, enums, fixed) defined so far, by full name and by short name.
+        The canonical schema (a dict, a list for a union, a string for a primitive or a full name).
+    named : mapping, optional
+        The named types (records, enums, fixed) by canonical full name.
     where : str
         The place in the schema, for messages.
     stage : str
@@ -78,61 +83,87 @@ def avro_arrow_type(schema: Any, named: Optional[Dict[str, Any]] = None, where: 
     Raises
     ------
     ConfigError
-        A construct without a Spark type (named in the message, with its place).
+        A construct without a Spark type (named in the message, with its place), or a type of more
+        than :data:`MAX_FIELDS` fields.
     """
-    named = {} if named is None else named
-    if isinstance(schema, str):
-        if schema in _PRIMITIVES:
-            return _PRIMITIVES[schema]
-        if schema == "null":
-            raise ConfigError(f"Avro type 'null' at {where} has no Spark column: make it a union ['null', T]")
-        if schema in named:
-            if schema in named.get(_IN_PROGRESS, ()):
-                raise ConfigError(f"Avro type {schema!r} at {where} contains itself (a recursive type): Spark has "
-                                  "no recursive column. Read it raw, or give a reader schema without the recursion")
-            return avro_arrow_type(named[schema], named, where, stage)
-        raise ConfigError(f"Avro type {schema!r} at {where} is not defined (a missing schema reference?)")
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        if len(branches) != 1:
-            raise ConfigError(
-                f"Avro union {_short(schema)} at {where} has {len(branches)} non-null branches; only "
-                "['null', T] has a Spark column here. Read the key/value raw and decode it yourself, or "
-                "give a reader schema without such unions")
-        return avro_arrow_type(branches[0], named, where, stage)
-    if not isinstance(schema, dict) or "type" not in schema:
-        raise ConfigError(f"not an Avro schema at {where}: {_short(schema)}")
-    kind = schema["type"]
-    logical = schema.get("logicalType")
-    if logical is not None and (stage != PLAIN or logical == "decimal"):
-        typed = _logical(schema, logical, where, stage)
-        if typed is not None:
-            return typed
-    if kind == "record" or kind == "error":
-        names = _define(schema, named)
-        in_progress = named.setdefault(_IN_PROGRESS, set())
-        in_progress.update(names)
-        fields: List[pa.Field] = []
-        try:
+    return _Types({} if named is None else named, stage).arrow(schema, where)[0]
+
+
+class _Types:
+    """One column's type: each named type's Arrow type made once (with its count of fields)."""
+
+    def __init__(self, named: Mapping[str, Any], stage: str) -> None:
+        self._named, self._stage = named, stage
+        self._done: Dict[str, Tuple[pa.DataType, int]] = {}
+        self._active: Set[str] = set()
+
+    def arrow(self, schema: Any, where: str) -> Tuple[pa.DataType, int]:
+        if isinstance(schema, str):
+            if schema in _PRIMITIVES:
+                return _PRIMITIVES[schema], 0
+            if schema == "null":
+                raise ConfigError(f"Avro type 'null' at {where} has no Spark column: make it a union ['null', T]")
+            if schema not in self._named:
+                raise ConfigError(f"Avro type {_short(shown(schema))} at {where} is not defined (a missing schema reference?)")
+            if schema in self._active:
+                raise ConfigError(f"Avro type {_short(shown(schema))} at {where} contains itself (a recursive type): Spark "
+                                  "has no recursive column. Read it raw, or give a reader schema without the recursion")
+            found = self._done.get(schema)
+            if found is None:
+                self._active.add(schema)
+                try:
+                    found = self._of(self._named[schema], where)
+                finally:
+                    self._active.discard(schema)
+                self._done[schema] = found
+            return found
+        if isinstance(schema, list):
+            branches = [b for b in schema if b != "null"]
+            if len(branches) != 1:
+                raise ConfigError(
+                    f"Avro union {_short(schema)} at {where} has {len(branches)} non-null branches; only "
+                    "['null', T] has a Spark column here. Read the key/value raw and decode it yourself, or "
+                    "give a reader schema without such unions")
+            return self.arrow(branches[0], where)
+        if isinstance(schema, dict) and isinstance(schema.get("name"), str) and schema["name"] in self._named \
+                and schema.get("type") in ("record", "error", "enum", "fixed"):
+            return self.arrow(schema["name"], where)  # a definition: made once, by its name
+        return self._of(schema, where)
+
+    def _of(self, schema: Any, where: str) -> Tuple[pa.DataType, int]:
+        if not isinstance(schema, dict) or "type" not in schema:
+            raise ConfigError(f"not an Avro schema at {where}: {_short(schema)}")
+        kind = schema["type"]
+        logical = schema.get("logicalType")
+        if logical is not None and (self._stage != PLAIN or logical == "decimal"):
+            typed = _logical(schema, logical, where, self._stage)
+            if typed is not None:
+                return typed, 0
+        if kind == "record" or kind == "error":
+            fields: List[pa.Field] = []
+            count = 0
             for f in schema.get("fields", []):
                 name = f["name"]
-                fields.append(pa.field(name, avro_arrow_type(f["type"], named, f"{where}.{name}", stage)))
-        finally:
-            in_progress.difference_update(names)
-        if not fields:
-            raise ConfigError(f"Avro record at {where} has no fields; Spark has no empty struct column")
-        return pa.struct(fields)
-    if kind == "enum":
-        _define(schema, named)
-        return pa.string()
-    if kind == "fixed":
-        _define(schema, named)
-        return pa.binary()
-    if kind == "array":
-        return pa.list_(avro_arrow_type(schema["items"], named, f"{where}[]", stage))
-    if kind == "map":
-        return pa.map_(pa.string(), avro_arrow_type(schema["values"], named, f"{where}{{}}", stage))
-    return avro_arrow_type(kind, named, where, stage)
+                typ, inner = self.arrow(f["type"], place(where, "." + name))
+                fields.append(pa.field(name, typ))
+                count += inner + 1
+                if count > MAX_FIELDS:
+                    raise ConfigError(f"Avro type at {where} has more than {MAX_FIELDS:,} fields in all (a named type "
+                                      "used at each level again?): no Spark column. Read the key/value raw")
+            if not fields:
+                raise ConfigError(f"Avro record at {where} has no fields; Spark has no empty struct column")
+            return pa.struct(fields), count
+        if kind == "enum":
+            return pa.string(), 0
+        if kind == "fixed":
+            return pa.binary(), 0
+        if kind == "array":
+            items, count = self.arrow(schema["items"], place(where, "[]"))
+            return pa.list_(items), count
+        if kind == "map":
+            values, count = self.arrow(schema["values"], place(where, "{}"))
+            return pa.map_(pa.string(), values), count
+        return self.arrow(kind, where)
 
 
 def _logical(schema: Mapping[str, Any], logical: str, where: str, stage: str) -> Optional[pa.DataType]:
@@ -152,19 +183,6 @@ def _logical(schema: Mapping[str, Any], logical: str, where: str, stage: str) ->
             raise ConfigError(f"Avro decimal({precision}, {scale}) at {where} is wider than Spark's 38 digits")
         return pa.decimal128(precision, scale)
     return None  # unknown logical types are their underlying type (Avro spec)
-
-
-def _define(schema: Mapping[str, Any], named: Dict[str, Any]) -> List[str]:
-    """Register a named type under its full and short names; returns them."""
-    name = schema.get("name")
-    if not isinstance(name, str):
-        return []
-    namespace = schema.get("namespace")
-    full = name if "." in name or not namespace else f"{namespace}.{name}"
-    short = full.rsplit(".", 1)[-1]
-    named[full] = schema
-    named[short] = schema
-    return [full, short]
 
 
 def strip_logical(schema: Any) -> Any:
