@@ -11,7 +11,9 @@ following the query:
   has its start committed at once, so a member that takes it over before anything
   landed continues from it instead of the then latest offset (issue 26, item 1). The
   planning call waits for the coordinator's acknowledgement (bounded by
-  ``kafkaConsumer.connectTimeoutMs``, else the query fails): a crash right after
+  ``kafkaConsumer.connectTimeoutMs``, else the query fails; an answer a rebalance or a
+  coordinator move gives is retried within that bound, for the partitions the member
+  still owns under the same assignment: issue 33, finding 5): a crash right after
   positioning must not leave a start only this process knew (review of issue 26,
   finding 8). A revoke commits it again, synchronously, before the next owner gets
   the partition.
