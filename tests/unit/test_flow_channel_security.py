@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Mapping
 
 import pytest
 
-from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.errors import FlowControlError
 from kafka_group.flow.channel_client import exchange, find_controls, read_status
+from kafka_group.flow.default_root import default_root, default_roots
 from kafka_group.flow.flow_channel import ControlChannel
 
 OTHER_UID = 12345
@@ -219,9 +219,15 @@ def test_different_group_ids_get_different_folders(tmp_path: pathlib.Path) -> No
 def test_the_default_root_is_under_xdg_runtime_dir_when_set(monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: pathlib.Path) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    assert default_control_dir() == str(tmp_path / "pyspark-kafka-group")
+    assert default_root() == str(tmp_path / "pyspark-kafka-group")
+    assert default_roots() == [str(tmp_path / "pyspark-kafka-group")]
     monkeypatch.delenv("XDG_RUNTIME_DIR")
-    assert default_control_dir().endswith(f"pyspark-kafka-group-{os.getuid()}")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    assert default_roots() == []  # nothing made by a look
+    made = default_root()
+    assert pathlib.Path(made).name.startswith(f"pyspark-kafka-group-{os.getuid()}-")
+    assert default_root() == made and default_roots() == [made]  # reused by the next query
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another uid needs root")
