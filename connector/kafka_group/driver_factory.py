@@ -47,7 +47,8 @@ def build_source_driver(options: SourceOptions) -> SourceDriver:
     FlowControlError
         ``flow.controlDir`` is not a folder only this user can reach.
     """
-    check_root(options.control_dir)  # a refused flow-control folder stops the query before any client
+    # A refused flow-control folder stops the query before any client is made.
+    control_root = check_root(options.control_dir)
     cluster = ClusterView(with_client_id(options.client_config, options.group_id, "admin"), options.connect_timeout_ms)
     store: Optional[DeltaOffsetStore] = None
     if options.offsets_table is not None:
@@ -80,5 +81,5 @@ def build_source_driver(options: SourceOptions) -> SourceDriver:
         driver = SourceDriver(options, cluster, member, store, alignment=alignment, known_at_start=known)
         if user_listener is not None:  # after the driver's own listener, which the driver added
             member.add_listener(user_listener)
-    driver.flow.open_channel()
+    driver.flow.open_channel(control_root)
     return driver

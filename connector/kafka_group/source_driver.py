@@ -136,10 +136,23 @@ class SourceDriver:
         end = self._plan_next(start, max_records)
         if end is not None or self._target is None:
             return end
-        return await_end(group_id=self._options.group_id, timeout_ms=self._options.available_now_timeout_ms,
-                         find_unfinished=lambda: self._unfinished_target(start, self.owned()), owned=self.owned,
-                         plan_again=lambda: self._plan_next(start, max_records), closed=lambda: self._closed,
-                         pause_s=self.available_now_pause_s)
+        end = await_end(group_id=self._options.group_id, timeout_ms=self._options.available_now_timeout_ms,
+                        find_unfinished=lambda: self._unfinished_target(start, self.owned()), owned=self.owned,
+                        plan_again=lambda: self._plan_next(start, max_records), closed=lambda: self._closed,
+                        pause_s=self.available_now_pause_s)
+        if end is None and not self._closed:
+            self._settle_group(start)
+        return end
+
+    def _settle_group(self, start: BatchOffsets) -> None:
+        """The AvailableNow run ends with this call: what landed of the owned partitions reaches the group before
+        it returns (:meth:`GroupCommits.settle`). Caller: Spark's planning thread."""
+        generation = self._generation()  # before owned(): positions of partitions revoked in between are dropped
+        _, plannable = self._book.plannable(start.positions, self.owned())
+        pending = self._book.pending()
+        landed = (self._store.positions(plannable) if self._store is not None
+                  else {tp: pos for tp, pos in plannable.items() if tp not in pending})
+        self._commits.settle(landed, generation)
 
     def _unfinished_target(self, start: BatchOffsets, owned: FrozenSet[TopicPartition]) -> Unfinished:
         assert self._target is not None

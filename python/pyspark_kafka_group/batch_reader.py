@@ -43,7 +43,8 @@ class KafkaGroupBatchReader(DataSourceReader):
         self._decode_plan = decode_plan
 
     def partitions(self) -> Sequence[InputPartition]:
-        """The read's ranges, packed onto tasks like a stream's. Caller: Spark's planning, on the driver."""
+        """The read's ranges, packed onto tasks like a stream's (none: nothing to read). Caller: Spark's
+        planning, on the driver."""
         from kafka_group.plan.batch_read import batch_ranges
         from kafka_group.group.cluster_metadata import ClusterView
         from kafka_group.log_setup import configure_from_env
@@ -55,6 +56,12 @@ class KafkaGroupBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read a task's ranges as Arrow record batches of Spark's Kafka schema (decoded by
-        ``keyFormat``/``valueFormat``). Caller: an executor."""
-        assert isinstance(partition, OffsetRangesPartition)
+        ``keyFormat``/``valueFormat``). Caller: an executor.
+
+        A read with no ranges gets one task all the same: pyspark turns an empty partition list into one
+        ``InputPartition(None)``; that task reads nothing (zero rows)."""
+        if not isinstance(partition, OffsetRangesPartition):
+            if getattr(partition, "value", None) is None:
+                return iter(())
+            raise TypeError(f"the kafka-group batch reader got a partition it did not plan: {type(partition).__name__}")
         return read_task(partition, self._options, self._decode_plan)

@@ -33,9 +33,9 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.errors import FlowControlError
 from kafka_group.flow.channel_client import find_controls, read_status, send_request
+from kafka_group.flow.default_root import default_roots
 from kafka_group.formats import read_progress
 
 __all__ = ["pause", "resume", "status", "queries"]
@@ -119,9 +119,12 @@ def queries(group: Optional[str] = None, control_dir: Optional[str] = None) -> L
 
     Each entry has ``control`` (pass it to :func:`pause`, :func:`resume`,
     :func:`status`), ``group``, ``subscription`` and ``pid``. ``control_dir`` is the
-    queries' ``flow.controlDir`` option, if they set one.
+    queries' ``flow.controlDir`` option, if they set one; without it, every default root of this
+    user is searched (:mod:`kafka_group.flow.default_root`).
     """
-    return find_controls(control_dir or default_control_dir(), group)
+    if control_dir:
+        return find_controls(control_dir, group)
+    return [found for root in default_roots() for found in find_controls(root, group)]
 
 
 def _request(query: QueryOrControl, op: str, topic: str, partitions: Optional[Sequence[int]],

@@ -10,9 +10,9 @@ else the process and its Spark server print goes to stderr). Commands (``op``):
 
 ``available_now``
     Run a DeltaSink query with ``Trigger.AvailableNow`` to its end
-    (``servers``, ``topic``, ``group``, ``table``, ``checkpoint``; the sink is
-    handed ``sink_checkpoint`` as its checkpoint location when given, else
-    ``checkpoint``).
+    (``servers``, ``topic``, ``group``, ``table``, ``checkpoint``, and further
+    source ``options``; the sink is handed ``sink_checkpoint`` as its checkpoint
+    location when given, else ``checkpoint``).
 ``start``
     Start the same query with a 500 ms trigger; answers its ``query`` id.
 ``flow``
@@ -70,6 +70,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             .option("kafka.session.timeout.ms", "6000")
             .option("kafka.heartbeat.interval.ms", "500")
         )
+        for key, value in command.get("options", {}).items():  # further source options
+            reader = reader.option(key, value)
         checkpoint = command["checkpoint"]
         sink = DeltaSink(command["table"], transform=parse,
                          checkpoint_location=command.get("sink_checkpoint", checkpoint))

@@ -720,3 +720,29 @@ def test_task_layout_partition_splits_for_min_partitions_as_spark_does(
     print(f"minPartitions=5: kafka {reference}; kafka-group partition {ours}")
     assert sorted(reference.values()) == sorted(ours.values())
     assert all(len(parts) == 1 for parts in ours.values()) and len(ours) == 6
+
+
+def test_batch_read_of_nothing_is_zero_rows_as_in_spark(spark: SparkSession, kafka: Cluster,
+                                                        make_topic: MakeTopic) -> None:
+    """Issue 33, finding 6: an empty topic, or ends equal to the starts, is an empty DataFrame (a bare
+    ``AssertionError`` before: pyspark hands ``read()`` one ``InputPartition(None)`` for no partitions)."""
+    empty = make_topic(2)
+    reference = read_batch(spark, "kafka", kafka.bootstrap_servers, empty)
+    ours = read_batch(spark, "kafka-group", kafka.bootstrap_servers, empty, endingOffsets="latest")
+    assert reference.columns == ours.columns and reference.rows == ours.rows == []
+    topic = make_topic(1)
+    produce(kafka.bootstrap_servers, topic, {0: 5})
+    same = {"startingOffsets": f'{{"{topic}":{{"0":3}}}}', "endingOffsets": f'{{"{topic}":{{"0":3}}}}'}
+    assert read_batch(spark, "kafka", kafka.bootstrap_servers, topic, **same).rows == []
+    assert read_batch(spark, "kafka-group", kafka.bootstrap_servers, topic, **same).rows == []
+
+
+def test_batch_read_of_a_missing_topic_fails_as_in_spark_naming_the_topic(spark: SparkSession, kafka: Cluster) -> None:
+    """Issue 33, finding 6: Spark's source fails when the read is planned (``UnknownTopicOrPartitionException``
+    from its admin client); so does the connector, naming the topic and the option (a bare ``AssertionError``
+    before)."""
+    missing = unique_name("missing")
+    with pytest.raises(Exception, match="UnknownTopicOrPartitionException"):
+        read_batch(spark, "kafka", kafka.bootstrap_servers, missing)
+    with pytest.raises(Exception, match=rf"option 'subscribe' names topic '{missing}', which does not exist"):
+        read_batch(spark, "kafka-group", kafka.bootstrap_servers, missing, endingOffsets="latest")

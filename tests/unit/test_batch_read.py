@@ -16,8 +16,9 @@ from tests.unit.driver_fakes import T0, T1, FakeCluster
 
 
 def batch_options(**settings: str) -> SourceOptions:
+    """Options subscribing to ``t`` unless ``settings`` name another subscription (an empty value drops one)."""
     raw = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t", **settings}
-    return parse_source_options({k.lower(): v for k, v in raw.items()}, stream=False)
+    return parse_source_options({k.lower(): v for k, v in raw.items() if v}, stream=False)
 
 
 def cluster() -> FakeCluster:
@@ -122,3 +123,22 @@ def test_every_refused_stream_option_is_a_declared_option() -> None:
     from kafka_group.config.option_rules import _STREAM_ONLY
 
     assert set(_STREAM_ONLY) <= {o.key for o in OPTIONS}
+
+
+def test_an_empty_topic_or_an_empty_range_is_no_range() -> None:
+    """Issue 33, finding 6: nothing to read is an empty read (zero rows), never an error."""
+    assert ranges(batch_options(endingOffsets="latest"), FakeCluster({"t": 2})) == {}
+    same = batch_options(startingOffsets='{"t":{"0":4,"1":6}}', endingOffsets='{"t":{"0":4,"1":6}}')
+    assert ranges(same, cluster()) == {}
+    assert ranges(batch_options(subscribePattern="none-.*", subscribe="", endingOffsets="latest"), cluster()) == {}
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"subscribe": "t,gone"}, r"option 'subscribe' names topic 'gone', which does not exist"),
+    ({"subscribe": "", "assign": '{"gone":[0]}'}, r"option 'assign' names topic 'gone', which does not exist"),
+    ({"subscribe": "", "assign": '{"t":[5]}'}, r"option 'assign' names partition 5 of topic 't'.*0 to 1"),
+])
+def test_a_topic_that_does_not_exist_fails_naming_it_and_the_option(settings: Dict[str, str], message: str) -> None:
+    """Issue 33, finding 6: as Spark's source fails (UnknownTopicOrPartitionException), with the topic named."""
+    with pytest.raises(UnknownTopicOrPartitionError, match=message):
+        ranges(batch_options(endingOffsets="latest", **settings), cluster())

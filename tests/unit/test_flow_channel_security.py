@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Mapping
 
 import pytest
 
-from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.errors import FlowControlError
 from kafka_group.flow.channel_client import exchange, find_controls, read_status
+from kafka_group.flow.default_root import default_root, default_roots
 from kafka_group.flow.flow_channel import ControlChannel
 
 OTHER_UID = 12345
@@ -219,6 +219,43 @@ def test_different_group_ids_get_different_folders(tmp_path: pathlib.Path) -> No
 def test_the_default_root_is_under_xdg_runtime_dir_when_set(monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: pathlib.Path) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    assert default_control_dir() == str(tmp_path / "pyspark-kafka-group")
+    assert default_root() == str(tmp_path / "pyspark-kafka-group")
+    assert default_roots() == [str(tmp_path / "pyspark-kafka-group")]
     monkeypatch.delenv("XDG_RUNTIME_DIR")
-    assert default_control_dir().endswith(f"pyspark-kafka-group-{os.getuid()}")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    assert default_roots() == []  # nothing made by a look
+    made = default_root()
+    assert pathlib.Path(made).name.startswith(f"pyspark-kafka-group-{os.getuid()}-")
+    assert default_root() == made and default_roots() == [made]  # reused by the next query
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another uid needs root")
+def test_another_user_cannot_occupy_the_default_root(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
+    """Issue 33, finding 14: without ``XDG_RUNTIME_DIR`` (YARN and Kubernetes drivers) the default root was
+    ``<tmp>/pyspark-kafka-group-<uid>``, a name another local user could create first: every query of this
+    user then failed (closed, but a denial of service). The default is now a folder this user made with a
+    name nobody can guess; queries start, and ``flow.queries()`` finds their channels."""
+    from kafka_group.config.options import parse_source_options
+    from kafka_group.flow.flow_channel import check_root
+    from pyspark_kafka_group import flow
+
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    taken = tmp_path / f"pyspark-kafka-group-{os.getuid()}"
+    for name in (taken.name, f"{taken.name}-aaaaaaaa", f"{taken.name}-zzzzzzzz"):  # a squatter's guesses
+        (tmp_path / name).mkdir(mode=0o700)
+        os.chown(tmp_path / name, OTHER_UID, OTHER_UID)
+    os.symlink(tmp_path / f"{taken.name}-aaaaaaaa", tmp_path / f"{taken.name}-00000000")
+    options = parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
+                                    "kafka.group.id": "group"})
+    served = check_root(options.control_dir)  # the driver factory's check: it refused the query before
+    channels = [ControlChannel(served, "group", {"subscription": "t"}, Handler()) for _ in range(2)]
+    try:
+        root = pathlib.Path(channels[0].path).parent.parent
+        assert root.parent == tmp_path and root.name.startswith(taken.name) and root.stat().st_uid == os.getuid()
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700
+        assert sorted(c["control"] for c in flow.queries("group")) == sorted(c.path for c in channels)
+    finally:
+        for channel in channels:
+            channel.close()

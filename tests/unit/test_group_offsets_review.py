@@ -11,7 +11,7 @@ Finding 7: an AvailableNow run's end check counts the group's committed starts o
 from __future__ import annotations
 
 import logging
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import pytest
 
@@ -184,3 +184,46 @@ def test_the_members_pending_commits_drop_positions_computed_under_an_older_assi
     assert awaited is not None and awaited.positions == {T0: 80, T1: 7}
     assert pending.take() == ({}, [awaited])
     assert pending.current({T0: 1}, None, set()) == {T0: 1}  # the polling thread's own commits are never stale
+
+
+def test_an_awaited_commit_not_sent_yet_drops_a_partition_revoked_meanwhile() -> None:
+    """Issue 33, finding 5: a start commit awaited (and retried) across a rebalance. A partition revoked
+    before the polling thread sent it, then given back, must not be sent with the stale start (the polling
+    thread checks only what the member owns when it sends)."""
+    from kafka_group.group.pending_commits import PendingCommits
+
+    pending = PendingCommits("g")
+    pending.assigned([T0, T1], 1)
+    awaited = pending.await_commit({T0: 5, T1: 5}, 1, {T0, T1})
+    assert awaited is not None
+    pending.removed([T0])
+    pending.assigned([T0], 2)
+    assert pending.take() == ({}, [awaited])
+    assert awaited.positions == {T1: 5}
+
+
+def test_a_commit_answer_is_retriable_only_when_every_refusal_is() -> None:
+    """Issue 33, finding 5: what a retry may outlive (a rebalance, a stale generation, a moving coordinator)."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    from kafka_group.group.offset_commits import AwaitedCommit
+
+    def answer(*codes: int) -> AwaitedCommit:
+        # The client's per-partition answers (its TopicPartition's error cannot be set from Python).
+        awaited = AwaitedCommit({T0: 5, T1: 5})
+        parts: Any = [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=5,
+                                      error=KafkaError(code) if code else None) for tp, code in zip((T0, T1), codes)]
+        assert awaited.answered_by(None, parts)
+        return awaited
+
+    assert answer(KafkaError.REBALANCE_IN_PROGRESS, 0).retriable
+    assert answer(KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS).retriable
+    assert not answer(KafkaError.REBALANCE_IN_PROGRESS, KafkaError.GROUP_AUTHORIZATION_FAILED).retriable
+    accepted = answer(0, 0)
+    assert accepted.error is None and not accepted.retriable
+    whole = AwaitedCommit({T0: 5})
+    assert whole.answered_by(KafkaError(KafkaError.UNKNOWN_MEMBER_ID), [KafkaTopicPartition(T0.topic, 0, 5)])
+    assert whole.retriable and whole.error

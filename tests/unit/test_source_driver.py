@@ -7,7 +7,7 @@ would do it, and checks what the driver plans and commits.
 from __future__ import annotations
 
 import threading
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import pytest
 
@@ -354,6 +354,45 @@ def test_available_now_ends_when_every_target_partition_reached_its_end() -> Non
     assert ranges_of(batch) == {T0: (0, 5)}
     assert batch is not None
     assert d.next_offsets(batch, None) is None  # at the target: the run ends
+
+
+class QueuingMember(FakeMember):
+    """As the real member commits from Spark's planning thread: ``commit`` only queues for its poll thread
+    (lost if the process ends before that thread sends it); ``commit_and_wait`` returns once acknowledged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acknowledged: List[Dict[TopicPartition, int]] = []
+
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
+        return True  # queued, and never sent: the process ends first
+
+    def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
+                        timeout_s: float) -> None:
+        super().commit(positions, generation)
+        self.acknowledged.append(dict(positions))
+
+
+def test_the_plan_that_ends_an_available_now_run_waits_until_the_group_has_what_landed() -> None:
+    """Issue 33, finding 7: Spark ends the query once that plan returns and may end the runner process before
+    its poll thread sends a queued commit (and before a close): the last batch's positions were left out of
+    the group's offsets, shown as lag until the next run."""
+    store, cluster, member = FakeStore(), FakeCluster({"t": 1}), QueuingMember()
+    cluster.produce(T0, 3000)
+    d = driver(with_table(maxOffsetsPerTrigger="1500"), cluster, member, store)
+    member.assign(T0)
+    start = d.initial_offsets()
+    d.prepare_available_now()
+    batch = d.next_offsets(start, 1500)
+    assert ranges_of(batch) == {T0: (0, 1500)}
+    assert batch is not None
+    store.land(batch)
+    last = d.next_offsets(batch, 1500)
+    assert ranges_of(last) == {T0: (1500, 3000)}
+    assert last is not None
+    store.land(last)
+    assert d.next_offsets(last, 1500) is None  # the run ends
+    assert member.group_offsets == {T0: 3000}, member.acknowledged
 
 
 def test_available_now_fails_while_a_partition_owned_elsewhere_stays_short() -> None:

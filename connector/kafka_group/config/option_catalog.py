@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
@@ -57,7 +56,6 @@ __all__ = [
     "positive_int",
     "one_of",
     "parse_duration_ms",
-    "default_control_dir",
     "OPTION_DEFAULTS",
     "OPTION_SPELLING",
 ]
@@ -224,16 +222,6 @@ def parse_duration_ms(option: str, text: str) -> int:
     return int(float(match.group(1)) * unit)
 
 
-def default_control_dir() -> str:
-    """The default ``flow.controlDir``: ``$XDG_RUNTIME_DIR/pyspark-kafka-group`` where that is set
-    (a folder only this user reaches), else ``<tmp>/pyspark-kafka-group-<uid>`` (checked by the
-    channel: see :mod:`kafka_group.flow.flow_channel`)."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    if runtime and os.path.isabs(runtime):
-        return os.path.join(runtime, "pyspark-kafka-group")
-    return os.path.join(tempfile.gettempdir(), f"pyspark-kafka-group-{os.getuid()}")
-
-
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$", re.ASCII)
 
 #: The message of a missing or blank ``kafka.bootstrap.servers`` (also used by the parser's caller).
@@ -372,8 +360,8 @@ def _topic_priority(name: str, raw: str) -> Dict[str, int]:
 _PRIORITY = re.compile(r"^-?[0-9]{1,9}$", re.ASCII)
 
 
-def _control_dir(name: str, raw: str) -> str:
-    return raw.strip() or default_control_dir()
+def _control_dir(name: str, raw: str) -> Optional[str]:
+    return raw.strip() or None  # blank: the default root (kafka_group.flow.default_root, chosen by the runner)
 
 
 def _two_tasks_per_cpu() -> str:
@@ -589,11 +577,11 @@ MAX_DRIFT: OptionSpec[int] = OptionSpec(
     'Event-time alignment: no batch reads a record whose timestamp is this much or more ahead of the slowest owned partition with a backlog. A record time later than now counts as now (logged), so one far-future timestamp holds nobody back. At most 365 days.',
     parser=parse_duration_ms,
 )
-CONTROL_DIR: OptionSpec[str] = OptionSpec(
-    'flow.controlDir', 'path', '`$XDG_RUNTIME_DIR/pyspark-kafka-group`, else `<tmp>/pyspark-kafka-group-<uid>`',
-    'Folder on the driver for the control channels of running queries (`flow.pause`, `flow.status`). Must be a real folder (not a symbolic link) of the query\'s user with mode 0700; it is made so if missing, and refused otherwise.',
+CONTROL_DIR: OptionSpec[Optional[str]] = OptionSpec(
+    'flow.controlDir', 'path', '`$XDG_RUNTIME_DIR/pyspark-kafka-group`, else a folder `<tmp>/pyspark-kafka-group-<uid>-<random>` the user made',
+    'Folder on the driver for the control channels of running queries (`flow.pause`, `flow.status`). Must be a real folder (not a symbolic link) of the query\'s user with mode 0700; it is made so if missing, and refused otherwise. The default is one no other user can occupy: without `XDG_RUNTIME_DIR` (YARN, Kubernetes), the first such folder of the user under the temporary directory, made with a random name if there is none (`flow.queries()` looks in each).',
     parser=_control_dir,
-    default_factory=default_control_dir,
+    default='',  # blank: the default root, which the query's runner picks (kafka_group.flow.default_root)
 )
 FETCH_MAX_RECORDS_PER_BATCH: OptionSpec[int] = OptionSpec(
     'fetch.maxRecordsPerBatch', 'positive int', '20000',

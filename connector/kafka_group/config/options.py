@@ -157,7 +157,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
     available_now_timeout_ms = catalog.AVAILABLE_NOW_TIMEOUT_MS.value(opts)
     max_records_per_arrow_batch = catalog.FETCH_MAX_RECORDS_PER_BATCH.value(opts)
     max_drift_ms = catalog.MAX_DRIFT.get(opts)
-    control_dir = catalog.CONTROL_DIR.value(opts)
+    control_dir = catalog.CONTROL_DIR.get(opts)
 
     # Then the rules between options.
     if servers is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
-from kafka_group.config.option_catalog import default_control_dir
 from kafka_group.offsets import StartingOffsets, TopicPartition
 from kafka_group.config.plan_options import FlowPolicy, TaskSizing
 from kafka_group.registry.settings import RegistryOptions
@@ -92,7 +91,7 @@ class SourceOptions:
     rebalance_listener: Optional[str] = None
     flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
     max_drift_ms: Optional[int] = None
-    control_dir: str = field(default_factory=lambda: default_control_dir())
+    control_dir: Optional[str] = None  # flow.controlDir; None: the default root the runner picks
     min_offsets_per_trigger: Optional[int] = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     ending_offsets: Optional[StartingOffsets] = None

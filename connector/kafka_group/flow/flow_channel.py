@@ -46,9 +46,10 @@ import os
 import secrets
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from kafka_group.errors import FlowControlError
+from kafka_group.flow.default_root import default_root
 from kafka_group.flow.private_folder import (
     component,
     lstat_at,
@@ -224,11 +225,12 @@ class ControlChannel:
         remove_at(self._requests_fd, name)
 
 
-def check_root(root: str) -> None:
-    """Make ``root`` (``flow.controlDir``) if missing and check that only this user can reach it.
+def check_root(root: Optional[str]) -> str:
+    """Make ``root`` (``flow.controlDir``; None: :func:`~kafka_group.flow.default_root.default_root`) if missing
+    and check that only this user can reach it; return it.
 
     Caller: the driver's factory, before it connects to anything, so that a refused
-    folder stops the query before a client is made.
+    folder stops the query before a client is made; the channel opens under the root returned.
 
     Raises
     ------
@@ -236,4 +238,6 @@ def check_root(root: str) -> None:
         ``root`` is a symbolic link, not a folder, owned by another user, or open
         to group or others (the message says which and how to fix it).
     """
-    os.close(private_root(root))
+    chosen = root if root is not None else default_root()
+    os.close(private_root(chosen))
+    return chosen

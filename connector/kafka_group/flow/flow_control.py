@@ -167,13 +167,14 @@ class FlowControl:
         self._held: Dict[TopicPartition, str] = {}
         self._channel: Optional[ControlChannel] = None
 
-    def open_channel(self) -> None:
-        """Open the control channel (``flow.controlDir``) that serves :meth:`handle_request`.
+    def open_channel(self, root: str) -> None:
+        """Open the control channel that serves :meth:`handle_request` under ``root`` (``flow.controlDir``,
+        or the default root :func:`~kafka_group.flow.flow_channel.check_root` chose).
 
         Caller: the driver's factory, once, on the runner's main thread.
         """
         self._channel = ControlChannel(
-            self._options.control_dir, self._options.group_id or "assign",
+            root, self._options.group_id or "assign",
             {"subscription": self._options.describe_subscription()}, self.handle_request,
         )
 

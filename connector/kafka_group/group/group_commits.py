@@ -11,7 +11,9 @@ following the query:
   has its start committed at once, so a member that takes it over before anything
   landed continues from it instead of the then latest offset (issue 26, item 1). The
   planning call waits for the coordinator's acknowledgement (bounded by
-  ``kafkaConsumer.connectTimeoutMs``, else the query fails): a crash right after
+  ``kafkaConsumer.connectTimeoutMs``, else the query fails; an answer a rebalance or a
+  coordinator move gives is retried within that bound, for the partitions the member
+  still owns under the same assignment: issue 33, finding 5): a crash right after
   positioning must not leave a start only this process knew (review of issue 26,
   finding 8). A revoke commits it again, synchronously, before the next owner gets
   the partition.
@@ -20,6 +22,8 @@ following the query:
   batch N's commit log before it asks the source for the next latest offset, see
   ``MicroBatchExecution``), so lag tools see a batch within one trigger of it landing,
   also when no batch follows (Spark's ``commit(N)`` comes only with batch N+1).
+  The planning call that ends an AvailableNow run waits for the group to take them
+  (:meth:`GroupCommits.settle`): the process may end right after it.
 
 Invariants
 ----------
@@ -41,6 +45,7 @@ import time
 from typing import AbstractSet, Callable, Dict, FrozenSet, Iterable, Mapping, Optional
 
 from kafka_group.collaborators import Committer, OffsetStore
+from kafka_group.errors import GroupMembershipError
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["GroupCommits"]
@@ -141,6 +146,25 @@ class GroupCommits:
         self.landed(in_table if in_table is not None else
                     {tp: pos for tp, pos in positions.items() if tp not in pending}, generation)
         return in_table
+
+    def settle(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> None:
+        """An AvailableNow run ends with this planning call: commit what landed (``positions``, the table's or the
+        last batch's end) and wait for the group's answer, bounded by ``start_timeout_s``. Spark ends the query
+        once the call returns and may end this process before the member's poll thread sends a queued commit,
+        or before :meth:`final` runs (issue 33, finding 7: under Spark Connect the last batch was missing from
+        the group's offsets, shown as lag until the next run). A refusal is logged, not raised: the run's
+        records have landed. Caller: Spark's planning thread."""
+        if not positions or self._committer is None:
+            return
+        with self._lock:
+            for tp in positions:
+                self._starts.pop(tp, None)
+            self._sent.update(positions)
+        try:
+            self._committer.commit_and_wait(positions, generation, self._start_timeout_s)
+        except GroupMembershipError as exc:
+            logger.warning("the AvailableNow run ends, but the group did not take what landed (lag tools show it "
+                           "until the next run): %s", exc)
 
     def final(self, store: Optional[OffsetStore], owned: FrozenSet[TopicPartition],
               generation: Optional[int] = None) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import AbstractSet, Any, List, Mapping, Optional
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -30,6 +31,9 @@ from kafka_group.offsets import TopicPartition
 __all__ = ["MemberCommits"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds before the first retry of an awaited commit a rebalance refused, and the most between two.
+_RETRY_BACKOFF_S = (0.1, 1.0)
 
 
 class MemberCommits:
@@ -101,29 +105,53 @@ class MemberCommits:
         sends them at its next poll; this thread waits for the answer without taking the consumer lock
         (a revoke callback may hold it).
 
+        A refusal a retry may outlive (:data:`~kafka_group.group.offset_commits.RETRIABLE_COMMIT_ERRORS`: the
+        group completes a rebalance, the member's generation is stale, the coordinator moves) is retried until
+        ``timeout_s`` has passed, each time only for the positions still current (:meth:`PendingCommits.current
+        <kafka_group.group.pending_commits.PendingCommits.current>`): a partition revoked, or assigned afresh,
+        since ``generation`` is left out, and a commit left with no position returns (the partition's next
+        owner, or this member's next positioning of it, decides its start).
+
         Raises
         ------
         GroupMembershipError
-            The coordinator refused the commit, or did not answer within ``timeout_s``.
+            The coordinator refused the commit (not retriable), kept refusing it, or did not answer, within
+            ``timeout_s``.
         """
         if threading.current_thread() is self._thread:
             if not commit_positions(self._consumer, self._lock, self.group_id, positions):
                 raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
             return
-        with self._state:
-            ack = self.pending.await_commit(positions, generation, self._owned)
-        if ack is None:
-            return
-        current = ack.positions
-        if not ack.done.wait(timeout_s):
-            raise GroupMembershipError(
-                f"group '{self.group_id}' did not acknowledge the commit of {describe_positions(current)} within "
-                f"{int(timeout_s * 1000)} ms (option 'kafkaConsumer.connectTimeoutMs'): the group coordinator is "
-                "unreachable or moving. The query stops rather than plan from a start the next owner of these "
-                "partitions could not find; restart it once the coordinator is back, or raise the option")
-        if ack.error is not None:
-            raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(current)}: "
-                                       f"{ack.error}")
+        deadline = time.monotonic() + timeout_s
+        backoff_s, refused = _RETRY_BACKOFF_S[0], None
+        while True:
+            # Again at each try: a rebalance since the last may have taken partitions away, or assigned them
+            # afresh; their positions are stale then and never sent (a stale owner never commits).
+            with self._state:
+                ack = self.pending.await_commit(positions, generation, self._owned)
+            if ack is None:
+                return
+            answered = ack.done.wait(max(0.0, deadline - time.monotonic()))
+            if answered and ack.error is None:
+                return
+            if answered and not ack.retriable:
+                raise GroupMembershipError(f"group '{self.group_id}' refused the commit of "
+                                           f"{describe_positions(ack.positions)}: {ack.error}")
+            refused = ack.error if answered else refused
+            left = deadline - time.monotonic()
+            if left <= 0:
+                answer = (f"answered it with '{refused}' until then (the group did not settle)" if refused else
+                          "the group coordinator is unreachable or moving")
+                raise GroupMembershipError(
+                    f"group '{self.group_id}' did not acknowledge the commit of {describe_positions(ack.positions)} "
+                    f"within {int(timeout_s * 1000)} ms (option 'kafkaConsumer.connectTimeoutMs'): {answer}. The "
+                    "query stops rather than plan from a start the next owner of these partitions could not find; "
+                    "restart it once the coordinator is back, or raise the option")
+            logger.info("group '%s' answered the commit of %s with '%s' (a rebalance or a coordinator move): "
+                        "trying again for the partitions this member still owns", self.group_id,
+                        describe_positions(ack.positions), ack.error)
+            time.sleep(min(backoff_s, left))
+            backoff_s = min(backoff_s * 2, _RETRY_BACKOFF_S[1])
 
     def send_queued(self) -> None:
         """Send the queued positions of partitions still owned, without waiting for the answer.

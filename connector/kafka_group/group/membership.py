@@ -205,12 +205,15 @@ class GroupMember:
                         timeout_s: float) -> None:
         """Commit ``positions`` and wait until the coordinator acknowledged them (a start the next owner of
         a partition must find, review of issue 26 finding 8). Stale positions (see :meth:`commit`) are
-        dropped, not waited for. Caller: Spark's planning thread (the polling thread commits synchronously).
+        dropped, not waited for; answers a rebalance or a coordinator move gives are retried within
+        ``timeout_s``, each time for the positions still current. Caller: Spark's planning thread (the
+        polling thread commits synchronously).
 
         Raises
         ------
         GroupMembershipError
-            The coordinator refused the commit, or did not answer within ``timeout_s``.
+            The coordinator refused the commit (not retriable), kept refusing it, or did not answer, within
+            ``timeout_s``.
         """
         self._commits.commit_and_wait(positions, generation, timeout_s)
 

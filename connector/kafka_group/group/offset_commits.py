@@ -15,9 +15,20 @@ from kafka_group.config.client_config import member_config
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.offsets import TopicPartition
 
-__all__ = ["AwaitedCommit", "GroupOffsetCommitter", "commit_positions", "describe_positions"]
+__all__ = ["AwaitedCommit", "GroupOffsetCommitter", "RETRIABLE_COMMIT_ERRORS", "commit_positions",
+           "describe_positions"]
 
 logger = logging.getLogger(__name__)
+
+#: Answers to an offset commit that a retry may outlive: the group is rebalancing or has moved on from the
+#: member's generation or epoch (the member rejoins and its rebalance callbacks say what it owns then), or
+#: the coordinator is moving or busy. A retry is never sent for a partition the member stopped owning.
+RETRIABLE_COMMIT_ERRORS = frozenset({
+    KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.STALE_MEMBER_EPOCH, KafkaError.FENCED_MEMBER_EPOCH, KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._WAIT_COORD, KafkaError._ASSIGNMENT_LOST,
+})
 
 
 def describe_positions(positions: Mapping[TopicPartition, int]) -> str:
@@ -28,18 +39,21 @@ def describe_positions(positions: Mapping[TopicPartition, int]) -> str:
 class AwaitedCommit:
     """An asynchronous commit a thread waits for (``GroupMember.commit_and_wait``).
 
-    ``done`` is set once it is answered; ``error`` is None when the coordinator accepted every position.
-    Callers: the waiting thread (``done``, ``error``), the member's polling thread (the rest).
+    ``done`` is set once it is answered; ``error`` is None when the coordinator accepted every position,
+    and ``retriable`` says whether the refusal is one a retry may outlive (:data:`RETRIABLE_COMMIT_ERRORS`).
+    Callers: the waiting thread (``done``, ``error``, ``retriable``), the member's polling thread (the rest).
     """
 
     def __init__(self, positions: Mapping[TopicPartition, int]) -> None:
         self.positions = dict(positions)
         self.done = threading.Event()
         self.error: Optional[str] = None
+        self.retriable = False
 
-    def answer(self, error: Optional[str]) -> None:
-        """Settle it: ``error`` None for accepted."""
+    def answer(self, error: Optional[str], retriable: bool = False) -> None:
+        """Settle it: ``error`` None for accepted; ``retriable`` for a refusal a retry may outlive."""
         self.error = error
+        self.retriable = error is not None and retriable
         self.done.set()
 
     def answered_by(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> bool:
@@ -49,8 +63,9 @@ class AwaitedCommit:
         mine = [answered.get((tp.topic, tp.partition)) for tp in self.positions]
         if any(p is None or p.offset != self.positions[TopicPartition(p.topic, p.partition)] for p in mine):
             return False
-        failed = [p.error.str() for p in mine if p is not None and p.error is not None]
-        self.answer(error.str() if error is not None else failed[0] if failed else None)
+        errors = [error] if error is not None else [p.error for p in mine if p is not None and p.error is not None]
+        self.answer(errors[0].str() if errors else None,
+                    retriable=all(e.code() in RETRIABLE_COMMIT_ERRORS for e in errors))
         return True
 
 

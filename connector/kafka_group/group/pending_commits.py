@@ -53,10 +53,14 @@ class PendingCommits:
 
     def removed(self, partitions: Iterable[TopicPartition]) -> None:
         """``partitions`` were revoked or lost: a commit queued before must not reach the group if they come back
-        later (another member may have moved them on meanwhile). Caller: the polling thread, in a rebalance."""
-        for tp in partitions:
+        later (another member may have moved them on meanwhile), nor an awaited one not sent yet (the
+        partitions may be assigned again before it is). Caller: the polling thread, in a rebalance."""
+        removed = set(partitions)
+        for tp in removed:
             self._queued.pop(tp, None)
             self._assigned_at.pop(tp, None)
+        for awaited in self._awaited:  # replaced, not changed in place: its waiting thread may be reading it
+            awaited.positions = {tp: pos for tp, pos in awaited.positions.items() if tp not in removed}
 
     def current(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
                 owned: AbstractSet[TopicPartition]) -> Dict[TopicPartition, int]:

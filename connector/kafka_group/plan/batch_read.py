@@ -19,7 +19,10 @@ with Spark's rules:
   partition.
 
 Unlike Spark, partitions the JSON options do not name start at ``earliest`` and end
-at ``latest`` (Spark requires every partition to be named). The ranges are split
+at ``latest`` (Spark requires every partition to be named). Nothing to read (an empty
+topic, ends equal to the starts, a pattern matching no topic) is an empty read; a topic
+``subscribe`` or ``assign`` names that does not exist fails the read naming it, as
+Spark's source fails. The ranges are split
 into tasks like a stream's (:func:`kafka_group.plan.planning.pack_ranges`).
 """
 
@@ -29,7 +32,7 @@ import logging
 from typing import Dict, List, Mapping
 
 from kafka_group.collaborators import Cluster
-from kafka_group.config.source_options import SourceOptions
+from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import BrokerUnavailableError, ConfigError, DataLossError, UnknownTopicOrPartitionError
 from kafka_group.offsets import LATEST, OffsetRange, StartingOffsets, StartSpec, TopicPartition
 from kafka_group.plan.available_now import target_partitions
@@ -55,7 +58,8 @@ def batch_ranges(options: SourceOptions, starting: StartingOffsets, cluster: Clu
     Raises
     ------
     UnknownTopicOrPartitionError
-        An option names a partition the subscription does not have.
+        ``subscribe`` or ``assign`` names a topic (or partition) the cluster does not have, or an option
+        names a partition the subscription does not have.
     DataLossError
         A start below the earliest offset, with ``failOnDataLoss=true``.
     NoOffsetForTimestampError
@@ -68,6 +72,7 @@ def batch_ranges(options: SourceOptions, starting: StartingOffsets, cluster: Clu
     Caller: Spark's planning (the driver), once per read.
     """
     ending = options.ending_offsets or StartingOffsets(LATEST)
+    _check_topics_exist(options, cluster)
     partitions = sorted(target_partitions(options, cluster))
     known = set(partitions)
     for option, named in (("startingOffsets", starting.specific), ("startingOffsetsByTimestamp", starting.timestamps),
@@ -112,6 +117,27 @@ def batch_ranges(options: SourceOptions, starting: StartingOffsets, cluster: Clu
     logger.info("batch read of %d records: %s", sum(r.size for r in ranges),
                 ", ".join(map(str, ranges)) or "nothing")
     return ranges
+
+
+def _check_topics_exist(options: SourceOptions, cluster: Cluster) -> None:
+    """Raise for a topic ``subscribe`` or ``assign`` names that the cluster does not have (Spark's source fails
+    the read too, with ``UnknownTopicOrPartitionException``); a pattern matching nothing reads nothing."""
+    if options.subscription_kind == SubscriptionKind.PATTERN:
+        return
+    assigned = options.subscription_kind == SubscriptionKind.ASSIGN
+    option = "assign" if assigned else "subscribe"
+    topics = sorted({tp.topic for tp in options.assigned}) if assigned else list(options.topics)
+    counts = cluster.topic_partitions(topics)
+    for topic in topics:
+        if topic not in counts:
+            raise UnknownTopicOrPartitionError(
+                f"option '{option}' names topic '{topic}', which does not exist on the cluster (or is not visible to "
+                "this client): the batch read was not planned. Create the topic first or correct the name")
+    for tp in sorted(options.assigned) if assigned else ():
+        if tp.partition >= counts[tp.topic]:
+            raise UnknownTopicOrPartitionError(
+                f"option 'assign' names partition {tp.partition} of topic '{tp.topic}', which has partitions 0 to "
+                f"{counts[tp.topic] - 1}: correct the partition number")
 
 
 def _resolve_times(specs: Mapping[TopicPartition, StartSpec], cluster: Cluster,
