@@ -40,7 +40,7 @@ def big_driver(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_default_follows_the_clusters_parallelism_not_the_driver(big_driver: None) -> None:
     assert _tasks({**BASE, "fetch.clusterParallelism": "3"}) == 6
     assert _tasks({**BASE, "fetch.clusterParallelism": "1"}) == 2
-    assert _tasks({**BASE, "fetch.clusterParallelism": "100"}) == 8 * 100  # every record its own task, at most
+    assert _tasks({**BASE, "fetch.clusterParallelism": "100"}) == 200  # hot partitions cut into pieces
 
 
 def test_without_the_clusters_parallelism_a_batch_runs_one_task_per_kafka_partition(big_driver: None) -> None:
