@@ -57,7 +57,8 @@ def cluster_parallelism(spark: Any) -> int:
     from pyspark.sql import functions as F
 
     # A Range without a partition count is split into the scan parallelism: each task holds rows.
-    top = spark.range(0, _PROBE_ROWS).select(F.max(F.spark_partition_id()).alias("top")).first()
+    # (spark_partition_id() is projected first: an aggregate may not take a non-deterministic argument)
+    top = spark.range(0, _PROBE_ROWS).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("top")).first()
     return int(top["top"]) + 1
 
 
