@@ -6,9 +6,14 @@ One distribution, two packages, no symbolic links:
   Its ``pyspark_`` prefix lets Spark register the ``kafka-group`` format by itself.
 - ``kafka_group`` (the Spark-independent core) from ``connector/kafka_group``.
 - The Java sources of the optional metrics shim, ``jvm-shim/src/main/java/**/*.java``,
-  installed as ``pyspark_kafka_group/jvm_shim/main/java/...``: ``metrics.shim_jar()``
-  compiles them on first use after a regular install. Nothing else of ``jvm-shim/``
-  ships (its tests and Maven build stay in the repository).
+  installed as ``pyspark_kafka_group/jvm_shim/main/java/...``, and the same compiled,
+  ``pyspark_kafka_group/jvm_shim/kafka-group-shim.jar``: building the wheel (``pip install .``,
+  ``pip wheel .``, ``python -m build``) runs ``javac`` where a JDK is (``JAVA_HOME``, else
+  ``PATH``), so an install needs a Java runtime only. Built without a JDK, or without Spark's
+  jars to compile against, the wheel leaves the jar out with a warning and
+  ``metrics.shim_jar()`` compiles the sources on first use (as in a checkout);
+  ``PYSPARK_KAFKA_GROUP_SHIM_REQUIRED=1`` makes that a build failure instead (release builds).
+  Nothing else of ``jvm-shim/`` ships (its tests and Maven build stay in the repository).
 
 The development brokers (Apache Kafka launcher, librdkafka mock cluster host, Maven jar
 fetcher, the ``kafka-group-broker`` command) are a separate distribution in
@@ -24,7 +29,77 @@ plain folder on ``sys.path``. Edits to existing files show at once; a new or del
 module needs the ``pip install -e .`` again (README.md, "Developing").
 """
 
+import importlib.util
+import logging
+import os
+import pathlib
+import shutil
+import sysconfig
+from typing import Optional
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+HERE = pathlib.Path(__file__).resolve().parent
+log = logging.getLogger("pyspark-kafka-group.setup")
+#: Set to 1 to fail the build when the shim jar cannot be compiled, instead of leaving it out.
+SHIM_REQUIRED_ENV = "PYSPARK_KAFKA_GROUP_SHIM_REQUIRED"
+
+
+def _spark_jars() -> Optional[pathlib.Path]:
+    """Spark's jars to compile the shim against: ``$SPARK_HOME/jars``, an importable pyspark's, else the
+    pyspark of the environment being installed into (an isolated build hides it from ``sys.path``)."""
+    candidates = []
+    if os.environ.get("SPARK_HOME"):
+        candidates.append(pathlib.Path(os.environ["SPARK_HOME"]) / "jars")
+    spec = importlib.util.find_spec("pyspark")
+    if spec is not None and spec.origin:
+        candidates.append(pathlib.Path(spec.origin).parent / "jars")
+    candidates.append(pathlib.Path(sysconfig.get_paths()["purelib"]) / "pyspark" / "jars")
+    return next((c for c in candidates if any(c.glob("spark-core_*.jar"))), None)
+
+
+def _javac() -> Optional[str]:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (pathlib.Path(java_home) / "bin" / "javac").is_file():
+        return str(pathlib.Path(java_home) / "bin" / "javac")
+    return shutil.which("javac")
+
+
+def _compile_shim(target: pathlib.Path) -> None:
+    """Compile the shim's main sources into ``target`` with the package's own compile routine
+    (``shim_compile.py``, loaded by its path: a build environment cannot import the package)."""
+    spec = importlib.util.spec_from_file_location(
+        "_kafka_group_shim_compile", HERE / "python" / "pyspark_kafka_group" / "shim_compile.py")
+    assert spec is not None and spec.loader is not None
+    shim_compile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim_compile)
+    javac, jars = _javac(), _spark_jars()
+    missing = ("no JDK ('javac' in JAVA_HOME/bin or on PATH)" if javac is None
+               else "no Spark jars to compile against (set SPARK_HOME, or install pyspark first)" if jars is None
+               else None)
+    if missing is None:
+        root = HERE / "jvm-shim" / "src" / "main" / "java"
+        try:
+            shim_compile.compile_shim(javac, root, sorted(root.rglob("*.java")), jars, target / shim_compile.SHIPPED_JAR_NAME)
+            return
+        except shim_compile.ShimCompileError as exc:
+            missing = str(exc)
+    if os.environ.get(SHIM_REQUIRED_ENV) == "1":
+        raise SystemExit(f"the kafka-group metrics shim jar could not be built ({SHIM_REQUIRED_ENV}=1): {missing}")
+    log.warning("building without the compiled kafka-group metrics shim: %s. The metrics compile it with javac "
+                "on first use instead (a JDK is then needed where Spark runs the driver)", missing)
+
+
+class BuildPyWithShim(build_py):
+    """``build_py``, then the metrics shim compiled into the package (not for editable installs:
+    a checkout compiles its sources on first use, so an edit to them shows)."""
+
+    def run(self) -> None:
+        super().run()
+        if not getattr(self, "editable_mode", False):
+            _compile_shim(pathlib.Path(self.build_lib) / "pyspark_kafka_group" / "jvm_shim")
+
 
 #: kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run time;
 #: grpcio-tools' protoc (the reference .proto parser) turns the registry's .proto text into descriptors;
@@ -74,6 +149,7 @@ setup(
         "pyspark_kafka_group.jvm_shim": ["main/java/**/*.java"],
     },
     options={"editable_wheel": {"mode": "strict"}},
+    cmdclass={"build_py": BuildPyWithShim},
     # No pyspark here: a cluster runtime (Databricks, EMR, a Spark distribution's python/ on PYTHONPATH)
     # brings its own, often without pip metadata, and pip would install PyPI's pyspark over it.
     # pyspark_kafka_group checks for pyspark >= 4.2 when imported (spark_requirement.py); the 'spark'

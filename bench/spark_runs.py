@@ -263,7 +263,11 @@ def run_query(
               .option("subscribe", topic)
               .option("startingOffsets", "earliest"))
     if ours:
-        reader = reader.option("kafka.group.id", f"bench-{name}").option("kafka.session.timeout.ms", "6000")
+        from pyspark_kafka_group import cluster_options
+
+        # sized by the session, as the README says to: fetch.maxTasks = 2 x its parallelism (issue 34)
+        reader = (reader.option("kafka.group.id", f"bench-{name}").option("kafka.session.timeout.ms", "6000")
+                  .options(**cluster_options(spark)))
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets_per_trigger)
     if min_partitions is not None:

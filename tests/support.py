@@ -658,3 +658,16 @@ def listening_addresses(port: int) -> Set[str]:
             text = socket.inet_ntop(family, words)
             found.add(text.removeprefix("::ffff:") if text.startswith("::ffff:") and "." in text else text)
     return found
+
+
+def bin_without_javac(folder: pathlib.Path) -> pathlib.Path:
+    """A folder of links to every command of ``/usr/bin`` and ``/bin`` but ``javac``: as ``PATH`` (with
+    ``JAVA_HOME`` unset), a machine with a Java runtime and no JDK (``java`` stays, for Spark)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for directory in (pathlib.Path("/usr/bin"), pathlib.Path("/bin")):
+        for command in directory.iterdir():
+            link = folder / command.name
+            if command.name != "javac" and not link.exists() and not link.is_symlink():
+                link.symlink_to(command)
+    assert (folder / "java").exists() and not (folder / "javac").exists()
+    return folder

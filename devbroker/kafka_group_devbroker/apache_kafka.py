@@ -161,7 +161,10 @@ _launcher_lock = threading.Lock()
 _launcher: Optional[_Launcher] = None
 
 
-def _launch(command: Sequence[str], *, log_path: Path, cwd: Path) -> "subprocess.Popen[bytes]":
+def _launch(command: Sequence[str], *, log_path: Path, cwd: Path,
+            env: Optional[Mapping[str, str]] = None) -> "subprocess.Popen[bytes]":
+    """Start ``command`` from the launcher thread (``PR_SET_PDEATHSIG``), output to ``log_path``;
+    ``env`` replaces the inherited environment when given."""
     global _launcher
     with _launcher_lock:
         if _launcher is None:
@@ -172,7 +175,7 @@ def _launch(command: Sequence[str], *, log_path: Path, cwd: Path) -> "subprocess
         with open(log_path, "ab") as log:
             return subprocess.Popen(
                 list(command), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=cwd, preexec_fn=_die_with_parent,
+                cwd=cwd, preexec_fn=_die_with_parent, env=None if env is None else dict(env),
             )
 
     process: "subprocess.Popen[bytes]" = launcher.call(popen)

@@ -17,10 +17,11 @@ from pyspark_kafka_group.spark_requirement import require_spark
 # names the version found and what to install (the package does not require pyspark from pip).
 require_spark()
 
+from pyspark_kafka_group.cluster_size import cluster_options  # noqa: E402
 from pyspark_kafka_group.data_source import KafkaGroupDataSource  # noqa: E402
 from pyspark_kafka_group.delta_sink import DeltaSink  # noqa: E402
 
 #: The class Spark's data source lookup registers automatically.
 DefaultSource = KafkaGroupDataSource
 
-__all__ = ["DefaultSource", "DeltaSink", "KafkaGroupDataSource"]
+__all__ = ["DefaultSource", "DeltaSink", "KafkaGroupDataSource", "cluster_options"]

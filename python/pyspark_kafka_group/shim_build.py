@@ -12,8 +12,11 @@ without running ``javac``. The jar is written to a temporary name and moved into
 place, so concurrent first uses are safe.
 
 The Java sources are ``jvm-shim/src/main/java`` in the repository, shipped in the
-wheel as ``pyspark_kafka_group/jvm_shim/main/java``. The same sources also build with
-Maven (``mvn -f jvm-shim/pom.xml package``), which runs the shim's own tests.
+wheel as ``pyspark_kafka_group/jvm_shim/main/java``. The wheel also ships them compiled,
+``pyspark_kafka_group/jvm_shim/kafka-group-shim.jar``, built by ``setup.py`` when the
+wheel is built where a JDK is (see :func:`shipped_jar`): an install from such a wheel
+needs a Java runtime only, and :func:`shim_jar` compiles nothing. The same sources also
+build with Maven (``mvn -f jvm-shim/pom.xml package``), which runs the shim's own tests.
 """
 
 from __future__ import annotations
@@ -23,14 +26,13 @@ import logging
 import os
 import pathlib
 import shutil
-import subprocess
-import tempfile
-import zipfile
 from typing import List, Optional, Sequence, Union
 
 from kafka_group.errors import JavaRuntimeError
+from pyspark_kafka_group.shim_compile import JAVA_RELEASE, SHIPPED_JAR_NAME, ShimCompileError, compile_shim
 
-__all__ = ["JAR_ENV", "SOURCES_ENV", "build_key", "default_cache_dir", "find_javac", "shim_jar", "source_dir", "spark_jars_dir"]
+__all__ = ["JAR_ENV", "SOURCES_ENV", "build_key", "default_cache_dir", "find_javac", "shim_jar", "shipped_jar",
+           "source_dir", "spark_jars_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +40,6 @@ logger = logging.getLogger(__name__)
 JAR_ENV = "PYSPARK_KAFKA_GROUP_SHIM_JAR"
 #: Names the folder of the shim's Java sources (``jvm-shim/src/main/java``, or a folder holding ``main/java``).
 SOURCES_ENV = "PYSPARK_KAFKA_GROUP_SHIM_SOURCES"
-#: The Java release the shim is compiled for (``javac --release``).
-JAVA_RELEASE = "17"
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -82,6 +82,17 @@ def source_dir() -> pathlib.Path:
         + "): reinstall pyspark-kafka-group, point "
         f"{SOURCES_ENV} at a checkout's jvm-shim/src/main/java folder, or set {JAR_ENV} to a prebuilt jar"
     )
+
+
+def shipped_jar() -> Optional[pathlib.Path]:
+    """The jar compiled when the wheel was built (``pyspark_kafka_group/jvm_shim/kafka-group-shim.jar``).
+
+    None where there is none: a checkout or an editable install (which compile the
+    sources on first use), or a wheel built without a JDK (``setup.py`` then logs
+    that it left the jar out).
+    """
+    jar = pathlib.Path(__file__).resolve().parent / "jvm_shim" / SHIPPED_JAR_NAME
+    return jar if jar.is_file() else None
 
 
 def spark_jars_dir() -> pathlib.Path:
@@ -152,12 +163,14 @@ def build_key(sources: Sequence[pathlib.Path], root: pathlib.Path, jars: pathlib
 
 
 def shim_jar(*, cache_dir: Optional[PathLike] = None) -> pathlib.Path:
-    """The shim jar, compiled on first use.
+    """The shim jar: named, shipped in the wheel, or compiled on first use.
 
-    ``PYSPARK_KAFKA_GROUP_SHIM_JAR`` names a prebuilt jar and skips the build.
-    Otherwise the jar is ``<cache_dir>/jvm-shim-<hash>.jar`` (see the module
-    docstring): compiled with ``javac --release 17`` against Spark's jars when it
-    does not exist yet.
+    In this order: ``PYSPARK_KAFKA_GROUP_SHIM_JAR`` names a prebuilt jar; the jar
+    shipped in the wheel (:func:`shipped_jar`), unless
+    ``PYSPARK_KAFKA_GROUP_SHIM_SOURCES`` asks for other sources; else
+    ``<cache_dir>/jvm-shim-<hash>.jar`` (see the module docstring), compiled with
+    ``javac --release 17`` against Spark's jars when it does not exist yet. Only
+    that last case needs a JDK.
 
     Parameters
     ----------
@@ -182,6 +195,9 @@ def shim_jar(*, cache_dir: Optional[PathLike] = None) -> pathlib.Path:
         if not jar.is_file():
             raise JavaRuntimeError(f"{JAR_ENV} names {jar}, which is not a file: build it or unset {JAR_ENV}")
         return jar
+    shipped = None if os.environ.get(SOURCES_ENV) else shipped_jar()
+    if shipped is not None:
+        return shipped
     root = source_dir()
     jars = spark_jars_dir()
     sources = sorted(root.rglob("*.java"))
@@ -195,30 +211,8 @@ def shim_jar(*, cache_dir: Optional[PathLike] = None) -> pathlib.Path:
 
 def _compile(javac: str, root: pathlib.Path, sources: Sequence[pathlib.Path], jars: pathlib.Path,
              jar: pathlib.Path) -> None:
-    """Compile ``sources`` against ``jars/*`` and write their classes to ``jar`` atomically."""
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kafka-group-shim-") as work:
-        classes = pathlib.Path(work) / "classes"
-        command = [
-            javac, "--release", JAVA_RELEASE, "-encoding", "UTF-8", "-nowarn", "-Xlint:-path",
-            "-cp", str(jars / "*"), "-d", str(classes), *(str(s) for s in sources),
-        ]
-        logger.info("compiling the kafka-group JVM shim (%d sources) into %s", len(sources), jar)
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise JavaRuntimeError(f"could not run '{javac}' to build the kafka-group JVM shim: {exc}") from exc
-        if result.returncode != 0:
-            raise JavaRuntimeError(
-                f"'{javac}' failed (exit {result.returncode}) compiling the kafka-group JVM shim from {root} "
-                f"against {jars}; is it Java {JAVA_RELEASE} or newer? Output:\n"
-                + (result.stderr or result.stdout).strip()[-4000:]
-            )
-        partial = pathlib.Path(work) / jar.name
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: pyspark-kafka-group\r\n\r\n")
-            for path in sorted(classes.rglob("*.class")):
-                archive.write(path, path.relative_to(classes).as_posix())
-        staged = jar.parent / f".{jar.name}.{os.getpid()}.tmp"
-        shutil.copyfile(partial, staged)
-        os.replace(staged, jar)
+    """Compile ``sources`` against ``jars/*`` into ``jar`` (see :func:`~pyspark_kafka_group.shim_compile.compile_shim`)."""
+    try:
+        compile_shim(javac, root, sources, jars, jar)
+    except ShimCompileError as exc:
+        raise JavaRuntimeError(str(exc)) from exc

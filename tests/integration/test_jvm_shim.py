@@ -81,16 +81,68 @@ def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(
         "checkpoint": str(tmp_path / "checkpoint"), "cache_dir": str(tmp_path / "jar-cache"),
         "ui_port": _free_port(), "result": str(result_path),
     }
-    log_path = tmp_path / "child.log"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("PYSPARK_KAFKA_GROUP_SHIM_JAR", None)
+    result = _run_child(args, env, tmp_path / "child.log")
+    assert list((tmp_path / "jar-cache").glob("jvm-shim-*.jar")), "the shim jar was not built into the cache"
+    _assert_gauges(result, topic)
+
+
+@pytest.mark.skipif(not _has_javac(), reason="the wheel's shim jar is compiled with javac: no JDK here to build it")
+def test_a_runtime_without_javac_gets_the_metrics_from_the_wheels_jar(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """Installed from the wheel (built here, where a JDK is), the shim runs on a machine whose PATH has
+    ``java`` but no ``javac`` and no JAVA_HOME: nothing is compiled, the gauges are served (issue 34)."""
+    import zipfile
+
+    from tests.support import bin_without_javac, produce, unique_name
+
+    project = tmp_path / "repo"
+    shutil.copytree(_REPO, project, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache",
+        "spark-warehouse", "metastore_db", "demo-output"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "--disable-pip-version-check", "-w", str(tmp_path / "wheel"), str(project)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as whl:
+        whl.extractall(site)  # what pip install puts in site-packages
+    assert (site / "pyspark_kafka_group" / "jvm_shim" / "kafka-group-shim.jar").is_file()
+
+    topic = make_topic(len(PARTITIONS))
+    produce(kafka.bootstrap_servers, topic, PARTITIONS)
+    args = {
+        "servers": kafka.bootstrap_servers, "topic": topic, "group": unique_name("shim-jre-group"),
+        "checkpoint": str(tmp_path / "checkpoint"), "cache_dir": str(tmp_path / "jar-cache"),
+        "ui_port": _free_port(), "result": str(tmp_path / "result.json"),
+    }
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAVA_HOME", "PYSPARK_KAFKA_GROUP_SHIM_JAR", "PYSPARK_KAFKA_GROUP_SHIM_SOURCES")}
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PATH=str(bin_without_javac(tmp_path / "bin-without-javac")),
+               # the installed packages, then the development brokers and the tests' helpers (no checkout source)
+               PYTHONPATH=os.pathsep.join([str(site), str(_REPO / "devbroker"), str(_REPO)]))
+    result = _run_child(args, env, tmp_path / "child.log")
+    assert result["kafka_group_file"].startswith(str(site)), result["kafka_group_file"]
+    assert not (tmp_path / "jar-cache").exists() or not list((tmp_path / "jar-cache").iterdir()), "compiled anyway"
+    _assert_gauges(result, topic)
+
+
+def _run_child(args: Dict[str, Any], env: Dict[str, str], log_path: pathlib.Path) -> Dict[str, Any]:
+    """Run the Spark child (this file as a script) with ``env``; what it saw."""
     with open(log_path, "w") as log:
         code = subprocess.run([sys.executable, __file__, json.dumps(args)], cwd=_REPO, env=env,
                               stdout=log, stderr=subprocess.STDOUT, timeout=240).returncode
     assert code == 0, log_path.read_text()[-6000:]
-    result = json.loads(result_path.read_text())
-    assert list((tmp_path / "jar-cache").glob("jvm-shim-*.jar")), "the shim jar was not built into the cache"
+    result: Dict[str, Any] = json.loads(pathlib.Path(args["result"]).read_text())
+    return result
 
+
+def _assert_gauges(result: Dict[str, Any], topic: str) -> None:
+    """The gauges the child scraped: batch 0's lag while batch 1 runs, then every lag at 0."""
     # While batch 1 runs, the gauges show batch 0: lag = latest broker offset - where batch 0 ended.
     first, end0 = result["after_batch_0"], result["batch_0_end"]
     expected = {p: count - end0[str(p)] for p, count in PARTITIONS.items()}
@@ -191,7 +243,10 @@ def _child(args: Dict[str, Any]) -> None:
             return all(seen["drained"].get(name) == 0 for name in lag_names)
 
         wait_for(drained, "every lag gauge to read 0 after the backlog drained", 120)
-        pathlib.Path(args["result"]).write_text(json.dumps({**seen, "batch_0_end": end0}))
+        import kafka_group
+
+        pathlib.Path(args["result"]).write_text(json.dumps({**seen, "batch_0_end": end0,
+                                                            "kafka_group_file": kafka_group.__file__}))
     finally:
         release.set()
         query.stop()

@@ -19,6 +19,8 @@ CLASSIC_ONLY: Dict[Tuple[str, str], str] = {
         "finds a classic query's checkpoint in the JVM; raises ConfigError first for a Connect session",
     ("spark_session.py", "local_session"):
         "sets the log level of a classic session; returns a Connect session before that line",
+    ("cluster_size.py", "cluster_parallelism"):
+        "reads a classic session's default parallelism; a Connect session reads it with a spark.range scan instead",
     ("metrics.py", "add_metrics_listener"):
         "registers the JVM metrics shim on a classic session; raises JavaRuntimeError for a Connect session",
 }

@@ -4,7 +4,6 @@ rendered from them."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 from typing import Any
@@ -83,6 +82,7 @@ BAD_VALUES = {
     "maxRecordsPerPartition": "many",
     "fetch.minRecordsPerTask": "1.5",
     "fetch.maxTasks": "0",
+    "fetch.clusterParallelism": "all",
     "fetch.taskLayout": "spark",
     "kafkaConsumer.pollTimeoutMs": "2m",
     "kafkaConsumer.cacheTimeoutMs": "5 minutes",
@@ -120,6 +120,8 @@ SECRET_OPTIONS = {"schemaregistry.basic.auth.user.info", "schemaregistry.bearer.
 FREE_TEXT = {"flow.controlDir", "kafka.*", "offsets.table.storage.*"}
 
 BASE = {"kafka.bootstrap.servers": "h:9092", "subscribe": "orders", "kafka.group.id": "g"}
+#: Options whose default is resolved when a batch is planned (it depends on the batch and the cluster).
+PLANNED_DEFAULTS = {"fetch.maxTasks"}
 
 
 def test_every_declared_option_has_a_parser_that_accepts_its_default() -> None:
@@ -131,7 +133,8 @@ def test_every_declared_option_has_a_parser_that_accepts_its_default() -> None:
         if spec.default is not None:
             assert spec.default in spec.default_text, f"{spec.name}: the README's default is not the parser's"
     assert {o.name for o in OPTIONS if o.default_text not in ("none", "-", "off", "required")
-            and not o.default_text.startswith("required ")} <= {o.name for o in OPTIONS if o.raw({}) is not None}
+            and not o.default_text.startswith("required ")} <= {o.name for o in OPTIONS if o.raw({}) is not None
+                                                                } | PLANNED_DEFAULTS
 
 
 def test_every_checked_option_has_a_bad_value_here() -> None:
@@ -174,7 +177,9 @@ def test_suggestions_are_the_declared_source_options_only() -> None:
 
 def test_computed_defaults_come_from_the_declarations() -> None:
     parsed = parse_source_options(BASE)
-    assert parsed.task_sizing.max_tasks == FETCH_MAX_TASKS.value({}) == 2 * (os.cpu_count() or 1)
+    # fetch.maxTasks: resolved per batch from the cluster (tests/unit/test_cluster_sizing.py), never the driver's CPUs
+    assert parsed.task_sizing.max_tasks is None and FETCH_MAX_TASKS.get({}) is None
+    assert parsed.task_sizing.cluster_parallelism is None
     # flow.controlDir: the default root is chosen (and made) by the query's runner, not where options are parsed.
     assert parsed.control_dir is None and CONTROL_DIR.get({}) is None
     assert parse_source_options({**BASE, "flow.controldir": " "}).control_dir is None

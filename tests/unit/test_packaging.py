@@ -91,13 +91,57 @@ def test_the_connector_wheel_holds_both_packages_with_their_type_markers(connect
     assert top_level == {"kafka_group", "pyspark_kafka_group"}
 
 
-def test_the_connector_wheel_ships_the_shims_main_java_sources_only(connector_wheel: List[str]) -> None:
-    # pyspark_kafka_group.metrics compiles what is under pyspark_kafka_group/jvm_shim on first use.
+#: The metrics shim compiled when the wheel is built (issue 34, item 5): a runtime needs no javac.
+SHIPPED_JAR = "pyspark_kafka_group/jvm_shim/kafka-group-shim.jar"
+
+
+def test_the_connector_wheel_ships_the_shims_main_java_sources_and_their_jar_only(connector_wheel: List[str]) -> None:
     main_java = {f"pyspark_kafka_group/jvm_shim/main/java/{name}"
                  for name in _sources(ROOT / "jvm-shim" / "src" / "main" / "java", "*.java")}
     assert main_java, "no Java sources under jvm-shim/src/main/java"
     shipped = {name for name in connector_wheel if name.startswith("pyspark_kafka_group/jvm_shim/")}
-    assert shipped == main_java  # no test sources, no pom.xml
+    assert shipped == main_java | {SHIPPED_JAR}  # no test sources, no pom.xml
+
+
+def test_the_shipped_jar_holds_a_class_for_every_main_source(connector_wheel_dir: pathlib.Path,
+                                                             tmp_path: pathlib.Path) -> None:
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        (tmp_path / "shim.jar").write_bytes(whl.read(SHIPPED_JAR))
+    with zipfile.ZipFile(tmp_path / "shim.jar") as jar:
+        classes = set(jar.namelist())
+    expected = {name.replace(".java", ".class") for name in _sources(ROOT / "jvm-shim" / "src" / "main" / "java", "*.java")}
+    assert expected <= classes, sorted(classes)
+
+
+def _wheel_without_a_jdk(project: pathlib.Path, out: pathlib.Path, **env: str) -> "subprocess.CompletedProcess[str]":
+    """``pip wheel`` of ``project`` with no javac on PATH and no JAVA_HOME (a build machine without a JDK)."""
+    from tests.support import bin_without_javac
+
+    path = bin_without_javac(out.parent / "bin-without-javac")
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
+         "-v", "-w", str(out), str(project)],
+        capture_output=True, text=True,
+        env={**{k: v for k, v in os.environ.items() if k != "JAVA_HOME"}, "PATH": str(path), **env})
+
+
+def test_a_wheel_built_without_a_jdk_leaves_the_jar_out_and_says_so(tmp_path: pathlib.Path) -> None:
+    project = tmp_path / "repo"
+    shutil.copytree(ROOT, project, ignore=_NOT_SOURCES)
+    built = _wheel_without_a_jdk(project, tmp_path / "wheel")
+    assert built.returncode == 0, built.stderr
+    assert "building without the compiled kafka-group metrics shim: no JDK" in built.stdout + built.stderr
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        names = whl.namelist()
+    assert SHIPPED_JAR not in names
+    assert "pyspark_kafka_group/jvm_shim/main/java/kafkagroup/metrics/ProgressParser.java" in names  # the fallback
+
+    shutil.rmtree(project / "build", ignore_errors=True)
+    required = _wheel_without_a_jdk(project, tmp_path / "required", PYSPARK_KAFKA_GROUP_SHIM_REQUIRED="1")
+    assert required.returncode != 0
+    assert "the kafka-group metrics shim jar could not be built" in required.stdout + required.stderr
 
 
 def test_the_connector_wheel_ships_no_development_broker(connector_wheel: List[str]) -> None:
@@ -280,6 +324,17 @@ def test_the_built_wheel_runs_in_a_fresh_virtualenv_without_the_source_tree(
     name, module_file = _used_from(python, elsewhere)
     assert name == "kafka-group"
     assert pathlib.Path(module_file).is_relative_to((tmp_path / "venv").resolve()), module_file
+    # The metrics shim comes compiled: found with no javac on PATH and no JAVA_HOME (a JRE runtime).
+    from tests.support import bin_without_javac
+
+    jre_only = {**{k: v for k, v in _clean_env().items() if k != "JAVA_HOME"},
+                "PATH": str(bin_without_javac(tmp_path / "bin-without-javac")),
+                "XDG_CACHE_HOME": str(tmp_path / "empty-cache")}  # no jar compiled earlier on this machine
+    jar = subprocess.run([str(python), "-c", "from pyspark_kafka_group.metrics import shim_jar; print(shim_jar())"],
+                         capture_output=True, text=True, cwd=elsewhere, env=jre_only)
+    assert jar.returncode == 0, jar.stderr
+    assert jar.stdout.strip().endswith(SHIPPED_JAR), jar.stdout
+    assert pathlib.Path(jar.stdout.strip()).is_relative_to((tmp_path / "venv").resolve()), jar.stdout
     tool = subprocess.run([str(python), "-m", "kafka_group.offsets_tool", "--help"], capture_output=True,
                           text=True, cwd=elsewhere, env=_clean_env())
     assert tool.returncode == 0 and "usage" in tool.stdout.lower(), tool.stderr

@@ -96,3 +96,38 @@ def test_missing_sources_name_where_they_were_looked_for(layout: pathlib.Path, m
     monkeypatch.setenv(shim_build.SOURCES_ENV, str(layout / "nowhere"))
     with pytest.raises(JavaRuntimeError, match="nowhere"):
         source_dir()
+
+
+def _shipped(layout: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    """An installed package whose wheel carried the compiled shim; its jar."""
+    package = layout / "site" / "pyspark_kafka_group"
+    jar = package / "jvm_shim" / "kafka-group-shim.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"PK")
+    monkeypatch.setattr(shim_build, "__file__", str(package / "shim_build.py"))
+    return jar
+
+
+def test_the_jar_shipped_in_the_wheel_is_used_without_javac(layout: pathlib.Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    jar = _shipped(layout, monkeypatch)
+    monkeypatch.delenv(shim_build.SOURCES_ENV)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(layout / "empty-bin"))  # a JRE runtime: no javac
+    assert shim_build.shipped_jar() == jar
+    assert shim_jar(cache_dir=layout / "cache") == jar
+    assert not (layout / "cache").exists()
+
+
+def test_sources_named_by_the_environment_are_compiled_even_beside_a_shipped_jar(
+    layout: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _shipped(layout, monkeypatch)  # SOURCES_ENV (the layout's) asks for those sources: they are built
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(layout / "empty-bin"))
+    with pytest.raises(JavaRuntimeError, match="install a JDK"):
+        shim_jar(cache_dir=layout / "cache")
+
+
+def test_a_checkout_ships_no_jar() -> None:
+    assert shim_build.shipped_jar() is None  # the checkout compiles its sources on first use

@@ -364,10 +364,6 @@ def _control_dir(name: str, raw: str) -> Optional[str]:
     return raw.strip() or None  # blank: the default root (kafka_group.flow.default_root, chosen by the runner)
 
 
-def _two_tasks_per_cpu() -> str:
-    return str(2 * (os.cpu_count() or 1))
-
-
 def _offsets_table(name: str, raw: str) -> str:
     path = raw.strip()
     if not path:
@@ -499,10 +495,14 @@ FETCH_MIN_RECORDS_PER_TASK: OptionSpec[int] = OptionSpec(
     default='50000',
 )
 FETCH_MAX_TASKS: OptionSpec[int] = OptionSpec(
-    'fetch.maxTasks', 'positive int', '2 x driver CPUs',
-    "The most tasks a batch is spread over (unless `minPartitions` or `maxRecordsPerPartition` ask for more); on a cluster, set it to about twice the executors' cores.",
+    'fetch.maxTasks', 'positive int', '2 x `fetch.clusterParallelism`, else one per Kafka partition of the batch',
+    "The most tasks a batch is spread over (unless `minPartitions` or `maxRecordsPerPartition` ask for more). The default follows the cluster, never the driver's CPUs: twice its parallelism when the session hands it (`fetch.clusterParallelism`), else as many as the batch has Kafka partitions with records, as Spark's Kafka source.",
     parser=positive_int,
-    default_factory=_two_tasks_per_cpu,
+)
+FETCH_CLUSTER_PARALLELISM: OptionSpec[int] = OptionSpec(
+    'fetch.clusterParallelism', 'positive int', 'none',
+    "The task slots of the cluster the query runs on (Spark's default parallelism: the executors' cores), which `fetch.maxTasks` defaults to twice. A data source is planned in Python workers that cannot ask Spark, so the session hands it: `.options(**pyspark_kafka_group.cluster_options(spark))` (classic and Spark Connect). See \"Sizing on a cluster\" below.",
+    parser=positive_int,
 )
 FETCH_TASK_LAYOUT: OptionSpec[str] = OptionSpec(
     'fetch.taskLayout', '`packed` or `partition`', '`packed`',
@@ -737,6 +737,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     MAX_RECORDS_PER_PARTITION,
     FETCH_MIN_RECORDS_PER_TASK,
     FETCH_MAX_TASKS,
+    FETCH_CLUSTER_PARALLELISM,
     FETCH_TASK_LAYOUT,
     POLL_TIMEOUT_MS,
     CACHE_TIMEOUT_MS,

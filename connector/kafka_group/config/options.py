@@ -139,10 +139,11 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
     )
     task_sizing = TaskSizing(
         min_records_per_task=catalog.FETCH_MIN_RECORDS_PER_TASK.value(opts),
-        max_tasks=catalog.FETCH_MAX_TASKS.value(opts),
+        max_tasks=catalog.FETCH_MAX_TASKS.get(opts),
         min_tasks=min_partitions,
         max_records_per_task=catalog.MAX_RECORDS_PER_PARTITION.get(opts),
         layout=catalog.FETCH_TASK_LAYOUT.value(opts),
+        cluster_parallelism=catalog.FETCH_CLUSTER_PARALLELISM.get(opts),
     )
     max_offsets_per_trigger = catalog.MAX_OFFSETS_PER_TRIGGER.get(opts)
     min_offsets_per_trigger = catalog.MIN_OFFSETS_PER_TRIGGER.get(opts)

@@ -53,19 +53,38 @@ class TaskSizing:
     min_records_per_task : int
         ``fetch.minRecordsPerTask``: smaller batches run as fewer tasks (each Spark
         task has a fixed cost, about 0.1 s of a core).
-    max_tasks : int
+    max_tasks : int or None
         ``fetch.maxTasks``: the most tasks a batch is spread over (unless the
-        options below ask for more).
+        options below ask for more); None: see :meth:`task_cap`.
     min_tasks : int or None
         ``minPartitions``: the least number of tasks of a non-empty batch.
     max_records_per_task : int or None
         ``maxRecordsPerPartition``: no task reads more records than this.
     layout : str
         ``fetch.taskLayout``: ``packed`` or ``partition`` (see :data:`TASK_LAYOUTS`).
+    cluster_parallelism : int or None
+        ``fetch.clusterParallelism``: the task slots of the cluster the query runs on
+        (Spark's default parallelism, handed by the session: the planner runs in a
+        Python worker of the driver that cannot ask Spark); None when not given.
     """
 
     min_records_per_task: int = 50_000
-    max_tasks: int = 4
+    max_tasks: Optional[int] = None
     min_tasks: Optional[int] = None
     max_records_per_task: Optional[int] = None
     layout: str = "packed"
+    cluster_parallelism: Optional[int] = None
+
+    def task_cap(self, ranges: int) -> int:
+        """The most tasks a batch of ``ranges`` non-empty Kafka partition ranges is spread over.
+
+        ``fetch.maxTasks`` when given; else twice the cluster's parallelism (a second
+        wave evens out tasks that finish early); else one task per Kafka partition of the
+        batch, as Spark's Kafka source. Never the driver's CPU count: the driver does not
+        run the tasks.
+        """
+        if self.max_tasks is not None:
+            return self.max_tasks
+        if self.cluster_parallelism is not None:
+            return 2 * self.cluster_parallelism
+        return max(1, ranges)

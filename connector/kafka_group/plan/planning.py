@@ -211,7 +211,8 @@ def pack_ranges(ranges: Sequence[OffsetRange], sizing: TaskSizing = TaskSizing()
     """Split and pack a batch's ranges onto Spark tasks of near-equal record counts.
 
     The task count is ``ceil(total / min_records_per_task)`` bounded by
-    ``max_tasks``, then raised to ``min_tasks`` and to what
+    :meth:`TaskSizing.task_cap` (``fetch.maxTasks``, else twice the cluster's
+    parallelism, else the batch's Kafka partition count), then raised to ``min_tasks`` and to what
     ``max_records_per_task`` needs. Ranges are cut into pieces of at most
     ``ceil(total / tasks)`` records (so one huge partition still keeps every core
     busy) and the pieces are packed largest first onto the least loaded task.
@@ -235,7 +236,7 @@ def pack_ranges(ranges: Sequence[OffsetRange], sizing: TaskSizing = TaskSizing()
     total = sum(r.size for r in ranges if r.size > 0)
     if total == 0:
         return []
-    tasks = min(sizing.max_tasks, -(-total // max(1, sizing.min_records_per_task)))
+    tasks = min(sizing.task_cap(sum(1 for r in ranges if r.size > 0)), -(-total // max(1, sizing.min_records_per_task)))
     if sizing.min_tasks:
         tasks = max(tasks, sizing.min_tasks)
     if sizing.max_records_per_task:
