@@ -99,3 +99,11 @@ class OffsetStore(Protocol):
 
     def move(self, tp: TopicPartition, expected: int, to: int, *, reason: str) -> bool:
         """Move ``tp`` from ``expected`` to ``to`` in one commit; False if it is no longer at ``expected``."""
+
+    def starts(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The starts recorded by :meth:`hold_starts` for ``partitions`` (those without one left out), as of
+        the last :meth:`positions` read."""
+
+    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str) -> FrozenSet[TopicPartition]:
+        """Record ``starts`` as the positions and recorded starts of the partitions the table has never seen;
+        the partitions of ``starts`` the table now has a position for (empty: no table yet)."""

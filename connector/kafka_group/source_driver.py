@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import AbstractSet, Any, Dict, FrozenSet, Optional
+from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional
 
 from kafka_group.collaborators import Cluster, Committer, Member, OffsetStore
 from kafka_group.config.source_options import SourceOptions
@@ -27,6 +27,7 @@ from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membersh
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.plan.data_loss import checked_positions
+from kafka_group.plan.durable_starts import DurableStarts
 from kafka_group.plan.planning import BatchPlan, plan_batch
 from kafka_group.plan.positioning import (describe_positions, follow_table, is_resumed, log_group_overrides,
                                          position_new, stale_pauses, starting_spec)
@@ -73,6 +74,7 @@ class SourceDriver:
         self._commits = GroupCommits(member or committer, commit_starts=member is not None,
                                      start_timeout_s=options.connect_timeout_ms / 1000)
         self._book = OwnedPartitions()  # positions and running ranges, shared with the poll thread
+        self._starts = DurableStarts(store, self.owned)  # planning thread only
         self._gate = (None if options.min_offsets_per_trigger is None
                       else TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms))
         self._target: Optional[Dict[TopicPartition, int]] = None
@@ -245,12 +247,16 @@ class SourceDriver:
                 client.close()
 
     def _position_new_partitions(self, start: BatchOffsets) -> None:
-        """Position the partitions that entered ownership since the last plan (:mod:`~kafka_group.plan.positioning`)."""
+        """Position the partitions that entered ownership since the last plan (:mod:`~kafka_group.plan.positioning`)
+        and record in the table the starts it has not seen (:mod:`~kafka_group.plan.durable_starts`)."""
         new = self._book.unpositioned(self.owned())
-        if not new:
-            return
+        if new:
+            self._position(new, start)
+        self._starts.record()
+
+    def _position(self, new: List[TopicPartition], start: BatchOffsets) -> None:
         generation = self._generation()  # after owned(): `new` was assigned by then, its positions are read after
-        resolved, durable, overridden = position_new(
+        resolved, durable, overridden, in_table = position_new(
             new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
             timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
             on_no_match=self._options.starting_offsets.on_no_match)
@@ -259,4 +265,5 @@ class SourceDriver:
         self.flow.drop_stale(stale_pauses(resolved, start.positions))
         self._book.admit(resolved, self.owned)
         self._commits.positioned(resolved, durable, self.owned, generation)
+        self._starts.positioned(resolved, in_table)
         logger.info("positioned newly owned partitions: %s", describe_positions(resolved))

@@ -170,6 +170,12 @@ class FakeStore:
         self.moves: List[Tuple[TopicPartition, int, int, str]] = []
         #: Called with the read count before each read answers (a batch lands from it).
         self.on_read: Optional[Callable[[int], None]] = None
+        #: The starts recorded by hold_starts (a position equal to its start is not something the table read).
+        self.recorded_starts: Dict[TopicPartition, int] = {}
+        #: Each start hold_starts recorded, in order.
+        self.holds: List[Tuple[TopicPartition, int]] = []
+        #: Whether the table exists (False: hold_starts records nothing, as before the first batch).
+        self.exists = True
 
     def positions(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         self.reads += 1
@@ -183,6 +189,20 @@ class FakeStore:
         self.table[tp] = to
         self.moves.append((tp, expected, to, reason))
         return True
+
+    def starts(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        return {tp: self.recorded_starts[tp] for tp in partitions if tp in self.recorded_starts}
+
+    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str) -> FrozenSet[TopicPartition]:
+        """As the real store: records the starts of partitions the table has not seen, unless the table
+        does not exist yet (``exists`` False: nothing recorded, nothing settled)."""
+        if not self.exists:
+            return frozenset()
+        for tp, pos in starts.items():
+            if tp not in self.table:
+                self.table[tp] = self.recorded_starts[tp] = pos
+                self.holds.append((tp, pos))
+        return frozenset(starts)
 
     def land(self, batch: BatchOffsets) -> None:
         """The sink landed ``batch``: its ranges' ends are the table's positions."""

@@ -35,15 +35,23 @@ def test_a_partition_the_group_has_no_offset_for_follows_starting_offsets_whatev
         assert positions[T1] == 100, f"assigned {assigned}: t-1 ignored startingOffsets=latest: {positions}"
 
 
-def test_a_partition_the_table_has_no_position_for_follows_starting_offsets_whatever_else_is_assigned_with_it(
-) -> None:
-    cluster, store = FakeCluster({"t": 2}), FakeStore({T0: 40})
-    cluster.produce(T0, 100)
-    cluster.produce(T1, 100)
-    member = FakeMember()
-    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
-    member.assign(T0, T1)
-    assert query.initial_offsets().positions == {T0: 40, T1: 100}
+def test_a_partition_the_table_has_no_position_for_starts_the_same_whatever_else_is_assigned_with_it() -> None:
+    """Finding 3 kept under issue 33's rule (finding 4): t-1 has no position anywhere. Where the table reads
+    its topic (t-0 landed up to 40) it is a partition added since and starts at the earliest offset; where
+    the table holds only t-0's recorded start (positioned, nothing landed) it starts at ``startingOffsets``.
+    Either way the same whether the group hands it t-1 alone or with t-0."""
+    for recorded_start, want in ((False, 0), (True, 100)):
+        for assigned in ((T1,), (T0, T1)):
+            cluster, store = FakeCluster({"t": 2}), FakeStore({T0: 40})
+            if recorded_start:
+                store.recorded_starts[T0] = 40
+            cluster.produce(T0, 100)
+            cluster.produce(T1, 100)
+            member = FakeMember()
+            query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+            member.assign(*assigned)
+            positions = query.initial_offsets().positions
+            assert positions[T1] == want, f"recorded start {recorded_start}, assigned {assigned}: {positions}"
 
 
 def test_a_resumed_query_still_starts_a_partition_it_never_positioned_at_the_earliest_offset() -> None:

@@ -272,9 +272,23 @@ def test_restart_with_a_new_checkpoint_but_a_table_continues_unlanded_partitions
     assert dict(d.initial_offsets().positions) == {T0: 2, T1: 3}
 
 
-def test_a_new_checkpoint_starts_a_partition_neither_the_table_nor_the_group_knows_at_starting_offsets() -> None:
-    # Review of issue 26, finding 3: the table's position of T0 does not make T1 "resumed" (it started at 0).
+def test_a_new_checkpoint_starts_a_partition_neither_the_table_nor_the_group_knows_at_earliest() -> None:
+    # Issue 33, finding 4 (it started at 10, the latest offset, and t-1's records [0, 10) never landed): the
+    # table reads topic t (t-0 landed up to 2), so t-1, which has no position anywhere, is a partition added
+    # since. Not "resumed" from what is assigned with it (review of issue 26, finding 3): assigned alone too.
+    for assigned in ((T0, T1), (T1,)):
+        cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T0: 2})
+        cluster.produce(T0, 10)
+        cluster.produce(T1, 10)
+        d = driver(with_table(startingOffsets="latest"), cluster, member, store)
+        member.assign(*assigned)
+        assert dict(d.initial_offsets().positions)[T1] == 0, assigned
+
+
+def test_a_new_checkpoint_starts_a_partition_at_starting_offsets_while_the_table_holds_only_recorded_starts() -> None:
+    # t-0's position is the start another new query of the group recorded (nothing landed): t-1 is not new.
     cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T0: 2})
+    store.recorded_starts[T0] = 2
     cluster.produce(T0, 10)
     cluster.produce(T1, 10)
     d = driver(with_table(startingOffsets="latest"), cluster, member, store)
@@ -418,6 +432,7 @@ def test_available_now_ends_when_the_other_owner_landed_the_rest() -> None:
     member.assign(T0)
     d.prepare_available_now()
     batch = first_batch(d)
+    store.land(batch)  # the sink lands it (positioning recorded t-0's start, 0, in the table)
     store.on_read = lambda n: store.table.update({T1: 5})  # the other query lands its last batch
     assert d.next_offsets(batch, None) is None
 

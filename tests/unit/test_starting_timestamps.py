@@ -101,15 +101,20 @@ def test_partitions_the_table_has_seen_ignore_the_time() -> None:
     store = FakeStore({T0: 4})
     d = driver(with_table(startingOffsetsByTimestamp='{"t":{"0":150,"1":101}}'), cluster, member, store)
     member.assign(T0, T1)
-    # The table knows t-0: its time does not apply; t-1, which neither the table nor the group knows, starts
-    # at its own time (no record that recent: strategy error fails). It started at the earliest offset as
-    # if the query resumed (review of issue 26, finding 3).
+    # The table knows t-0: its time does not apply. The table reads topic t, so t-1, which neither the table
+    # nor the group knows, is a partition added since: it starts at the earliest offset, not at its time
+    # (issue 33, finding 4; before, it failed here, no record of t-1 being as recent as 101).
+    assert dict(d.initial_offsets().positions) == {T0: 4, T1: 0}
+
+
+def test_a_partition_starts_at_its_time_while_the_table_holds_only_recorded_starts_of_its_topic() -> None:
+    cluster, member = _cluster(), FakeMember()
+    store = FakeStore({T0: 4})
+    store.recorded_starts[T0] = 4  # another new query's start: the table has read nothing of t
+    d = driver(with_table(startingOffsetsByTimestamp='{"t":{"0":150,"1":101}}'), cluster, member, store)
+    member.assign(T0, T1)
     with pytest.raises(NoOffsetForTimestampError, match="no record of t-1"):
         d.initial_offsets()
-    member2 = FakeMember()
-    d = driver(with_table(startingOffsetsByTimestamp='{"t":{"0":150,"1":100}}'), cluster, member2, store)
-    member2.assign(T0, T1)
-    assert dict(d.initial_offsets().positions) == {T0: 4, T1: 0}
 
 
 def test_starting_offsets_carry_all_three_settings() -> None:

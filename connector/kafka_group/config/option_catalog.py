@@ -413,7 +413,7 @@ GROUP_ID: OptionSpec[str] = OptionSpec(
 )
 STARTING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
     'startingOffsets', '`earliest`, `latest` or JSON', '`latest` (batch reads: `earliest`)',
-    'Where partitions never read before start. JSON: `{"orders":{"0":23,"1":-2}}` (-2 earliest, -1 latest); partitions it does not name start at earliest. '
+    'Where partitions never read before start (not partitions added to a topic `offsets.table` already reads: those start at earliest). JSON: `{"orders":{"0":23,"1":-2}}` (-2 earliest, -1 latest); partitions it does not name start at earliest. '
     'The group\'s committed offsets win over it (see *Positioning*; logged once as a warning).',
     parser=_starting_offsets,
     default='latest',

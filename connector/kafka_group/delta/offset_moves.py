@@ -1,5 +1,5 @@
 """Data-less commits to the offsets table: move a partition past lost offsets, hold the
-start of partitions a refused batch read, reset positions (the offsets tool).
+start of partitions a refused batch read or positioning chose, reset positions (the offsets tool).
 
 Each is a Delta commit of application transactions only (no ``add`` action), made on top of
 the version the caller checked; a race lost to another writer is checked again.
@@ -8,11 +8,11 @@ the version the caller checked; a race lost to another writer is checked again.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
-from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
-from kafka_group.errors import OffsetStoreError
+from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, start_transaction_id, transaction_id
+from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["OffsetMoves"]
@@ -102,9 +102,65 @@ class OffsetMoves(OffsetsTable):
             "retried when the query restarts"
         )
 
-    def _try_move(self, table: Any, to: Mapping[TopicPartition, int], *, operation: str, reason: str) -> bool:
+    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str) -> FrozenSet[TopicPartition]:
+        """Record ``starts`` (where positioning started partitions) for the partitions the table has never
+        seen, as their positions and their recorded starts (:meth:`starts`), in a commit of its own (no data).
+
+        The source calls this from its planning thread for the partitions it positioned where the table had
+        no position, so that a start chosen by ``startingOffsets`` (or taken from the group's offsets or the
+        checkpoint) outlives the checkpoint and the group's offsets (issue 33, finding 4). A partition the
+        table has seen meanwhile (a batch landed it, another member held it) keeps its position.
+
+        Returns
+        -------
+        frozenset of TopicPartition
+            The partitions of ``starts`` the table now has a position for (held by this call or before);
+            empty when the table does not exist yet (the first batch creates it; the caller holds again).
+
+        Raises
+        ------
+        OffsetStoreError
+            Concurrent writers kept winning the race for this commit (the caller holds again later).
+        """
+        for _ in range(COMMIT_ATTEMPTS):
+            table = self._load(refresh=True)
+            if table is None or not self._appendable(table):
+                return frozenset()  # no table yet; or one DeltaSink refuses, naming why, before writing anything
+            # Checked again on every attempt: a writer that won a race may have landed or held some.
+            known = self._positions_in(table, starts)
+            unseen = {tp: pos for tp, pos in starts.items() if tp not in known}
+            if not unseen:
+                return frozenset(starts)
+            try:
+                moved = self._try_move(table, unseen, operation="start", reason=reason, record_starts=True)
+            except OffsetStoreError:
+                raise
+            except Exception as exc:  # the store's own failure (I/O, permissions): retried at the next plan
+                raise OffsetStoreError(f"recording where {', '.join(map(str, sorted(unseen)))} start in "
+                                       f"offsets.table '{self.table_path}' failed: {exc}") from exc
+            if moved:
+                logger.info("offsets.table '%s': recorded the start of %s (%s)", self.table_path,
+                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
+                return frozenset(starts)
+        raise OffsetStoreError(
+            f"could not record where {', '.join(map(str, sorted(starts)))} start in offsets.table "
+            f"'{self.table_path}': concurrent writers kept winning ({reason}). The starts are still in the "
+            "checkpoint and the group's committed offsets; the next plan records them again"
+        )
+
+    def _appendable(self, table: Any) -> bool:
+        """Whether DeltaSink may append to ``table`` (it refuses the others at its first batch)."""
+        try:
+            self._check_appendable(table)
+        except UnsupportedTableFeatureError:
+            return False
+        return True
+
+    def _try_move(self, table: Any, to: Mapping[TopicPartition, int], *, operation: str, reason: str,
+                  record_starts: bool = False) -> bool:
         """One data-less commit setting ``to`` on top of ``table`` (the caller checked what it
-        expects there); False when another writer committed first and Delta refused it."""
+        expects there), with ``record_starts`` also as each partition's recorded start; False when
+        another writer committed first and Delta refused it."""
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import CommitProperties, Transaction
 
@@ -112,6 +168,8 @@ class OffsetMoves(OffsetsTable):
         self.check_conditional_put()
         properties = CommitProperties(
             app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
+            + [Transaction(start_transaction_id(self.group, tp), pos)
+               for tp, pos in (sorted(to.items()) if record_starts else [])]
             + [Transaction(OWNER_ID, owner_version(self.group))],
             custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
                              "kafkaGroup.reason": reason},

@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Seque
 from kafka_group.delta.conditional_put import check_conditional_put
 from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
-from kafka_group.delta.transaction_ids import transaction_id
+from kafka_group.delta.transaction_ids import start_transaction_id, transaction_id
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
 from kafka_group.json_text import INT64_MAX, in_range, show
 from kafka_group.offsets import TopicPartition
@@ -112,6 +112,17 @@ class OffsetsTable:
             return {}
         return self._positions_in(table, partitions)
 
+    def starts(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The start recorded for each of ``partitions`` by positioning (:meth:`hold_starts`; those without
+        one left out), as of the table version the last read loaded: a position equal to it is a start
+        that nothing has moved yet, not something the table read."""
+        table = self._load()
+        if table is None:
+            return {}
+        found = {tp: table.transaction_version(start_transaction_id(self.group, tp)) for tp in partitions}
+        return {tp: self._position(tp, version, start_transaction_id(self.group, tp))
+                for tp, version in found.items() if version is not None}
+
     def _positions_in(self, table: Any, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         if self._legacy is None:
             # Written by the connector before issue 26 for this group (the group check ran): its
@@ -126,7 +137,7 @@ class OffsetsTable:
                 result[tp] = self._position(tp, version)
         return result
 
-    def _position(self, tp: TopicPartition, version: Any) -> int:
+    def _position(self, tp: TopicPartition, version: Any, app_id: Optional[str] = None) -> int:
         """A transaction version read back as ``tp``'s position: a Kafka offset, or the table is refused.
 
         The log is a file anyone who can write the table can edit; a negative version would read as
@@ -135,7 +146,7 @@ class OffsetsTable:
         if not in_range(version, 0, INT64_MAX):
             raise OffsetStoreError(
                 f"offsets.table '{self.table_path}' holds position {show(version)} for {tp} (transaction "
-                f"'{transaction_id(self.group, tp)}'), which is not a Kafka offset (0 to {INT64_MAX}): the table's "
+                f"'{app_id or transaction_id(self.group, tp)}'), which is not a Kafka offset (0 to {INT64_MAX}): the table's "
                 "log was edited or written by another tool. Reset the partition's position with "
                 "python -m kafka_group.offsets_tool reset, or use a new table"
             )

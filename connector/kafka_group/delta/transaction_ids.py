@@ -9,6 +9,11 @@ partition. The owner :data:`OWNER_ID`, whose version is a hash of the group id
 Tables written before issue 26 hold ``kafka-group:<group>:<topic>:<partition>`` positions
 (:func:`legacy_transaction_id`) and a ``kafka-group:<group>`` marker (:func:`legacy_marker_id`),
 ambiguous when a group id holds ``:``; they are read only.
+
+A partition's start chosen by positioning before anything of it landed (``startingOffsets``, the
+group's offset, the checkpoint's) is recorded as its position and as the version of
+``kafka-group.v2:<group>:<topic>:<partition>:start`` (:func:`start_transaction_id`): a position
+equal to its recorded start is a start, not something the table read (issue 33, finding 4).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = [
     "legacy_marker_id",
     "legacy_transaction_id",
     "owner_version",
+    "start_transaction_id",
     "transaction_id",
 ]
 
@@ -41,6 +47,12 @@ def transaction_id(group: str, tp: TopicPartition) -> str:
     """The Delta application transaction id holding ``tp``'s position for ``group``:
     ``kafka-group.v2:<group>:<topic>:<partition>``, group and topic percent-encoded."""
     return f"{_PREFIX}:{_encode(group)}:{_encode(tp.topic)}:{tp.partition}"
+
+
+def start_transaction_id(group: str, tp: TopicPartition) -> str:
+    """The Delta application transaction id recording the start positioning chose for ``tp`` before
+    anything of it landed: ``kafka-group.v2:<group>:<topic>:<partition>:start`` (no position id ends so)."""
+    return f"{transaction_id(group, tp)}:start"
 
 
 def legacy_transaction_id(group: str, tp: TopicPartition) -> str:

@@ -18,6 +18,7 @@ from kafka_group.collaborators import Cluster, Member, OffsetStore
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.errors import AvailableNowIncompleteError, BrokerUnavailableError, GroupMembershipError
 from kafka_group.offsets import LATEST, StartSpec, TopicPartition
+from kafka_group.plan.positioning import topics_read
 
 __all__ = ["Unfinished", "await_end", "find_unfinished", "short_of_end", "target_offsets", "target_partitions",
            "unfinished"]
@@ -143,7 +144,8 @@ def find_unfinished(
 
     ``resumed`` says whether the query resumes from its checkpoint. ``spec`` is the
     positioning rule (:func:`kafka_group.plan.positioning.starting_spec`) for a
-    partition and ``resumed``. With ``offsets.table``, a partition owned elsewhere is
+    partition and ``resumed`` (per topic: a topic the table reads resumes, see
+    :func:`~kafka_group.plan.positioning.topics_read`). With ``offsets.table``, a partition owned elsewhere is
     judged by the table's position, else by the group's committed offset: the start its
     owner committed when it positioned it, where it reads from (finding 7 of the review of
     issue 26: a run whose other partitions had no new record waited for a table position
@@ -153,8 +155,10 @@ def find_unfinished(
     """
     others = [tp for tp in target if tp not in owned]
     kept: Dict[TopicPartition, int] = {}
+    read: FrozenSet[str] = frozenset()  # topics the table reads: their unpositioned partitions start at earliest
     if store is not None:
         in_table = store.positions(target)  # one table read for both uses
+        read = topics_read(in_table, store.starts(in_table))
         kept = {tp: pos for tp, pos in in_table.items() if tp not in owned}
         started = [tp for tp in others if tp not in in_table]
         if member is not None and started:
@@ -166,7 +170,7 @@ def find_unfinished(
     short = short_of_end(target, owned=owned, paused=paused, own_positions=own_positions,
                          judged_elsewhere=set(others), kept=kept)
     return unfinished(short, earliest=cluster.earliest_offsets(short), owned=owned,
-                      starts_at_latest=lambda tp: spec(tp, resumed) == LATEST)
+                      starts_at_latest=lambda tp: spec(tp, resumed or tp.topic in read) == LATEST)
 
 
 def _group_offsets(member: Member, partitions: List[TopicPartition], timeout_s: float) -> Dict[TopicPartition, int]:

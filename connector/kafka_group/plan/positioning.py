@@ -18,18 +18,30 @@ Invariants
   positioned it and committed that start before anything landed
   (:mod:`~kafka_group.group.group_commits`), so a member taking a partition over continues
   from the group's position.
-- A partition none of these has seen starts where ``startingOffsets`` says, for
-  the partitions of a new query; at the earliest offset for partitions that
-  appeared later (new topics of a pattern, added partitions) and for any partition
-  first seen by a query resuming from its checkpoint, as in Spark's Kafka source.
-  "Resumed" is the query's own state (its checkpoint), never what the table or the
-  group knows of *other* partitions: each partition is judged by its own positions,
-  as a Java consumer group applies ``auto.offset.reset`` per partition, so a
-  partition starts the same whichever partitions the group assigns with it (it
-  started at the earliest offset when assigned with one the group had an offset
-  for, and at ``startingOffsets`` when assigned alone). Since every start is
-  committed to the group when it is positioned (:mod:`~kafka_group.group.group_commits`),
-  a partition the group has positioned always has a group offset.
+- A partition none of these has seen starts at the earliest offset when the
+  offsets table reads its topic: the table holds a position of another partition
+  of the topic that is not a start recorded by positioning (something of it
+  landed, was moved or reset, or the table predates recorded starts). It is a
+  partition added since (CreatePartitions while the query was stopped), as Spark's
+  source starts the partitions it discovers; starting it at ``startingOffsets``
+  (``latest``) skipped its records after a lost checkpoint (issue 33, finding 4).
+  Otherwise it starts where ``startingOffsets`` says, for the partitions of a new
+  query; at the earliest offset for partitions that appeared later (new topics of a
+  pattern, added partitions) and for any partition first seen by a query resuming
+  from its checkpoint, as in Spark's Kafka source. "Resumed" is the query's own
+  state (its checkpoint) and, per topic, the table's; never what the group knows
+  of *other* partitions nor which partitions are positioned together: each
+  partition is judged as a Java consumer group applies ``auto.offset.reset``, per
+  partition, so it starts the same whichever partitions the group assigns with it
+  (review of issue 26, finding 3). A start recorded in the table but not yet moved
+  does not make the table read its topic: two new queries of a group starting
+  together at ``latest`` both start there, whichever recorded its starts first.
+- Every start is durable where the offsets live: committed to the group when it
+  is positioned (:mod:`~kafka_group.group.group_commits`), and recorded in the
+  table as the partition's position and recorded start when the table exists, else
+  at the first plan after the first batch created it
+  (:mod:`~kafka_group.plan.durable_starts`). Losing the checkpoint and the group's
+  offsets never moves where a partition starts.
 - The group's committed offsets win over ``startingOffsets`` for a new query: that
   is logged, once as a warning, naming the partitions and the option.
 """
@@ -45,7 +57,8 @@ from kafka_group.offsets import EARLIEST, LATEST, NO_MATCH_LATEST, AtTimestamp, 
 
 __all__ = [
     "Positioned", "describe_positions", "follow_table", "is_resumed", "known_positions", "log_group_overrides",
-    "position_new", "resolve_positions", "settle_times", "stale_pauses", "starting_spec", "unseen_by_spec", "unseen_by_time",
+    "position_new", "resolve_positions", "settle_times", "stale_pauses", "starting_spec", "topics_read",
+    "unseen_by_spec", "unseen_by_time",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,6 +76,14 @@ def is_resumed(checkpoint: Mapping[TopicPartition, int]) -> bool:
     partitions are positioned with it.
     """
     return bool(checkpoint)
+
+
+def topics_read(table: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int]) -> FrozenSet[str]:
+    """The topics the offsets table reads: those of which it holds a position that is not a start recorded
+    by positioning (``starts``; a table written before starts were recorded has none, so every position
+    counts). A partition of such a topic with no position anywhere starts at the earliest offset: the
+    table resumes its topic (see the module docstring)."""
+    return frozenset(tp.topic for tp, pos in table.items() if starts.get(tp) != pos)
 
 
 def starting_spec(
@@ -252,6 +273,8 @@ class Positioned(NamedTuple):
     #: Partitions of a new query started at the group's committed offset where ``startingOffsets`` would
     #: have applied (the table had no position), with that offset.
     overridden: Dict[TopicPartition, int]
+    #: The partitions the offsets table holds a position for (their start is the table's).
+    in_table: FrozenSet[TopicPartition] = frozenset()
 
 
 def position_new(
@@ -267,11 +290,12 @@ def position_new(
 ) -> Positioned:
     """Read what the decisions above need and position the ``new`` partitions.
 
-    Reads the offsets table (with one) and the group's committed offsets (with a
-    member), then the broker's offsets at the start times of the partitions that
-    start at a time, then its earliest and latest offsets of the partitions that
-    start there. ``spec`` is :func:`starting_spec` bound to the query's
-    options; ``on_no_match`` is ``startingOffsetsByTimestampStrategy``.
+    Reads the offsets table (with one): the positions of ``new`` and, for the topics of those it has
+    none for, of their topics' other partitions and the recorded starts (:func:`topics_read`); the
+    group's committed offsets (with a member), then the broker's offsets at the start times of the
+    partitions that start at a time, then its earliest and latest offsets of the partitions that
+    start there. ``spec`` is :func:`starting_spec` bound to the query's options; ``on_no_match`` is
+    ``startingOffsetsByTimestampStrategy``.
 
     Caller: Spark's planning thread.
     """
@@ -279,18 +303,30 @@ def position_new(
     # Only where the table has no position (it wins there): a coordinator that does not answer
     # then stops only the positioning of partitions that need the group's offsets.
     unknown = [tp for tp in new if table is None or tp not in table]
+    read: FrozenSet[str] = frozenset()
+    if store is not None and unknown:
+        siblings = [tp for tp in cluster.partitions_of(sorted({tp.topic for tp in unknown})) if tp not in new]
+        held = {**(table or {}), **(store.positions(siblings) if siblings else {})}
+        read = topics_read(held, store.starts(held))
     group = member.committed(unknown, timeout_s) if member is not None and unknown else {}
     resumed = is_resumed(checkpoint)
     known = known_positions(new, checkpoint, table=table, group=group)
-    overridden = {} if resumed else {tp: pos for tp, pos in known.items() if tp in group and tp not in (table or {})}
-    specs = {tp: spec(tp, resumed) for tp in new}
+    overridden = {} if resumed else {tp: pos for tp, pos in known.items()
+                                     if tp in group and tp not in (table or {}) and tp.topic not in read}
+    specs = {tp: spec(tp, resumed or tp.topic in read) for tp in new}
+    added = sorted(tp for tp in new if tp not in known and tp.topic in read and spec(tp, resumed) != EARLIEST)
+    if added:
+        logger.warning("offsets.table reads topic(s) %s but neither it, the group nor the checkpoint has a position "
+                       "for %s: taken as partitions added since, they start at their earliest offset, not where "
+                       "option 'startingOffsets' says (which applies only to topics the table has not read)",
+                       ", ".join(sorted({tp.topic for tp in added})), ", ".join(map(str, added)))
     times = unseen_by_time(new, known, specs)
     if times:
         specs, _ = settle_times(specs, cluster.offsets_at_times(times), on_no_match)
     wants_earliest, wants_latest = unseen_by_spec(new, known, specs)
     resolved = resolve_positions(new, known, specs, cluster.earliest_offsets(wants_earliest),
                                  cluster.latest_offsets(wants_latest))
-    return Positioned(resolved, frozenset(table or {}) | frozenset(group), overridden)
+    return Positioned(resolved, frozenset(table or {}) | frozenset(group), overridden, frozenset(table or {}))
 
 
 def log_group_overrides(group_id: str, overridden: Mapping[TopicPartition, int], *, first: bool) -> None:

@@ -1,0 +1,55 @@
+"""Recorded starts in the offsets table (issue 33, finding 4): positioning records where it started a
+partition the table had not seen, as its position and the version of ``...:<partition>:start``.
+
+No process: real Delta tables written with deltalake.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.transaction_ids import start_transaction_id, transaction_id
+from kafka_group.offsets import OffsetRange, TopicPartition
+
+_ROWS = pa.table({"value": pa.array(["a"]), "offset": pa.array([0], pa.int64())})
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def _land(root: pathlib.Path, tp: TopicPartition, start: int, until: int) -> None:
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    name = f"{tp.partition}-{until}.parquet"
+    pq.write_table(_ROWS, root / "data" / name)
+    DeltaOffsetStore(str(root), "g").commit([DataFile(f"data/{name}", os.path.getsize(root / "data" / name), 1)],
+                                            _ROWS.schema, [OffsetRange(tp, start, until)])
+
+
+def test_no_table_yet_records_nothing(tmp_path: pathlib.Path) -> None:
+    store = DeltaOffsetStore(str(tmp_path / "table"), "g")
+    assert store.hold_starts({T0: 5}, reason="test") == frozenset()
+    assert not (tmp_path / "table" / "_delta_log").exists()
+
+
+def test_a_start_is_recorded_as_position_and_start_and_never_over_a_position(tmp_path: pathlib.Path) -> None:
+    table = tmp_path / "table"
+    _land(table, T0, 0, 10)
+    store = DeltaOffsetStore(str(table), "g")
+    version = DeltaTable(str(table)).version()
+    assert store.hold_starts({T0: 3, T1: 7}, reason="test") == {T0, T1}
+    dt = DeltaTable(str(table))
+    assert dt.version() == version + 1 and len(dt.file_uris()) == 1  # one commit, no data
+    assert dt.transaction_version(transaction_id("g", T1)) == 7
+    assert dt.transaction_version(start_transaction_id("g", T1)) == 7
+    assert dt.transaction_version(start_transaction_id("g", T0)) is None  # t-0 had landed: kept at 10
+    assert store.positions([T0, T1]) == {T0: 10, T1: 7}
+    assert store.starts([T0, T1]) == {T1: 7}
+    assert store.hold_starts({T1: 9}, reason="test") == {T1}  # seen now: nothing moves, nothing committed
+    assert DeltaTable(str(table)).version() == version + 1
+    _land(table, T1, 7, 12)  # a batch lands from the recorded start: its position moves past it
+    assert store.positions([T1]) == {T1: 12} and store.starts([T1]) == {T1: 7}

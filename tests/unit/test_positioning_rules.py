@@ -1,0 +1,201 @@
+"""Issue 33, finding 4: where a partition starts, for every combination of what the offsets table, the
+group's committed offsets and Spark's checkpoint know of it, and ``startingOffsets``.
+
+The rows are the table of docs/exactly-once.md (*Where a partition starts*). :func:`expected_start` is that
+table, written once; every combination is checked against it through
+:func:`~kafka_group.plan.positioning.position_new` (the decisions :func:`known_positions`,
+:func:`topics_read`, :func:`starting_spec`, :func:`resolve_positions` read through in-memory collaborators),
+then the durable-start rule through the source driver: the start chosen for a partition the table has not
+seen is recorded in the table.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+from typing import Dict, Optional, Tuple
+
+import pytest
+
+from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, StartingOffsets, TopicPartition
+from kafka_group.plan.positioning import position_new, starting_spec, topics_read
+from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, with_table
+
+P = T1  # the partition whose start each case decides; T0 is another partition of its topic
+EARLIEST_P, LATEST_P = 5, 50  # t-1's earliest (after retention) and latest offsets
+TABLE_P, GROUP_P, CHECKPOINT_P = 20, 30, 40  # t-1's position in the table, the group, the checkpoint
+JSON_P, TIME_P = 33, 12  # where startingOffsets JSON names t-1, and its first offset at the time asked
+
+#: What the offsets table holds: t-1's position; a position of t-0 that is not a recorded start (the table
+#: reads topic t); only t-0's recorded start (another new query positioned it, nothing landed); nothing;
+#: no offsets.table at all.
+TABLES = ("has P", "reads the topic", "only recorded starts", "nothing", "no offsets.table")
+GROUPS = ("has P", "none or expired")
+CHECKPOINTS = ("has P", "other partitions only", "none or lost")
+STARTING = ("earliest", "latest", "json", "timestamps")
+
+
+def expected_start(table: str, group: str, checkpoint: str, appeared: bool, starting: str) -> Tuple[int, str]:
+    """docs/exactly-once.md's table: t-1's start and the row that decides it."""
+    if table == "has P":
+        return TABLE_P, "1"
+    if group == "has P":
+        return (max(CHECKPOINT_P, GROUP_P), "2") if checkpoint == "has P" else (GROUP_P, "2")
+    if checkpoint == "has P":
+        return CHECKPOINT_P, "3"
+    if checkpoint == "other partitions only":
+        return EARLIEST_P, "4"
+    if appeared:
+        return EARLIEST_P, "5"
+    if table == "reads the topic":
+        return EARLIEST_P, "6"
+    return {"earliest": EARLIEST_P, "latest": LATEST_P, "json": JSON_P, "timestamps": TIME_P}[starting], "7"
+
+
+def _starting(starting: str) -> Dict[str, str]:
+    return {"earliest": {"startingOffsets": "earliest"}, "latest": {"startingOffsets": "latest"},
+            "json": {"startingOffsets": f'{{"t":{{"1":{JSON_P}}}}}'},
+            "timestamps": {"startingOffsetsByTimestamp": f'{{"t":{{"0":0,"1":{TIME_P * 10}}}}}'}}[starting]
+
+
+def _position(table: str, group: str, checkpoint: str, appeared: bool, starting: str) -> Optional[int]:
+    cluster = FakeCluster({"t": 2})
+    cluster.produce(T0, 60)
+    cluster.produce(P, LATEST_P)
+    cluster.earliest[P] = EARLIEST_P
+    cluster.timestamps[T0] = [i * 10 for i in range(60)]
+    cluster.timestamps[P] = [i * 10 for i in range(LATEST_P)]
+    store: Optional[FakeStore] = None if table == "no offsets.table" else FakeStore()
+    if store is not None and table == "has P":
+        store.table[P] = TABLE_P
+    if store is not None and table in ("reads the topic", "only recorded starts"):
+        store.table[T0] = 10
+        if table == "only recorded starts":
+            store.recorded_starts[T0] = 10
+    member = FakeMember()
+    if group == "has P":
+        member.group_offsets[P] = GROUP_P
+    ckpt = {"has P": {T0: 10, P: CHECKPOINT_P}, "other partitions only": {T0: 10}, "none or lost": {}}[checkpoint]
+    opts = (options if store is None else with_table)(**_starting(starting))
+    known_at_start = {T0} if appeared else {T0, P}
+    spec = functools.partial(starting_spec, known_at_start=known_at_start, starting_offsets=opts.starting_offsets)
+    positioned = position_new([P], ckpt, cluster=cluster, store=store, member=member, timeout_s=1.0, spec=spec,
+                              on_no_match=opts.starting_offsets.on_no_match)
+    return positioned.resolved.get(P)
+
+
+CASES = list(itertools.product(TABLES, GROUPS, CHECKPOINTS, (False, True), STARTING))
+
+
+@pytest.mark.parametrize("table,group,checkpoint,appeared,starting", CASES,
+                         ids=["|".join([a, b, c, "appeared since" if d else "existed", e]) for a, b, c, d, e in CASES])
+def test_every_combination_starts_where_the_table_of_rules_says(table: str, group: str, checkpoint: str,
+                                                              appeared: bool, starting: str) -> None:
+    want, row = expected_start(table, group, checkpoint, appeared, starting)
+    assert _position(table, group, checkpoint, appeared, starting) == want, f"row {row}"
+
+
+def test_every_row_of_the_table_is_reached() -> None:
+    assert {expected_start(*case)[1] for case in CASES} == {"1", "2", "3", "4", "5", "6", "7"}
+
+
+# -- the pure decisions ----------------------------------------------------------------------------------------
+
+
+def test_a_topic_is_read_by_a_position_that_is_not_its_recorded_start() -> None:
+    other = TopicPartition("u", 0)
+    assert topics_read({T0: 10, other: 3}, {}) == {"t", "u"}  # a table from before recorded starts: every one
+    assert topics_read({T0: 10, other: 3}, {T0: 10}) == {"u"}  # t-0 is only a start nothing moved
+    assert topics_read({T0: 12}, {T0: 10}) == {"t"}  # something of t-0 landed since its start
+    assert topics_read({}, {}) == frozenset()
+
+
+def test_a_topic_the_table_reads_resumes_like_a_checkpoint() -> None:
+    # position_new asks starting_spec with resumed=True for such a topic's partitions: startingOffsets is ignored.
+    spec = StartingOffsets(LATEST, {P: 7})
+    assert starting_spec(P, True, known_at_start={T0, P}, starting_offsets=spec) == EARLIEST
+    assert starting_spec(P, False, known_at_start={T0, P}, starting_offsets=spec) == 7
+
+
+def test_the_new_partition_rule_is_logged_naming_the_partition_and_the_option(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kafka_group"):
+        assert _position("reads the topic", "none or expired", "none or lost", False, "latest") == EARLIEST_P
+    [message] = [r.getMessage() for r in caplog.records if "added since" in r.getMessage()]
+    assert "t-1" in message and "'startingOffsets'" in message, message
+
+
+def test_no_new_partition_warning_where_it_would_have_started_at_earliest_anyway(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kafka_group"):
+        _position("reads the topic", "none or expired", "none or lost", False, "earliest")
+    assert not [r for r in caplog.records if "added since" in r.getMessage()]
+
+
+# -- the reported case, and where a start is made durable -------------------------------------------------------
+
+
+def test_issue_33_a_partition_added_while_stopped_starts_at_earliest_on_a_new_checkpoint() -> None:
+    """The table has t-0 at 100; t-1 was added while the query was stopped and got 50 records; the query
+    restarts on a new checkpoint with the default startingOffsets=latest. t-1 must start at 0."""
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore({T0: 100})
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 50)
+    member.group_offsets[T0] = 100  # what the last run committed; nothing for t-1, which did not exist
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    start = query.initial_offsets()
+    assert dict(start.positions) == {T0: 100, T1: 0}, f"records [0, 50) of t-1 would never land: {start.positions}"
+
+
+def test_a_start_is_recorded_in_the_table_when_positioned_and_survives_the_checkpoint_and_the_group() -> None:
+    cluster, store = FakeCluster({"t": 2}), FakeStore({T0: 100})
+    store.recorded_starts[T0] = 100  # the table has read nothing of t: t-1 follows startingOffsets
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 50)
+    member = FakeMember()
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    assert dict(query.initial_offsets().positions) == {T0: 100, T1: 50}
+    assert store.holds == [(T1, 50)] and store.recorded_starts[T1] == 50
+    # The checkpoint is lost, the group's offsets expire, t-1 gets records: a new query starts where it did.
+    cluster.produce(T1, 7)
+    again = FakeMember()
+    query = driver(with_table(startingOffsets="latest"), cluster, again, store)
+    again.assign(T0, T1)
+    assert dict(query.initial_offsets().positions) == {T0: 100, T1: 50}
+
+
+def test_a_start_positioned_before_the_table_exists_is_recorded_at_the_first_plan_after_it_does() -> None:
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore()
+    store.exists = False
+    cluster.produce(T0, 10)
+    cluster.produce(T1, 10)
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    start = query.initial_offsets()
+    assert store.holds == []
+    cluster.produce(T0, 5)
+    batch = query.next_offsets(start, None)
+    assert batch is not None and set(batch.ranges) == {T0}
+    store.exists = True  # the first batch creates the table with t-0's records
+    store.land(batch)
+    query.next_offsets(batch, None)
+    assert store.holds == [(T1, 10)], "t-1, positioned and not landed, must get its start recorded"
+
+
+def test_a_start_is_never_recorded_over_a_position_the_table_has_nor_for_a_partition_revoked() -> None:
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore()
+    store.exists = False
+    cluster.produce(T0, 10)
+    cluster.produce(T1, 10)
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    start = query.initial_offsets()
+    member.revoke(T1)  # its next owner records its own start
+    store.exists = True
+    cluster.produce(T0, 5)
+    store.table[T0] = 12  # another writer landed t-0 meanwhile
+    query.next_offsets(BatchOffsets(dict(start.positions), {}), None)
+    assert store.holds == [] and store.table == {T0: 12}
