@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from kafka_group.delta.conditional_put import check_conditional_put
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.s3_request import s3_put, s3_target
+from kafka_group.delta.s3_request import s3_create, s3_target
 from kafka_group.errors import ConditionalPutError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
@@ -67,7 +67,7 @@ def test_the_proxy_makes_a_second_create_of_an_object_overwrite_it(s3: S3Server,
         target = s3_target(bucket, server.storage_options)
         assert target is not None
         key = unique_name("k")
-        assert [s3_put(target, key, body, {"If-None-Match": "*"}) for body in (b"1", b"2")] == expected, server
+        assert [s3_create(target, key, body) for body in (b"1", b"2")] == expected, server
 
 
 def test_a_query_into_a_store_that_ignores_conditional_puts_fails_before_any_file_is_written(
