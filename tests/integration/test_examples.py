@@ -17,9 +17,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
+
+from kafka_group_devbroker.secured_kafka import USERS, SecuredKafka
+from tests.support import produce, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +35,19 @@ RUN_TIMEOUT_S = 300
 
 def run_example(script: str, *args: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
     """Run ``examples/<script>`` with this interpreter in a process group of its own, killed on timeout."""
-    command = [sys.executable, str(EXAMPLES / script), *args]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return run_command([sys.executable, str(EXAMPLES / script), *args], cwd=cwd)
+
+
+def _absolute_pythonpath() -> str:
+    """This run's PYTHONPATH with relative entries made absolute (the examples run in another folder)."""
+    return os.pathsep.join(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+
+
+def run_command(command: List[str], *, cwd: Path, env: Optional[Dict[str, str]] = None,
+                script: str = "") -> "subprocess.CompletedProcess[str]":
+    """Run ``command`` in a process group of its own (this run's environment, then ``env``), killed on timeout."""
+    script = script or Path(command[1]).name
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": _absolute_pythonpath(), **(env or {})}
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     try:
@@ -139,6 +153,59 @@ def test_scheduled_job_bad_arguments_exit_non_zero_with_the_reason(tmp_path: Pat
                          cwd=tmp_path)
     assert result.returncode == 2
     assert "--bootstrap-servers, --topic, --group required (or --embedded" in result.stderr
+
+
+def _without_devbroker(folder: Path) -> str:
+    """A PYTHONPATH on which ``kafka_group_devbroker`` cannot be imported (a shadow that raises first), and the
+    connector's sources: what a cluster without the development brokers has."""
+    shadow = folder / "shadow" / "kafka_group_devbroker"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('the development brokers are not installed here')\n")
+    return os.pathsep.join([str(folder / "shadow"), str(REPO / "connector"), str(REPO / "python")])
+
+
+def test_scheduled_job_runs_on_your_cluster_from_flags_a_properties_file_and_the_environment(
+    secured_kafka: SecuredKafka, tmp_path: Path,
+) -> None:
+    """The non-local path, twice on one table: a session it builds from --master local[2] with the Kafka settings
+    in a properties file (Java names, SCRAM over SASL_PLAINTEXT), then spark-submit (the session Spark gives) with
+    them in KAFKA_GROUP_KAFKA_* variables and --bootstrap-servers. Neither imports the development brokers; every
+    record lands once; the password is printed by neither."""
+    import pyspark
+
+    topic, group = unique_name("job-topic"), unique_name("job-group")
+    secured_kafka.create_topic(topic, 3)
+    produce(secured_kafka.bootstrap_servers, topic, {0: 100, 1: 100, 2: 100})  # through the super-user door
+    settings = {k[len("kafka."):]: v for k, v in secured_kafka.java_options("scram-sha-512").items()}
+    password = USERS["alice"]
+    assert password in settings["sasl.jaas.config"]
+    properties = tmp_path / "client.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
+    table, checkpoint = tmp_path / "table", tmp_path / "checkpoint"
+    common = ["--topic", topic, "--group", group, "--table", str(table), "--checkpoint", str(checkpoint)]
+    no_devbroker = {"PYTHONPATH": _without_devbroker(tmp_path)}
+
+    built = run_command([sys.executable, str(EXAMPLES / "scheduled_job.py"), "--master", "local[2]",
+                         "--command-config", str(properties), *common], cwd=tmp_path, env=no_devbroker)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "landed 300 records" in built.stderr and "Spark master local[2]" in built.stderr
+
+    produce(secured_kafka.bootstrap_servers, topic, {0: 50, 1: 50, 2: 50}, start=100)
+    environment = {f"KAFKA_GROUP_KAFKA_{k.upper().replace('.', '_')}": v for k, v in settings.items()
+                   if k != "bootstrap.servers"}
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    submitted = run_command([str(submit), "--master", "local[2]", "--conf", f"spark.pyspark.python={sys.executable}",
+                             str(EXAMPLES / "scheduled_job.py"), "--bootstrap-servers", settings["bootstrap.servers"],
+                             *common], cwd=tmp_path, env={**no_devbroker, **environment}, script="spark-submit")
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    assert "landed 150 records" in submitted.stderr and "Spark master local[2]" in submitted.stderr
+
+    rows = table_rows(table, ["partition", "offset"])
+    landed = Counter(zip(rows["partition"], rows["offset"]))
+    assert sum(landed.values()) == len(landed) == 450  # every record once, over both runs
+    assert set(landed) == {(p, o) for p in range(3) for o in range(150)}
+    for result in (built, submitted):
+        assert password not in result.stdout + result.stderr
 
 
 def test_parse_with_quarantine_lands_good_and_malformed_records_once(tmp_path: Path) -> None:
