@@ -106,3 +106,18 @@ def test_without_static_credentials_the_store_is_not_probed_and_that_is_logged(
     with caplog.at_level(logging.WARNING, logger="kafka_group"):
         check_conditional_put("s3a://b/profile-table", {"AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
     assert "found no credentials" in caplog.text and "s3a://b/profile-table" in caplog.text
+
+
+def test_a_settled_table_asks_the_credential_chain_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch asks: once settled, no client is built again (the chain may ask instance metadata or STS)."""
+    calls = []
+    from kafka_group.delta.s3_request import s3_target as real
+
+    def counting(bucket: str, options: object) -> object:
+        calls.append(bucket)
+        return real(bucket, options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(conditional_put, "s3_target", counting)
+    for _ in range(3):
+        check_conditional_put("s3://b/settled-once", {"AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
+    assert calls == ["b"]

@@ -40,6 +40,7 @@ import urllib.parse
 import uuid
 from typing import Mapping, Optional, Set, Tuple
 
+from kafka_group.delta.s3_request import ENDPOINT as _ENDPOINT
 from kafka_group.delta.s3_request import S3Target, option, s3_create, s3_delete, s3_target
 from kafka_group.delta.table_location import local_table_path, normalize_table_path
 from kafka_group.errors import ConditionalPutError
@@ -87,13 +88,8 @@ def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str
     options = dict(storage_options or {})
     bucket, prefix = parts.netloc, parts.path.strip("/")
     unsafe = (option(options, _UNSAFE_RENAME) or "").strip().lower() in ("1", "true", "yes", "on")
-    try:
-        target = None if unsafe else s3_target(bucket, options)
-    except OSError as exc:
-        logger.warning("offsets.table '%s': the credential chain failed (%s); the conditional-put probe did not run",
-                       table_path, exc)
-        return
-    key = (normalize_table_path(table_path), "unsafe" if unsafe else target.endpoint if target is not None else "")
+    # settled before any client is built: the chain's look-ups (instance metadata, STS) run once per table
+    key = (normalize_table_path(table_path), "unsafe" if unsafe else option(options, _ENDPOINT) or "")
     with _lock:
         if key in _settled:
             return
@@ -102,14 +98,22 @@ def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str
                 "offsets.table '%s': AWS_S3_ALLOW_UNSAFE_RENAME is set, so the conditional-put probe is skipped and "
                 "delta-rs commits without a conditional put: exactly one writer (one query, one member) may write "
                 "this table, or commits are lost", table_path)
-        elif target is None:
-            logger.warning(
-                "offsets.table '%s': the AWS credential chain found no credentials (storage options, environment, "
-                "profile, web identity, container or instance profile), so the connector cannot probe whether the "
-                "store honours conditional puts (If-None-Match); on a store that ignores them, two writers of this "
-                "table lose commits", table_path)
+            _settled.add(key)
+            return
+        try:
+            target = s3_target(bucket, options)  # DependencyError without boto3: refused, and not settled
+        except OSError as exc:
+            logger.warning("offsets.table '%s': the AWS credential chain failed (%s), so the conditional-put probe "
+                           "did not run", table_path, exc)
         else:
-            _probe(table_path, target, f"{prefix}/_delta_log/" if prefix else "_delta_log/")
+            if target is None:
+                logger.warning(
+                    "offsets.table '%s': the AWS credential chain found no credentials (storage options, environment, "
+                    "profile, web identity, container or instance profile), so the connector cannot probe whether "
+                    "the store honours conditional puts (If-None-Match); on a store that ignores them, two writers "
+                    "of this table lose commits", table_path)
+            else:
+                _probe(table_path, target, f"{prefix}/_delta_log/" if prefix else "_delta_log/")
         _settled.add(key)
 
 

@@ -25,19 +25,20 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from kafka_group.errors import DependencyError
 
-__all__ = ["S3Target", "S3Unreachable", "s3_create", "s3_delete", "s3_target"]
+__all__ = ["ENDPOINT", "S3Target", "S3Unreachable", "s3_create", "s3_delete", "s3_target"]
 
 _ACCESS_KEY = ("aws_access_key_id", "access_key_id")
 _SECRET_KEY = ("aws_secret_access_key", "secret_access_key")
 _TOKEN = ("aws_session_token", "aws_token", "session_token", "token")
 _PROFILE = ("aws_profile", "profile")
 _REGION = ("aws_region", "region", "aws_default_region", "default_region")
-_ENDPOINT = ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
+#: The storage option names of the endpoint (delta-rs's spellings).
+ENDPOINT = ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
 _VIRTUAL_HOSTED = ("aws_virtual_hosted_style_request", "virtual_hosted_style_request")
 #: The environment variables delta-rs reads for the options that are not credentials (boto3's own chain
 #: reads the credential ones, AWS_PROFILE among them).
 _ENV = {
-    _REGION: ("AWS_REGION", "AWS_DEFAULT_REGION"), _ENDPOINT: ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
+    _REGION: ("AWS_REGION", "AWS_DEFAULT_REGION"), ENDPOINT: ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
     _VIRTUAL_HOSTED: ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST",),
 }
 #: The oldest boto3 whose PutObject takes IfNoneMatch (botocore 1.35.2, August 2024).
@@ -113,7 +114,7 @@ def s3_target(bucket: str, options: Mapping[str, str]) -> Optional[S3Target]:
     except BotoCoreError as exc:  # a profile that does not exist, a half-written credentials file, ...
         raise S3Unreachable(type(exc).__name__) from None
     region = option(options, _REGION) or session.region_name or "us-east-1"
-    endpoint = option(options, _ENDPOINT)
+    endpoint = option(options, ENDPOINT)
     virtual = (option(options, _VIRTUAL_HOSTED) or "").strip().lower() in ("1", "true", "yes", "on")
     if virtual and endpoint:
         # as object_store: a virtual-hosted endpoint already names the bucket; boto3 adds it itself
