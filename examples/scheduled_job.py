@@ -59,6 +59,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from kafka_group.delta.table_location import local_table_path
 from kafka_group.formats import read_progress
 from pyspark_kafka_group.query_errors import failure_reason
 
@@ -204,12 +205,16 @@ def check_table(table: str, group: str, ends: Dict[TopicPartitionKey, int]) -> T
         A partition's committed position is behind what this run planned.
     """
     from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
     from kafka_group.delta.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import TopicPartition
 
-    if not ends and not os.path.isdir(os.path.join(table, "_delta_log")):
-        return -1, 0  # nothing to read yet, nothing landed yet
+    if not ends:
+        try:
+            DeltaTable(table)  # a local folder or an object-store URI (delta-rs reads AWS_*/AZURE_* variables)
+        except TableNotFoundError:
+            return -1, 0  # nothing to read yet, nothing landed yet
     store = DeltaOffsetStore(table, group)
     committed = store.positions(TopicPartition(t, p) for t, p in ends)
     behind = {
@@ -271,7 +276,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
             parser.error(str(exc))
     if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger <= 0:
         parser.error("--max-offsets-per-trigger must be a positive number of records")
-    args.table, args.checkpoint = os.path.abspath(args.table), os.path.abspath(args.checkpoint)
+    # local paths become absolute; URIs (s3://, abfss://, dbfs:/, s3a:// checkpoints) stay as written
+    args.table = local_table_path(args.table) or args.table
+    args.checkpoint = local_table_path(args.checkpoint) or args.checkpoint
     return args
 
 
@@ -340,7 +347,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             kafka = args.kafka
             register_client_secrets(kafka)  # scrubbed from the connector's logs and errors in this process
             spark, own_session = cluster_session(args.master, args.conf)
-            logger.info("Kafka at %s; Spark master %s", kafka["bootstrap.servers"], spark.conf.get("spark.master", "?"))
+            try:
+                master = spark.conf.get("spark.master", "?")
+            except Exception:  # a Connect server may not show it
+                master = "(not shown)"
+            logger.info("Kafka at %s; Spark master %s", kafka["bootstrap.servers"], master)
         landed, ends = run(spark, args, kafka)
         version, rows = check_table(args.table, args.group, ends)
         logger.info("landed %d records in %.1f s; table %s version %d holds %d rows", landed,

@@ -274,6 +274,19 @@ def test_scheduled_job_runs_on_your_cluster_from_flags_a_properties_file_and_the
         assert password not in result.stdout + result.stderr
 
 
+def test_scheduled_job_keeps_object_store_locations_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pure (no Spark): the table and checkpoint of a cluster run are URIs; only local paths become absolute.
+    job = load_example("scheduled_job")
+    monkeypatch.chdir(tmp_path)
+    args = job.parse_args(["--bootstrap-servers", "b:9092", "--topic", "t", "--group", "g",
+                           "--table", "s3://lake/orders", "--checkpoint", "s3a://lake/_chk/orders"])
+    assert (args.table, args.checkpoint) == ("s3://lake/orders", "s3a://lake/_chk/orders")
+    args = job.parse_args(["--bootstrap-servers", "b:9092", "--topic", "t", "--group", "g",
+                           "--table", "table", "--checkpoint", "dbfs:/chk/orders"])
+    assert (args.table, args.checkpoint) == (str(tmp_path / "table"), "dbfs:/chk/orders")
+    assert args.kafka == {"bootstrap.servers": "b:9092"}
+
+
 def test_parse_with_quarantine_lands_good_and_malformed_records_once(tmp_path: Path) -> None:
     kinds = len(load_example("parse_with_quarantine").MALFORMED)
     good, bad_per_kind = 600, 2
