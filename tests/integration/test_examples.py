@@ -166,8 +166,8 @@ def test_tour_notebook_on_your_cluster_needs_no_local_kafka(
         "STORAGE = {}",
         "RUN = uuid.uuid4().hex[:8]",
     ])
-    # a session of this machine's cores is what getOrCreate() builds in a bare kernel; workers connect back over
-    # a Unix socket, as in every session of the tests
+    # what a platform's kernel has: spark-submit's arguments for the session getOrCreate() builds (two cores, the
+    # driver on loopback, workers connecting back over a Unix socket, as every session of the tests)
     env = {"PYTHONPATH": _without_devbroker(tmp_path), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
            "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.python.unix.domain.socket.enabled=true "
                                   "--conf spark.ui.enabled=false pyspark-shell"}
