@@ -107,6 +107,11 @@ class BuildPyWithShim(build_py):
 #: fastavro reads Avro payloads through Avro schema resolution (kafka_group.registry.avro_codec).
 SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "fastjsonschema>=2.19", "fastavro>=1.9"]
 
+#: The conditional-put probe of s3:// tables (kafka_group.delta.s3_request): boto3 sends its two
+#: If-None-Match PUTs with the standard AWS credential chain (environment, profiles, web identity/IRSA,
+#: container and instance credentials). 1.35.2: the first whose PutObject takes IfNoneMatch.
+S3 = ["boto3>=1.35.2,<2", "botocore>=1.35.2,<2"]
+
 #: The test tools, without a Spark (the 'test' extra adds the pinned one).
 TEST_TOOLS = [
     "pytest>=8", "mypy>=1.10", "polars>=1",
@@ -124,7 +129,7 @@ TEST_TOOLS = [
     # tests/integration/test_schema_registry.py and tests/registry_support.py: Confluent's own
     # serializers (Avro through fastavro, Protobuf, JSON Schema) against a real Schema Registry
     "confluent-kafka[avro,json,protobuf,schemaregistry]>=2.12",
-] + SCHEMA_REGISTRY
+] + SCHEMA_REGISTRY + S3
 
 setup(
     name="pyspark-kafka-group",
@@ -189,5 +194,8 @@ setup(
         # pyspark_kafka_group.prometheus: lag metrics for Prometheus (HTTP endpoint or Pushgateway)
         "metrics": ["prometheus_client>=0.20"],
         "schema-registry": SCHEMA_REGISTRY,
+        # s3:// tables: the conditional-put probe's requests (without it an s3:// table is refused with a
+        # DependencyError naming this extra, unless AWS_S3_ALLOW_UNSAFE_RENAME declares one writer)
+        "s3": S3,
     },
 )

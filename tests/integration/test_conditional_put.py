@@ -10,6 +10,7 @@ one that wrote first loses its commit (its data and offsets) without an error.
 from __future__ import annotations
 
 import logging
+import os
 import pathlib
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -19,8 +20,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
+from kafka_group.delta.conditional_put import check_conditional_put
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.s3_request import s3_put, s3_target
+from kafka_group.delta.s3_request import s3_create, s3_target
 from kafka_group.errors import ConditionalPutError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
@@ -65,7 +67,7 @@ def test_the_proxy_makes_a_second_create_of_an_object_overwrite_it(s3: S3Server,
         target = s3_target(bucket, server.storage_options)
         assert target is not None
         key = unique_name("k")
-        assert [s3_put(target, key, body, {"If-None-Match": "*"}) for body in (b"1", b"2")] == expected, server
+        assert [s3_create(target, key, body) for body in (b"1", b"2")] == expected, server
 
 
 def test_a_query_into_a_store_that_ignores_conditional_puts_fails_before_any_file_is_written(
@@ -119,3 +121,58 @@ def test_unsafe_rename_declares_one_writer_and_skips_the_probe(
     with caplog.at_level(logging.WARNING, logger="kafka_group"):
         assert DeltaOffsetStore(f"s3://{bucket}/t", "g", options).commit([], SCHEMA, [OffsetRange(tp, 0, 5)]) == 0
     assert "AWS_S3_ALLOW_UNSAFE_RENAME" in caplog.text and "one writer" in caplog.text
+
+
+#: How the standard AWS credential chain is given credentials, as clusters give them.
+CHAIN_WAYS = ["environment", "profile", "web-identity"]
+
+
+def credentials_given(way: str, s3: S3Server, folder: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """Give the chain credentials ``way`` (no static key in the storage options); returns the secrets used.
+
+    Every ``AWS_*`` variable of the test process is cleared first, the shared files point into ``folder``
+    (never this machine's ``~/.aws``) and instance metadata is off (no request leaves loopback)."""
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(folder / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    secret = f"Chain-Secret-{way}-7719"
+    if way == "environment":
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-key")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+        return [secret]
+    if way == "profile":
+        (folder / "credentials").write_text(
+            f"[lake-writer]\naws_access_key_id = profile-key\naws_secret_access_key = {secret}\n")
+        (folder / "config").write_text("[profile lake-writer]\nregion = us-east-1\n")
+        monkeypatch.setenv("AWS_PROFILE", "lake-writer")
+        return [secret]
+    assert way == "web-identity"
+    token = "eyJ-web-identity-token-3391"
+    (folder / "token").write_text(token)
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(folder / "token"))
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/lake-writer")
+    monkeypatch.setenv("AWS_ROLE_SESSION_NAME", "probe-test")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", s3.endpoint)  # moto's STS answers AssumeRoleWithWebIdentity
+    return [token]
+
+
+@pytest.mark.parametrize("way", CHAIN_WAYS)
+def test_the_probe_reads_credentials_the_way_clusters_give_them(
+    way: str, s3: S3Server, no_cas: S3WithoutConditionalPut, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Environment, a shared credentials/config profile, web identity (IRSA): with no key in the storage options
+    the probe still proves the store, refusing the one that ignores If-None-Match and passing moto."""
+    secrets = credentials_given(way, s3, tmp_path, monkeypatch)
+    bucket = no_cas.create_bucket()
+    endpoint_only = {"AWS_ENDPOINT_URL": no_cas.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": S3Server.REGION}
+    with caplog.at_level(logging.DEBUG, logger="kafka_group"):
+        with pytest.raises(ConditionalPutError, match="ignores conditional puts") as refused:
+            check_conditional_put(f"s3://{bucket}/{way}", endpoint_only)
+        check_conditional_put(f"s3://{bucket}/{way}", {**endpoint_only, "AWS_ENDPOINT_URL": s3.endpoint})
+    assert "refuses a second conditional create" in caplog.text
+    assert keys(s3, bucket) == []  # both probes removed their objects
+    for secret in secrets:
+        assert secret not in str(refused.value) and secret not in caplog.text

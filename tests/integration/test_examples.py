@@ -17,9 +17,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
+
+from kafka_group_devbroker.secured_kafka import USERS, SecuredKafka
+from tests.support import produce, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +35,19 @@ RUN_TIMEOUT_S = 300
 
 def run_example(script: str, *args: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
     """Run ``examples/<script>`` with this interpreter in a process group of its own, killed on timeout."""
-    command = [sys.executable, str(EXAMPLES / script), *args]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return run_command([sys.executable, str(EXAMPLES / script), *args], cwd=cwd)
+
+
+def _absolute_pythonpath() -> str:
+    """This run's PYTHONPATH with relative entries made absolute (the examples run in another folder)."""
+    return os.pathsep.join(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+
+
+def run_command(command: List[str], *, cwd: Path, env: Optional[Dict[str, str]] = None,
+                script: str = "") -> "subprocess.CompletedProcess[str]":
+    """Run ``command`` in a process group of its own (this run's environment, then ``env``), killed on timeout."""
+    script = script or Path(command[1]).name
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": _absolute_pythonpath(), **(env or {})}
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     try:
@@ -65,7 +79,11 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
-def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def execute_tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, where: Optional[str] = None,
+                 kernel_env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """Run the tour notebook headless in a kernel of this interpreter (``where`` replaces the source of its
+    section 0 cell, ``kernel_env`` is the kernel's environment on top of this run's); returns its code cells
+    by id, with their outputs."""
     nbclient = pytest.importorskip("nbclient", reason="the notebook test needs nbclient (pip install nbclient)")
     nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbformat (pip install nbformat)")
     pytest.importorskip("ipykernel", reason="the notebook test needs ipykernel (pip install ipykernel)")
@@ -75,26 +93,41 @@ def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monk
     kernel_name = "kafka-group-examples-test"
     spec_dir = tmp_path / "jupyter" / "kernels" / kernel_name
     spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
+    spec: Dict[str, Any] = {
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "kafka-group test kernel", "language": "python",
-    }))
+    }
+    if kernel_env:
+        spec["env"] = kernel_env
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
 
     notebook = nbformat.read(EXAMPLES / "kafka_group_tour.ipynb", as_version=4)
+    if where is not None:
+        [cell] = [c for c in notebook.cells if c.get("id") == "where"]
+        cell.source = where
     client = nbclient.NotebookClient(notebook, kernel_name=kernel_name, timeout=RUN_TIMEOUT_S,
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError naming the cell and its traceback if any cell fails
 
-    cells = {cell.get("id"): cell for cell in notebook.cells if cell.cell_type == "code"}
+    return {cell.get("id"): cell for cell in notebook.cells if cell.cell_type == "code"}
+
+
+def cell_text(cells: Dict[str, Any], cell_id: str) -> str:
+    """What a code cell printed or showed as text."""
+    parts = []
+    for output in cells[cell_id].get("outputs", []):
+        parts.append(output.get("text", ""))
+        parts.append(output.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
+
+
+def check_tour(cells: Dict[str, Any]) -> None:
+    """What every run of the tour shows: exactly once, the group's split, the lag plot, the replay, the metrics."""
 
     def text(cell_id: str) -> str:
-        parts = []
-        for output in cells[cell_id].get("outputs", []):
-            parts.append(output.get("text", ""))
-            parts.append(output.get("data", {}).get("text/plain", ""))
-        return "".join(parts)
+        return cell_text(cells, cell_id)
 
     check = text("check")
     assert "EXACTLY-ONCE CHECK" in check and "PASSED" in check, check
@@ -111,7 +144,36 @@ def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monk
     assert int(replay.group(1)) == 200 and replay.group(2) == "{0: 50, 1: 50, 2: 50, 3: 50}"  # the last 50 each
     scraped = text("metrics")
     assert "tour_a" in scraped and "tour_b" in scraped and "kafka_group_maxOffsetsBehindLatest" in scraped, scraped
-    assert "Kafka running: False" in text("stop")
+
+
+def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cells = execute_tour(tmp_path, monkeypatch)
+    check_tour(cells)
+    assert "Kafka running: False" in cell_text(cells, "stop")
+
+
+def test_tour_notebook_on_your_cluster_needs_no_local_kafka(
+    kafka: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Section 0 filled in as a user does (YOUR_CLUSTER = True, the bootstrap servers, a root folder): the tour
+    runs against the test broker as against any cluster, in a kernel where the development brokers cannot be
+    imported, with the session SparkSession.builder.getOrCreate() gives."""
+    where = "\n".join([
+        "import uuid",
+        "YOUR_CLUSTER = True",
+        f"KAFKA = {{'bootstrap.servers': {kafka.bootstrap_servers!r}}}",
+        f"CLUSTER_ROOT = {str(tmp_path / 'cluster')!r}",
+        "STORAGE = {}",
+        "RUN = uuid.uuid4().hex[:8]",
+    ])
+    # what a platform's kernel has: spark-submit's arguments for the session getOrCreate() builds (two cores, the
+    # driver on loopback, workers connecting back over a Unix socket, as every session of the tests)
+    env = {"PYTHONPATH": _without_devbroker(tmp_path), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.python.unix.domain.socket.enabled=true "
+                                  "--conf spark.ui.enabled=false pyspark-shell"}
+    cells = execute_tour(tmp_path, monkeypatch, where=where, kernel_env=env)
+    check_tour(cells)
+    assert "are yours to remove" in cell_text(cells, "stop") and (tmp_path / "cluster").is_dir()
 
 
 def test_scheduled_job_exits_0_when_everything_landed_and_1_with_the_reason_when_not(tmp_path: Path) -> None:
@@ -138,7 +200,91 @@ def test_scheduled_job_bad_arguments_exit_non_zero_with_the_reason(tmp_path: Pat
     result = run_example("scheduled_job.py", "--table", str(tmp_path / "t"), "--checkpoint", str(tmp_path / "c"),
                          cwd=tmp_path)
     assert result.returncode == 2
-    assert "--bootstrap-servers, --topic, --group required (or --embedded" in result.stderr
+    assert "--topic, --group required (or --embedded" in result.stderr
+    # the servers may come from a file or the environment, but from somewhere
+    result = run_example("scheduled_job.py", "--topic", "t", "--group", "g", "--table", str(tmp_path / "t"),
+                         "--checkpoint", str(tmp_path / "c"), cwd=tmp_path)
+    assert result.returncode == 2 and "no Kafka bootstrap servers: give --bootstrap-servers" in result.stderr
+    properties = tmp_path / "twice.properties"
+    properties.write_text("bootstrap.servers=127.0.0.1:1\nsasl.password=Not-To-Be-Printed-41\n")
+    result = run_command([sys.executable, str(EXAMPLES / "scheduled_job.py"), "--command-config", str(properties),
+                          "--topic", "t", "--group", "g", "--table", str(tmp_path / "t"), "--checkpoint",
+                          str(tmp_path / "c")], cwd=tmp_path, env={"KAFKA_GROUP_KAFKA_SASL_PASSWORD": "Also-Secret-42"})
+    assert result.returncode == 2
+    assert "Kafka setting 'sasl.password' is given by --command-config and by the environment" in result.stderr
+    assert "Not-To-Be-Printed-41" not in result.stderr and "Also-Secret-42" not in result.stderr
+
+
+def _without_devbroker(folder: Path) -> str:
+    """A PYTHONPATH on which ``kafka_group_devbroker`` cannot be imported (a shadow that raises first), and the
+    connector's sources: what a cluster without the development brokers has."""
+    shadow = folder / "shadow" / "kafka_group_devbroker"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('the development brokers are not installed here')\n")
+    return os.pathsep.join([str(folder / "shadow"), str(REPO / "connector"), str(REPO / "python")])
+
+
+def test_scheduled_job_runs_on_your_cluster_from_flags_a_properties_file_and_the_environment(
+    secured_kafka: SecuredKafka, tmp_path: Path,
+) -> None:
+    """The non-local path, twice on one table: a session it builds from --master local[2] with the Kafka settings
+    in a properties file (Java names, SCRAM over SASL_PLAINTEXT), then spark-submit (the session Spark gives) with
+    them in KAFKA_GROUP_KAFKA_* variables and --bootstrap-servers. Neither imports the development brokers; every
+    record lands once; the password is printed by neither."""
+    import pyspark
+
+    topic, group = unique_name("job-topic"), unique_name("job-group")
+    secured_kafka.create_topic(topic, 3)
+    produce(secured_kafka.bootstrap_servers, topic, {0: 100, 1: 100, 2: 100})  # through the super-user door
+    settings = {k[len("kafka."):]: v for k, v in secured_kafka.java_options("scram-sha-512").items()}
+    password = USERS["alice"]
+    assert password in settings["sasl.jaas.config"]
+    properties = tmp_path / "client.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
+    table, checkpoint = tmp_path / "table", tmp_path / "checkpoint"
+    common = ["--topic", topic, "--group", group, "--table", str(table), "--checkpoint", str(checkpoint)]
+    # no development brokers; Spark's driver on loopback, as every session of the tests (local_session)
+    no_devbroker = {"PYTHONPATH": _without_devbroker(tmp_path), "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    # Python workers connect back over a Unix socket, as in every session of the tests (local_session)
+    unix_socket = "spark.python.unix.domain.socket.enabled=true"
+    built = run_command([sys.executable, str(EXAMPLES / "scheduled_job.py"), "--master", "local[2]", "--conf",
+                         unix_socket, "--command-config", str(properties), *common], cwd=tmp_path, env=no_devbroker)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "landed 300 records" in built.stderr and "Spark master local[2]" in built.stderr
+
+    produce(secured_kafka.bootstrap_servers, topic, {0: 50, 1: 50, 2: 50}, start=100)
+    environment = {f"KAFKA_GROUP_KAFKA_{k.upper().replace('.', '_')}": v for k, v in settings.items()
+                   if k != "bootstrap.servers"}
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    submitted = run_command([str(submit), "--master", "local[2]", "--conf", f"spark.pyspark.python={sys.executable}",
+                             "--conf", unix_socket,
+                             str(EXAMPLES / "scheduled_job.py"), "--bootstrap-servers", settings["bootstrap.servers"],
+                             *common], cwd=tmp_path, env={**no_devbroker, **environment}, script="spark-submit")
+    # spark-submit's PythonRunner merges the script's stderr into its own stdout
+    said = submitted.stdout + submitted.stderr
+    assert submitted.returncode == 0, said[-3000:]
+    assert "landed 150 records" in said and "Spark master local[2]" in said
+
+    rows = table_rows(table, ["partition", "offset"])
+    landed = Counter(zip(rows["partition"], rows["offset"]))
+    assert sum(landed.values()) == len(landed) == 450  # every record once, over both runs
+    assert set(landed) == {(p, o) for p in range(3) for o in range(150)}
+    for result in (built, submitted):
+        assert password not in result.stdout + result.stderr
+
+
+def test_scheduled_job_keeps_object_store_locations_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pure (no Spark): the table and checkpoint of a cluster run are URIs; only local paths become absolute.
+    job = load_example("scheduled_job")
+    monkeypatch.chdir(tmp_path)
+    args = job.parse_args(["--bootstrap-servers", "b:9092", "--topic", "t", "--group", "g",
+                           "--table", "s3://lake/orders", "--checkpoint", "s3a://lake/_chk/orders"])
+    assert (args.table, args.checkpoint) == ("s3://lake/orders", "s3a://lake/_chk/orders")
+    args = job.parse_args(["--bootstrap-servers", "b:9092", "--topic", "t", "--group", "g",
+                           "--table", "table", "--checkpoint", "dbfs:/chk/orders"])
+    assert (args.table, args.checkpoint) == (str(tmp_path / "table"), "dbfs:/chk/orders")
+    assert args.kafka == {"bootstrap.servers": "b:9092"}
 
 
 def test_parse_with_quarantine_lands_good_and_malformed_records_once(tmp_path: Path) -> None:

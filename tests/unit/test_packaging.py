@@ -224,6 +224,8 @@ _EXTRA_ONLY = {
     "fastjsonschema": "schema-registry",  # kafka_group.registry's JSON Schema validation only
     "aws_msk_iam_sasl_signer": "msk-iam",  # kafka_group.auth.msk_iam only (AWS MSK IAM tokens)
     "fastavro": "schema-registry",   # kafka_group.registry's Avro codec only
+    "boto3": "s3",                   # kafka_group.delta.s3_request only (the conditional-put probe)
+    "botocore": "s3",                # its config and errors (declared too: imported directly)
 }
 #: Imports of modules no distribution of the connector provides, looked up only where installed.
 _OPTIONAL_LOOKUPS = {

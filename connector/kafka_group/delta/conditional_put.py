@@ -11,7 +11,12 @@ error. The probe proves the condition is honoured before the first commit to a t
    the connector uses; Delta readers ignore files of ``_delta_log`` that are neither commits nor
    checkpoints);
 2. the same ``PUT`` again, which must fail with ``412 Precondition Failed`` (or ``409``);
-3. delete the object (through delta-rs's object store).
+3. delete the object.
+
+The requests go through boto3 with the standard AWS credential chain
+(:mod:`kafka_group.delta.s3_request`): static keys in the storage options, else environment
+variables, a shared credentials/config profile, web identity (EKS IRSA), container credentials or
+the instance profile, as delta-rs finds them.
 
 A second create that succeeds refuses the store with
 :class:`~kafka_group.errors.ConditionalPutError`, before any file of the batch is written; the
@@ -20,10 +25,11 @@ probe runs again on the next attempt. A store that honours it is remembered for 
 Not probed: local tables (delta-rs creates a version file atomically there), Azure and GCS
 (their create-if-absent is native), other schemes, and S3 when delta-rs is told to commit
 unsafely (``AWS_S3_ALLOW_UNSAFE_RENAME=true``: the user declares one writer per table, which is
-logged as a warning) or when no static credentials are given (delta-rs then finds them in
-profiles or instance metadata, which the probe does not read: logged as a warning, not refused).
-A probe that cannot reach the store, or gets another answer, is logged and not refused either:
-the commit itself then tells what is wrong. Only a second create that succeeds refuses.
+logged as a warning) or when the credential chain finds no credentials at all (logged as a
+warning, not refused: delta-rs then fails or reads anonymously). Without boto3 an S3 table is
+refused with :class:`~kafka_group.errors.DependencyError` naming the extra to install. A probe
+that cannot reach the store, or gets another answer, is logged and not refused either: the commit
+itself then tells what is wrong. Only a second create that succeeds refuses.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ import urllib.parse
 import uuid
 from typing import Mapping, Optional, Set, Tuple
 
-from kafka_group.delta.s3_request import S3Target, option, s3_put, s3_target
-from kafka_group.delta.table_location import local_table_path, normalize_table_path, table_filesystem
+from kafka_group.delta.s3_request import ENDPOINT as _ENDPOINT
+from kafka_group.delta.s3_request import S3Target, option, s3_create, s3_delete, s3_target
+from kafka_group.delta.table_location import local_table_path, normalize_table_path
 from kafka_group.errors import ConditionalPutError
 
 __all__ = ["PROBE_PREFIX", "check_conditional_put"]
@@ -70,6 +77,8 @@ def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str
     ------
     ConditionalPutError
         A second ``PUT`` with ``If-None-Match: *`` of the same object succeeded.
+    DependencyError
+        An S3 table, and boto3 is not installed (``pip install 'pyspark-kafka-group[s3]'``).
     """
     if local_table_path(table_path) is not None:
         return
@@ -78,9 +87,9 @@ def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str
         return
     options = dict(storage_options or {})
     bucket, prefix = parts.netloc, parts.path.strip("/")
-    target = s3_target(bucket, options)
     unsafe = (option(options, _UNSAFE_RENAME) or "").strip().lower() in ("1", "true", "yes", "on")
-    key = (normalize_table_path(table_path), "unsafe" if unsafe else target.endpoint if target is not None else "")
+    # settled before any client is built: the chain's look-ups (instance metadata, STS) run once per table
+    key = (normalize_table_path(table_path), "unsafe" if unsafe else option(options, _ENDPOINT) or "")
     with _lock:
         if key in _settled:
             return
@@ -89,31 +98,40 @@ def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str
                 "offsets.table '%s': AWS_S3_ALLOW_UNSAFE_RENAME is set, so the conditional-put probe is skipped and "
                 "delta-rs commits without a conditional put: exactly one writer (one query, one member) may write "
                 "this table, or commits are lost", table_path)
-        elif target is None:
-            logger.warning(
-                "offsets.table '%s': no static S3 credentials in the storage options or AWS_* environment variables, "
-                "so the connector cannot probe whether the store honours conditional puts (If-None-Match); on a store "
-                "that ignores them, two writers of this table lose commits", table_path)
+            _settled.add(key)
+            return
+        try:
+            target = s3_target(bucket, options)  # DependencyError without boto3: refused, and not settled
+        except OSError as exc:
+            logger.warning("offsets.table '%s': the AWS credential chain failed (%s), so the conditional-put probe "
+                           "did not run", table_path, exc)
         else:
-            _probe(table_path, options, target, f"{prefix}/_delta_log/" if prefix else "_delta_log/")
+            if target is None:
+                logger.warning(
+                    "offsets.table '%s': the AWS credential chain found no credentials (storage options, environment, "
+                    "profile, web identity, container or instance profile), so the connector cannot probe whether "
+                    "the store honours conditional puts (If-None-Match); on a store that ignores them, two writers "
+                    "of this table lose commits", table_path)
+            else:
+                _probe(table_path, target, f"{prefix}/_delta_log/" if prefix else "_delta_log/")
         _settled.add(key)
 
 
-def _probe(table_path: str, options: Mapping[str, str], target: S3Target, log_prefix: str) -> None:
+def _probe(table_path: str, target: S3Target, log_prefix: str) -> None:
     name = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
     answers = []
     try:
         for body in (b"first", b"second"):
-            answers.append(s3_put(target, log_prefix + name, body, {"If-None-Match": "*"}))
+            answers.append(s3_create(target, log_prefix + name, body))
             if answers[0] // 100 != 2:
                 break
     except OSError as exc:
         logger.warning("offsets.table '%s': the conditional-put probe could not reach %s (%s); not probed",
-                       table_path, target.endpoint, type(exc).__name__)
+                       table_path, target.endpoint, exc)
         return
     finally:
         if answers and answers[0] // 100 == 2:
-            _delete(table_path, options, f"_delta_log/{name}")
+            _delete(table_path, target, log_prefix + name)
     if answers[0] // 100 != 2 or (answers[1] not in (409, 412) and answers[1] // 100 != 2):
         logger.warning("offsets.table '%s': the conditional-put probe got HTTP %s from %s; not probed", table_path,
                        "/".join(map(str, answers)), target.endpoint)
@@ -134,9 +152,9 @@ def _probe(table_path: str, options: Mapping[str, str], target: S3Target, log_pr
                 "with several writers", table_path, answers[1])
 
 
-def _delete(table_path: str, options: Mapping[str, str], relative: str) -> None:
+def _delete(table_path: str, target: S3Target, key: str) -> None:
     try:
-        table_filesystem(table_path, options).delete_file(relative)
-    except Exception as exc:  # a leftover probe object is harmless: Delta readers ignore it
+        s3_delete(target, key)
+    except OSError as exc:  # a leftover probe object is harmless: Delta readers ignore it
         logger.warning("offsets.table '%s': could not delete the probe object %s (%s); Delta readers ignore it",
-                       table_path, relative, type(exc).__name__)
+                       table_path, key, exc)

@@ -1,64 +1,67 @@
-"""One signed S3 request (AWS Signature Version 4), for the conditional-put probe.
+"""S3 requests of the conditional-put probe, through boto3 and the standard AWS credential chain.
 
 delta-rs exposes no conditional put to Python, and every commit it makes checks the latest table
 version first, so two sequential delta-rs commits never reach the store with the same version:
-the probe (:mod:`kafka_group.delta.conditional_put`) sends its two ``If-None-Match: *`` PUTs itself.
-It reaches the store the way delta-rs does with the same storage options (``AWS_ENDPOINT_URL``,
-``AWS_REGION``, static ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``,
-from the options first, then the environment, keys matched case-insensitively), path-style unless
-``AWS_VIRTUAL_HOSTED_STYLE_REQUEST`` is true. Credentials delta-rs finds elsewhere (profiles,
-instance or web-identity credentials) are not looked for: :func:`s3_target` then returns None.
-Nothing here logs or returns a credential.
+the probe (:mod:`kafka_group.delta.conditional_put`) sends its two ``If-None-Match: *`` PUTs itself,
+with boto3 (the ``s3`` extra: ``pip install 'pyspark-kafka-group[s3]'``).
+
+It reaches the store the way delta-rs does with the same storage options (keys matched
+case-insensitively, then the environment): ``AWS_ENDPOINT_URL``, ``AWS_REGION``, path-style unless
+``AWS_VIRTUAL_HOSTED_STYLE_REQUEST`` is true. Credentials: static ``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN`` in the storage options first, else a profile named by
+the ``AWS_PROFILE`` option, else boto3's standard chain, which is what clusters use: environment
+variables, the shared credentials and config files (``AWS_PROFILE``, ``AWS_SHARED_CREDENTIALS_FILE``,
+``AWS_CONFIG_FILE``; assume-role, SSO and ``credential_process`` profiles), web identity (EKS IRSA:
+``AWS_WEB_IDENTITY_TOKEN_FILE`` + ``AWS_ROLE_ARN``), container credentials (ECS, EKS Pod Identity) and
+the instance profile (EC2 instance metadata). When the chain finds nothing, :func:`s3_target` returns
+None. Nothing here logs or returns a credential; a :class:`S3Target` prints its endpoint only.
 """
 
 from __future__ import annotations
 
-import datetime
-import hashlib
-import hmac
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
-from typing import Dict, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
-__all__ = ["S3Target", "s3_put", "s3_target", "sigv4_headers"]
+from kafka_group.errors import DependencyError
+
+__all__ = ["ENDPOINT", "S3Target", "S3Unreachable", "s3_create", "s3_delete", "s3_target"]
 
 _ACCESS_KEY = ("aws_access_key_id", "access_key_id")
 _SECRET_KEY = ("aws_secret_access_key", "secret_access_key")
 _TOKEN = ("aws_session_token", "aws_token", "session_token", "token")
+_PROFILE = ("aws_profile", "profile")
 _REGION = ("aws_region", "region", "aws_default_region", "default_region")
-_ENDPOINT = ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
+#: The storage option names of the endpoint (delta-rs's spellings).
+ENDPOINT = ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint")
 _VIRTUAL_HOSTED = ("aws_virtual_hosted_style_request", "virtual_hosted_style_request")
+#: The environment variables delta-rs reads for the options that are not credentials (boto3's own chain
+#: reads the credential ones, AWS_PROFILE among them).
 _ENV = {
-    _ACCESS_KEY: ("AWS_ACCESS_KEY_ID",), _SECRET_KEY: ("AWS_SECRET_ACCESS_KEY",), _TOKEN: ("AWS_SESSION_TOKEN",),
-    _REGION: ("AWS_REGION", "AWS_DEFAULT_REGION"), _ENDPOINT: ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
+    _REGION: ("AWS_REGION", "AWS_DEFAULT_REGION"), ENDPOINT: ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
     _VIRTUAL_HOSTED: ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST",),
 }
+#: The oldest boto3 whose PutObject takes IfNoneMatch (botocore 1.35.2, August 2024).
+BOTO3_REQUIREMENT = "boto3>=1.35.2"
+
+
+class S3Unreachable(OSError):
+    """A request could not be sent or answered (no route, timeout, the credential chain failed); the
+    message is the botocore error's class name only."""
 
 
 class S3Target(NamedTuple):
-    """Where and as whom to send requests for one bucket (never printed: it holds credentials)."""
+    """One bucket and a boto3 S3 client for it (never printed with credentials: ``repr`` shows the endpoint)."""
 
-    base_url: str
-    """``scheme://host[:port][/bucket]``: object keys are appended after a ``/``."""
-    region: str
-    """The signing region."""
-    access_key: str
-    """The access key id."""
-    secret_key: str
-    """The secret access key."""
-    token: Optional[str]
-    """The session token of temporary credentials, if any."""
+    bucket: str
+    """The bucket name."""
+    endpoint: str
+    """``scheme://host[:port]`` of the store, fit for an error message (no path, no credentials)."""
+    client: Any
+    """A ``botocore`` S3 client; it holds the credentials the chain found."""
 
-    def __repr__(self) -> str:  # never the credentials
-        return f"S3Target({self.base_url!r}, region={self.region!r})"
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint, fit for an error message (``scheme://host[:port]``, no path, no credentials)."""
-        parts = urllib.parse.urlsplit(self.base_url)
-        return f"{parts.scheme}://{parts.hostname}{'' if parts.port is None else f':{parts.port}'}"
+    def __repr__(self) -> str:  # never the client, whose credentials boto3 keeps
+        return f"S3Target({self.bucket!r}, endpoint={self.endpoint!r})"
 
 
 def option(options: Mapping[str, str], names: Sequence[str]) -> Optional[str]:
@@ -73,81 +76,96 @@ def option(options: Mapping[str, str], names: Sequence[str]) -> Optional[str]:
     return None
 
 
+def _boto3() -> Any:
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as exc:
+        raise DependencyError(
+            "the conditional-put probe of an s3:// table sends its requests with boto3, which is not installed "
+            f"here: pip install 'pyspark-kafka-group[s3]' (or '{BOTO3_REQUIREMENT}'). To commit without the probe, "
+            "declare exactly one writer with the storage option AWS_S3_ALLOW_UNSAFE_RENAME=true"
+        ) from exc
+    return boto3, Config
+
+
 def s3_target(bucket: str, options: Mapping[str, str]) -> Optional[S3Target]:
-    """How to reach ``bucket`` with ``options`` (delta-rs storage options); None without static credentials."""
-    access_key, secret_key = option(options, _ACCESS_KEY), option(options, _SECRET_KEY)
-    if not access_key or not secret_key:
-        return None
-    region = option(options, _REGION) or "us-east-1"
-    endpoint = (option(options, _ENDPOINT) or f"https://s3.{region}.amazonaws.com").rstrip("/")
-    virtual = (option(options, _VIRTUAL_HOSTED) or "").strip().lower() in ("1", "true", "yes", "on")
-    if virtual and option(options, _ENDPOINT) is None:
-        base = f"https://{bucket}.s3.{region}.amazonaws.com"
-    elif virtual:
-        base = endpoint  # as object_store: a virtual-hosted endpoint already names the bucket
-    else:
-        base = f"{endpoint}/{urllib.parse.quote(bucket, safe='')}"
-    return S3Target(base, region, access_key, secret_key, option(options, _TOKEN))
+    """How to reach ``bucket`` with ``options`` (delta-rs storage options); None when no credentials are found.
 
-
-def sigv4_headers(
-    method: str, url: str, headers: Mapping[str, str], payload_hash: str, *, region: str, access_key: str,
-    secret_key: str, now: datetime.datetime, service: str = "s3",
-) -> Dict[str, str]:
-    """``headers`` plus ``x-amz-date`` and the ``Authorization`` of AWS Signature Version 4.
-
-    Every header given is signed (with ``host``, taken from ``url``); ``url``'s path must already be
-    URI-encoded as S3 wants it, and ``headers`` must hold ``x-amz-content-sha256`` for S3.
+    Raises
+    ------
+    DependencyError
+        boto3 is not installed.
+    S3Unreachable
+        The credential chain failed (a named profile that does not exist, a broken credentials file).
     """
-    parts = urllib.parse.urlsplit(url)
-    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
-    signed = {k.lower(): " ".join(str(v).split()) for k, v in headers.items()}
-    signed.setdefault("host", parts.netloc)
-    signed["x-amz-date"] = amz_date
-    names = sorted(signed)
-    query = "&".join(sorted(
-        f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
-        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)))
-    canonical = "\n".join([
-        method, parts.path or "/", query, "".join(f"{n}:{signed[n]}\n" for n in names), ";".join(names), payload_hash,
-    ])
-    scope = f"{amz_date[:8]}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key = ("AWS4" + secret_key).encode()
-    for part in (amz_date[:8], region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    result = {k: v for k, v in headers.items()}
-    result["x-amz-date"] = amz_date
-    result["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={';'.join(names)}, "
-                               f"Signature={signature}")
-    return result
+    boto3, config_class = _boto3()
+    from botocore.exceptions import BotoCoreError
+
+    access_key, secret_key = option(options, _ACCESS_KEY), option(options, _SECRET_KEY)
+    try:
+        if access_key and secret_key:
+            session = boto3.Session(aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+                                    aws_session_token=option(options, _TOKEN))
+        else:
+            session = boto3.Session(profile_name=option(options, _PROFILE))
+        if session.get_credentials() is None:
+            return None
+    except BotoCoreError as exc:  # a profile that does not exist, a half-written credentials file, ...
+        raise S3Unreachable(type(exc).__name__) from None
+    region = option(options, _REGION) or session.region_name or "us-east-1"
+    endpoint = option(options, ENDPOINT)
+    virtual = (option(options, _VIRTUAL_HOSTED) or "").strip().lower() in ("1", "true", "yes", "on")
+    if virtual and endpoint:
+        # as object_store: a virtual-hosted endpoint already names the bucket; boto3 adds it itself
+        parts = urllib.parse.urlsplit(endpoint)
+        host = parts.netloc
+        if host.startswith(f"{bucket}."):
+            endpoint = urllib.parse.urlunsplit((parts.scheme, host[len(bucket) + 1:], "", "", ""))
+    config = config_class(region_name=region, connect_timeout=10, read_timeout=30,
+                          retries={"max_attempts": 3, "mode": "standard"},
+                          s3={"addressing_style": "virtual" if virtual else "path"})
+    client = session.client("s3", endpoint_url=endpoint.rstrip("/") if endpoint else None, config=config)
+    parts = urllib.parse.urlsplit(client.meta.endpoint_url)
+    where = f"{parts.scheme}://{parts.hostname}{'' if parts.port is None else f':{parts.port}'}"
+    return S3Target(bucket, where, client)
 
 
-def s3_put(target: S3Target, key: str, body: bytes, headers: Mapping[str, str], *, timeout_s: float = 30) -> int:
-    """PUT ``body`` at ``key`` (relative to the bucket, not encoded) with extra ``headers``, signed.
+def s3_create(target: S3Target, key: str, body: bytes) -> int:
+    """PUT ``body`` at ``key`` (relative to the bucket) with ``If-None-Match: *``: create it only if absent.
 
     Returns
     -------
     int
-        The HTTP status of the answer (an error status is returned, not raised).
+        The HTTP status of the answer (an error status, 412 for an existing object, is returned, not raised).
 
     Raises
     ------
-    OSError
-        The store could not be reached (``urllib.error.URLError`` and the like).
+    S3Unreachable
+        The store could not be reached, or the credential chain failed.
     """
-    url = f"{target.base_url}/{urllib.parse.quote(key, safe='/-_.~')}"
-    payload_hash = hashlib.sha256(body).hexdigest()
-    extra = {**headers, "x-amz-content-sha256": payload_hash}
-    if target.token:
-        extra["x-amz-security-token"] = target.token
-    signed = sigv4_headers("PUT", url, extra, payload_hash, region=target.region, access_key=target.access_key,
-                           secret_key=target.secret_key, now=datetime.datetime.now(datetime.timezone.utc))
-    request = urllib.request.Request(url, data=body, method="PUT", headers=signed)
+    from botocore.exceptions import BotoCoreError, ClientError
+
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return int(exc.code)
+        answer = target.client.put_object(Bucket=target.bucket, Key=key, Body=body, IfNoneMatch="*")
+    except ClientError as exc:
+        return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    except BotoCoreError as exc:
+        raise S3Unreachable(type(exc).__name__) from None  # the cause may quote a credential source's text
+    return int(answer["ResponseMetadata"]["HTTPStatusCode"])
+
+
+def s3_delete(target: S3Target, key: str) -> None:
+    """Delete ``key`` (relative to the bucket).
+
+    Raises
+    ------
+    S3Unreachable
+        The store could not be reached or refused the request.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        target.client.delete_object(Bucket=target.bucket, Key=key)
+    except (BotoCoreError, ClientError) as exc:
+        raise S3Unreachable(type(exc).__name__) from None
