@@ -64,6 +64,9 @@ _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 _EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 #: Small heaps and a quick JIT for the daemons (not the executors: their options come from the application).
 _DAEMON_JAVA_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+#: Variables of the launching process the daemons (and so their executors) do not inherit.
+_NOT_INHERITED = frozenset({"PYTHONPATH", "PYTHONHOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME",
+                            "SPARK_CONF_DIR", "VIRTUAL_ENV"})
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,9 @@ class SparkStandalone:
     spark_home : str, optional
         A Spark installation; default the pip-installed pyspark's folder.
     environment : mapping of str to str, optional
-        Variables added to the daemons' environment (executors inherit their worker's).
+        Variables added to the daemons' environment (executors inherit their worker's). The
+        daemons inherit this process's environment except its Python and Spark settings
+        (``PYTHONPATH``, ``PYSPARK_PYTHON``, ``SPARK_HOME``, ...), as on a real node.
     start_timeout : float, default 120.0
         Seconds :meth:`start` waits for the master to list every worker as ALIVE.
     daemon_memory : str, default "256m"
@@ -393,9 +398,10 @@ class SparkStandalone:
     def _daemon_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
         """The environment of one daemon: this process's, with Spark pointed at the cluster's folder."""
         assert self._folder is not None
-        env = dict(os.environ)
-        # a user's SPARK_CONF_DIR or SPARK_HOME would change what the daemons read
-        env.pop("SPARK_HOME", None)
+        # A node's daemons do not share the launching process's Python or Spark settings: an application
+        # names its interpreter (spark.pyspark.python) and its paths (spark.executorEnv.*) itself, and a
+        # user's SPARK_HOME or SPARK_CONF_DIR would change what the daemons read.
+        env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
         env.update({
             "SPARK_CONF_DIR": str(self._folder / "conf"),
             "SPARK_LOG_DIR": str(self._folder / "logs"),
