@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from typing import Any, Dict, List, NamedTuple
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import pytest
 
@@ -44,20 +44,31 @@ class ShippedEnv(NamedTuple):
     wheel: pathlib.Path
 
 
-def _run(command: List[str], log: pathlib.Path, cwd: pathlib.Path, timeout: float = 900) -> float:
+def _run(command: List[str], log: pathlib.Path, cwd: pathlib.Path, timeout: float = 900,
+         spark_home: Optional[pathlib.Path] = None, python: Optional[str] = None) -> float:
     """Run ``command`` (output to ``log``); fail with the log's tail unless it exits 0; return its seconds."""
     started = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"$ {' '.join(command)}\n".encode())
         out.flush()
         code = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-                              env=_clean_environment()).returncode
-    assert code == 0, f"{command[:4]} exited {code}:\n{log.read_text(errors='replace')[-5000:]}"
+                              env=_clean_environment(spark_home, python)).returncode
+    if code != 0:
+        text = log.read_text(errors="replace").splitlines()
+        errors = [line for line in text if ("Error" in line or "Exception" in line) and not line.lstrip().startswith("at ")]
+        pytest.fail(f"{command[:4]} exited {code}; see {log}. Errors:\n" + "\n".join(errors[:20])
+                    + "\nTail:\n" + "\n".join(text[-30:]))
     return time.monotonic() - started
 
 
-def _clean_environment() -> Dict[str, str]:
-    return {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
+def _clean_environment(spark_home: Optional[pathlib.Path], python: Optional[str] = None) -> Dict[str, str]:
+    """This process's environment without its Python paths; ``SPARK_HOME`` and ``PYSPARK_PYTHON`` when given."""
+    env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
+    if spark_home is not None:
+        env["SPARK_HOME"] = str(spark_home)
+    if python is not None:
+        env["PYSPARK_PYTHON"] = python
+    return env
 
 
 @pytest.fixture(scope="session")
@@ -82,22 +93,31 @@ def shipped_env(tmp_path_factory: pytest.TempPathFactory) -> ShippedEnv:
 
 
 def _submit(standalone: SparkStandalone, holder: SessionHolder, kafka: Cluster, make_topic: MakeTopic,
-            tmp_path: pathlib.Path, options: List[str]) -> Dict[str, Any]:
-    """Submit the job with ``options``; check that it landed every record once; return what it reported."""
+            tmp_path: pathlib.Path, python: str, options: List[str]) -> Dict[str, Any]:
+    """Submit the job with ``options`` and ``PYSPARK_PYTHON=python`` exported; check that it landed every
+    record once; return what it reported.
+
+    The export is needed: Spark 4.2 looks up Python data sources (``pyspark_*`` modules) in a Python
+    worker on the driver started with the ``PYSPARK_PYTHON`` of the driver JVM's environment (else
+    ``python3``), not with ``spark.pyspark.python``; without it ``format("kafka-group")`` fails with
+    ``DATA_SOURCE_NOT_FOUND`` (seen here: both settings given, the variable unset).
+    """
     holder.release()  # the tier's own session holds both cores; the job needs them
     topic, table = make_topic(2), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 120, 1: 80})
     job = tmp_path / "job" / "shipped_job.py"  # outside the checkout: its folder is the driver's sys.path[0]
     job.parent.mkdir()
     shutil.copy(pathlib.Path(__file__).with_name("shipped_job.py"), job)
-    spark_submit = pathlib.Path(sys.executable).parent / "spark-submit"  # the Spark the cluster runs
+    import pyspark
+
+    spark_home = pathlib.Path(pyspark.__file__).parent  # the Spark the cluster runs ($SPARK_HOME on a node)
     result = tmp_path / "result.json"
-    _run([str(spark_submit), "--master", standalone.master_url,
+    _run([str(spark_home / "bin" / "spark-submit"), "--master", standalone.master_url,
           "--conf", "spark.executor.cores=1", "--conf", "spark.cores.max=2", "--conf", "spark.executor.memory=1g",
           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
           "--conf", "spark.ui.enabled=false", *options,
           str(job), kafka.bootstrap_servers, topic, unique_name("group"), str(table), str(tmp_path / "chk"),
-          str(result)], tmp_path / "submit.log", job.parent, timeout=600)
+          str(result)], tmp_path / "submit.log", job.parent, timeout=600, spark_home=spark_home, python=python)
     assert table_offsets(table) == Counter((p, o) for p, n in {0: 120, 1: 80}.items() for o in range(n))
     found: Dict[str, Any] = json.loads(result.read_text())
     assert found["rows"] == 200
@@ -109,7 +129,7 @@ def test_wheel_installed_on_every_node_runs_a_query(
     make_topic: MakeTopic, tmp_path: pathlib.Path,
 ) -> None:
     python = str(shipped_env.venv / "bin" / "python")
-    found = _submit(standalone, cluster_spark_holder, kafka, make_topic, tmp_path,
+    found = _submit(standalone, cluster_spark_holder, kafka, make_topic, tmp_path, python,
                     ["--conf", f"spark.pyspark.python={python}", "--conf", f"spark.pyspark.driver.python={python}"])
     site = str(shipped_env.venv / "lib")
     assert found["driver"][0] == python and found["driver"][1].startswith(site), found
@@ -121,7 +141,7 @@ def test_packed_virtualenv_shipped_with_spark_archives_runs_a_query(
     make_topic: MakeTopic, tmp_path: pathlib.Path,
 ) -> None:
     driver_python = str(shipped_env.venv / "bin" / "python")
-    found = _submit(standalone, cluster_spark_holder, kafka, make_topic, tmp_path,
+    found = _submit(standalone, cluster_spark_holder, kafka, make_topic, tmp_path, driver_python,
                     ["--archives", f"{shipped_env.packed}#environment",
                      "--conf", "spark.pyspark.python=./environment/bin/python",
                      "--conf", f"spark.pyspark.driver.python={driver_python}"])
