@@ -82,7 +82,7 @@ def shipped_env(tmp_path_factory: pytest.TempPathFactory) -> ShippedEnv:
     [wheel] = (checkout / "dist").glob("pyspark_kafka_group-*.whl")
     venv = root / "kafka-group"
     took["venv"] = _run([sys.executable, "-m", "venv", str(venv)], log, root)
-    took["install"] = _run([str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", str(wheel)],
+    took["install"] = _run([str(venv / "bin" / "pip"), "install", str(wheel)],
                            log, root)
     packed = root / "kafka-group-env.tar.gz"
     took["pack"] = _run([str(pathlib.Path(sys.executable).parent / "venv-pack"), "-p", str(venv), "-o", str(packed)],
