@@ -18,6 +18,11 @@ development launchers start their JVMs:
 - :meth:`SparkStandalone.start` returns once the master's JSON endpoint
   (``http://127.0.0.1:<ui>/json/``) lists every worker as ``ALIVE``.
 
+Development only: like Spark's own defaults, the master accepts applications without
+authentication (no ``spark.authenticate``), so any local user who can reach its loopback
+port can run code as the user who started it. Do not start it on a machine shared with
+users you do not trust.
+
 Each executor an application gets is a JVM of its own, forked by its worker;
 :meth:`SparkStandalone.executor_pids` finds them (children of the workers' pids
 whose command is ``CoarseGrainedExecutorBackend``), for tests that kill one.
@@ -159,6 +164,16 @@ def _children(pid: int) -> list[int]:
         if len(fields) > 1 and fields[1] == str(pid):
             children.append(int(entry))
     return children
+
+
+def _still_executor(executor: ExecutorProcess) -> bool:
+    """Whether ``executor.pid`` still runs that executor (same application and executor id)."""
+    try:
+        raw = Path(f"/proc/{executor.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    parsed = executor_from_cmdline([part.decode("utf-8", "replace") for part in raw.split(b"\0") if part])
+    return parsed == (executor.app_id, executor.executor_id)
 
 
 class SparkStandalone:
@@ -346,7 +361,7 @@ class SparkStandalone:
         the JVMs are already gone.
         """
         with self._lock:
-            executors = [executor.pid for executor in self.executor_pids()] if self._worker_processes else []
+            executors = self.executor_pids() if self._worker_processes else []
             for process in [*self._worker_processes, self._master]:
                 if process is not None and process.poll() is None:
                     process.send_signal(signal.SIGTERM)
@@ -357,11 +372,14 @@ class SparkStandalone:
                                       "Spark daemon (pid %d) did not stop in %.0f s; sending SIGKILL",
                                       process.pid, timeout):
                     process.wait(timeout=30)
-            for pid in executors:
-                try:
-                    os.kill(pid, signal.SIGKILL)  # the pid of an executor seen as this cluster's worker's child
-                except ProcessLookupError:
-                    pass
+            for executor in executors:
+                # An executor seen as this cluster's worker's child that outlived its worker; the pid is
+                # signalled only while it still runs that executor (it may have exited and been reused).
+                if _still_executor(executor):
+                    try:
+                        os.kill(executor.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             if self._master is not None:
                 logger.info("Spark standalone at port %s stopped", self._port)
             if self._folder is not None:
