@@ -117,6 +117,8 @@ TEST_TOOLS = [
     "pytest>=8", "mypy>=1.10", "polars>=1",
     # scripts/test.sh runs the suite on two workers (one test file per worker at a time)
     "pytest-xdist>=3.5",
+    # tests/cluster/test_shipping.py packs a virtualenv and ships it with spark.archives, as a user does
+    "venv-pack>=0.2,<0.3",
     # an S3-compatible server on loopback for the object-store tests (moto's server mode)
     "moto[server]>=5.1", "prometheus_client>=0.20",
     # tests/unit/test_security_translation.py makes throwaway CAs and PKCS#12 stores

@@ -36,7 +36,7 @@ from kafka_group_devbroker import EmbeddedKafka
 from kafka_group_devbroker.schema_registry import SchemaRegistry
 from kafka_group_devbroker.secured_kafka import SecuredKafka
 from tests.hostile_registry import hostile_registry  # noqa: F401 (a fixture: a hostile Schema Registry)
-from tests.support import BROKER_ENGINE, RUN_SLOW, Cluster, S3Server, create_topic, mock
+from tests.support import BROKER_ENGINE, RUN_CLUSTER, RUN_SLOW, Cluster, S3Server, create_topic, mock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,13 +47,16 @@ _clusters: Dict[Tuple[str, int], Cluster] = {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Skip the ``slow`` tier unless ``KAFKA_GROUP_SLOW_TESTS=1``."""
-    if RUN_SLOW:
-        return
-    skip = pytest.mark.skip(reason="long tier: set KAFKA_GROUP_SLOW_TESTS=1 to run it")
+    """Skip the ``slow`` tier unless ``KAFKA_GROUP_SLOW_TESTS=1``, and the ``cluster`` tier unless
+    ``KAFKA_GROUP_CLUSTER_TESTS=1`` (it runs in a pytest process of its own, ``scripts/test-cluster.sh``:
+    a process holds one SparkContext, and the rest of the suite's is ``local[2]``)."""
+    skip_slow = pytest.mark.skip(reason="long tier: set KAFKA_GROUP_SLOW_TESTS=1 to run it")
+    skip_cluster = pytest.mark.skip(reason="standalone-cluster tier: bash scripts/test-cluster.sh runs it")
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        if "slow" in item.keywords and not RUN_SLOW:
+            item.add_marker(skip_slow)
+        if "cluster" in item.keywords and not RUN_CLUSTER:
+            item.add_marker(skip_cluster)
 
 
 def _cluster(engine: str, brokers: int) -> Cluster:

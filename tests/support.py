@@ -70,6 +70,8 @@ if BROKER_ENGINE not in ("kafka", "mock"):
 #: The long tier: ``KAFKA_GROUP_SLOW_TESTS=1`` runs the tests marked ``slow`` too (CI's suite stays
 #: well inside its time budget on 2 cores without them).
 RUN_SLOW = os.environ.get("KAFKA_GROUP_SLOW_TESTS", "") not in ("", "0")
+#: Whether the standalone-cluster tier runs (``tests/cluster``, marked ``cluster``; scripts/test-cluster.sh sets it).
+RUN_CLUSTER = os.environ.get("KAFKA_GROUP_CLUSTER_TESTS", "") not in ("", "0")
 
 
 def long_tier(*values: object, id: Optional[str] = None) -> Any:

@@ -18,6 +18,11 @@ development launchers start their JVMs:
 - :meth:`SparkStandalone.start` returns once the master's JSON endpoint
   (``http://127.0.0.1:<ui>/json/``) lists every worker as ``ALIVE``.
 
+Development only: like Spark's own defaults, the master accepts applications without
+authentication (no ``spark.authenticate``), so any local user who can reach its loopback
+port can run code as the user who started it. Do not start it on a machine shared with
+users you do not trust.
+
 Each executor an application gets is a JVM of its own, forked by its worker;
 :meth:`SparkStandalone.executor_pids` finds them (children of the workers' pids
 whose command is ``CoarseGrainedExecutorBackend``), for tests that kill one.
@@ -64,6 +69,9 @@ _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 _EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 #: Small heaps and a quick JIT for the daemons (not the executors: their options come from the application).
 _DAEMON_JAVA_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+#: Variables of the launching process the daemons (and so their executors) do not inherit.
+_NOT_INHERITED = frozenset({"PYTHONPATH", "PYTHONHOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME",
+                            "SPARK_CONF_DIR", "VIRTUAL_ENV"})
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,16 @@ def _children(pid: int) -> list[int]:
     return children
 
 
+def _still_executor(executor: ExecutorProcess) -> bool:
+    """Whether ``executor.pid`` still runs that executor (same application and executor id)."""
+    try:
+        raw = Path(f"/proc/{executor.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    parsed = executor_from_cmdline([part.decode("utf-8", "replace") for part in raw.split(b"\0") if part])
+    return parsed == (executor.app_id, executor.executor_id)
+
+
 class SparkStandalone:
     """A Spark standalone master and ``workers`` workers on loopback, each worker its own JVM.
 
@@ -172,7 +190,9 @@ class SparkStandalone:
     spark_home : str, optional
         A Spark installation; default the pip-installed pyspark's folder.
     environment : mapping of str to str, optional
-        Variables added to the daemons' environment (executors inherit their worker's).
+        Variables added to the daemons' environment (executors inherit their worker's). The
+        daemons inherit this process's environment except its Python and Spark settings
+        (``PYTHONPATH``, ``PYSPARK_PYTHON``, ``SPARK_HOME``, ...), as on a real node.
     start_timeout : float, default 120.0
         Seconds :meth:`start` waits for the master to list every worker as ALIVE.
     daemon_memory : str, default "256m"
@@ -341,7 +361,7 @@ class SparkStandalone:
         the JVMs are already gone.
         """
         with self._lock:
-            executors = [executor.pid for executor in self.executor_pids()] if self._worker_processes else []
+            executors = self.executor_pids() if self._worker_processes else []
             for process in [*self._worker_processes, self._master]:
                 if process is not None and process.poll() is None:
                     process.send_signal(signal.SIGTERM)
@@ -352,11 +372,14 @@ class SparkStandalone:
                                       "Spark daemon (pid %d) did not stop in %.0f s; sending SIGKILL",
                                       process.pid, timeout):
                     process.wait(timeout=30)
-            for pid in executors:
-                try:
-                    os.kill(pid, signal.SIGKILL)  # the pid of an executor seen as this cluster's worker's child
-                except ProcessLookupError:
-                    pass
+            for executor in executors:
+                # An executor seen as this cluster's worker's child that outlived its worker; the pid is
+                # signalled only while it still runs that executor (it may have exited and been reused).
+                if _still_executor(executor):
+                    try:
+                        os.kill(executor.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             if self._master is not None:
                 logger.info("Spark standalone at port %s stopped", self._port)
             if self._folder is not None:
@@ -393,9 +416,10 @@ class SparkStandalone:
     def _daemon_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
         """The environment of one daemon: this process's, with Spark pointed at the cluster's folder."""
         assert self._folder is not None
-        env = dict(os.environ)
-        # a user's SPARK_CONF_DIR or SPARK_HOME would change what the daemons read
-        env.pop("SPARK_HOME", None)
+        # A node's daemons do not share the launching process's Python or Spark settings: an application
+        # names its interpreter (spark.pyspark.python) and its paths (spark.executorEnv.*) itself, and a
+        # user's SPARK_HOME or SPARK_CONF_DIR would change what the daemons read.
+        env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
         env.update({
             "SPARK_CONF_DIR": str(self._folder / "conf"),
             "SPARK_LOG_DIR": str(self._folder / "logs"),

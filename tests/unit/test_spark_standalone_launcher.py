@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -47,3 +48,10 @@ def test_not_started_says_so_and_bad_sizes_are_refused() -> None:
     cluster.stop()  # idempotent, nothing to stop
     with pytest.raises(EmbeddedBrokerError, match="workers >= 1 and cores >= 1, got 0 and 1"):
         SparkStandalone(workers=0)
+
+
+def test_a_pid_that_no_longer_runs_the_executor_is_not_signalled() -> None:
+    from kafka_group_devbroker.spark_standalone import ExecutorProcess, _still_executor
+
+    assert not _still_executor(ExecutorProcess(pid=os.getpid(), app_id="app-1", executor_id="0", worker=0))
+    assert not _still_executor(ExecutorProcess(pid=2**22 + 1, app_id="app-1", executor_id="0", worker=0))
