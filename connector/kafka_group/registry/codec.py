@@ -8,8 +8,9 @@ Protobuf that includes the message-index array).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
-from typing import Optional, Protocol, Sequence, Tuple
+from typing import Any, List, Optional, Protocol, Sequence, Set, Tuple
 
 import pyarrow as pa
 
@@ -27,17 +28,72 @@ class SchemaReference:
     schema: "RegisteredSchema"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RegisteredSchema:
     """A schema as the registry serves it: its id, type, text and references.
 
     ``schema_id`` is None for a reader schema given explicitly (not registered).
+
+    Equality and hashing compare content (type, text, id and the references, recursively) through
+    :attr:`digest`, computed once per object: the codecs key their caches by schema, and a
+    dataclass's own hash walks shared references once per *path* (a registry's ladder of shared
+    references has 2^levels of them), where this visits each distinct document once.
     """
 
     schema_type: str
     text: str
     schema_id: Optional[int] = None
     references: Tuple[SchemaReference, ...] = field(default_factory=tuple)
+
+    @property
+    def digest(self) -> str:
+        """A SHA-256 of this schema's content and its references' (hex), computed once per object.
+
+        Caller: any thread (a race computes the same value twice, never a different one).
+        """
+        known = self.__dict__.get("_digest")
+        if known is None:
+            known = _digest(self)
+        return str(known)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, RegisteredSchema):
+            return NotImplemented
+        return self.digest == other.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+
+def _digest(schema: RegisteredSchema) -> str:
+    """Digest ``schema`` and every reference below it not digested yet, each distinct object once
+    (iteratively: a chain of references deeper than Python's recursion limit is still one walk)."""
+    stack: List[Tuple[RegisteredSchema, bool]] = [(schema, False)]
+    open_: Set[int] = set()
+    while stack:
+        node, children_done = stack.pop()
+        if "_digest" in node.__dict__:
+            continue
+        references: Tuple[SchemaReference, ...] = node.references
+        if not children_done:
+            if id(node) in open_:  # only a schema built by hand can loop: frozen objects cannot
+                raise ValueError("schema references loop back on themselves")
+            open_.add(id(node))
+            stack.append((node, True))
+            stack.extend((r.schema, False) for r in references if "_digest" not in r.schema.__dict__)
+            continue
+        digest = hashlib.sha256(_text(node.schema_type, node.text, node.schema_id))
+        for ref in references:
+            digest.update(_text(ref.name, ref.subject, ref.version, ref.schema.__dict__["_digest"]))
+        object.__setattr__(node, "_digest", digest.hexdigest())
+    return str(schema.__dict__["_digest"])
+
+
+def _text(*parts: Any) -> bytes:
+    """An unambiguous encoding of ``parts`` (each part's repr, length-prefixed)."""
+    return b"".join(b"%d:%s;" % (len(r), r) for r in (repr(p).encode("utf-8", "backslashreplace") for p in parts))
 
 
 @dataclass(frozen=True)
