@@ -24,6 +24,7 @@ fastavro = pytest.importorskip("fastavro")
 from kafka_group.errors import ConfigError  # noqa: E402
 from kafka_group.registry.avro_codec import AvroCodec  # noqa: E402
 from kafka_group.registry.codec import RegisteredSchema, SchemaReference  # noqa: E402
+from tests.unit.counting_schema import CountingSchema  # noqa: E402
 
 #: Seconds a subprocess decode may take before the test calls it a hang (it takes well under one).
 LIMIT_S = 120
@@ -142,16 +143,6 @@ def test_a_writer_record_that_contains_itself_without_a_union_is_an_error_not_a_
 
 
 # -- finding 9: shared references are walked once per document --------------------------------
-
-class CountingSchema(RegisteredSchema):
-    """Counts how often the codec reads a schema's references: a walk per path shows as exponential."""
-
-    reads = 0
-
-    def __getattribute__(self, name: str) -> Any:
-        if name == "references":
-            CountingSchema.reads += 1
-        return super().__getattribute__(name)
 
 
 def ladder(levels: int) -> RegisteredSchema:

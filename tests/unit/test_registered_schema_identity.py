@@ -15,18 +15,9 @@ import pyarrow as pa
 import pytest
 
 from kafka_group.registry.codec import RegisteredSchema, SchemaReference
+from tests.unit.counting_schema import CountingSchema
 from kafka_group.registry.json_schema_codec import JsonSchemaCodec
 
-
-class CountingSchema(RegisteredSchema):
-    """Counts how often a schema's references are read: a walk per path shows as exponential."""
-
-    reads = 0
-
-    def __getattribute__(self, name: str) -> Any:
-        if name == "references":
-            CountingSchema.reads += 1
-        return super().__getattribute__(name)
 
 
 def json_ladder(levels: int) -> RegisteredSchema:
