@@ -97,3 +97,28 @@ def test_the_fast_path_refuses_infinity_like_the_record_path_in_a_large_batch() 
     assert fast.values.to_pylist() == slow.values.to_pylist() and fast.errors == slow.errors
     assert fast.values.to_pylist()[40:43] == [None, None, None] and None not in fast.errors[40:43]
     assert fast.errors.count(None) == 80
+
+
+def test_unique_items_of_objects_is_checked_by_value() -> None:
+    writer = _schema({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}})
+    reader = _schema({"type": "object", "properties": {"a": {}}}, 2)
+    many = [{"i": i} for i in range(20000)]
+    column = JsonSchemaCodec(validate=True).decode(writer, reader, [
+        json.dumps({"a": many}).encode(), json.dumps({"a": many + [{"i": 5}]}).encode(),
+        b'{"a": [1, 1.0]}', b'{"a": [1, true, {"x": [1]}, {"x": [1.5]}]}'])
+    assert column.errors[0] is None and column.errors[3] is None
+    assert column.errors[1] is not None and "non-unique" in column.errors[1]
+    assert column.errors[2] is not None
+
+
+def test_the_fast_path_sends_nested_infinities_and_out_of_range_times_to_the_record_path() -> None:
+    document = {"type": "object", "properties": {
+        "l": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "number"}}}},
+        "o": {"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}}}}}
+    good = b'{"l": [{"x": 1.5}, {"x": null}], "o": {"t": "2026-01-01T00:00:00Z"}}'
+    payloads = [good] * 20 + [b'{"l": [{"x": 1}, {"x": 1e400}]}', b'{"o": {"t": "0001-01-01T00:00:00+01:00"}}',
+                              b'{"l": [], "o": null}'] + [good] * 20
+    fast = JsonSchemaCodec().decode(_schema(document), _schema(document), payloads)
+    slow = JsonSchemaCodec(fast=False).decode(_schema(document), _schema(document), payloads)
+    assert fast.errors == slow.errors and fast.values.to_pylist() == slow.values.to_pylist()
+    assert fast.errors[20] is not None and fast.errors[21] is not None and fast.errors.count(None) == 41

@@ -24,11 +24,18 @@ def _read(writer_text: str, reader_text: str, build: Callable[[Any], None]) -> D
     return ProtobufCodec().decode(writer, reader, [b"\x00" + message.SerializeToString()])
 
 
+def _set(**values: Any) -> Callable[[Any], None]:
+    def build(message: Any) -> None:
+        for name, value in values.items():
+            setattr(message, name, value)
+    return build
+
+
 def test_two_writer_fields_in_one_reader_oneof_are_each_records_error_naming_them() -> None:
     """protobuf keeps only the last of a oneof's members: a=7 would be dropped without a word."""
     column = _read('syntax="proto3"; message M { int32 a = 1; string b = 2; }',
                    'syntax="proto3"; message M { oneof x { int32 a = 1; string b = 2; } }',
-                   lambda m: (setattr(m, "a", 7), setattr(m, "b", "hi")))
+                   _set(a=7, b="hi"))
     assert column.values.to_pylist() == [None]
     assert column.errors[0] is not None and "'a'" in column.errors[0] and "'b'" in column.errors[0]
     assert "oneof" in column.errors[0]
@@ -37,7 +44,7 @@ def test_two_writer_fields_in_one_reader_oneof_are_each_records_error_naming_the
 def test_one_writer_oneof_into_the_same_reader_oneof_still_reads() -> None:
     column = _read('syntax="proto3"; message M { oneof x { int32 a = 1; string b = 2; } int32 c = 3; }',
                    'syntax="proto3"; message M { oneof y { int32 a = 1; string b = 2; } int32 c = 3; }',
-                   lambda m: (setattr(m, "a", 7), setattr(m, "c", 1)))
+                   _set(a=7, c=1))
     assert column.errors == (None,) and column.values.to_pylist() == [{"a": 7, "b": None, "c": 1}]
 
 
@@ -45,7 +52,7 @@ def test_an_implicit_zero_read_as_optional_is_null_as_protobuf_reads_it() -> Non
     """proto3 writes no implicit field holding 0; the reader's ``optional`` then has no value
     (``HasField`` is False in protobuf's runtime), so the codec reads null, as documented."""
     column = _read('syntax="proto3"; message M { int32 a = 1; }', 'syntax="proto3"; message M { optional int32 a = 1; }',
-                   lambda m: setattr(m, "a", 0))
+                   _set(a=0))
     assert column.errors == (None,) and column.values.to_pylist() == [{"a": None}]
 
 

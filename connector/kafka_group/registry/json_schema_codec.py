@@ -194,8 +194,7 @@ def _beyond_spark(array: pa.Array) -> List[bool]:
     kind = array.type
     if pa.types.is_struct(kind):
         flags = [False] * len(array)
-        for i in range(kind.num_fields):
-            child = array.field(i)
+        for child in array.flatten():  # the children with the struct's offset applied
             flags = [a or b for a, b in zip(flags, _beyond_spark(child))]
         return flags
     if pa.types.is_list(kind):
@@ -210,7 +209,7 @@ def _beyond_spark(array: pa.Array) -> List[bool]:
     if pa.types.is_timestamp(kind):
         ticks = array.cast(pa.int64())
         low, high = _TIMESTAMP_RANGE
-        return pc.fill_null(pc.or_(pc.less(ticks, low), pc.greater(ticks, high)), False).to_pylist()
+        return [bool(v) for v in pc.fill_null(pc.or_(pc.less(ticks, low), pc.greater(ticks, high)), False).to_pylist()]
     return [False] * len(array)
 
 

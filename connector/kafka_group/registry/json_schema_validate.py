@@ -6,7 +6,8 @@ not know). ``$ref`` resolves within the document and into the schema's own refer
 name, or the last part of an absolute URI); nothing is fetched (no HTTP, no files): any other ``$ref``
 is the schema's :class:`~kafka_group.errors.ConfigError`.
 
-Regular expressions (``pattern``, ``patternProperties`` and ``additionalProperties`` next to them) run
+``uniqueItems`` compares canonical keys (linear, where ``jsonschema`` compares unhashable items
+pairwise). Regular expressions (``pattern``, ``patternProperties`` and ``additionalProperties`` next to them) run
 on RE2 (``google-re2``), whose matching time is linear in the text: a pattern such as ``^(a+)+$``
 cannot stall a task. Every pattern is compiled once per schema, with at most
 :data:`PATTERN_MEMORY` bytes; a pattern RE2 cannot run (back-references, look-around: ECMA 262
@@ -46,11 +47,11 @@ def compile_validator(writer: RegisteredSchema) -> Check:
         ``jsonschema`` or ``google-re2`` is not installed.
     """
     try:
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped]
         import re2  # type: ignore[import-untyped]
         import referencing
         import referencing.exceptions
-        from jsonschema import validators
+        from jsonschema import validators  # type: ignore[import-untyped]
     except ImportError:
         raise DependencyError("validating JSON payloads needs the 'jsonschema' and 'google-re2' packages: "
                               "pip install 'pyspark-kafka-group[schema-registry]'") from None
@@ -58,7 +59,9 @@ def compile_validator(writer: RegisteredSchema) -> Check:
     document = load_document(writer)
     documents = {reference.name: load_document(reference.schema) for reference in writer.references}
     try:
-        base: Any = validators.validator_for(document, default=validators.Draft7Validator)
+        with warnings.catch_warnings():  # an unknown $schema warns, then means draft-07
+            warnings.simplefilter("ignore")
+            base: Any = validators.validator_for(document, default=validators.Draft7Validator)
     except Exception as exc:  # noqa: BLE001 - anything a hostile $schema does is the schema's error
         raise ConfigError(f"{where} cannot be used to validate: {_cut(exc)}") from None
     patterns: Dict[str, Any] = {}
@@ -109,8 +112,13 @@ def compile_validator(writer: RegisteredSchema) -> Check:
             yield jsonschema.ValidationError(f"additional properties are not allowed ({len(extras)} unexpected, "
                                              f"the first {extras[0][:100]!r})")
 
+    def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        # jsonschema compares unhashable items pairwise (quadratic in a record's array): by canonical key here
+        if unique is True and validator.is_type(instance, "array") and len({_key(i) for i in instance}) < len(instance):
+            yield jsonschema.ValidationError("the array has non-unique elements")
+
     keywords = {"pattern": pattern, "patternProperties": pattern_properties,
-                "additionalProperties": additional_properties}
+                "additionalProperties": additional_properties, "uniqueItems": unique_items}
     validator_class = validators.extend(base, {k: v for k, v in keywords.items() if k in base.VALIDATORS})
 
     def retrieve(uri: str) -> Any:
@@ -124,7 +132,7 @@ def compile_validator(writer: RegisteredSchema) -> Check:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             base.check_schema(document)
-            validator = validator_class(document, registry=referencing.Registry(retrieve=retrieve))
+            validator = validator_class(document, registry=referencing.Registry(retrieve=retrieve))  # type: ignore[call-arg]
     except Exception as exc:  # noqa: BLE001 - jsonschema's SchemaError and whatever a hostile schema raises
         raise ConfigError(f"{where} cannot be used to validate: {_cut(exc)}") from None
 
@@ -154,6 +162,21 @@ def _config_cause(exc: BaseException) -> Optional[ConfigError]:
             return cause
         cause, seen = cause.__cause__ or cause.__context__, seen + 1
     return None
+
+
+def _key(value: Any) -> Any:
+    """A hashable key equal for JSON values JSON Schema calls equal (1 and 1.0; not 1 and true)."""
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("l", tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("d", frozenset((k, _key(v)) for k, v in value.items()))
+    return ("o", id(value))
 
 
 def _cut(value: Any) -> str:

@@ -163,5 +163,8 @@ def _key_and_value(entry: Any) -> "tuple[Any, Any]":
 
 def _type(field: Any) -> str:
     if field.type in (_MESSAGE, _ENUM, _GROUP):
+        # fully qualified only: a relative name resolves by scope, maybe to a map entry the text does not print
+        if not str(field.type_name).startswith("."):
+            raise _Unprintable(field.type_name)
         return _checked(str(field.type_name), _DOTTED)
     return _SCALARS[field.type]
