@@ -122,3 +122,12 @@ def test_the_fast_path_sends_nested_infinities_and_out_of_range_times_to_the_rec
     slow = JsonSchemaCodec(fast=False).decode(_schema(document), _schema(document), payloads)
     assert fast.errors == slow.errors and fast.values.to_pylist() == slow.values.to_pylist()
     assert fast.errors[20] is not None and fast.errors[21] is not None and fast.errors.count(None) == 41
+
+
+def test_a_writer_schema_that_cannot_validate_stays_each_records_error_in_later_batches() -> None:
+    codec = JsonSchemaCodec(validate=True)
+    writer = _schema({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=a)"}}}, 11)
+    first = codec.decode(writer, _schema(STRING, 2), [b'{"a": "a"}'])
+    second = codec.decode(writer, _schema(STRING, 2), [b'{"a": "a"}', b'{"a": "b"}'])
+    assert first.errors[0] is not None and "(id 11)" in first.errors[0]
+    assert second.errors == (first.errors[0], first.errors[0])

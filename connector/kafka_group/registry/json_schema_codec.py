@@ -163,7 +163,16 @@ class JsonSchemaCodec:
 
     def _validator(self, writer: RegisteredSchema) -> Callable[[Any], Optional[str]]:
         if writer not in self._validators:
-            self._validators[writer] = compile_validator(writer)
+            try:
+                self._validators[writer] = compile_validator(writer)
+            except ConfigError as exc:  # remembered: a hostile schema is not checked again every batch
+                error = exc
+
+                def refuse(value: Any) -> Optional[str]:
+                    raise error
+
+                self._validators[writer] = refuse
+                raise
         return self._validators[writer]
 
 
