@@ -161,10 +161,10 @@ def test_validation_against_the_writer_schema_is_optional() -> None:
     payloads = [serialize({"id": 1}), serialize({"id": -1}), serialize({})]
     assert JsonSchemaCodec().decode(schema(strict), schema(strict), payloads).errors == (None, None, None)
     checked = JsonSchemaCodec(validate=True).decode(schema(strict), schema(strict), payloads)
-    assert checked.errors == (None, "the record does not conform to the writer's JSON schema: data.id must be "
-                                    "bigger than or equal to 0",
-                              "the record does not conform to the writer's JSON schema: data must contain ['id'] "
-                              "properties")
+    assert checked.errors == (None, "the record does not conform to the writer's JSON schema: at '$.id': -1 is "
+                                    "less than the minimum of 0",
+                              "the record does not conform to the writer's JSON schema: at '$': 'id' is a "
+                              "required property")
     assert checked.values.to_pylist() == [{"id": 1}, None, None]
 
 
@@ -203,7 +203,7 @@ def test_validation_resolves_references_by_name_and_fetches_nothing() -> None:
     column = JsonSchemaCodec(validate=True).decode(writer, reader, [serialize({"home": {"city": "c"}}),
                                                                     serialize({"home": {"city": 5}})])
     assert column.errors == (None, "the record does not conform to the writer's JSON schema: "
-                                   "data.home.city must be string")
+                                   "at '$.home.city': 5 is not of type 'string'")
     elsewhere = schema({"$id": "https://schemas.example.invalid/customer.json", "type": "object",
                         "properties": {"x": {"$ref": "https://schemas.example.invalid/other.json"}}}, 33)
     refused = JsonSchemaCodec(validate=True).decode(elsewhere, reader, [serialize({"x": 1})])
@@ -245,7 +245,7 @@ def test_a_used_codec_pickles_with_its_options_and_decodes_after() -> None:
     codec.decode(strict, strict, [serialize({"id": 1})])
     copy = pickle.loads(pickle.dumps(codec))
     assert copy.decode(strict, strict, [serialize({"id": -1})]).errors == (
-        "the record does not conform to the writer's JSON schema: data.id must be bigger than or equal to 0",)
+        "the record does not conform to the writer's JSON schema: at '$.id': -1 is less than the minimum of 0",)
 
 
 #: Number literals whose float is not the literal (digits lost, beyond a double, -0, exponents).

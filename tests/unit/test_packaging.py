@@ -221,7 +221,9 @@ _EXTRA_ONLY = {
     "cryptography": "security",      # kafka_group.config.keystores only (Java PKCS#12 and JKS stores)
     "google": "schema-registry",     # protobuf: kafka_group.registry's Protobuf codec only
     "grpc_tools": "schema-registry", # its .proto parser (protoc)
-    "fastjsonschema": "schema-registry",  # kafka_group.registry's JSON Schema validation only
+    "jsonschema": "schema-registry",  # kafka_group.registry's JSON Schema validation only
+    "referencing": "schema-registry", # its $ref resolution (declared too: imported directly)
+    "re2": "schema-registry",         # google-re2: that validation's patterns
     "aws_msk_iam_sasl_signer": "msk-iam",  # kafka_group.auth.msk_iam only (AWS MSK IAM tokens)
     "fastavro": "schema-registry",   # kafka_group.registry's Avro codec only
     "boto3": "s3",                   # kafka_group.delta.s3_request only (the conditional-put probe)

@@ -14,8 +14,10 @@ by one with :func:`kafka_group.json_text.parse_json` and :func:`~kafka_group.reg
 the path that also reads everything else and says what is wrong. Arrow's reader accepts a subset of
 what that path accepts, with the same values.
 
-With ``validate=True`` every payload is also checked against the *writer* schema (``fastjsonschema``,
-compiled once per schema): a record that does not conform is an error with the validator's message.
+With ``validate=True`` every payload is also checked against the *writer* schema, interpreted by
+``jsonschema`` with regular expressions on RE2 (:mod:`kafka_group.registry.json_schema_validate`): a
+record that does not conform is an error with the validator's message; a writer schema that cannot be
+used is each of its records' error.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-from kafka_group.errors import ConfigError, DependencyError
+from kafka_group.errors import ConfigError
 from kafka_group.json_text import NotJson, parse_json
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
-from kafka_group.registry.json_schema_types import BadValue, Shape, json_shape, load_document, to_arrow_value
+from kafka_group.registry.json_schema_types import BadValue, Shape, json_shape, to_arrow_value
+from kafka_group.registry.json_schema_validate import compile_validator
 
 __all__ = ["JsonSchemaCodec"]
 
@@ -92,7 +95,11 @@ class JsonSchemaCodec:
             for i, payload in enumerate(payloads):
                 parsed[i] = _parse(payload, errors, i)
                 if errors[i] is None:
-                    problem = check(parsed[i])
+                    try:
+                        problem = check(parsed[i])
+                    except ConfigError as exc:  # a $ref met only now, or a keyword this value trips
+                        errors[i] = str(exc)
+                        continue
                     if problem:
                         errors[i] = f"the record does not conform to the writer's JSON schema: {problem}"
             values = [self._one(parsed[i], shape, errors, i) if errors[i] is None else None
@@ -126,10 +133,22 @@ class JsonSchemaCodec:
             chunk = payloads[start:end]
             table = _read_lines(chunk, schema) if all(_one_line_object(p) for p in chunk) else None
             if table is not None:
-                pieces.append(pa.StructArray.from_arrays(
+                read = pa.StructArray.from_arrays(
                     [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in table.columns],
-                    fields=list(arrow_type)))
-                errors.extend([None] * len(chunk))
+                    fields=list(arrow_type))
+                # Arrow reads values the record path refuses (1e400 as inf, a date-time offset past year 1):
+                # those rows are read again by that path, so both paths give the same values and errors
+                suspect = _beyond_spark(read)
+                run = 0
+                for row in [i for i, bad in enumerate(suspect) if bad] + [len(chunk)]:
+                    if row > run:
+                        pieces.append(read.slice(run, row - run))
+                        errors.extend([None] * (row - run))
+                    if row < len(chunk):
+                        one: List[Optional[str]] = [None]
+                        pieces.append(pa.array([self._one(_parse(chunk[row], one, 0), shape, one, 0)], arrow_type))
+                        errors.extend(one)
+                    run = row + 1
             elif end - start <= _SMALLEST_CHUNK:
                 chunk_errors: List[Optional[str]] = [None] * len(chunk)
                 values = [self._one(_parse(p, chunk_errors, i), shape, chunk_errors, i) for i, p in enumerate(chunk)]
@@ -144,7 +163,16 @@ class JsonSchemaCodec:
 
     def _validator(self, writer: RegisteredSchema) -> Callable[[Any], Optional[str]]:
         if writer not in self._validators:
-            self._validators[writer] = _compile(writer)
+            try:
+                self._validators[writer] = compile_validator(writer)
+            except ConfigError as exc:  # remembered: a hostile schema is not checked again every batch
+                error = exc
+
+                def refuse(value: Any) -> Optional[str]:
+                    raise error
+
+                self._validators[writer] = refuse
+                raise
         return self._validators[writer]
 
 
@@ -161,6 +189,37 @@ def _has_dates(shape: Shape) -> bool:
     if shape.kind in ("date", "json"):
         return True
     return any(_has_dates(s) for _, s in shape.fields) or bool(shape.items and _has_dates(shape.items))
+
+
+#: Spark's timestamp range (0001-01-01 to 9999-12-31, UTC) in microseconds since the epoch.
+_TIMESTAMP_RANGE = (-62135596800 * 10**6, 253402300800 * 10**6 - 1)
+
+
+def _beyond_spark(array: pa.Array) -> List[bool]:
+    """Per row of ``array`` (Arrow's read), whether some double in it is not finite or some timestamp is
+    beyond Spark's range (over-approximate: a flagged row is only read again, by the record path)."""
+    import pyarrow.compute as pc
+
+    kind = array.type
+    if pa.types.is_struct(kind):
+        flags = [False] * len(array)
+        for child in array.flatten():  # the children with the struct's offset applied
+            flags = [a or b for a, b in zip(flags, _beyond_spark(child))]
+        return flags
+    if pa.types.is_list(kind):
+        flags = [False] * len(array)
+        inner = _beyond_spark(array.flatten())
+        for value_index, row in enumerate(pc.list_parent_indices(array).to_pylist()):
+            if inner[value_index]:
+                flags[row] = True
+        return flags
+    if pa.types.is_floating(kind):
+        return [not v for v in pc.fill_null(pc.is_finite(array), True).to_pylist()]
+    if pa.types.is_timestamp(kind):
+        ticks = array.cast(pa.int64())
+        low, high = _TIMESTAMP_RANGE
+        return [bool(v) for v in pc.fill_null(pc.or_(pc.less(ticks, low), pc.greater(ticks, high)), False).to_pylist()]
+    return [False] * len(array)
 
 
 def _one_line_object(payload: bytes) -> bool:
@@ -183,40 +242,3 @@ def _read_lines(chunk: Sequence[bytes], schema: pa.Schema) -> Optional[pa.Table]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     return table if table.num_rows == len(chunk) else None  # "{}{}" on one line is two rows
-
-
-def _compile(writer: RegisteredSchema) -> Callable[[Any], Optional[str]]:
-    """A function giving why a parsed value does not conform to ``writer``'s schema, or None."""
-    try:
-        import fastjsonschema
-    except ImportError:
-        raise DependencyError("validating JSON payloads needs the 'fastjsonschema' package: "
-                              "pip install 'pyspark-kafka-group[schema-registry]'") from None
-    document = load_document(writer)
-    documents = {reference.name: load_document(reference.schema) for reference in writer.references}
-
-    def lookup(uri: str) -> Any:
-        """A ``$ref`` outside the document: one of the schema's references, never fetched from anywhere."""
-        for name in (uri, uri.rsplit("/", 1)[-1]):
-            if name in documents:
-                return documents[name]
-        raise ConfigError(f"the JSON schema (id {writer.schema_id}) refers to {uri!r}, which is not one of "
-                          "its references")
-
-    # every scheme fastjsonschema would otherwise fetch over the network (or from files) resolves here
-    handlers = {scheme: lookup for scheme in ("", "http", "https", "file", "urn")}
-    try:
-        validate = fastjsonschema.compile(document, handlers=handlers, use_default=False)
-    except ConfigError:
-        raise
-    except (fastjsonschema.JsonSchemaDefinitionException, ValueError) as exc:
-        raise ConfigError(f"the JSON schema (id {writer.schema_id}) cannot be used to validate: {exc}") from None
-
-    def check(value: Any) -> Optional[str]:
-        try:
-            validate(value)
-        except fastjsonschema.JsonSchemaValueException as exc:
-            return str(exc.message)
-        return None
-
-    return check

@@ -183,8 +183,11 @@ def to_arrow_value(value: Any, shape: Shape, path: str = "") -> Any:
             raise BadValue(f"{_at(path)}{value} does not fit a 64-bit integer")
         return value
     if kind == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-        if math.isinf(number):
+        try:
+            number = float(value)
+        except OverflowError:  # an int of more digits than a double's range
+            number = math.inf
+        if math.isinf(number) or math.isnan(number):
             raise BadValue(f"{_at(path)}does not fit a double")
         return number
     if isinstance(value, str):
@@ -218,7 +221,10 @@ def _timestamp(text: str, path: str) -> datetime.datetime:
         raise BadValue(f"{_at(path)}{text!r} is not an RFC 3339 date-time") from None
     if moment.tzinfo is None:  # RFC 3339 requires an offset; without one it is read as UTC, like Arrow does
         moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.astimezone(datetime.timezone.utc)
+    try:
+        return moment.astimezone(datetime.timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is in year 0 in UTC
+        raise BadValue(f"{_at(path)}{text!r} is beyond the years 1 to 9999 in UTC") from None
 
 
 def _at(path: str) -> str:

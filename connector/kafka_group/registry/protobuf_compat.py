@@ -14,6 +14,9 @@ entries and oneof members alike:
 * enum -> enum: by number; a number only the writer's enum has (a value added since the reader's
   schema) is named by the writer's schema. A closed (proto2) reader enum that lacks writer numbers
   is refused: protobuf would drop those values;
+* two writer fields that are not members of one writer ``oneof`` but of one reader ``oneof``: refused
+  (protobuf would keep only the last one set); a proto3 field without presence holding 0 read through a
+  reader's ``optional`` is null, as protobuf's ``HasField`` says (proto3 does not write the 0);
 * anything else makes every record of that writer message an error naming the field (the reader's
   name and number) and both types, never a value: protobuf would skip the value as an unknown field
   (another wire type: float -> double, fixed32 -> uint32, a message -> string), reinterpret it
@@ -65,12 +68,31 @@ def _message(writer: Any, reader: Any, path: str, names: EnumNames, seen: _Seen)
     if pair in seen:  # a recursive pair (Struct and Value): its fields are being compared above
         return None
     by_number = writer.fields_by_number
+    problem = _oneofs(writer, reader, path)
+    if problem:
+        return problem
     for field in reader.fields:
         written = by_number.get(field.number)
         if written is not None:
             problem = _field(written, field, f"{path}.{field.name}" if path else field.name, names, seen | {pair})
             if problem:
                 return problem
+    return None
+
+
+def _oneofs(writer: Any, reader: Any, path: str) -> Optional[str]:
+    """Why a reader ``oneof`` would drop writer values: it holds fields the writer may set together (not
+    members of one writer oneof); protobuf keeps only the last of them. A proto3 ``optional`` field's
+    synthetic oneof has one member, so it never holds two."""
+    for oneof in reader.oneofs:
+        written = [writer.fields_by_number[f.number] for f in oneof.fields if f.number in writer.fields_by_number]
+        groups = {w.containing_oneof.full_name if w.containing_oneof is not None else f"#{w.number}" for w in written}
+        if len(groups) > 1:
+            fields = ", ".join(f"'{path + '.' if path else ''}{f.name}' (number {f.number})" for f in oneof.fields
+                               if f.number in writer.fields_by_number)
+            return (f"fields {fields} are members of the reader's oneof '{oneof.name}' but not of one oneof in the "
+                    "writer's schema: a record may set several, and protobuf would keep only the last; the record "
+                    "cannot be read with the reader schema")
     return None
 
 

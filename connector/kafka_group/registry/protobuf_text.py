@@ -11,7 +11,9 @@ fully qualified (a leading dot, valid ``.proto``). Field options other than the 
 Every name printed is checked first (identifiers, dotted type names, import paths without quotes or
 control characters; a ``oneof`` a field names must exist): a descriptor that fails is left as served,
 so protoc refuses it and its records are bad records, instead of printing another schema than the
-descriptor (a message named ``M { int32 x = 2; } message N``) or raising.
+descriptor (a message named ``M { int32 x = 2; } message N``) or raising. A field is printed as a
+``map`` only when its type is, by fully qualified name, its message's own nested map entry with
+exactly ``key = 1`` and ``value = 2``; any other exception while printing also leaves the text as served.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def as_proto_text(text: str) -> str:
         return text
     try:
         return _file(proto)
-    except _Unprintable:
+    except Exception:  # noqa: BLE001 - _Unprintable, or anything else a hostile descriptor causes
         return text
 
 
@@ -82,8 +84,9 @@ def _file(proto: Any) -> str:
     out += [f'import "{_checked(dep, _IMPORT)}";' for dep in proto.dependency]
     for enum in proto.enum_type:
         out += _enum(enum, "")
+    scope = f".{proto.package}" if proto.package else ""
     for message in proto.message_type:
-        out += _message(message, "", syntax)
+        out += _message(message, "", syntax, scope)
     return "\n".join(out) + "\n"
 
 
@@ -95,15 +98,18 @@ def _enum(enum: Any, indent: str) -> List[str]:
     return lines + [f"{indent}}}"]
 
 
-def _message(message: Any, indent: str, syntax: str) -> List[str]:
+def _message(message: Any, indent: str, syntax: str, scope: str) -> List[str]:
+    """``message`` (whose enclosing scope's full name, with a leading dot, is ``scope``) as .proto lines."""
     inner = indent + "  "
     lines = [f"{indent}message {_checked(message.name, _IDENTIFIER)} {{"]
-    entries = {n.name: n for n in message.nested_type if n.options.map_entry}
+    full_name = f"{scope}.{message.name}"
+    # a map field's entry is this message's own nested type: matched by its fully qualified name
+    entries = {f"{full_name}.{n.name}": n for n in message.nested_type if n.options.map_entry}
     for enum in message.enum_type:
         lines += _enum(enum, inner)
     for nested in message.nested_type:
         if not nested.options.map_entry:
-            lines += _message(nested, inner, syntax)
+            lines += _message(nested, inner, syntax, full_name)
     oneofs: List[List[Any]] = [[] for _ in message.oneof_decl]
     for field in message.field:
         if field.HasField("oneof_index") and not field.proto3_optional:
@@ -128,7 +134,7 @@ def _message(message: Any, indent: str, syntax: str) -> List[str]:
 def _field(field: Any, syntax: str, entries: Any, *, in_oneof: bool) -> str:
     entry = _map_entry(field, entries)
     if entry is not None:
-        key, value = entry.field[0], entry.field[1]
+        key, value = _key_and_value(entry)
         return f"map<{_type(key)}, {_type(value)}> {_checked(field.name, _IDENTIFIER)} = {field.number};"
     label = ""
     if not in_oneof:
@@ -144,10 +150,21 @@ def _field(field: Any, syntax: str, entries: Any, *, in_oneof: bool) -> str:
 def _map_entry(field: Any, entries: Any) -> Optional[Any]:
     if field.label != _REPEATED or field.type != _MESSAGE:
         return None
-    return entries.get(field.type_name.rsplit(".", 1)[-1]) if field.type_name else None
+    return entries.get(field.type_name)
+
+
+def _key_and_value(entry: Any) -> "tuple[Any, Any]":
+    """A map entry's ``key = 1`` and ``value = 2`` fields: any other entry says no map .proto can say."""
+    fields = sorted(entry.field, key=lambda f: f.number)
+    if [(f.name, f.number) for f in fields] != [("key", 1), ("value", 2)] or any(f.label == _REPEATED for f in fields):
+        raise _Unprintable(entry.name)
+    return fields[0], fields[1]
 
 
 def _type(field: Any) -> str:
     if field.type in (_MESSAGE, _ENUM, _GROUP):
+        # fully qualified only: a relative name resolves by scope, maybe to a map entry the text does not print
+        if not str(field.type_name).startswith("."):
+            raise _Unprintable(field.type_name)
         return _checked(str(field.type_name), _DOTTED)
     return _SCALARS[field.type]
