@@ -67,7 +67,7 @@ class AvroCodec:
     def __init__(self) -> None:
         self._parsed: Dict[_Key, Any] = {}
         self._canonical: Dict[_Key, Union[Canonical, str]] = {}
-        self._bounds: Dict[_Key, Optional[Bounds]] = {}
+        self._bounds: Dict[_Key, Union[Bounds, str, None]] = {}
         self._json: Dict[str, Any] = {}
         self._types: Dict[_Key, Tuple[pa.DataType, pa.DataType, pa.DataType]] = {}
         self._plans: Dict[Tuple[_Key, _Key], Union[pa.DataType, str]] = {}
@@ -181,10 +181,23 @@ class AvroCodec:
         return found
 
     def _bounds_of(self, writer: RegisteredSchema, docs: "_Documents") -> Optional[Bounds]:
+        """The writer's payload check (made once); any failure to analyse the writer is a ConfigError, so
+        that each of its records is a bad record, never an exception out of :meth:`decode`."""
         key = docs.key
         if key not in self._bounds:
-            self._bounds[key] = bounds_for(self._names(writer, docs))
-        return self._bounds[key]
+            names = self._names(writer, docs)
+            found: Union[Bounds, str, None]
+            try:
+                found = bounds_for(names)
+            except ConfigError as exc:
+                found = str(exc)
+            except Exception as exc:  # a construct the analysis did not foresee: that writer's error
+                found = f"its shape could not be analysed: {type(exc).__name__}: {exc}"
+            self._bounds[key] = found
+        found = self._bounds[key]
+        if isinstance(found, str):
+            raise ConfigError(found)
+        return found
 
     def _parse(self, schema: RegisteredSchema, docs: "_Documents") -> Any:
         """fastavro's parsed form of the canonical schema (its references' named types known by full name)."""

@@ -38,6 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
+from kafka_group.registry.avro_bounds import MAX_DECIMAL_BYTES
 from kafka_group.registry.avro_names import place, shown
 
 __all__ = ["avro_arrow_type", "strip_logical", "FINAL", "NATIVE", "PLAIN", "MAX_FIELDS"]
@@ -181,6 +182,9 @@ def _logical(schema: Mapping[str, Any], logical: str, where: str, stage: str) ->
             return None  # an invalid decimal is its underlying type, as the Avro spec says
         if precision > 38:
             raise ConfigError(f"Avro decimal({precision}, {scale}) at {where} is wider than Spark's 38 digits")
+        if kind == "fixed" and isinstance(schema.get("size"), int) and schema["size"] > MAX_DECIMAL_BYTES:
+            raise ConfigError(f"Avro fixed decimal at {where} has size {schema['size']:,}: more than the "
+                              f"{MAX_DECIMAL_BYTES} bytes any decimal here holds. Give it the size its precision needs")
         return pa.decimal128(precision, scale)
     return None  # unknown logical types are their underlying type (Avro spec)
 
