@@ -20,7 +20,8 @@ branches without building values, iteratively. A payload is a bad record naming 
 charged the nodes of its type's tree, counted once per type), when it nests deeper than
 :data:`MAX_NESTING`, or when a decimal's value needs more bits than its precision's digits (at most
 :data:`MAX_DECIMAL_DIGITS`, what Arrow's decimal256 holds; a value padded with sign bytes is
-read as Java reads it). A ``fixed`` decimal of more than :data:`MAX_DECIMAL_BYTES` bytes is a
+read as Java reads it; for a writer checked for its decimals alone, payloads of
+:data:`DECIMALS_CHECKED_FROM` bytes or more). A ``fixed`` decimal of more than :data:`MAX_DECIMAL_BYTES` bytes is a
 ConfigError. Valid data within the bounds decodes as before.
 """
 
@@ -32,7 +33,8 @@ from kafka_group.errors import ConfigError
 from kafka_group.registry.avro_names import Canonical, place, shown
 
 __all__ = ["Bounds", "bounds_for", "decimal_bits", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE",
-           "MAX_DECIMAL_DIGITS", "MAX_DECIMAL_BYTES"]
+           "MAX_DECIMAL_DIGITS", "MAX_DECIMAL_BYTES",
+           "DECIMALS_CHECKED_FROM"]
 
 #: The deepest nesting (records, unions, arrays, maps within each other) of one decoded payload.
 MAX_NESTING = 500
@@ -42,6 +44,10 @@ EMPTY_ITEMS_PER_BYTE = 8
 #: The most digits a decimal's value is checked against (Arrow's decimal256), and the largest fixed decimal.
 MAX_DECIMAL_DIGITS = 76
 MAX_DECIMAL_BYTES = 32
+#: Payloads shorter than this are not walked for their decimals alone: fastavro's conversion of a
+#: decimal this long costs microseconds (the walk would cost more than the decode), and a value
+#: wider than its precision is refused by Arrow record by record.
+DECIMALS_CHECKED_FROM = 256
 #: The cost of a zero-byte type that contains itself: more than any budget (fastavro would recurse for ever).
 _UNBOUNDED = 1 << 62
 
@@ -60,8 +66,9 @@ def bounds_for(writer: Canonical) -> Optional["Bounds"]:
     """
     shape = _Shape(writer.named)
     try:
-        if not shape.scan(writer.schema) and shape.depth(writer.schema) <= MAX_NESTING:
-            return None
+        empty, decimals = shape.scan(writer.schema)
+        if not empty and shape.depth(writer.schema) <= MAX_NESTING:
+            return Bounds(writer.schema, writer.named, shape, DECIMALS_CHECKED_FROM) if decimals else None
     except RecursionError:  # nested deeper than Python's own stack: checked like a recursive type
         pass
     return Bounds(writer.schema, writer.named, shape)
@@ -139,9 +146,10 @@ class _Shape:
             return min(1 + sum(self.cost(f["type"]) for f in schema.get("fields", [])), _UNBOUNDED)
         return 1
 
-    def scan(self, schema: Any) -> bool:
-        """Whether ``schema`` reaches an array of zero-byte items, a zero-byte value of more than
-        :data:`EMPTY_ITEMS_BASE` nodes or a decimal (which :class:`Bounds` checks)."""
+    def scan(self, schema: Any) -> Tuple[bool, bool]:
+        """Whether ``schema`` reaches an array of zero-byte items or a zero-byte value of more than
+        :data:`EMPTY_ITEMS_BASE` nodes; whether it reaches a decimal (both checked by :class:`Bounds`)."""
+        decimals = False
         stack = [schema]
         while stack:
             node = self.deref(stack.pop())
@@ -151,18 +159,18 @@ class _Shape:
             if isinstance(node, list):
                 stack.extend(node)
             elif decimal_bits(node) is not None:
-                return True
+                decimals = True
             elif self.empty(node) and self.cost(node) > EMPTY_ITEMS_BASE:
-                return True
+                return True, decimals
             elif node.get("type") == "array":
                 if self.empty(node["items"]):
-                    return True
+                    return True, decimals
                 stack.append(node["items"])
             elif node.get("type") == "map":
                 stack.append(node["values"])
             elif node.get("type") in ("record", "error"):
                 stack.extend(f["type"] for f in node.get("fields", []))
-        return False
+        return False, decimals
 
     def depth(self, schema: Any, active: Optional[Set[str]] = None) -> int:
         """How deep values of ``schema`` nest; more than MAX_NESTING for a recursive type."""
@@ -199,11 +207,13 @@ class _Bad(Exception):
 class Bounds:
     """Walks one writer schema's payloads within the bounds (see the module's notes)."""
 
-    def __init__(self, schema: Any, named: Mapping[str, Any], shape: _Shape) -> None:
-        self._schema, self._named, self._shape = schema, named, shape
+    def __init__(self, schema: Any, named: Mapping[str, Any], shape: _Shape, walked_from: int = 0) -> None:
+        self._schema, self._named, self._shape, self._walked_from = schema, named, shape, walked_from
 
     def check(self, data: bytes) -> Optional[str]:
         """Why ``data`` is not decoded, or None when it is within the bounds (it may still not decode)."""
+        if len(data) < self._walked_from:
+            return None
         try:
             self._walk(data)
         except _Bad as exc:
