@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from kafka_group.errors import ConfigError, DependencyError
 from kafka_group.registry.avro_bounds import Bounds, bounds_for
+from kafka_group.registry.avro_defaults import bytes_defaults
 from kafka_group.registry.avro_names import Canonical, canonical
 from kafka_group.registry.avro_resolve import writer_native_type
 from kafka_group.registry.avro_types import FINAL, NATIVE, PLAIN, avro_arrow_type, strip_logical
@@ -211,6 +212,7 @@ class AvroCodec:
                 for ref in names.references:
                     fastavro.parse_schema(strip_logical(ref), named_schemas=named)
                 parsed = fastavro.parse_schema(strip_logical(names.schema), named_schemas=named)
+                bytes_defaults(named, _name(schema))  # the parsed records' fields are the table's
             except ConfigError:
                 raise
             except Exception as exc:  # fastavro's SchemaParseException, UnknownType, ValueError
