@@ -90,7 +90,7 @@ def decimal_bits(schema: Any) -> Optional[int]:
         raise ConfigError(f"Avro fixed decimal {_shown(schema.get('name'))} has size {schema['size']:,}: more than the "
                           f"{MAX_DECIMAL_BYTES} bytes any decimal here holds. Register it with a size its precision needs")
     digits = precision if isinstance(precision, int) and 0 < precision <= MAX_DECIMAL_DIGITS else MAX_DECIMAL_DIGITS
-    return (10 ** digits - 1).bit_length()
+    return int((10 ** int(digits) - 1).bit_length())
 
 
 def _shown(name: Any) -> str:
