@@ -58,6 +58,9 @@ def test_a_writer_with_a_field_and_its_alias_is_read_by_the_name_as_java_does() 
     reader = {"type": "record", "name": "R", "fields": [{"name": "new", "type": "int", "aliases": ["old"]}]}
     column = AvroCodec().decode(registered(writer, 2), registered(reader), [encode(writer, {"new": 1, "old": 2})])
     assert column.errors == (None,) and column.values.to_pylist() == [{"new": 1}]
+    swapped = {"type": "record", "name": "R", "fields": [{"name": "old", "type": "int"}, {"name": "new", "type": "int"}]}
+    column = AvroCodec().decode(registered(swapped, 4), registered(reader), [encode(swapped, {"new": 1, "old": 2})])
+    assert column.errors == (None,) and column.values.to_pylist() == [{"new": 1}]  # fastavro read 'old' first
     renamed = {"type": "record", "name": "R", "fields": [{"name": "old", "type": "int"}]}
     column = AvroCodec().decode(registered(renamed, 3), registered(reader), [encode(renamed, {"old": 5})])
     assert column.errors == (None,) and column.values.to_pylist() == [{"new": 5}]

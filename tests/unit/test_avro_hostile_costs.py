@@ -15,6 +15,7 @@ import pytest
 fastavro = pytest.importorskip("fastavro")
 
 from kafka_group.errors import ConfigError  # noqa: E402
+from kafka_group.registry.avro_bounds import DECIMALS_CHECKED_FROM  # noqa: E402
 from kafka_group.registry.avro_codec import AvroCodec  # noqa: E402
 from tests.unit.test_avro_hostile import encode, registered, zigzag  # noqa: E402
 
@@ -54,7 +55,7 @@ def test_a_decimal_longer_than_its_precision_is_a_bad_record_never_handed_to_fas
 @pytest.mark.parametrize("precision", [1, 2, 9, 10, 18, 19, 38])
 def test_every_decimal_within_its_precision_still_decodes_as_fastavro_reads_it(precision: int) -> None:
     """fastavro is the oracle: the largest, smallest and small values of each precision, in bytes,
-    in a fixed just big enough, in a union and in an array."""
+    in a fixed just big enough, in a union and in an array; in short payloads and in long ones (walked)."""
     fixed_size = max(1, -(-(int(precision * 3.3219280948873626) + 2) // 8))
     doc = {"type": "record", "name": "R", "fields": [
         {"name": "b", "type": {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": 0}},
@@ -62,14 +63,17 @@ def test_every_decimal_within_its_precision_still_decodes_as_fastavro_reads_it(p
                                "precision": precision, "scale": 0}},
         {"name": "u", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": 0}]},
         {"name": "a", "type": {"type": "array", "items": {"type": "bytes", "logicalType": "decimal",
-                                                          "precision": precision, "scale": 0}}}]}
+                                                          "precision": precision, "scale": 0}}},
+        {"name": "pad", "type": "string"}]}
     top = decimal.Decimal(10 ** precision - 1)
     records: List[Dict[str, Any]] = [
-        {"b": v, "f": v, "u": v, "a": [v, -v, decimal.Decimal(0)]}
+        {"b": v, "f": v, "u": v, "a": [v, -v, decimal.Decimal(0)], "pad": pad}
         for v in (top, -top, decimal.Decimal(1), decimal.Decimal(-1), decimal.Decimal(0), decimal.Decimal(127),
                   decimal.Decimal(-128), decimal.Decimal(128))
+        for pad in ("", "x" * 300)
         if abs(v) <= top]
     payloads = [encode(doc, r) for r in records]
+    assert max(map(len, payloads)) > DECIMALS_CHECKED_FROM > min(map(len, payloads))
     column = AvroCodec().decode(registered(doc), registered(doc), payloads)
     assert column.errors == (None,) * len(records)
     assert column.values.to_pylist() == records
