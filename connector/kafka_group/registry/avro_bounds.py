@@ -1,49 +1,100 @@
 """Bounds on what one Avro payload makes the decoder do, checked before fastavro reads it.
 
-fastavro's work is bounded by a payload's bytes except in two cases, both found by a review
-(issue 33) and both set by bytes anyone who can produce to the topic controls:
+fastavro's work is bounded by a payload's bytes except in three cases, found by reviews
+(issues 33, 35) and set by bytes anyone who can produce to the topic controls:
 
-* an array of items that take no bytes (``null``, a record of such fields or of none, ``fixed`` of
-  size 0): its block count is free, and 11 bytes claiming 2^40 nulls kept fastavro looping for
-  hours, reading nothing;
+* values that take no bytes (``null``, a record of such fields or of none, ``fixed`` of size 0):
+  an array's block count is free, and 11 bytes claiming 2^40 nulls kept fastavro looping for
+  hours; 12.5 KB claiming 100,000 records of 4,000 null fields took 9.2 s; a record of two copies
+  of the level below, 22 levels deep, is 4 million nodes in no bytes at all;
 * nesting deeper than fastavro's recursion can take (a recursive writer schema, or one nested very
-  deep through its references): 100,000 nested nodes in 200 KB crashed the interpreter (SIGSEGV).
+  deep through its references): 100,000 nested nodes in 200 KB crashed the interpreter (SIGSEGV);
+* a ``decimal`` whose bytes are longer than its precision holds: fastavro's conversion is
+  quadratic in them (1 MB of a ``decimal(10, 2)`` took 96 s, then failed).
 
-For writer schemas with either (:func:`bounds_for`; other schemas are not scanned), each payload is
-first walked by :meth:`Bounds.check`, which reads its block counts, lengths and union branches
-without building values, iteratively: a payload with more than :data:`EMPTY_ITEMS_BASE` plus
-:data:`EMPTY_ITEMS_PER_BYTE` per byte zero-byte items, or nested deeper than :data:`MAX_NESTING`,
-is a bad record naming the place (``badRecords=quarantine`` lands it). Valid data within the
-bounds decodes as before.
+For writer schemas with any of them (:func:`bounds_for`; other schemas are not scanned), each
+payload is first walked by :meth:`Bounds.check`, which reads its block counts, lengths and union
+branches without building values, iteratively. A payload is a bad record naming the place
+(``badRecords=quarantine`` lands it) when its zero-byte values hold more than
+:data:`EMPTY_ITEMS_BASE` plus :data:`EMPTY_ITEMS_PER_BYTE` per byte schema nodes (each value is
+charged the nodes of its type's tree, counted once per type), when it nests deeper than
+:data:`MAX_NESTING`, or when a decimal's value needs more bits than its precision's digits (at most
+:data:`MAX_DECIMAL_DIGITS`, what Arrow's decimal256 holds; a value padded with sign bytes is
+read as Java reads it; for a writer checked for its decimals alone, payloads of
+:data:`DECIMALS_CHECKED_FROM` bytes or more). A ``fixed`` decimal of more than :data:`MAX_DECIMAL_BYTES` bytes is a
+ConfigError. Valid data within the bounds decodes as before.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
-from kafka_group.registry.avro_names import Canonical, place
+from kafka_group.errors import ConfigError
+from kafka_group.registry.avro_names import Canonical, place, shown
 
-__all__ = ["Bounds", "bounds_for", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE"]
+__all__ = ["Bounds", "bounds_for", "decimal_bits", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE",
+           "MAX_DECIMAL_DIGITS", "MAX_DECIMAL_BYTES",
+           "DECIMALS_CHECKED_FROM"]
 
 #: The deepest nesting (records, unions, arrays, maps within each other) of one decoded payload.
 MAX_NESTING = 500
-#: Zero-byte array items one payload may hold: this many, plus EMPTY_ITEMS_PER_BYTE per byte of it.
+#: Schema nodes one payload's zero-byte values may hold: this many, plus EMPTY_ITEMS_PER_BYTE per byte of it.
 EMPTY_ITEMS_BASE = 1024
 EMPTY_ITEMS_PER_BYTE = 8
+#: The most digits a decimal's value is checked against (Arrow's decimal256), and the largest fixed decimal.
+MAX_DECIMAL_DIGITS = 76
+MAX_DECIMAL_BYTES = 32
+#: Payloads shorter than this are not walked for their decimals alone: fastavro's conversion of a
+#: decimal this long costs microseconds (the walk would cost more than the decode), and a value
+#: wider than its precision is refused by Arrow record by record.
+DECIMALS_CHECKED_FROM = 256
+#: The cost of a zero-byte type that contains itself: more than any budget (fastavro would recurse for ever).
+_UNBOUNDED = 1 << 62
 
 _FIXED_SIZE = {"boolean": 1, "float": 4, "double": 8}
 _VARINT = ("int", "long", "enum")
 
 
 def bounds_for(writer: Canonical) -> Optional["Bounds"]:
-    """The payload check a writer schema needs, or None (no zero-byte array items, no deep nesting)."""
+    """The payload check a writer schema needs, or None (no zero-byte array items or large zero-byte
+    values, no decimals, no deep nesting).
+
+    Raises
+    ------
+    ConfigError
+        A ``fixed`` decimal of more than :data:`MAX_DECIMAL_BYTES` bytes.
+    """
     shape = _Shape(writer.named)
     try:
-        if not shape.has_empty_items(writer.schema) and shape.depth(writer.schema) <= MAX_NESTING:
-            return None
+        empty, decimals = shape.scan(writer.schema)
+        if not empty and shape.depth(writer.schema) <= MAX_NESTING:
+            return Bounds(writer.schema, writer.named, shape, DECIMALS_CHECKED_FROM) if decimals else None
     except RecursionError:  # nested deeper than Python's own stack: checked like a recursive type
         pass
     return Bounds(writer.schema, writer.named, shape)
+
+
+def decimal_bits(schema: Any) -> Optional[int]:
+    """The most bits a value of the decimal ``schema`` (bytes or fixed) may need, or None for no decimal.
+
+    Raises
+    ------
+    ConfigError
+        A ``fixed`` decimal larger than :data:`MAX_DECIMAL_BYTES` (no Spark decimal needs more).
+    """
+    if not isinstance(schema, dict) or schema.get("logicalType") != "decimal" \
+            or schema.get("type") not in ("bytes", "fixed"):
+        return None
+    precision = schema.get("precision")
+    if schema.get("type") == "fixed" and isinstance(schema.get("size"), int) and schema["size"] > MAX_DECIMAL_BYTES:
+        raise ConfigError(f"Avro fixed decimal {_shown(schema.get('name'))} has size {schema['size']:,}: more than the "
+                          f"{MAX_DECIMAL_BYTES} bytes any decimal here holds. Register it with a size its precision needs")
+    digits = precision if isinstance(precision, int) and 0 < precision <= MAX_DECIMAL_DIGITS else MAX_DECIMAL_DIGITS
+    return int((10 ** int(digits) - 1).bit_length())
+
+
+def _shown(name: Any) -> str:
+    return repr(shown(name)[:80]) if isinstance(name, str) else "(unnamed)"
 
 
 class _Shape:
@@ -52,6 +103,7 @@ class _Shape:
     def __init__(self, named: Mapping[str, Any]) -> None:
         self._named = named
         self._empty: Dict[str, bool] = {}
+        self._cost: Dict[str, int] = {}
         self._depth: Dict[str, int] = {}
         self._seen: Set[int] = set()
 
@@ -78,8 +130,26 @@ class _Shape:
             return all(self.empty(f["type"]) for f in schema.get("fields", []))
         return False
 
-    def has_empty_items(self, schema: Any) -> bool:
-        """Whether an array of items that take no bytes is reachable in ``schema``."""
+    def cost(self, schema: Any) -> int:
+        """The nodes of the tree of a zero-byte type (each named type counted once per use, computed once)."""
+        name = schema if isinstance(schema, str) else schema.get("name") if isinstance(schema, dict) else None
+        if isinstance(name, str) and name in self._named:
+            if name not in self._cost:
+                self._cost[name] = _UNBOUNDED  # while in progress: a zero-byte type within itself never ends
+                self._cost[name] = min(self._cost_of(self._named[name]), _UNBOUNDED)
+            return self._cost[name]
+        return self._cost_of(schema)
+
+    def _cost_of(self, schema: Any) -> int:
+        kind = schema.get("type") if isinstance(schema, dict) else schema
+        if kind in ("record", "error"):
+            return min(1 + sum(self.cost(f["type"]) for f in schema.get("fields", [])), _UNBOUNDED)
+        return 1
+
+    def scan(self, schema: Any) -> Tuple[bool, bool]:
+        """Whether ``schema`` reaches an array of zero-byte items or a zero-byte value of more than
+        :data:`EMPTY_ITEMS_BASE` nodes; whether it reaches a decimal (both checked by :class:`Bounds`)."""
+        decimals = False
         stack = [schema]
         while stack:
             node = self.deref(stack.pop())
@@ -88,15 +158,19 @@ class _Shape:
             self._seen.add(id(node))
             if isinstance(node, list):
                 stack.extend(node)
+            elif decimal_bits(node) is not None:
+                decimals = True
+            elif self.empty(node) and self.cost(node) > EMPTY_ITEMS_BASE:
+                return True, decimals
             elif node.get("type") == "array":
                 if self.empty(node["items"]):
-                    return True
+                    return True, decimals
                 stack.append(node["items"])
             elif node.get("type") == "map":
                 stack.append(node["values"])
             elif node.get("type") in ("record", "error"):
                 stack.extend(f["type"] for f in node.get("fields", []))
-        return False
+        return False, decimals
 
     def depth(self, schema: Any, active: Optional[Set[str]] = None) -> int:
         """How deep values of ``schema`` nest; more than MAX_NESTING for a recursive type."""
@@ -112,8 +186,9 @@ class _Shape:
         if isinstance(schema, list):
             return 1 + max((self.depth(b, active) for b in schema), default=0)
         if isinstance(schema, dict):
-            if schema.get("name") in self._named and schema.get("type") in ("record", "error") \
-                    and schema["name"] not in active:
+            name = schema.get("name")
+            if isinstance(name, str) and name in self._named and schema.get("type") in ("record", "error") \
+                    and name not in active:
                 return self.depth(schema["name"], active)
             kind = schema.get("type")
             if kind in ("record", "error"):
@@ -132,18 +207,20 @@ class _Bad(Exception):
 class Bounds:
     """Walks one writer schema's payloads within the bounds (see the module's notes)."""
 
-    def __init__(self, schema: Any, named: Mapping[str, Any], shape: _Shape) -> None:
-        self._schema, self._named, self._shape = schema, named, shape
+    def __init__(self, schema: Any, named: Mapping[str, Any], shape: _Shape, walked_from: int = 0) -> None:
+        self._schema, self._named, self._shape, self._walked_from = schema, named, shape, walked_from
 
     def check(self, data: bytes) -> Optional[str]:
         """Why ``data`` is not decoded, or None when it is within the bounds (it may still not decode)."""
+        if len(data) < self._walked_from:
+            return None
         try:
             self._walk(data)
         except _Bad as exc:
             return str(exc)
         except RecursionError:
             return f"Avro writer schema nests deeper than {MAX_NESTING} levels: its records are not decoded"
-        except (ValueError, TypeError) as exc:  # a fixed size that is no number: fastavro cannot read it either
+        except (ValueError, TypeError, KeyError, AttributeError, ConfigError) as exc:  # fastavro cannot read it either
             return f"Avro writer schema cannot be read: {type(exc).__name__}: {exc}"[:500]
         return None
 
@@ -181,12 +258,9 @@ class Bounds:
                     varint()  # the block's size in bytes
                 stack.append(task)
                 if not is_map and self._shape.empty(items):
-                    empty += count
+                    empty += count * self._shape.cost(items)
                     if empty > budget:
-                        raise _Bad(
-                            f"Avro payload of {end} bytes claims more than {budget:,} array items that take no bytes "
-                            f"(null, empty records, fixed of size 0) at {where}: not decoded (at most "
-                            f"{EMPTY_ITEMS_BASE:,} plus {EMPTY_ITEMS_PER_BYTE} per byte of the record)")
+                        raise _Bad(_too_many(end, budget, where))
                     continue
                 if count > end - pos:
                     raise _Bad(f"Avro payload of {end} bytes claims {count:,} items at {where}, more than its bytes hold")
@@ -205,6 +279,11 @@ class Bounds:
                 raise _Bad(f"Avro payload is nested deeper than {MAX_NESTING} levels at {where}: not decoded (a "
                            "recursive writer schema; deeper records would crash the decoder)")
             schema = self._shape.deref(schema)
+            if not isinstance(schema, list) and self._shape.empty(schema):  # no bytes: charged, not walked
+                empty += self._shape.cost(schema)
+                if empty > budget:
+                    raise _Bad(_too_many(end, budget, where))
+                continue
             if isinstance(schema, list):
                 branch = varint()
                 if not 0 <= branch < len(schema):
@@ -220,9 +299,14 @@ class Bounds:
                 size = varint()
                 if size < 0 or size > end - pos:
                     raise _Bad(f"Avro payload of {end} bytes claims {size:,} bytes at {where}")
+                if kind == "bytes":
+                    _check_decimal(schema, data, pos, size, where)
                 pos += size
             elif kind == "fixed":
-                pos += int(schema.get("size", 0))
+                size = int(schema.get("size", 0))
+                if pos + size <= end:
+                    _check_decimal(schema, data, pos, size, where)
+                pos += size
             elif kind in ("record", "error"):
                 for field in reversed(schema.get("fields", [])):
                     stack.append(("value", field["type"], depth + 1, place(where, "." + field["name"])))
@@ -232,3 +316,17 @@ class Bounds:
                 stack.append(("blocks", schema["values"], True, depth + 1, where))
             if pos > end:
                 raise _Bad(f"Avro payload of {end} bytes ends inside the value at {where}")
+
+
+def _too_many(end: int, budget: int, where: str) -> str:
+    return (f"Avro payload of {end} bytes claims values that take no bytes (null, empty records, fixed of size 0) "
+            f"of more than {budget:,} schema nodes at {where}: not decoded (at most {EMPTY_ITEMS_BASE:,} plus "
+            f"{EMPTY_ITEMS_PER_BYTE} per byte of the record, each value counted by the nodes of its type)")
+
+
+def _check_decimal(schema: Any, data: bytes, pos: int, size: int, where: str) -> None:
+    """A decimal's value within the bits its precision needs (read in time linear in its bytes)."""
+    bits = decimal_bits(schema)
+    if bits is not None and size and int.from_bytes(data[pos:pos + size], "big", signed=True).bit_length() > bits:
+        raise _Bad(f"Avro decimal at {where} holds a value of {size:,} bytes, wider than its precision "
+                   f"{schema.get('precision')!r} allows: not decoded")

@@ -34,8 +34,9 @@ import pyarrow as pa
 
 from kafka_group.errors import ConfigError, DependencyError
 from kafka_group.registry.avro_bounds import Bounds, bounds_for
+from kafka_group.registry.avro_defaults import bytes_defaults
 from kafka_group.registry.avro_names import Canonical, canonical
-from kafka_group.registry.avro_resolve import writer_native_type
+from kafka_group.registry.avro_resolve import Aliases, pair_schemas
 from kafka_group.registry.avro_types import FINAL, NATIVE, PLAIN, avro_arrow_type, strip_logical
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
 
@@ -67,10 +68,11 @@ class AvroCodec:
     def __init__(self) -> None:
         self._parsed: Dict[_Key, Any] = {}
         self._canonical: Dict[_Key, Union[Canonical, str]] = {}
-        self._bounds: Dict[_Key, Optional[Bounds]] = {}
+        self._bounds: Dict[_Key, Union[Bounds, str, None]] = {}
         self._json: Dict[str, Any] = {}
         self._types: Dict[_Key, Tuple[pa.DataType, pa.DataType, pa.DataType]] = {}
-        self._plans: Dict[Tuple[_Key, _Key], Union[pa.DataType, str]] = {}
+        self._plans: Dict[Tuple[_Key, _Key], Union[Tuple[pa.DataType, Aliases], str]] = {}
+        self._pair_parsed: Dict[Tuple[_Key, Aliases], Any] = {}
 
     # -- the contract ------------------------------------------------------------------
 
@@ -96,10 +98,10 @@ class AvroCodec:
             return _all_bad(final, len(payloads), f"writer schema {_name(writer)} is not usable: {exc}")
         same = wdocs.key == rdocs.key
         try:
-            as_written = native if same else self._as_written(writer, wdocs, reader, rdocs)
+            as_written, dropped = (native, frozenset()) if same else self._as_written(writer, wdocs, reader, rdocs)
+            parsed_reader = None if same else self._parse(reader, rdocs, dropped)
         except ConfigError as exc:
             return _all_bad(final, len(payloads), str(exc))
-        parsed_reader = None if same else self._parse(reader, rdocs)
         errors: List[Optional[str]] = [None] * len(payloads)
         records = _read_all(parsed_writer, parsed_reader, payloads, errors, bounds)
         try:
@@ -119,13 +121,14 @@ class AvroCodec:
     # -- schemas -------------------------------------------------------------------------
 
     def _as_written(self, writer: RegisteredSchema, wdocs: "_Documents", reader: RegisteredSchema,
-                    rdocs: "_Documents") -> pa.DataType:
-        """The reader's native type in the writer's time units (planned once per writer and reader)."""
+                    rdocs: "_Documents") -> Tuple[pa.DataType, Aliases]:
+        """The reader's native type in the writer's time units, and the reader's aliases to drop for
+        this writer (planned once per writer and reader; see :func:`~kafka_group.registry.avro_resolve.pair_schemas`)."""
         key = (wdocs.key, rdocs.key)
         planned = self._plans.get(key)
         if planned is None:
             try:
-                planned = writer_native_type(self._names(writer, wdocs), self._names(reader, rdocs), _name(writer))
+                planned = pair_schemas(self._names(writer, wdocs), self._names(reader, rdocs), _name(writer))
             except ConfigError as exc:
                 planned = str(exc)
             except RecursionError:
@@ -181,28 +184,46 @@ class AvroCodec:
         return found
 
     def _bounds_of(self, writer: RegisteredSchema, docs: "_Documents") -> Optional[Bounds]:
+        """The writer's payload check (made once); any failure to analyse the writer is a ConfigError, so
+        that each of its records is a bad record, never an exception out of :meth:`decode`."""
         key = docs.key
         if key not in self._bounds:
-            self._bounds[key] = bounds_for(self._names(writer, docs))
-        return self._bounds[key]
+            names = self._names(writer, docs)
+            found: Union[Bounds, str, None]
+            try:
+                found = bounds_for(names)
+            except ConfigError as exc:
+                found = str(exc)
+            except Exception as exc:  # a construct the analysis did not foresee: that writer's error
+                found = f"its shape could not be analysed: {type(exc).__name__}: {exc}"
+            self._bounds[key] = found
+        found = self._bounds[key]
+        if isinstance(found, str):
+            raise ConfigError(found)
+        return found
 
-    def _parse(self, schema: RegisteredSchema, docs: "_Documents") -> Any:
-        """fastavro's parsed form of the canonical schema (its references' named types known by full name)."""
+    def _parse(self, schema: RegisteredSchema, docs: "_Documents", dropped: Aliases = frozenset()) -> Any:
+        """fastavro's parsed form of the canonical schema (its references' named types known by full name),
+        without the field aliases ``dropped`` names (a form kept per set of them)."""
         key = docs.key
-        parsed = self._parsed.get(key)
+        parsed = self._parsed.get(key) if not dropped else self._pair_parsed.get((key, dropped))
         if parsed is None:
             fastavro = _fastavro()
             names = self._names(schema, docs)
             named: Dict[str, Any] = {}
             try:
                 for ref in names.references:
-                    fastavro.parse_schema(strip_logical(ref), named_schemas=named)
-                parsed = fastavro.parse_schema(strip_logical(names.schema), named_schemas=named)
+                    fastavro.parse_schema(strip_logical(ref, dropped), named_schemas=named)
+                parsed = fastavro.parse_schema(strip_logical(names.schema, dropped), named_schemas=named)
+                bytes_defaults(named, _name(schema))  # the parsed records' fields are the table's
             except ConfigError:
                 raise
             except Exception as exc:  # fastavro's SchemaParseException, UnknownType, ValueError
                 raise ConfigError(f"Avro schema {_name(schema)} does not parse: {type(exc).__name__}: {exc}") from exc
-            self._parsed[key] = parsed
+            if dropped:
+                self._pair_parsed[(key, dropped)] = parsed
+            else:
+                self._parsed[key] = parsed
         return parsed
 
 

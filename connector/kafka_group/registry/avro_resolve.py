@@ -29,7 +29,7 @@ reader's exactly or refuses that record (see :mod:`kafka_group.registry.avro_cod
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Set, Tuple
 
 import pyarrow as pa
 
@@ -37,7 +37,10 @@ from kafka_group.errors import ConfigError
 from kafka_group.registry.avro_names import Canonical, place
 from kafka_group.registry.avro_types import NATIVE, avro_arrow_type
 
-__all__ = ["writer_native_type"]
+__all__ = ["writer_native_type", "pair_schemas", "Aliases"]
+
+#: Reader aliases fastavro must not see for one writer: (reader record's name, field's name, alias).
+Aliases = FrozenSet[Tuple[str, str, str]]
 
 #: Logical types that say the unit of a number, with the Avro type they annotate.
 _UNITS: Mapping[str, str] = {
@@ -73,7 +76,19 @@ def writer_native_type(writer: Canonical, reader: Canonical, writer_name: str) -
     ConfigError
         A writer's logical type the reader's cannot take exactly (see the module's table).
     """
-    return _Pairing(writer, reader, writer_name).top()
+    return pair_schemas(writer, reader, writer_name)[0]
+
+
+def pair_schemas(writer: Canonical, reader: Canonical, writer_name: str) -> Tuple[pa.DataType, Aliases]:
+    """:func:`writer_native_type`, and the reader's aliases to drop when reading this writer.
+
+    A writer record with both a reader field's name and one of its aliases is read by the name, as
+    Java reads it; fastavro would match both (and fail every record with a KeyError, or read the
+    alias's field when it comes first), so the codec reads such a writer through a reader without
+    those aliases.
+    """
+    pairing = _Pairing(writer, reader, writer_name)
+    return pairing.top(), frozenset(pairing.dropped)
 
 
 class _Pairing:
@@ -85,6 +100,7 @@ class _Pairing:
         self._wnamed, self._rnamed = writer.named, reader.named
         self._done: Dict[Tuple[int, int], Optional[pa.DataType]] = {}
         self._native_done: Dict[int, pa.DataType] = {}
+        self.dropped: Set[Tuple[str, str, str]] = set()
 
     def top(self) -> pa.DataType:
         paired = self._pair(self._writer, self._reader, "the top level")
@@ -136,7 +152,10 @@ class _Pairing:
         fields = []
         for field in reader.get("fields", []):
             name, inner = field["name"], place(where, "." + field["name"])
-            match = written.get(name) or next((written[a] for a in field.get("aliases", []) if a in written), None)
+            aliases = [a for a in field.get("aliases", []) if isinstance(a, str)]
+            if name in written and isinstance(reader.get("name"), str):
+                self.dropped.update((reader["name"], name, a) for a in aliases if a in written and a != name)
+            match = written.get(name) or next((written[a] for a in aliases if a in written), None)
             paired = None if match is None else self._pair(match["type"], field["type"], inner)
             fields.append(pa.field(name, paired if paired is not None else self._native(field["type"], inner)))
         return pa.struct(fields)

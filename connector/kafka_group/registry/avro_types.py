@@ -33,11 +33,12 @@ type and a type of more than :data:`MAX_FIELDS` fields have no Spark column here
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import AbstractSet, Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
+from kafka_group.registry.avro_bounds import MAX_DECIMAL_BYTES
 from kafka_group.registry.avro_names import place, shown
 
 __all__ = ["avro_arrow_type", "strip_logical", "FINAL", "NATIVE", "PLAIN", "MAX_FIELDS"]
@@ -181,19 +182,27 @@ def _logical(schema: Mapping[str, Any], logical: str, where: str, stage: str) ->
             return None  # an invalid decimal is its underlying type, as the Avro spec says
         if precision > 38:
             raise ConfigError(f"Avro decimal({precision}, {scale}) at {where} is wider than Spark's 38 digits")
+        if kind == "fixed" and isinstance(schema.get("size"), int) and schema["size"] > MAX_DECIMAL_BYTES:
+            raise ConfigError(f"Avro fixed decimal at {where} has size {schema['size']:,}: more than the "
+                              f"{MAX_DECIMAL_BYTES} bytes any decimal here holds. Give it the size its precision needs")
         return pa.decimal128(precision, scale)
     return None  # unknown logical types are their underlying type (Avro spec)
 
 
-def strip_logical(schema: Any) -> Any:
-    """A copy of ``schema`` (JSON values) without its logical types but ``decimal`` (read as their underlying type)."""
+def strip_logical(schema: Any, drop_aliases: AbstractSet[Tuple[str, str, str]] = frozenset()) -> Any:
+    """A copy of ``schema`` (JSON values) without its logical types but ``decimal`` (read as their underlying
+    type), and without the field aliases ``drop_aliases`` names as (record's name, field's name, alias)."""
     if isinstance(schema, list):
-        return [strip_logical(s) for s in schema]
+        return [strip_logical(s, drop_aliases) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: (v if k == "default" else strip_logical(v)) for k, v in schema.items()}
+    out = {k: (v if k == "default" else strip_logical(v, drop_aliases)) for k, v in schema.items()}
     if "logicalType" in out and out["logicalType"] != "decimal":
         del out["logicalType"]
+    if drop_aliases and out.get("type") in ("record", "error") and isinstance(out.get("fields"), list):
+        for field in out["fields"]:
+            if isinstance(field, dict) and isinstance(field.get("aliases"), list):
+                field["aliases"] = [a for a in field["aliases"] if (out["name"], field.get("name"), a) not in drop_aliases]
     return out
 
 
