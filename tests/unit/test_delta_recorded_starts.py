@@ -53,3 +53,24 @@ def test_a_start_is_recorded_as_position_and_start_and_never_over_a_position(tmp
     assert DeltaTable(str(table)).version() == version + 1
     _land(table, T1, 7, 12)  # a batch lands from the recorded start: its position moves past it
     assert store.positions([T1]) == {T1: 12} and store.starts([T1]) == {T1: 7}
+
+
+def test_a_start_is_never_committed_over_a_position_landed_after_its_check(tmp_path: pathlib.Path) -> None:
+    """Review of issue 33's fix, finding 2: hold_starts checked 'unseen' on the store's shared table object and
+    committed on it after other threads (the poll thread's revoke, the SIGTERM handler's close) had refreshed it
+    in place: the commit then landed on a version holding a landed position and moved it back."""
+    table = tmp_path / "table"
+    _land(table, T0, 0, 10)
+    store = DeltaOffsetStore(str(table), "g")
+    checks = []
+
+    def another_thread_meanwhile() -> None:  # between hold_starts' check and its commit (it probes the store there)
+        if not checks:
+            _land(table, T1, 7, 20)  # another member lands t-1
+            store.positions([T1])  # another thread of this process refreshes the shared table object
+        checks.append(1)
+
+    store.check_conditional_put = another_thread_meanwhile  # type: ignore[method-assign]
+    assert store.hold_starts({T1: 7}, reason="test") == {T1}
+    assert DeltaTable(str(table)).transaction_version(transaction_id("g", T1)) == 20  # the landed position
+    assert store.positions([T1]) == {T1: 20} and store.starts([T1]) == {}
