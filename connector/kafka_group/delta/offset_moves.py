@@ -2,7 +2,11 @@
 start of partitions a refused batch read or positioning chose, reset positions (the offsets tool).
 
 Each is a Delta commit of application transactions only (no ``add`` action), made on top of
-the version the caller checked; a race lost to another writer is checked again.
+the version the caller checked; a race lost to another writer is checked again. The check and the
+commit use a table object of their own (:meth:`OffsetMoves._snapshot`), never the store's shared one:
+other threads (the poll thread's revoke, the SIGTERM handler's close) refresh that in place, and a
+commit made on it after such a refresh lands on a version the check never saw (it moved a landed
+position back; review of issue 33's fix, finding 2).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ class OffsetMoves(OffsetsTable):
             (another member or a reset moved it) or it has never seen the partition.
         """
         for _ in range(COMMIT_ATTEMPTS):
-            table = self._load(refresh=True)
+            table = self._snapshot()
             if table is None or self._positions_in(table, [tp]).get(tp) != expected:
                 return False
             if self._try_move(table, {tp: to}, operation="skip", reason=reason):
@@ -83,7 +87,7 @@ class OffsetMoves(OffsetsTable):
             already knows every partition, or another writer recorded them first.
         """
         for _ in range(COMMIT_ATTEMPTS):
-            table = self._load(refresh=True)
+            table = self._snapshot()
             if table is None:
                 return []
             # Checked again on every attempt: a writer that won a race may have recorded some
@@ -123,7 +127,7 @@ class OffsetMoves(OffsetsTable):
             Concurrent writers kept winning the race for this commit (the caller holds again later).
         """
         for _ in range(COMMIT_ATTEMPTS):
-            table = self._load(refresh=True)
+            table = self._snapshot()
             if table is None or not self._appendable(table):
                 return frozenset()  # no table yet; or one DeltaSink refuses, naming why, before writing anything
             # Checked again on every attempt: a writer that won a race may have landed or held some.
@@ -147,6 +151,20 @@ class OffsetMoves(OffsetsTable):
             f"'{self.table_path}': concurrent writers kept winning ({reason}). The starts are still in the "
             "checkpoint and the group's committed offsets; the next plan records them again"
         )
+
+    def _snapshot(self) -> Any:
+        """The table at its latest version in an object of the caller's alone (None: no table yet), for a check
+        and the commit made on top of it: delta-rs commits on the version the object has loaded, and the
+        store's shared object is refreshed in place by other threads."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        if self._load() is None:
+            return None
+        try:
+            return DeltaTable(self.table_path, storage_options=self._storage_options or None)
+        except TableNotFoundError:
+            return None
 
     def _appendable(self, table: Any) -> bool:
         """Whether DeltaSink may append to ``table`` (it refuses the others at its first batch)."""
