@@ -29,8 +29,10 @@ JSON_P, TIME_P = 33, 12  # where startingOffsets JSON names t-1, and its first o
 
 #: What the offsets table holds: t-1's position; a position of t-0 that is not a recorded start (the table
 #: reads topic t); only t-0's recorded start (another new query positioned it, nothing landed); nothing;
-#: no offsets.table at all.
-TABLES = ("has P", "reads the topic", "only recorded starts", "nothing", "no offsets.table")
+#: no offsets.table at all; t-0's recorded start with topic t's count then 1 (P was added since: nothing landed,
+#: or the offsets tool reset t-0 to its start); t-0 landed past its start with t's count then 2 (P existed).
+TABLES = ("has P", "reads the topic", "only recorded starts", "nothing", "no offsets.table",
+          "counted before P", "counted with P, t-0 landed")
 GROUPS = ("has P", "none or expired")
 CHECKPOINTS = ("has P", "other partitions only", "none or lost")
 STARTING = ("earliest", "latest", "json", "timestamps")
@@ -48,7 +50,7 @@ def expected_start(table: str, group: str, checkpoint: str, appeared: bool, star
         return EARLIEST_P, "4"
     if appeared:
         return EARLIEST_P, "5"
-    if table == "reads the topic":
+    if table in ("reads the topic", "counted before P"):
         return EARLIEST_P, "6"
     return {"earliest": EARLIEST_P, "latest": LATEST_P, "json": JSON_P, "timestamps": TIME_P}[starting], "7"
 
@@ -69,10 +71,14 @@ def _position(table: str, group: str, checkpoint: str, appeared: bool, starting:
     store: Optional[FakeStore] = None if table == "no offsets.table" else FakeStore()
     if store is not None and table == "has P":
         store.table[P] = TABLE_P
-    if store is not None and table in ("reads the topic", "only recorded starts"):
+    if store is not None and table in ("reads the topic", "only recorded starts", "counted before P",
+                                       "counted with P, t-0 landed"):
         store.table[T0] = 10
-        if table == "only recorded starts":
+        if table in ("only recorded starts", "counted before P"):
             store.recorded_starts[T0] = 10
+        if table.startswith("counted"):
+            store.recorded_starts[T0] = 3 if table == "counted with P, t-0 landed" else 10
+            store.recorded_counts["t"] = 1 if table == "counted before P" else 2
     member = FakeMember()
     if group == "has P":
         member.group_offsets[P] = GROUP_P

@@ -15,13 +15,18 @@ import logging
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
-from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, start_transaction_id, transaction_id
+from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, partitions_transaction_id, start_transaction_id
+from kafka_group.delta.transaction_ids import transaction_id
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["OffsetMoves"]
 
 logger = logging.getLogger(__name__)
+
+#: Kafka topics have at most this many partitions in practice; a larger count is not recorded (it would be
+#: checked partition by partition).
+_MAX_COUNT = 1 << 20
 
 
 class OffsetMoves(OffsetsTable):
@@ -106,9 +111,13 @@ class OffsetMoves(OffsetsTable):
             "retried when the query restarts"
         )
 
-    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str) -> FrozenSet[TopicPartition]:
+    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str,
+                    counts: Optional[Mapping[str, int]] = None) -> FrozenSet[TopicPartition]:
         """Record ``starts`` (where positioning started partitions) for the partitions the table has never
-        seen, as their positions and their recorded starts (:meth:`starts`), in a commit of its own (no data).
+        seen, as their positions and their recorded starts (:meth:`starts`), in a commit of its own (no data);
+        with them, for each topic of ``counts`` (its partition count when they were positioned) the table
+        holds nothing of yet, that count (:meth:`partition_counts`): a partition numbered from it on was added
+        since, and starts at the earliest offset (review of issue 33's fix, finding 1).
 
         The source calls this from its planning thread for the partitions it positioned where the table had
         no position, so that a start chosen by ``startingOffsets`` (or taken from the group's offsets or the
@@ -135,16 +144,19 @@ class OffsetMoves(OffsetsTable):
             unseen = {tp: pos for tp, pos in starts.items() if tp not in known}
             if not unseen:
                 return frozenset(starts)
+            first = self._first_counts(table, unseen, counts or {})
             try:
-                moved = self._try_move(table, unseen, operation="start", reason=reason, record_starts=True)
+                moved = self._try_move(table, unseen, operation="start", reason=reason, record_starts=True,
+                                       counts=first)
             except OffsetStoreError:
                 raise
             except Exception as exc:  # the store's own failure (I/O, permissions): retried at the next plan
                 raise OffsetStoreError(f"recording where {', '.join(map(str, sorted(unseen)))} start in "
                                        f"offsets.table '{self.table_path}' failed: {exc}") from exc
             if moved:
-                logger.info("offsets.table '%s': recorded the start of %s (%s)", self.table_path,
-                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
+                logger.info("offsets.table '%s': recorded the start of %s%s (%s)", self.table_path,
+                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())),
+                            "".join(f", {topic} has {n} partitions" for topic, n in sorted(first.items())), reason)
                 return frozenset(starts)
         raise OffsetStoreError(
             f"could not record where {', '.join(map(str, sorted(starts)))} start in offsets.table "
@@ -166,6 +178,23 @@ class OffsetMoves(OffsetsTable):
         except TableNotFoundError:
             return None
 
+    def _first_counts(self, table: Any, unseen: Mapping[TopicPartition, int],
+                      counts: Mapping[str, int]) -> Dict[str, int]:
+        """The ``counts`` of the topics of ``unseen`` that ``table`` has no count for and no position of any
+        partition of (these are the topic's first starts): a count recorded later could take in a partition
+        added after the table began holding the topic, and start it at ``startingOffsets``."""
+        topics = {tp.topic for tp in unseen} & set(counts)
+        recorded = self._counts_in(table, topics)
+        first: Dict[str, int] = {}
+        for topic in sorted(topics - set(recorded)):
+            count = counts[topic]
+            if count < 1 or count > _MAX_COUNT:
+                continue
+            partitions = {TopicPartition(topic, p) for p in range(count)} | {tp for tp in unseen if tp.topic == topic}
+            if not self._positions_in(table, partitions):
+                first[topic] = count
+        return first
+
     def _appendable(self, table: Any) -> bool:
         """Whether DeltaSink may append to ``table`` (it refuses the others at its first batch)."""
         try:
@@ -175,10 +204,10 @@ class OffsetMoves(OffsetsTable):
         return True
 
     def _try_move(self, table: Any, to: Mapping[TopicPartition, int], *, operation: str, reason: str,
-                  record_starts: bool = False) -> bool:
+                  record_starts: bool = False, counts: Optional[Mapping[str, int]] = None) -> bool:
         """One data-less commit setting ``to`` on top of ``table`` (the caller checked what it
-        expects there), with ``record_starts`` also as each partition's recorded start; False when
-        another writer committed first and Delta refused it."""
+        expects there), with ``record_starts`` also as each partition's recorded start, and ``counts`` as
+        topics' partition counts; False when another writer committed first and Delta refused it."""
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import CommitProperties, Transaction
 
@@ -188,6 +217,7 @@ class OffsetMoves(OffsetsTable):
             app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
             + [Transaction(start_transaction_id(self.group, tp), pos)
                for tp, pos in (sorted(to.items()) if record_starts else [])]
+            + [Transaction(partitions_transaction_id(self.group, topic), n) for topic, n in sorted((counts or {}).items())]
             + [Transaction(OWNER_ID, owner_version(self.group))],
             custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
                              "kafkaGroup.reason": reason},
