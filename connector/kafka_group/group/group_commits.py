@@ -8,7 +8,8 @@ following the query:
 
 - *Starts*: a partition positioned while neither the table nor the group holds a
   position for it (``startingOffsets=latest`` of a new query, a checkpoint's position)
-  has its start committed at once, so a member that takes it over before anything
+  has its start committed at once by a member (an ``assign`` query's committer commits no
+  starts: ``commit_starts``), so a member that takes it over before anything
   landed continues from it instead of the then latest offset (issue 26, item 1). The
   planning call waits for the coordinator's acknowledgement (bounded by
   ``kafkaConsumer.connectTimeoutMs``, else the query fails; an answer a rebalance or a

@@ -18,13 +18,15 @@ Invariants
   positioned it and committed that start before anything landed
   (:mod:`~kafka_group.group.group_commits`), so a member taking a partition over continues
   from the group's position.
-- A partition none of these has seen starts at the earliest offset when the
-  offsets table reads its topic: the table holds a position of another partition
-  of the topic that is not a start recorded by positioning (something of it
-  landed, was moved or reset, or the table predates recorded starts). It is a
-  partition added since (CreatePartitions while the query was stopped), as Spark's
-  source starts the partitions it discovers; starting it at ``startingOffsets``
-  (``latest``) skipped its records after a lost checkpoint (issue 33, finding 4).
+- A partition none of these has seen starts at the earliest offset when it was
+  added since the table began holding its topic (:func:`added_since`): its number
+  is at least the partition count the table recorded with the topic's first starts;
+  without a count, the table reads its topic (:func:`topics_read`: it holds a
+  position of another partition of the topic that is not a start recorded by
+  positioning). CreatePartitions while the query was stopped, as Spark's source
+  starts the partitions it discovers; starting it at ``startingOffsets``
+  (``latest``) skipped its records after a lost checkpoint (issue 33, finding 4;
+  review of its fix, finding 1).
   Otherwise it starts where ``startingOffsets`` says, for the partitions of a new
   query; at the earliest offset for partitions that appeared later (new topics of a
   pattern, added partitions) and for any partition first seen by a query resuming
@@ -33,11 +35,12 @@ Invariants
   of *other* partitions nor which partitions are positioned together: each
   partition is judged as a Java consumer group applies ``auto.offset.reset``, per
   partition, so it starts the same whichever partitions the group assigns with it
-  (review of issue 26, finding 3). A start recorded in the table but not yet moved
-  does not make the table read its topic: two new queries of a group starting
-  together at ``latest`` both start there, whichever recorded its starts first.
+  (review of issue 26, finding 3). A partition below the recorded count is a new
+  query's whatever landed since: two new queries of a group starting together at
+  ``latest`` both start there, whichever lands a batch first.
 - Every start is durable where the offsets live: committed to the group when it
-  is positioned (:mod:`~kafka_group.group.group_commits`), and recorded in the
+  is positioned by a member (:mod:`~kafka_group.group.group_commits`; an ``assign``
+  query commits no starts), and recorded in the
   table as the partition's position and recorded start when the table exists, else
   at the first plan after the first batch created it
   (:mod:`~kafka_group.plan.durable_starts`). Losing the checkpoint and the group's
