@@ -202,12 +202,11 @@ class FakeStore:
                     counts: Optional[Mapping[str, int]] = None) -> FrozenSet[TopicPartition]:
         """As the real store: records the starts of partitions the table has not seen, unless the table
         does not exist yet (``exists`` False: nothing recorded, nothing settled); with them, the ``counts`` of
-        topics the table has nothing of yet."""
+        topics the table has no count for."""
         if not self.exists:
             return frozenset()
         for topic, count in (counts or {}).items():
-            if topic not in self.recorded_counts and not any(tp.topic == topic for tp in self.table):
-                self.recorded_counts[topic] = count
+            self.recorded_counts.setdefault(topic, count)
         for tp, pos in starts.items():
             if tp not in self.table:
                 self.table[tp] = self.recorded_starts[tp] = pos

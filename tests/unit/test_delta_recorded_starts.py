@@ -76,17 +76,22 @@ def test_a_start_is_never_committed_over_a_position_landed_after_its_check(tmp_p
     assert store.positions([T1]) == {T1: 20} and store.starts([T1]) == {}
 
 
-def test_a_topics_partition_count_is_recorded_with_its_first_starts_only(tmp_path: pathlib.Path) -> None:
+def test_a_topics_partition_count_is_recorded_once_and_never_changed(tmp_path: pathlib.Path) -> None:
     """Review of issue 33's fix, finding 1: the count tells a partition added since from one of a new query."""
     table = tmp_path / "table"
-    _land(table, TopicPartition("u", 0), 0, 10)  # the table exists; topic u has landed (no count is recorded for it)
+    u0, u1 = TopicPartition("u", 0), TopicPartition("u", 1)
+    _land(table, u0, 0, 10)
     store = DeltaOffsetStore(str(table), "g")
     assert store.hold_starts({T0: 3}, reason="test", counts={"t": 2}) == {T0}
     assert DeltaTable(str(table)).transaction_version(partitions_transaction_id("g", "t")) == 2
     assert store.positions([T0]) == {T0: 3} and store.partition_counts(["t", "u"]) == {"t": 2}  # as of that read
     version = DeltaTable(str(table)).version()
-    assert store.hold_starts({T1: 4}, reason="test", counts={"t": 3}) == {T1}  # not t's first start: count kept
+    assert store.hold_starts({T1: 4}, reason="test", counts={"t": 3}) == {T1}  # recorded already: kept
     assert DeltaTable(str(table)).version() == version + 1
     assert store.positions([T1]) == {T1: 4} and store.partition_counts(["t"]) == {"t": 2}
-    assert store.hold_starts({TopicPartition("u", 1): 0}, reason="test", counts={"u": 2}) == {TopicPartition("u", 1)}
-    assert store.positions([TopicPartition("u", 1)]) and store.partition_counts(["u"]) == {}  # u-0 had landed: a count now could take in partitions added since
+    # Every start landed before it was recorded (the first batch created the table): the count alone is recorded.
+    assert store.hold_starts({u0: 0}, reason="test", counts={"u": 2}) == {u0}
+    assert DeltaTable(str(table)).version() == version + 2
+    assert store.positions([u0, u1]) == {u0: 10} and store.partition_counts(["u"]) == {"u": 2}
+    assert store.hold_starts({u0: 0}, reason="test", counts={"u": 2}) == {u0}  # nothing left to record
+    assert DeltaTable(str(table)).version() == version + 2

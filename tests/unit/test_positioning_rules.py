@@ -269,3 +269,39 @@ def test_two_new_queries_at_latest_both_start_there_even_after_one_landed_a_batc
     store.land(batch)  # t-0 now at 110: the table 'reads' t
     m2.assign(T1)
     assert dict(q2.initial_offsets().positions) == {T1: 100}
+
+
+def test_two_new_queries_at_latest_both_start_there_when_the_first_batch_created_the_table() -> None:
+    """Finding 3 where Q1 positioned t-0 before the table existed and its first batch created it."""
+    cluster, store = FakeCluster({"t": 2}), FakeStore()
+    store.exists = False
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    opts = with_table(startingOffsets="latest")
+    m1, m2 = FakeMember(), FakeMember()
+    m2.member_id = "member-2"
+    m2.group_offsets = m1.group_offsets
+    q1, q2 = driver(opts, cluster, m1, store), driver(opts, cluster, m2, store)
+    m1.assign(T0)
+    start = q1.initial_offsets()
+    cluster.produce(T0, 10)
+    batch = q1.next_offsets(start, None)
+    assert batch is not None
+    store.exists = True
+    store.land(batch)  # the first batch creates the table with t-0 at 110
+    q1.next_offsets(batch, None)  # t-0 landed: only t's count (taken while the table held nothing of t) is recorded
+    assert store.recorded_counts == {"t": 2} and store.holds == []
+    m2.assign(T1)
+    assert dict(q2.initial_offsets().positions) == {T1: 100}
+
+
+def test_no_count_is_taken_for_a_topic_the_table_holds_something_of() -> None:
+    """A table holding recorded starts without a count (or landed positions) never gets one for that topic: t-2,
+    added since, would count as existing then."""
+    cluster, member, store = FakeCluster({"t": 3}), FakeMember(), FakeStore({T0: 100, T1: 100})
+    store.recorded_starts.update({T0: 100, T1: 100})
+    cluster.produce(T2, 30)
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1, T2)
+    query.initial_offsets()
+    assert store.recorded_counts == {} and store.holds == [(T2, 30)]

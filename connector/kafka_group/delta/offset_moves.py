@@ -24,9 +24,8 @@ __all__ = ["OffsetMoves"]
 
 logger = logging.getLogger(__name__)
 
-#: Kafka topics have at most this many partitions in practice; a larger count is not recorded (it would be
-#: checked partition by partition).
-_MAX_COUNT = 1 << 20
+#: Kafka numbers partitions with an int32.
+_INT32_MAX = (1 << 31) - 1
 
 
 class OffsetMoves(OffsetsTable):
@@ -115,9 +114,10 @@ class OffsetMoves(OffsetsTable):
                     counts: Optional[Mapping[str, int]] = None) -> FrozenSet[TopicPartition]:
         """Record ``starts`` (where positioning started partitions) for the partitions the table has never
         seen, as their positions and their recorded starts (:meth:`starts`), in a commit of its own (no data);
-        with them, for each topic of ``counts`` (its partition count when they were positioned) the table
-        holds nothing of yet, that count (:meth:`partition_counts`): a partition numbered from it on was added
-        since, and starts at the earliest offset (review of issue 33's fix, finding 1).
+        with them ``counts``, for the topics the table has no count for (:meth:`partition_counts`): the caller
+        passes a topic's partition count taken while the table held nothing of the topic, so that a partition
+        numbered from it on was added since and starts at the earliest offset (review of issue 33's fix,
+        finding 1). Counts are recorded even when every start is seen already (a batch landed them).
 
         The source calls this from its planning thread for the partitions it positioned where the table had
         no position, so that a start chosen by ``startingOffsets`` (or taken from the group's offsets or the
@@ -142,21 +142,21 @@ class OffsetMoves(OffsetsTable):
             # Checked again on every attempt: a writer that won a race may have landed or held some.
             known = self._positions_in(table, starts)
             unseen = {tp: pos for tp, pos in starts.items() if tp not in known}
-            if not unseen:
+            first = self._new_counts(table, counts or {})
+            if not unseen and not first:
                 return frozenset(starts)
-            first = self._first_counts(table, unseen, counts or {})
             try:
                 moved = self._try_move(table, unseen, operation="start", reason=reason, record_starts=True,
                                        counts=first)
             except OffsetStoreError:
                 raise
             except Exception as exc:  # the store's own failure (I/O, permissions): retried at the next plan
-                raise OffsetStoreError(f"recording where {', '.join(map(str, sorted(unseen)))} start in "
+                raise OffsetStoreError(f"recording where {', '.join(map(str, sorted(starts)))} start in "
                                        f"offsets.table '{self.table_path}' failed: {exc}") from exc
             if moved:
-                logger.info("offsets.table '%s': recorded the start of %s%s (%s)", self.table_path,
-                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())),
-                            "".join(f", {topic} has {n} partitions" for topic, n in sorted(first.items())), reason)
+                logger.info("offsets.table '%s': recorded the start of %s; partition counts %s (%s)", self.table_path,
+                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())) or "nothing",
+                            ", ".join(f"{topic}: {n}" for topic, n in sorted(first.items())) or "none", reason)
                 return frozenset(starts)
         raise OffsetStoreError(
             f"could not record where {', '.join(map(str, sorted(starts)))} start in offsets.table "
@@ -178,22 +178,10 @@ class OffsetMoves(OffsetsTable):
         except TableNotFoundError:
             return None
 
-    def _first_counts(self, table: Any, unseen: Mapping[TopicPartition, int],
-                      counts: Mapping[str, int]) -> Dict[str, int]:
-        """The ``counts`` of the topics of ``unseen`` that ``table`` has no count for and no position of any
-        partition of (these are the topic's first starts): a count recorded later could take in a partition
-        added after the table began holding the topic, and start it at ``startingOffsets``."""
-        topics = {tp.topic for tp in unseen} & set(counts)
-        recorded = self._counts_in(table, topics)
-        first: Dict[str, int] = {}
-        for topic in sorted(topics - set(recorded)):
-            count = counts[topic]
-            if count < 1 or count > _MAX_COUNT:
-                continue
-            partitions = {TopicPartition(topic, p) for p in range(count)} | {tp for tp in unseen if tp.topic == topic}
-            if not self._positions_in(table, partitions):
-                first[topic] = count
-        return first
+    def _new_counts(self, table: Any, counts: Mapping[str, int]) -> Dict[str, int]:
+        """The ``counts`` of topics ``table`` has no count for (a recorded count is never changed)."""
+        recorded = self._counts_in(table, counts)
+        return {topic: n for topic, n in counts.items() if topic not in recorded and 1 <= n <= _INT32_MAX}
 
     def _appendable(self, table: Any) -> bool:
         """Whether DeltaSink may append to ``table`` (it refuses the others at its first batch)."""

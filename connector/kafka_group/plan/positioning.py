@@ -302,7 +302,8 @@ class Positioned(NamedTuple):
     overridden: Dict[TopicPartition, int]
     #: The partitions the offsets table holds a position for (their start is the table's).
     in_table: FrozenSet[TopicPartition] = frozenset()
-    #: The partition count of each topic of a partition the table had no position for (recorded with its start).
+    #: The partition count of each topic of the partitions the table had no position for, where it held nothing
+    #: of the topic (recorded with their starts, :mod:`~kafka_group.plan.durable_starts`).
     counts: Mapping[str, int] = {}
 
 
@@ -337,11 +338,13 @@ def position_new(
     recorded_counts: Dict[str, int] = {}
     if store is not None and unknown:
         every = cluster.partitions_of(sorted({tp.topic for tp in unknown}))
-        counts = partition_counts(every)
         siblings = [tp for tp in every if tp not in new]
         held = {**(table or {}), **(store.positions(siblings) if siblings else {})}
         read = topics_read(held, store.starts(held))
-        recorded_counts = store.partition_counts(sorted(counts))
+        # Recorded with the starts only where the table holds nothing of the topic: a count taken later could
+        # take in a partition added since the table began holding it.
+        counts = {topic: n for topic, n in partition_counts(every).items() if all(tp.topic != topic for tp in held)}
+        recorded_counts = store.partition_counts(sorted({tp.topic for tp in unknown}))
     since = frozenset(tp for tp in unknown if store is not None and added_since(tp, recorded_counts, read))
     group = member.committed(unknown, timeout_s) if member is not None and unknown else {}
     resumed = is_resumed(checkpoint)
