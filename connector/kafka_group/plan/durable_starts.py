@@ -12,9 +12,10 @@ live, as the partition's position and its recorded start
 - else at each later plan until the table exists (the first batch creates it; a partition
   that batch landed has its position by then and needs nothing more).
 
-With the first starts of a topic (the table holds nothing of it yet) goes the topic's partition
-count when they were positioned: a partition numbered from it on was added since and starts at
-the earliest offset (:mod:`~kafka_group.plan.positioning`; review of issue 33's fix, finding 1).
+With them goes the partition count of each topic the table held nothing of when they were
+positioned (alone if a batch landed every start first): a partition numbered from it on was
+added since and starts at the earliest offset (:mod:`~kafka_group.plan.positioning`; review of
+issue 33's fix, finding 1).
 
 Invariants
 ----------
