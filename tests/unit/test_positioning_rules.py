@@ -222,7 +222,8 @@ def _new_query_at_latest_on_an_idle_topic() -> Tuple[FakeCluster, FakeStore]:
     return cluster, store
 
 
-def _restart_on_a_new_checkpoint_after_t2_was_added(cluster: FakeCluster, store: FakeStore) -> Dict[TopicPartition, int]:
+def _restart_on_a_new_checkpoint_after_t2_was_added(cluster: FakeCluster,
+                                                    store: FakeStore) -> Dict[TopicPartition, int]:
     cluster.topics["t"] = 3  # CreatePartitions while the query is stopped; t-2 gets 30 records
     cluster.produce(T2, 30)
     member = FakeMember()  # the group never had t-2 (and its other offsets expired)

@@ -205,7 +205,8 @@ class OffsetMoves(OffsetsTable):
             app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
             + [Transaction(start_transaction_id(self.group, tp), pos)
                for tp, pos in (sorted(to.items()) if record_starts else [])]
-            + [Transaction(partitions_transaction_id(self.group, topic), n) for topic, n in sorted((counts or {}).items())]
+            + [Transaction(partitions_transaction_id(self.group, topic), n)
+               for topic, n in sorted((counts or {}).items())]
             + [Transaction(OWNER_ID, owner_version(self.group))],
             custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
                              "kafkaGroup.reason": reason},

@@ -124,9 +124,9 @@ class OffsetsTable:
                 for tp, version in found.items() if version is not None}
 
     def partition_counts(self, topics: Iterable[str]) -> Dict[str, int]:
-        """The partition count recorded with the first starts of each of ``topics`` (:meth:`hold_starts`; those
-        without one left out), as of the table version the last read loaded: a partition numbered from it on
-        was added since the table began holding the topic."""
+        """The partition count recorded for each of ``topics`` (:meth:`hold_starts`, taken while the table held
+        nothing of the topic; those without one left out), as of the table version the last read loaded: a
+        partition numbered from it on was added since the table began holding the topic."""
         table = self._load()
         return {} if table is None else self._counts_in(table, topics)
 

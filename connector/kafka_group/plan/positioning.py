@@ -61,8 +61,8 @@ from kafka_group.plan.durable_starts import StartStore
 
 __all__ = [
     "Positioned", "added_since", "describe_positions", "follow_table", "is_resumed", "known_positions",
-    "log_group_overrides", "partition_counts", "position_new", "resolve_positions", "settle_times", "stale_pauses", "starting_spec", "topics_read",
-    "unseen_by_spec", "unseen_by_time",
+    "log_group_overrides", "partition_counts", "position_new", "resolve_positions", "settle_times", "stale_pauses",
+    "starting_spec", "topics_read", "unseen_by_spec", "unseen_by_time",
 ]
 
 logger = logging.getLogger(__name__)
