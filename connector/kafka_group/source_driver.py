@@ -17,7 +17,7 @@ import functools
 import logging
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional
 
-from kafka_group.collaborators import Cluster, Committer, Member, OffsetStore
+from kafka_group.collaborators import Cluster, Committer, Member
 from kafka_group.config.source_options import SourceOptions
 from kafka_group.faults import crash_point
 from kafka_group.flow.event_time import EventTimeAlignment
@@ -27,7 +27,7 @@ from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membersh
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.plan.data_loss import checked_positions
-from kafka_group.plan.durable_starts import DurableStarts
+from kafka_group.plan.durable_starts import DurableStarts, StartStore
 from kafka_group.plan.planning import BatchPlan, plan_batch
 from kafka_group.plan.positioning import (describe_positions, follow_table, is_resumed, log_group_overrides,
                                          position_new, stale_pauses, starting_spec)
@@ -50,7 +50,7 @@ class SourceDriver:
         The cluster's topics and offsets.
     member : Member or None
         The group member (None for ``assign``); the driver listens to its rebalances.
-    store : OffsetStore or None
+    store : StartStore or None
         The offsets table (None without ``offsets.table``), the source of truth for positions.
     committer : Committer, optional
         Lag-tool commits for ``assign`` with ``kafka.group.id`` (the member commits otherwise).
@@ -64,7 +64,7 @@ class SourceDriver:
     available_now_pause_s = 1.0
 
     def __init__(self, options: SourceOptions, cluster: Cluster, member: Optional[Member],
-                 store: Optional[OffsetStore], *, committer: Optional[Committer] = None,
+                 store: Optional[StartStore], *, committer: Optional[Committer] = None,
                  alignment: Optional[EventTimeAlignment] = None,
                  known_at_start: Optional[AbstractSet[TopicPartition]] = None) -> None:
         self._options, self._cluster, self._member, self._store = options, cluster, member, store
@@ -256,7 +256,7 @@ class SourceDriver:
 
     def _position(self, new: List[TopicPartition], start: BatchOffsets) -> None:
         generation = self._generation()  # after owned(): `new` was assigned by then, its positions are read after
-        resolved, durable, overridden, in_table = position_new(
+        resolved, durable, overridden, in_table, counts = position_new(
             new, start.positions, cluster=self._cluster, store=self._store, member=self._member,
             timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec,
             on_no_match=self._options.starting_offsets.on_no_match)
@@ -265,5 +265,5 @@ class SourceDriver:
         self.flow.drop_stale(stale_pauses(resolved, start.positions))
         self._book.admit(resolved, self.owned)
         self._commits.positioned(resolved, durable, self.owned, generation)
-        self._starts.positioned(resolved, in_table)
+        self._starts.positioned(resolved, in_table, counts)
         logger.info("positioned newly owned partitions: %s", describe_positions(resolved))

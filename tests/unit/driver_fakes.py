@@ -176,6 +176,8 @@ class FakeStore:
         self.holds: List[Tuple[TopicPartition, int]] = []
         #: Whether the table exists (False: hold_starts records nothing, as before the first batch).
         self.exists = True
+        #: Each topic's partition count recorded with its first starts (review of issue 33's fix, finding 1).
+        self.recorded_counts: Dict[str, int] = {}
 
     def positions(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         self.reads += 1
@@ -193,11 +195,18 @@ class FakeStore:
     def starts(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         return {tp: self.recorded_starts[tp] for tp in partitions if tp in self.recorded_starts}
 
-    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str) -> FrozenSet[TopicPartition]:
+    def partition_counts(self, topics: Iterable[str]) -> Dict[str, int]:
+        return {t: self.recorded_counts[t] for t in topics if t in self.recorded_counts}
+
+    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str,
+                    counts: Optional[Mapping[str, int]] = None) -> FrozenSet[TopicPartition]:
         """As the real store: records the starts of partitions the table has not seen, unless the table
-        does not exist yet (``exists`` False: nothing recorded, nothing settled)."""
+        does not exist yet (``exists`` False: nothing recorded, nothing settled); with them, the ``counts`` of
+        topics the table has no count for."""
         if not self.exists:
             return frozenset()
+        for topic, count in (counts or {}).items():
+            self.recorded_counts.setdefault(topic, count)
         for tp, pos in starts.items():
             if tp not in self.table:
                 self.table[tp] = self.recorded_starts[tp] = pos

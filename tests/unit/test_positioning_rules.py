@@ -20,7 +20,7 @@ import pytest
 
 from kafka_group.offsets import EARLIEST, LATEST, BatchOffsets, StartingOffsets, TopicPartition
 from kafka_group.plan.positioning import position_new, starting_spec, topics_read
-from tests.unit.driver_fakes import T0, T1, FakeCluster, FakeMember, FakeStore, driver, options, with_table
+from tests.unit.driver_fakes import T0, T1, T2, FakeCluster, FakeMember, FakeStore, driver, options, with_table
 
 P = T1  # the partition whose start each case decides; T0 is another partition of its topic
 EARLIEST_P, LATEST_P = 5, 50  # t-1's earliest (after retention) and latest offsets
@@ -29,8 +29,10 @@ JSON_P, TIME_P = 33, 12  # where startingOffsets JSON names t-1, and its first o
 
 #: What the offsets table holds: t-1's position; a position of t-0 that is not a recorded start (the table
 #: reads topic t); only t-0's recorded start (another new query positioned it, nothing landed); nothing;
-#: no offsets.table at all.
-TABLES = ("has P", "reads the topic", "only recorded starts", "nothing", "no offsets.table")
+#: no offsets.table at all; t-0's recorded start with topic t's count then 1 (P was added since: nothing landed,
+#: or the offsets tool reset t-0 to its start); t-0 landed past its start with t's count then 2 (P existed).
+TABLES = ("has P", "reads the topic", "only recorded starts", "nothing", "no offsets.table",
+          "counted before P", "counted with P, t-0 landed")
 GROUPS = ("has P", "none or expired")
 CHECKPOINTS = ("has P", "other partitions only", "none or lost")
 STARTING = ("earliest", "latest", "json", "timestamps")
@@ -48,7 +50,7 @@ def expected_start(table: str, group: str, checkpoint: str, appeared: bool, star
         return EARLIEST_P, "4"
     if appeared:
         return EARLIEST_P, "5"
-    if table == "reads the topic":
+    if table in ("reads the topic", "counted before P"):
         return EARLIEST_P, "6"
     return {"earliest": EARLIEST_P, "latest": LATEST_P, "json": JSON_P, "timestamps": TIME_P}[starting], "7"
 
@@ -69,10 +71,14 @@ def _position(table: str, group: str, checkpoint: str, appeared: bool, starting:
     store: Optional[FakeStore] = None if table == "no offsets.table" else FakeStore()
     if store is not None and table == "has P":
         store.table[P] = TABLE_P
-    if store is not None and table in ("reads the topic", "only recorded starts"):
+    if store is not None and table in ("reads the topic", "only recorded starts", "counted before P",
+                                       "counted with P, t-0 landed"):
         store.table[T0] = 10
-        if table == "only recorded starts":
+        if table in ("only recorded starts", "counted before P"):
             store.recorded_starts[T0] = 10
+        if table.startswith("counted"):
+            store.recorded_starts[T0] = 3 if table == "counted with P, t-0 landed" else 10
+            store.recorded_counts["t"] = 1 if table == "counted before P" else 2
     member = FakeMember()
     if group == "has P":
         member.group_offsets[P] = GROUP_P
@@ -199,3 +205,104 @@ def test_a_start_is_never_recorded_over_a_position_the_table_has_nor_for_a_parti
     store.table[T0] = 12  # another writer landed t-0 meanwhile
     query.next_offsets(BatchOffsets(dict(start.positions), {}), None)
     assert store.holds == [] and store.table == {T0: 12}
+
+
+# -- review of the fix of issue 33: the table records each topic's partition count with its first starts --------
+
+
+def _new_query_at_latest_on_an_idle_topic() -> Tuple[FakeCluster, FakeStore]:
+    """A new query at latest positions t-0 and t-1 at 100 (recorded in the table); the topic is idle."""
+    cluster, member, store = FakeCluster({"t": 2}), FakeMember(), FakeStore()
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1)
+    assert dict(query.initial_offsets().positions) == {T0: 100, T1: 100}
+    assert store.recorded_starts == {T0: 100, T1: 100}
+    return cluster, store
+
+
+def _restart_on_a_new_checkpoint_after_t2_was_added(cluster: FakeCluster,
+                                                    store: FakeStore) -> Dict[TopicPartition, int]:
+    cluster.topics["t"] = 3  # CreatePartitions while the query is stopped; t-2 gets 30 records
+    cluster.produce(T2, 30)
+    member = FakeMember()  # the group never had t-2 (and its other offsets expired)
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1, T2)
+    return dict(query.initial_offsets().positions)
+
+
+def test_a_partition_added_to_a_topic_whose_table_holds_only_starts_starts_at_earliest() -> None:
+    """Finding 1: t-0 and t-1 were recorded at 100 and nothing landed; t-2 was added while the query was stopped
+    and the checkpoint is lost: t-2's 30 records must land (before: started at latest, as the table 'read'
+    nothing of t)."""
+    cluster, store = _new_query_at_latest_on_an_idle_topic()
+    positions = _restart_on_a_new_checkpoint_after_t2_was_added(cluster, store)
+    assert positions == {T0: 100, T1: 100, T2: 0}, f"records [0, 30) of t-2 would never land: {positions}"
+    assert store.recorded_counts == {"t": 2}  # recorded with the first starts; t-2's start did not change it
+
+
+def test_a_partition_added_after_a_reset_to_the_recorded_start_starts_at_earliest() -> None:
+    """Finding 8: the offsets tool reset t-0 and t-1 to exactly their recorded starts after batches landed."""
+    cluster, store = _new_query_at_latest_on_an_idle_topic()
+    store.table.update({T0: 120, T1: 110})  # batches landed
+    store.table.update({T0: 100, T1: 100})  # offsets_tool reset to the recorded starts
+    positions = _restart_on_a_new_checkpoint_after_t2_was_added(cluster, store)
+    assert positions[T2] == 0, f"records [0, 30) of t-2 would never land: {positions}"
+
+
+def test_two_new_queries_at_latest_both_start_there_even_after_one_landed_a_batch() -> None:
+    """Finding 3 (docs/exactly-once.md, Where a partition starts): Q1 lands a batch of t-0 before Q2 positions
+    t-1; t-1 existed when the queries started, so Q2, a new query at latest, starts it at latest."""
+    cluster, store = FakeCluster({"t": 2}), FakeStore()
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    opts = with_table(startingOffsets="latest")
+    m1, m2 = FakeMember(), FakeMember()
+    m2.member_id = "member-2"
+    m2.group_offsets = m1.group_offsets
+    q1, q2 = driver(opts, cluster, m1, store), driver(opts, cluster, m2, store)
+    m1.assign(T0)
+    start = q1.initial_offsets()
+    cluster.produce(T0, 10)
+    batch = q1.next_offsets(start, None)
+    assert batch is not None
+    store.land(batch)  # t-0 now at 110: the table 'reads' t
+    m2.assign(T1)
+    assert dict(q2.initial_offsets().positions) == {T1: 100}
+
+
+def test_two_new_queries_at_latest_both_start_there_when_the_first_batch_created_the_table() -> None:
+    """Finding 3 where Q1 positioned t-0 before the table existed and its first batch created it."""
+    cluster, store = FakeCluster({"t": 2}), FakeStore()
+    store.exists = False
+    cluster.produce(T0, 100)
+    cluster.produce(T1, 100)
+    opts = with_table(startingOffsets="latest")
+    m1, m2 = FakeMember(), FakeMember()
+    m2.member_id = "member-2"
+    m2.group_offsets = m1.group_offsets
+    q1, q2 = driver(opts, cluster, m1, store), driver(opts, cluster, m2, store)
+    m1.assign(T0)
+    start = q1.initial_offsets()
+    cluster.produce(T0, 10)
+    batch = q1.next_offsets(start, None)
+    assert batch is not None
+    store.exists = True
+    store.land(batch)  # the first batch creates the table with t-0 at 110
+    q1.next_offsets(batch, None)  # t-0 landed: only t's count (taken while the table held nothing of t) is recorded
+    assert store.recorded_counts == {"t": 2} and store.holds == []
+    m2.assign(T1)
+    assert dict(q2.initial_offsets().positions) == {T1: 100}
+
+
+def test_no_count_is_taken_for_a_topic_the_table_holds_something_of() -> None:
+    """A table holding recorded starts without a count (or landed positions) never gets one for that topic: t-2,
+    added since, would count as existing then."""
+    cluster, member, store = FakeCluster({"t": 3}), FakeMember(), FakeStore({T0: 100, T1: 100})
+    store.recorded_starts.update({T0: 100, T1: 100})
+    cluster.produce(T2, 30)
+    query = driver(with_table(startingOffsets="latest"), cluster, member, store)
+    member.assign(T0, T1, T2)
+    query.initial_offsets()
+    assert store.recorded_counts == {} and store.holds == [(T2, 30)]

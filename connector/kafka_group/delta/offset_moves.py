@@ -2,7 +2,11 @@
 start of partitions a refused batch read or positioning chose, reset positions (the offsets tool).
 
 Each is a Delta commit of application transactions only (no ``add`` action), made on top of
-the version the caller checked; a race lost to another writer is checked again.
+the version the caller checked; a race lost to another writer is checked again. The check and the
+commit use a table object of their own (:meth:`OffsetMoves._snapshot`), never the store's shared one:
+other threads (the poll thread's revoke, the SIGTERM handler's close) refresh that in place, and a
+commit made on it after such a refresh lands on a version the check never saw (it moved a landed
+position back; review of issue 33's fix, finding 2).
 """
 
 from __future__ import annotations
@@ -11,13 +15,17 @@ import logging
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
-from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, start_transaction_id, transaction_id
+from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, partitions_transaction_id, start_transaction_id
+from kafka_group.delta.transaction_ids import transaction_id
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["OffsetMoves"]
 
 logger = logging.getLogger(__name__)
+
+#: Kafka numbers partitions with an int32.
+_INT32_MAX = (1 << 31) - 1
 
 
 class OffsetMoves(OffsetsTable):
@@ -50,7 +58,7 @@ class OffsetMoves(OffsetsTable):
             (another member or a reset moved it) or it has never seen the partition.
         """
         for _ in range(COMMIT_ATTEMPTS):
-            table = self._load(refresh=True)
+            table = self._snapshot()
             if table is None or self._positions_in(table, [tp]).get(tp) != expected:
                 return False
             if self._try_move(table, {tp: to}, operation="skip", reason=reason):
@@ -83,7 +91,7 @@ class OffsetMoves(OffsetsTable):
             already knows every partition, or another writer recorded them first.
         """
         for _ in range(COMMIT_ATTEMPTS):
-            table = self._load(refresh=True)
+            table = self._snapshot()
             if table is None:
                 return []
             # Checked again on every attempt: a writer that won a race may have recorded some
@@ -102,9 +110,14 @@ class OffsetMoves(OffsetsTable):
             "retried when the query restarts"
         )
 
-    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str) -> FrozenSet[TopicPartition]:
+    def hold_starts(self, starts: Mapping[TopicPartition, int], *, reason: str,
+                    counts: Optional[Mapping[str, int]] = None) -> FrozenSet[TopicPartition]:
         """Record ``starts`` (where positioning started partitions) for the partitions the table has never
-        seen, as their positions and their recorded starts (:meth:`starts`), in a commit of its own (no data).
+        seen, as their positions and their recorded starts (:meth:`starts`), in a commit of its own (no data);
+        with them ``counts``, for the topics the table has no count for (:meth:`partition_counts`): the caller
+        passes a topic's partition count taken while the table held nothing of the topic, so that a partition
+        numbered from it on was added since and starts at the earliest offset (review of issue 33's fix,
+        finding 1). Counts are recorded even when every start is seen already (a batch landed them).
 
         The source calls this from its planning thread for the partitions it positioned where the table had
         no position, so that a start chosen by ``startingOffsets`` (or taken from the group's offsets or the
@@ -123,30 +136,52 @@ class OffsetMoves(OffsetsTable):
             Concurrent writers kept winning the race for this commit (the caller holds again later).
         """
         for _ in range(COMMIT_ATTEMPTS):
-            table = self._load(refresh=True)
+            table = self._snapshot()
             if table is None or not self._appendable(table):
                 return frozenset()  # no table yet; or one DeltaSink refuses, naming why, before writing anything
             # Checked again on every attempt: a writer that won a race may have landed or held some.
             known = self._positions_in(table, starts)
             unseen = {tp: pos for tp, pos in starts.items() if tp not in known}
-            if not unseen:
+            first = self._new_counts(table, counts or {})
+            if not unseen and not first:
                 return frozenset(starts)
             try:
-                moved = self._try_move(table, unseen, operation="start", reason=reason, record_starts=True)
+                moved = self._try_move(table, unseen, operation="start", reason=reason, record_starts=True,
+                                       counts=first)
             except OffsetStoreError:
                 raise
             except Exception as exc:  # the store's own failure (I/O, permissions): retried at the next plan
-                raise OffsetStoreError(f"recording where {', '.join(map(str, sorted(unseen)))} start in "
+                raise OffsetStoreError(f"recording where {', '.join(map(str, sorted(starts)))} start in "
                                        f"offsets.table '{self.table_path}' failed: {exc}") from exc
             if moved:
-                logger.info("offsets.table '%s': recorded the start of %s (%s)", self.table_path,
-                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())), reason)
+                logger.info("offsets.table '%s': recorded the start of %s; partition counts %s (%s)", self.table_path,
+                            ", ".join(f"{tp} at {pos}" for tp, pos in sorted(unseen.items())) or "nothing",
+                            ", ".join(f"{topic}: {n}" for topic, n in sorted(first.items())) or "none", reason)
                 return frozenset(starts)
         raise OffsetStoreError(
             f"could not record where {', '.join(map(str, sorted(starts)))} start in offsets.table "
             f"'{self.table_path}': concurrent writers kept winning ({reason}). The starts are still in the "
             "checkpoint and the group's committed offsets; the next plan records them again"
         )
+
+    def _snapshot(self) -> Any:
+        """The table at its latest version in an object of the caller's alone (None: no table yet), for a check
+        and the commit made on top of it: delta-rs commits on the version the object has loaded, and the
+        store's shared object is refreshed in place by other threads."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        if self._load() is None:
+            return None
+        try:
+            return DeltaTable(self.table_path, storage_options=self._storage_options or None)
+        except TableNotFoundError:
+            return None
+
+    def _new_counts(self, table: Any, counts: Mapping[str, int]) -> Dict[str, int]:
+        """The ``counts`` of topics ``table`` has no count for (a recorded count is never changed)."""
+        recorded = self._counts_in(table, counts)
+        return {topic: n for topic, n in counts.items() if topic not in recorded and 1 <= n <= _INT32_MAX}
 
     def _appendable(self, table: Any) -> bool:
         """Whether DeltaSink may append to ``table`` (it refuses the others at its first batch)."""
@@ -157,10 +192,10 @@ class OffsetMoves(OffsetsTable):
         return True
 
     def _try_move(self, table: Any, to: Mapping[TopicPartition, int], *, operation: str, reason: str,
-                  record_starts: bool = False) -> bool:
+                  record_starts: bool = False, counts: Optional[Mapping[str, int]] = None) -> bool:
         """One data-less commit setting ``to`` on top of ``table`` (the caller checked what it
-        expects there), with ``record_starts`` also as each partition's recorded start; False when
-        another writer committed first and Delta refused it."""
+        expects there), with ``record_starts`` also as each partition's recorded start, and ``counts`` as
+        topics' partition counts; False when another writer committed first and Delta refused it."""
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import CommitProperties, Transaction
 
@@ -170,6 +205,8 @@ class OffsetMoves(OffsetsTable):
             app_transactions=[Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(to.items())]
             + [Transaction(start_transaction_id(self.group, tp), pos)
                for tp, pos in (sorted(to.items()) if record_starts else [])]
+            + [Transaction(partitions_transaction_id(self.group, topic), n)
+               for topic, n in sorted((counts or {}).items())]
             + [Transaction(OWNER_ID, owner_version(self.group))],
             custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": operation,
                              "kafkaGroup.reason": reason},

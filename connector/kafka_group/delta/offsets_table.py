@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Seque
 from kafka_group.delta.conditional_put import check_conditional_put
 from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
-from kafka_group.delta.transaction_ids import start_transaction_id, transaction_id
+from kafka_group.delta.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
 from kafka_group.json_text import INT64_MAX, in_range, show
 from kafka_group.offsets import TopicPartition
@@ -122,6 +122,29 @@ class OffsetsTable:
         found = {tp: table.transaction_version(start_transaction_id(self.group, tp)) for tp in partitions}
         return {tp: self._position(tp, version, start_transaction_id(self.group, tp))
                 for tp, version in found.items() if version is not None}
+
+    def partition_counts(self, topics: Iterable[str]) -> Dict[str, int]:
+        """The partition count recorded for each of ``topics`` (:meth:`hold_starts`, taken while the table held
+        nothing of the topic; those without one left out), as of the table version the last read loaded: a
+        partition numbered from it on was added since the table began holding the topic."""
+        table = self._load()
+        return {} if table is None else self._counts_in(table, topics)
+
+    def _counts_in(self, table: Any, topics: Iterable[str]) -> Dict[str, int]:
+        counts: Dict[str, int] = {}
+        for topic in topics:
+            app_id = partitions_transaction_id(self.group, topic)
+            version = table.transaction_version(app_id)
+            if version is None:
+                continue
+            if not in_range(version, 0, INT64_MAX):
+                raise OffsetStoreError(
+                    f"offsets.table '{self.table_path}' holds partition count {show(version)} for topic "
+                    f"{show(topic)} (transaction '{app_id}'), which is not a count: the table's log was edited or "
+                    "written by another tool. Use a new table"
+                )
+            counts[topic] = int(version)
+        return counts
 
     def _positions_in(self, table: Any, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         if self._legacy is None:

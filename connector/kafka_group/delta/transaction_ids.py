@@ -13,7 +13,10 @@ ambiguous when a group id holds ``:``; they are read only.
 A partition's start chosen by positioning before anything of it landed (``startingOffsets``, the
 group's offset, the checkpoint's) is recorded as its position and as the version of
 ``kafka-group.v2:<group>:<topic>:<partition>:start`` (:func:`start_transaction_id`): a position
-equal to its recorded start is a start, not something the table read (issue 33, finding 4).
+equal to its recorded start is a start, not something the table read (issue 33, finding 4). A
+topic's partition count, taken while the table held nothing of the topic, is the version of
+``kafka-group.v2:<group>:<topic>:partitions`` (:func:`partitions_transaction_id`): a partition
+numbered from it on was added since (review of issue 33's fix, finding 1).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ __all__ = [
     "legacy_marker_id",
     "legacy_transaction_id",
     "owner_version",
+    "partitions_transaction_id",
     "start_transaction_id",
     "transaction_id",
 ]
@@ -53,6 +57,12 @@ def start_transaction_id(group: str, tp: TopicPartition) -> str:
     """The Delta application transaction id recording the start positioning chose for ``tp`` before
     anything of it landed: ``kafka-group.v2:<group>:<topic>:<partition>:start`` (no position id ends so)."""
     return f"{transaction_id(group, tp)}:start"
+
+
+def partitions_transaction_id(group: str, topic: str) -> str:
+    """The Delta application transaction id recording how many partitions ``topic`` had while the table
+    held nothing of it: ``kafka-group.v2:<group>:<topic>:partitions`` (no position id ends so)."""
+    return f"{_PREFIX}:{_encode(group)}:{_encode(topic)}:partitions"
 
 
 def legacy_transaction_id(group: str, tp: TopicPartition) -> str:

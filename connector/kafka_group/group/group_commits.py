@@ -8,7 +8,8 @@ following the query:
 
 - *Starts*: a partition positioned while neither the table nor the group holds a
   position for it (``startingOffsets=latest`` of a new query, a checkpoint's position)
-  has its start committed at once, so a member that takes it over before anything
+  has its start committed at once by a member (an ``assign`` query's committer commits no
+  starts: ``commit_starts``), so a member that takes it over before anything
   landed continues from it instead of the then latest offset (issue 26, item 1). The
   planning call waits for the coordinator's acknowledgement (bounded by
   ``kafkaConsumer.connectTimeoutMs``, else the query fails; an answer a rebalance or a
@@ -42,10 +43,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import AbstractSet, Callable, Dict, FrozenSet, Iterable, Mapping, Optional
+from typing import AbstractSet, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional
 
 from kafka_group.collaborators import Committer, OffsetStore
-from kafka_group.errors import GroupMembershipError
+from kafka_group.errors import KafkaGroupError
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["GroupCommits"]
@@ -55,6 +56,8 @@ logger = logging.getLogger(__name__)
 #: Seconds after which unchanged positions are committed again (a queued commit may have
 #: failed, for example during a rebalance; the lag tools then catch up by this bound).
 RECOMMIT_AFTER_S = 30.0
+#: Seconds :meth:`GroupCommits.settle` waits past the commit's own bound before it stops waiting.
+_SETTLE_GRACE_S = 1.0
 
 
 class GroupCommits:
@@ -152,19 +155,39 @@ class GroupCommits:
         last batch's end) and wait for the group's answer, bounded by ``start_timeout_s``. Spark ends the query
         once the call returns and may end this process before the member's poll thread sends a queued commit,
         or before :meth:`final` runs (issue 33, finding 7: under Spark Connect the last batch was missing from
-        the group's offsets, shown as lag until the next run). A refusal is logged, not raised: the run's
-        records have landed. Caller: Spark's planning thread."""
+        the group's offsets, shown as lag until the next run). A refusal (any :class:`KafkaGroupError`: the
+        group's, or a refused login or ACL the committer's client reports) is logged, not raised: the run's
+        records have landed (review of issue 33's fix, finding 3). The wait is bounded here too: the committer
+        of an ``assign`` query commits synchronously and does not bound it itself; a commit still unanswered
+        then is left to finish on a daemon thread (:meth:`final`, at stop, waits for the committer's lock it
+        holds). Caller: Spark's planning thread."""
         if not positions or self._committer is None:
             return
         with self._lock:
             for tp in positions:
                 self._starts.pop(tp, None)
             self._sent.update(positions)
-        try:
-            self._committer.commit_and_wait(positions, generation, self._start_timeout_s)
-        except GroupMembershipError as exc:
+        committer = self._committer
+        failed: List[BaseException] = []
+
+        def commit() -> None:  # the settling thread
+            try:
+                committer.commit_and_wait(positions, generation, self._start_timeout_s)
+            except BaseException as exc:  # handed to the planning thread
+                failed.append(exc)
+
+        worker = threading.Thread(target=commit, name="kafka-group-settle", daemon=True)
+        worker.start()
+        worker.join(self._start_timeout_s + _SETTLE_GRACE_S)  # the member's own bound answers first
+        if worker.is_alive():
+            logger.warning("the AvailableNow run ends, but the group did not answer the commit of what landed within "
+                           "option 'kafkaConsumer.connectTimeoutMs' (%d ms; lag tools show it until the next run)",
+                           round(self._start_timeout_s * 1000))
+        elif failed and isinstance(failed[0], KafkaGroupError):
             logger.warning("the AvailableNow run ends, but the group did not take what landed (lag tools show it "
-                           "until the next run): %s", exc)
+                           "until the next run): %s", failed[0])
+        elif failed:
+            raise failed[0]
 
     def final(self, store: Optional[OffsetStore], owned: FrozenSet[TopicPartition],
               generation: Optional[int] = None) -> None:

@@ -18,13 +18,15 @@ Invariants
   positioned it and committed that start before anything landed
   (:mod:`~kafka_group.group.group_commits`), so a member taking a partition over continues
   from the group's position.
-- A partition none of these has seen starts at the earliest offset when the
-  offsets table reads its topic: the table holds a position of another partition
-  of the topic that is not a start recorded by positioning (something of it
-  landed, was moved or reset, or the table predates recorded starts). It is a
-  partition added since (CreatePartitions while the query was stopped), as Spark's
-  source starts the partitions it discovers; starting it at ``startingOffsets``
-  (``latest``) skipped its records after a lost checkpoint (issue 33, finding 4).
+- A partition none of these has seen starts at the earliest offset when it was
+  added since the table began holding its topic (:func:`added_since`): its number
+  is at least the partition count the table recorded with the topic's first starts;
+  without a count, the table reads its topic (:func:`topics_read`: it holds a
+  position of another partition of the topic that is not a start recorded by
+  positioning). CreatePartitions while the query was stopped, as Spark's source
+  starts the partitions it discovers; starting it at ``startingOffsets``
+  (``latest``) skipped its records after a lost checkpoint (issue 33, finding 4;
+  review of its fix, finding 1).
   Otherwise it starts where ``startingOffsets`` says, for the partitions of a new
   query; at the earliest offset for partitions that appeared later (new topics of a
   pattern, added partitions) and for any partition first seen by a query resuming
@@ -33,11 +35,12 @@ Invariants
   of *other* partitions nor which partitions are positioned together: each
   partition is judged as a Java consumer group applies ``auto.offset.reset``, per
   partition, so it starts the same whichever partitions the group assigns with it
-  (review of issue 26, finding 3). A start recorded in the table but not yet moved
-  does not make the table read its topic: two new queries of a group starting
-  together at ``latest`` both start there, whichever recorded its starts first.
+  (review of issue 26, finding 3). A partition below the recorded count is a new
+  query's whatever landed since: two new queries of a group starting together at
+  ``latest`` both start there, whichever lands a batch first.
 - Every start is durable where the offsets live: committed to the group when it
-  is positioned (:mod:`~kafka_group.group.group_commits`), and recorded in the
+  is positioned by a member (:mod:`~kafka_group.group.group_commits`; an ``assign``
+  query commits no starts), and recorded in the
   table as the partition's position and recorded start when the table exists, else
   at the first plan after the first batch created it
   (:mod:`~kafka_group.plan.durable_starts`). Losing the checkpoint and the group's
@@ -51,14 +54,15 @@ from __future__ import annotations
 import logging
 from typing import AbstractSet, Callable, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from kafka_group.collaborators import Cluster, Member, OffsetStore
+from kafka_group.collaborators import Cluster, Member
 from kafka_group.errors import NoOffsetForTimestampError
 from kafka_group.offsets import EARLIEST, LATEST, NO_MATCH_LATEST, AtTimestamp, StartingOffsets, StartSpec, TopicPartition
+from kafka_group.plan.durable_starts import StartStore
 
 __all__ = [
-    "Positioned", "describe_positions", "follow_table", "is_resumed", "known_positions", "log_group_overrides",
-    "position_new", "resolve_positions", "settle_times", "stale_pauses", "starting_spec", "topics_read",
-    "unseen_by_spec", "unseen_by_time",
+    "Positioned", "added_since", "describe_positions", "follow_table", "is_resumed", "known_positions",
+    "log_group_overrides", "partition_counts", "position_new", "resolve_positions", "settle_times", "stale_pauses",
+    "starting_spec", "topics_read", "unseen_by_spec", "unseen_by_time",
 ]
 
 logger = logging.getLogger(__name__)
@@ -84,6 +88,29 @@ def topics_read(table: Mapping[TopicPartition, int], starts: Mapping[TopicPartit
     counts). A partition of such a topic with no position anywhere starts at the earliest offset: the
     table resumes its topic (see the module docstring)."""
     return frozenset(tp.topic for tp, pos in table.items() if starts.get(tp) != pos)
+
+
+def partition_counts(partitions: Sequence[TopicPartition]) -> Dict[str, int]:
+    """How many partitions each topic of ``partitions`` (all of a topic's, as the cluster lists them) has."""
+    counts: Dict[str, int] = {}
+    for tp in partitions:
+        counts[tp.topic] = counts.get(tp.topic, 0) + 1
+    return counts
+
+
+def added_since(tp: TopicPartition, recorded_counts: Mapping[str, int], read: AbstractSet[str]) -> bool:
+    """Whether ``tp``, a partition with no position anywhere, was added since the offsets table began holding its
+    topic, so it starts at the earliest offset whatever ``startingOffsets`` says.
+
+    Where the table recorded the topic's partition count with its first starts (``recorded_counts``), a
+    partition numbered from that count on was added since; one below it existed then and is a partition of a new
+    query (``startingOffsets``), whatever has landed or been reset since. A table with no count for the topic
+    (written before counts were recorded, or whose first batch landed the topic before any start was
+    recorded) falls back to ``read`` (:func:`topics_read`).
+    """
+    if tp.topic in recorded_counts:
+        return tp.partition >= recorded_counts[tp.topic]
+    return tp.topic in read
 
 
 def starting_spec(
@@ -275,6 +302,9 @@ class Positioned(NamedTuple):
     overridden: Dict[TopicPartition, int]
     #: The partitions the offsets table holds a position for (their start is the table's).
     in_table: FrozenSet[TopicPartition] = frozenset()
+    #: The partition count of each topic of the partitions the table had no position for, where it held nothing
+    #: of the topic (recorded with their starts, :mod:`~kafka_group.plan.durable_starts`).
+    counts: Mapping[str, int] = {}
 
 
 def position_new(
@@ -282,7 +312,7 @@ def position_new(
     checkpoint: Mapping[TopicPartition, int],
     *,
     cluster: Cluster,
-    store: Optional[OffsetStore],
+    store: Optional[StartStore],
     member: Optional[Member],
     timeout_s: float,
     spec: Callable[[TopicPartition, bool], StartSpec],
@@ -304,21 +334,30 @@ def position_new(
     # then stops only the positioning of partitions that need the group's offsets.
     unknown = [tp for tp in new if table is None or tp not in table]
     read: FrozenSet[str] = frozenset()
+    counts: Dict[str, int] = {}
+    recorded_counts: Dict[str, int] = {}
     if store is not None and unknown:
-        siblings = [tp for tp in cluster.partitions_of(sorted({tp.topic for tp in unknown})) if tp not in new]
+        every = cluster.partitions_of(sorted({tp.topic for tp in unknown}))
+        siblings = [tp for tp in every if tp not in new]
         held = {**(table or {}), **(store.positions(siblings) if siblings else {})}
         read = topics_read(held, store.starts(held))
+        # Recorded with the starts only where the table holds nothing of the topic: a count taken later could
+        # take in a partition added since the table began holding it.
+        counts = {topic: n for topic, n in partition_counts(every).items() if all(tp.topic != topic for tp in held)}
+        recorded_counts = store.partition_counts(sorted({tp.topic for tp in unknown}))
+    since = frozenset(tp for tp in unknown if store is not None and added_since(tp, recorded_counts, read))
     group = member.committed(unknown, timeout_s) if member is not None and unknown else {}
     resumed = is_resumed(checkpoint)
     known = known_positions(new, checkpoint, table=table, group=group)
     overridden = {} if resumed else {tp: pos for tp, pos in known.items()
-                                     if tp in group and tp not in (table or {}) and tp.topic not in read}
-    specs = {tp: spec(tp, resumed or tp.topic in read) for tp in new}
-    added = sorted(tp for tp in new if tp not in known and tp.topic in read and spec(tp, resumed) != EARLIEST)
+                                     if tp in group and tp not in (table or {}) and tp not in since}
+    specs = {tp: spec(tp, resumed or tp in since) for tp in new}
+    added = sorted(tp for tp in new if tp not in known and tp in since and spec(tp, resumed) != EARLIEST)
     if added:
-        logger.warning("offsets.table reads topic(s) %s but neither it, the group nor the checkpoint has a position "
+        logger.warning("offsets.table holds topic(s) %s but neither it, the group nor the checkpoint has a position "
                        "for %s: taken as partitions added since, they start at their earliest offset, not where "
-                       "option 'startingOffsets' says (which applies only to topics the table has not read)",
+                       "option 'startingOffsets' says (which applies only to partitions that existed when the table "
+                       "recorded the topic's first starts)",
                        ", ".join(sorted({tp.topic for tp in added})), ", ".join(map(str, added)))
     times = unseen_by_time(new, known, specs)
     if times:
@@ -326,7 +365,7 @@ def position_new(
     wants_earliest, wants_latest = unseen_by_spec(new, known, specs)
     resolved = resolve_positions(new, known, specs, cluster.earliest_offsets(wants_earliest),
                                  cluster.latest_offsets(wants_latest))
-    return Positioned(resolved, frozenset(table or {}) | frozenset(group), overridden, frozenset(table or {}))
+    return Positioned(resolved, frozenset(table or {}) | frozenset(group), overridden, frozenset(table or {}), counts)
 
 
 def log_group_overrides(group_id: str, overridden: Mapping[TopicPartition, int], *, first: bool) -> None:
