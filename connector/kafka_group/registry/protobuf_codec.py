@@ -21,12 +21,10 @@ is built per record.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import weakref
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, methodcaller
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 
@@ -48,8 +46,8 @@ class ProtobufCodec:
     """Decodes registry Protobuf payloads (schema type ``PROTOBUF``) into an Arrow struct column.
 
     Implements :class:`kafka_group.registry.codec.Codec`. Parsed schemas are cached per codec
-    instance by a digest of the schema's content, computed once per schema object (hashing the
-    dataclass would walk its references once per path); a schema that does not parse is parsed once.
+    instance by the schema's content digest (:attr:`RegisteredSchema.digest`, computed once per schema
+    object), holding no schema object; a schema that does not parse is parsed once.
 
     Parameters
     ----------
@@ -67,10 +65,7 @@ class ProtobufCodec:
 
     def __init__(self, *, message: Optional[str] = None) -> None:
         self._message = message
-        # id(schema) -> (a weak reference to it, its content's digest): the entry goes with the object
-        # (a reader schema is a new object in every task), and the reference tells a reused id apart
-        self._keys: Dict[int, Tuple["weakref.ReferenceType[RegisteredSchema]", str]] = {}
-        # digest -> the parsed schema, or the ConfigError it raised (a hostile schema is parsed once)
+        # RegisteredSchema.digest -> the parsed schema, or the ConfigError it raised (a hostile schema is parsed once)
         self._files: Dict[str, Union[ProtoFile, ConfigError]] = {}
         self._types: Dict[str, pa.DataType] = {}
         # (writer digest, reader digest, writer message) -> (why it cannot be read, or None; enum names)
@@ -84,47 +79,8 @@ class ProtobufCodec:
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__init__(message=state["message"])  # type: ignore[misc]
 
-    def _key(self, schema: RegisteredSchema) -> str:
-        """A digest of ``schema``'s content and references, computed once per distinct object (a
-        dataclass hash or ``==`` would walk shared references once per path)."""
-        known = self._known(schema)
-        if known is not None:
-            return known
-        stack: List[Tuple[RegisteredSchema, bool]] = [(schema, False)]
-        open_: Set[int] = set()
-        while stack:
-            node, children_done = stack.pop()
-            if self._known(node) is not None:
-                continue
-            if not children_done:
-                if id(node) in open_:
-                    raise ConfigError(f"the Protobuf schema{_id_text(schema)}'s references loop back on themselves")
-                open_.add(id(node))
-                stack.append((node, True))
-                stack.extend((r.schema, False) for r in node.references if self._known(r.schema) is None)
-                continue
-            digest = hashlib.sha256(repr((node.schema_type, node.text, node.schema_id)).encode("utf-8", "replace"))
-            for ref in node.references:
-                digest.update(repr((ref.name, ref.subject, ref.version, self._known(ref.schema))).encode(
-                    "utf-8", "replace"))
-            self._remember(node, digest.hexdigest())
-        return str(self._known(schema))
-
-    def _known(self, schema: RegisteredSchema) -> Optional[str]:
-        entry = self._keys.get(id(schema))
-        return entry[1] if entry is not None and entry[0]() is schema else None
-
-    def _remember(self, schema: RegisteredSchema, digest: str) -> None:
-        keys, key = self._keys, id(schema)
-
-        def forget(ref: "weakref.ReferenceType[RegisteredSchema]") -> None:
-            if keys.get(key, (None,))[0] is ref:
-                del keys[key]
-
-        keys[key] = (weakref.ref(schema, forget), digest)
-
     def _file(self, schema: RegisteredSchema) -> ProtoFile:
-        key = self._key(schema)
+        key = schema.digest
         if key not in self._files:
             try:
                 self._files[key] = load_proto(schema)
@@ -148,7 +104,7 @@ class ProtobufCodec:
         """
         from kafka_group.registry.protobuf_types import message_arrow_type
 
-        key = self._key(reader)
+        key = reader.digest
         if key not in self._types:
             self._types[key] = message_arrow_type(self._reader_message(reader)[0])
         return self._types[key]
@@ -215,7 +171,7 @@ class ProtobufCodec:
         if _relative_name(found) != wanted:
             return (f"the record is a {found.full_name} message, the reader schema's "
                     f"message is {reader_descriptor.full_name}"), {}
-        cached = (self._key(writer), self._key(reader), str(found.full_name))
+        cached = (writer.digest, reader.digest, str(found.full_name))
         if cached not in self._problems:
             self._problems[cached] = compare(found, reader_descriptor)
         return self._problems[cached]
