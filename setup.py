@@ -159,6 +159,8 @@ setup(
         "pyspark_kafka_group.jvm_shim": ["main/java/**/*.java"],
     },
     options={"editable_wheel": {"mode": "strict"}},
+    # the offsets tool (docs/offsets-tool.md); `python -m kafka_group.offsets_tool` is the same command
+    entry_points={"console_scripts": ["kafka-group-offsets = kafka_group.offsets_tool:main"]},
     cmdclass={"build_py": BuildPyWithShim},
     # No pyspark here: a cluster runtime (Databricks, EMR, a Spark distribution's python/ on PYTHONPATH)
     # brings its own, often without pip metadata, and pip would install PyPI's pyspark over it.
