@@ -9,7 +9,7 @@ from typing import Dict, List
 
 import pytest
 from packaging.requirements import Requirement
-from setuptools import Distribution
+from setuptools import Distribution  # type: ignore[import-untyped]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

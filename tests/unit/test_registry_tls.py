@@ -70,7 +70,7 @@ def test_a_private_ca_and_a_client_certificate_reach_the_registry(tls_registry: 
     url, folder = tls_registry
     registry = _options(url, ca_location=str(folder / "ca.pem"), certificate_location=str(folder / "client.pem"),
                         key_location=str(folder / "client.key"))
-    assert client.schema_by_id(registry, 1).schema_text == SCHEMA
+    assert client.schema_by_id(registry, 1).text == SCHEMA
 
 
 def test_without_the_ca_the_error_names_the_option(tls_registry: Tuple[str, pathlib.Path]) -> None:

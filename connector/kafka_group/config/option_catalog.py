@@ -668,6 +668,26 @@ SCHEMA_REGISTRY_BEARER_TOKEN: OptionSpec[str] = OptionSpec(
     "A bearer token sent to the registry (`Authorization: Bearer`); not with basic authentication. A secret, like the password (a `${env:VAR}` reference works here too).",
     parser=_secret_text,
 )
+SCHEMA_REGISTRY_SSL_CA_LOCATION: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.ca.location', 'path', 'none',
+    "A PEM file of the CA certificate(s) that signed an `https://` registry's certificate, trusted instead of the system's. Read on the driver and on each executor: the file must be there on every node (or shipped with `--files`).",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.certificate.location', 'path', 'none',
+    "Mutual TLS: a PEM file of the client certificate (its chain may follow) presented to the registry; with `schemaRegistry.ssl.key.location` unless the key is in this file.",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_SSL_KEY_LOCATION: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.key.location', 'path', 'none',
+    "Mutual TLS: a PEM file of the client certificate's private key.",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_SSL_KEY_PASSWORD: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.key.password', 'string', 'none',
+    "The password of an encrypted `schemaRegistry.ssl.key.location`. A secret (a `${env:VAR}` reference works here too).",
+    parser=_secret_text,
+)
 VALUE_FORMAT: OptionSpec[str] = OptionSpec(
     'valueFormat', '`raw`, `avro`, `protobuf` or `json`', '`raw`',
     "How `value` is read: `raw` is the bytes (the default, as Spark's Kafka source); the others decode registry-framed records (Confluent's wire format) on the executors into a typed `value` struct, with `value_schema_id`. See \"Schema Registry\" below.",
@@ -760,6 +780,10 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     SCHEMA_REGISTRY_ADDRESS,
     SCHEMA_REGISTRY_USER_INFO,
     SCHEMA_REGISTRY_BEARER_TOKEN,
+    SCHEMA_REGISTRY_SSL_CA_LOCATION,
+    SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION,
+    SCHEMA_REGISTRY_SSL_KEY_LOCATION,
+    SCHEMA_REGISTRY_SSL_KEY_PASSWORD,
     VALUE_FORMAT,
     KEY_FORMAT,
     VALUE_SUBJECT,

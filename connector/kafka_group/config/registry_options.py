@@ -7,7 +7,7 @@ from urllib.parse import unquote
 
 from kafka_group.config import option_catalog as catalog
 from kafka_group.errors import ConfigError
-from kafka_group.registry.settings import KEY, VALUE, RegistryOptions, SideDecoding
+from kafka_group.registry.settings import KEY, VALUE, RegistryOptions, RegistryTls, SideDecoding
 
 __all__ = ["parse_registry_options"]
 
@@ -56,7 +56,23 @@ def parse_registry_options(opts: Mapping[str, str], topics: Sequence[str]) -> Op
             "options 'schemaRegistry.basic.auth.user.info' and 'schemaRegistry.bearer.auth.token' are both set: "
             "the registry takes one kind of authentication. Remove one")
     return RegistryOptions(url=url, key=sides[KEY], value=sides[VALUE], quarantine=quarantine,
-                           user_info=user_info, bearer_token=token)
+                           user_info=user_info, bearer_token=token, tls=_tls(opts, url))
+
+
+def _tls(opts: Mapping[str, str], url: str) -> Optional[RegistryTls]:
+    tls = RegistryTls(catalog.SCHEMA_REGISTRY_SSL_CA_LOCATION.get(opts),
+                      catalog.SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION.get(opts),
+                      catalog.SCHEMA_REGISTRY_SSL_KEY_LOCATION.get(opts),
+                      catalog.SCHEMA_REGISTRY_SSL_KEY_PASSWORD.get(opts))
+    if tls == RegistryTls():
+        return None
+    if tls.certificate_location is None and (tls.key_location is not None or tls.key_password is not None):
+        raise ConfigError("options 'schemaRegistry.ssl.key.location'/'schemaRegistry.ssl.key.password' need "
+                          "'schemaRegistry.ssl.certificate.location' (the client certificate of that key): set it")
+    if not url.lower().startswith("https://"):
+        raise ConfigError("the 'schemaRegistry.ssl.*' options need an https:// 'schemaRegistryAddress': the "
+                          "registry's address is http://, which uses no TLS")
+    return tls
 
 
 def _split_user_info(url: str) -> "tuple[str, Optional[str]]":
@@ -99,4 +115,6 @@ def _side(opts: Mapping[str, str], side: str, topics: Sequence[str]) -> Optional
 
 
 _REGISTRY_ONLY = (catalog.SCHEMA_REGISTRY_ADDRESS, catalog.SCHEMA_REGISTRY_USER_INFO,
-                  catalog.SCHEMA_REGISTRY_BEARER_TOKEN, catalog.BAD_RECORDS)
+                  catalog.SCHEMA_REGISTRY_BEARER_TOKEN, catalog.SCHEMA_REGISTRY_SSL_CA_LOCATION,
+                  catalog.SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION, catalog.SCHEMA_REGISTRY_SSL_KEY_LOCATION,
+                  catalog.SCHEMA_REGISTRY_SSL_KEY_PASSWORD, catalog.BAD_RECORDS)

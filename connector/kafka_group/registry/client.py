@@ -323,4 +323,5 @@ def _get(registry: RegistryOptions, path: str, unknown_codes: FrozenSet[int], re
             f"{RESOLUTION_TIMEOUT_S:g} s (at GET {path}); the task is retried as Spark retries tasks. Check the "
             "registry's load")
     return transport.get_json(registry.url, path, registry.headers(), unknown_codes=unknown_codes,
-                              timeout_s=min(TIMEOUT_S, left), max_bytes=MAX_RESPONSE_BYTES)
+                              timeout_s=min(TIMEOUT_S, left), max_bytes=MAX_RESPONSE_BYTES,
+                              ssl_context=registry.ssl_context())

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import http.client
 import io
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -166,12 +167,14 @@ class _HTTPHandler(urllib.request.HTTPHandler):
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, meter: _Meter) -> None:
-        super().__init__()
+    def __init__(self, meter: _Meter, context: Optional[ssl.SSLContext]) -> None:
+        super().__init__(context=context)
         self._meter = meter
+        self._tls = context
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_MeteredHTTPS, meter=self._meter), req)  # type: ignore[arg-type]
+        return self.do_open(functools.partial(_MeteredHTTPS, meter=self._meter), req,  # type: ignore[arg-type]
+                            context=self._tls)
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -182,8 +185,11 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[int],  # type: ignore[type-arg]
-             timeout_s: float, max_bytes: int) -> Any:
+             timeout_s: float, max_bytes: int, ssl_context: Optional[ssl.SSLContext] = None) -> Any:
     """``GET base + path`` as JSON (parsed by :func:`kafka_group.json_text.parse_json`).
+
+    ``ssl_context`` (an ``https://`` registry's private CA or client certificate) replaces the
+    system's defaults; a refused handshake names the ``schemaRegistry.ssl.*`` option to fix.
 
     Raises
     ------
@@ -204,7 +210,7 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
                                                    **headers})
     meter = _Meter(timeout_s, max_bytes)
-    opener = urllib.request.build_opener(_RefuseRedirects(), _HTTPHandler(meter), _HTTPSHandler(meter))
+    opener = urllib.request.build_opener(_RefuseRedirects(), _HTTPHandler(meter), _HTTPSHandler(meter, ssl_context))
     try:
         with opener.open(request, timeout=timeout_s) as response:
             body = _read(response, where)
@@ -225,6 +231,8 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError):
             _late(where, timeout_s)
+        if isinstance(reason, ssl.SSLError):
+            _tls_refused(base, path, reason)
         raise SchemaRegistryError(
             f"the Schema Registry at {scrub(base)} is unreachable (GET {path}: {excerpt(str(reason))}); the task "
             "is retried as Spark retries tasks. Check that it runs and 'schemaRegistryAddress'") from None
@@ -248,6 +256,18 @@ def _read(response: Any, where: str) -> bytes:
     if isinstance(left, int) and left > 0:
         raise http.client.IncompleteRead(b"", left)
     return b"".join(chunks)
+
+
+def _tls_refused(base: str, path: str, reason: ssl.SSLError) -> NoReturn:
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        fix = ("trust the CA that signed the registry's certificate with 'schemaRegistry.ssl.ca.location' (a PEM "
+               "file), and check that the address's host name is in that certificate")
+    else:
+        fix = ("if the registry asks for a client certificate, give it with 'schemaRegistry.ssl.certificate.location' "
+               "and 'schemaRegistry.ssl.key.location', one its CA trusts")
+    raise SchemaRegistryError(
+        f"the TLS handshake with the Schema Registry at {scrub(base)} failed (GET {path}: "
+        f"{excerpt(str(reason), 160)}): {fix}") from None
 
 
 def _late(where: str, timeout_s: float) -> NoReturn:
