@@ -688,6 +688,25 @@ SCHEMA_REGISTRY_SSL_KEY_PASSWORD: OptionSpec[str] = OptionSpec(
     "The password of an encrypted `schemaRegistry.ssl.key.location`. A secret (a `${env:VAR}` reference works here too).",
     parser=_secret_text,
 )
+def _retry_count(name: str, raw: str) -> int:
+    return _whole_number(name, raw, 0, 100, "a whole number from 0 to 100")
+
+
+SCHEMA_REGISTRY_MAX_RETRIES: OptionSpec[int] = OptionSpec(
+    'schemaRegistry.max.retries', 'integer', '`3`',
+    "How many times a registry request that may pass (the registry unreachable, HTTP 429 or 5xx, no answer in time) is sent again, waiting longer each time; all of them within the lookup's one deadline (120 s). A refusal, a redirect or an unknown id is not retried. `0` sends each request once.",
+    parser=_retry_count, default='3',
+)
+SCHEMA_REGISTRY_RETRIES_WAIT_MS: OptionSpec[int] = OptionSpec(
+    'schemaRegistry.retries.wait.ms', 'ms', '`1000`',
+    "The wait before the first retry of a registry request; doubled at each next one.",
+    parser=timeout_ms, default='1000',
+)
+SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS: OptionSpec[int] = OptionSpec(
+    'schemaRegistry.retries.max.wait.ms', 'ms', '`20000`',
+    "The longest wait between two retries of a registry request.",
+    parser=timeout_ms, default='20000',
+)
 VALUE_FORMAT: OptionSpec[str] = OptionSpec(
     'valueFormat', '`raw`, `avro`, `protobuf` or `json`', '`raw`',
     "How `value` is read: `raw` is the bytes (the default, as Spark's Kafka source); the others decode registry-framed records (Confluent's wire format) on the executors into a typed `value` struct, with `value_schema_id`. See \"Schema Registry\" below.",
@@ -784,6 +803,9 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION,
     SCHEMA_REGISTRY_SSL_KEY_LOCATION,
     SCHEMA_REGISTRY_SSL_KEY_PASSWORD,
+    SCHEMA_REGISTRY_MAX_RETRIES,
+    SCHEMA_REGISTRY_RETRIES_WAIT_MS,
+    SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS,
     VALUE_FORMAT,
     KEY_FORMAT,
     VALUE_SUBJECT,

@@ -32,6 +32,11 @@ def parse_registry_options(opts: Mapping[str, str], topics: Sequence[str]) -> Op
     url = catalog.SCHEMA_REGISTRY_ADDRESS.get(opts)
     user_info = catalog.SCHEMA_REGISTRY_USER_INFO.get(opts)
     token = catalog.SCHEMA_REGISTRY_BEARER_TOKEN.get(opts)
+    retries = (catalog.SCHEMA_REGISTRY_MAX_RETRIES.value(opts), catalog.SCHEMA_REGISTRY_RETRIES_WAIT_MS.value(opts),
+               catalog.SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS.value(opts))
+    for spec in (catalog.SCHEMA_REGISTRY_SSL_CA_LOCATION, catalog.SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION,
+                 catalog.SCHEMA_REGISTRY_SSL_KEY_LOCATION, catalog.SCHEMA_REGISTRY_SSL_KEY_PASSWORD):
+        spec.get(opts)  # a malformed value is refused before the combination is checked
     sides = {side: _side(opts, side, topics) for side in (KEY, VALUE)}
     quarantine = catalog.BAD_RECORDS.value(opts) == "quarantine"
     if sides[KEY] is None and sides[VALUE] is None:
@@ -56,7 +61,8 @@ def parse_registry_options(opts: Mapping[str, str], topics: Sequence[str]) -> Op
             "options 'schemaRegistry.basic.auth.user.info' and 'schemaRegistry.bearer.auth.token' are both set: "
             "the registry takes one kind of authentication. Remove one")
     return RegistryOptions(url=url, key=sides[KEY], value=sides[VALUE], quarantine=quarantine,
-                           user_info=user_info, bearer_token=token, tls=_tls(opts, url))
+                           user_info=user_info, bearer_token=token, tls=_tls(opts, url), max_retries=retries[0],
+                           retry_wait_ms=retries[1], retry_max_wait_ms=retries[2])
 
 
 def _tls(opts: Mapping[str, str], url: str) -> Optional[RegistryTls]:
@@ -117,4 +123,6 @@ def _side(opts: Mapping[str, str], side: str, topics: Sequence[str]) -> Optional
 _REGISTRY_ONLY = (catalog.SCHEMA_REGISTRY_ADDRESS, catalog.SCHEMA_REGISTRY_USER_INFO,
                   catalog.SCHEMA_REGISTRY_BEARER_TOKEN, catalog.SCHEMA_REGISTRY_SSL_CA_LOCATION,
                   catalog.SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION, catalog.SCHEMA_REGISTRY_SSL_KEY_LOCATION,
-                  catalog.SCHEMA_REGISTRY_SSL_KEY_PASSWORD, catalog.BAD_RECORDS)
+                  catalog.SCHEMA_REGISTRY_SSL_KEY_PASSWORD, catalog.SCHEMA_REGISTRY_MAX_RETRIES,
+                  catalog.SCHEMA_REGISTRY_RETRIES_WAIT_MS, catalog.SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS,
+                  catalog.BAD_RECORDS)

@@ -34,7 +34,7 @@ import time
 import urllib.parse
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from kafka_group.errors import ConfigError, SchemaAnswerError, SchemaRegistryError
+from kafka_group.errors import ConfigError, SchemaAnswerError, SchemaRegistryError, SchemaRegistryUnavailable
 from kafka_group.json_text import INT32_MAX, in_range, show
 from kafka_group.redaction import scrub
 from kafka_group.registry import transport
@@ -322,6 +322,22 @@ def _get(registry: RegistryOptions, path: str, unknown_codes: FrozenSet[int], re
             f"the Schema Registry at {scrub(registry.url)} did not give a schema and its references within "
             f"{RESOLUTION_TIMEOUT_S:g} s (at GET {path}); the task is retried as Spark retries tasks. Check the "
             "registry's load")
-    return transport.get_json(registry.url, path, registry.headers(), unknown_codes=unknown_codes,
-                              timeout_s=min(TIMEOUT_S, left), max_bytes=MAX_RESPONSE_BYTES,
-                              ssl_context=registry.ssl_context())
+    attempt = 0
+    while True:
+        try:
+            return transport.get_json(registry.url, path, registry.headers(), unknown_codes=unknown_codes,
+                                      timeout_s=min(TIMEOUT_S, left), max_bytes=MAX_RESPONSE_BYTES,
+                                      ssl_context=registry.ssl_context())
+        except SchemaRegistryUnavailable as exc:
+            # What may pass is asked again, waiting longer each time, all within the lookup's deadline.
+            wait_s = min(registry.retry_max_wait_ms, registry.retry_wait_ms * 2 ** min(attempt, 30)) / 1000
+            left = resolution.deadline - time.monotonic()
+            if attempt >= registry.max_retries or left <= wait_s:
+                raise SchemaRegistryUnavailable(
+                    f"{exc} (after {attempt + 1} attempt(s): 'schemaRegistry.max.retries' is "
+                    f"{registry.max_retries})") from None
+            attempt += 1
+            logger.info("the Schema Registry at %s failed GET %s (%s); retry %d of %d in %.1f s", scrub(registry.url),
+                        path, type(exc).__name__, attempt, registry.max_retries, wait_s)
+            time.sleep(wait_s)
+            left = resolution.deadline - time.monotonic()

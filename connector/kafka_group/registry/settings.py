@@ -120,6 +120,12 @@ class RegistryOptions:
         ``badRecords=quarantine``: bad records land with their bytes and an error column.
     tls : RegistryTls or None
         TLS settings beyond the system's trust store.
+    max_retries : int
+        How many times a request that may pass (unreachable, HTTP 429 or 5xx, no answer in time) is
+        sent again, within the lookup's one deadline (``schemaRegistry.max.retries``).
+    retry_wait_ms, retry_max_wait_ms : int
+        The wait before the first retry, doubled at each next one up to the second
+        (``schemaRegistry.retries.wait.ms``, ``schemaRegistry.retries.max.wait.ms``).
     """
 
     url: str
@@ -129,6 +135,9 @@ class RegistryOptions:
     user_info: Optional[str] = field(default=None, repr=False)
     bearer_token: Optional[str] = field(default=None, repr=False)
     tls: Optional[RegistryTls] = None
+    max_retries: int = 3
+    retry_wait_ms: int = 1000
+    retry_max_wait_ms: int = 20000
 
     def ssl_context(self) -> Optional[ssl.SSLContext]:
         """The SSL context of ``tls`` (None: the system's defaults)."""

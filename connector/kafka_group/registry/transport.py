@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from typing import Any, FrozenSet, NoReturn, Optional
 
-from kafka_group.errors import AuthenticationError, SchemaRegistryError
+from kafka_group.errors import AuthenticationError, SchemaRegistryError, SchemaRegistryUnavailable
 from kafka_group.json_text import NotJson, parse_json
 from kafka_group.redaction import scrub
 
@@ -233,7 +233,7 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
             _late(where, timeout_s)
         if isinstance(reason, ssl.SSLError):
             _tls_refused(base, path, reason)
-        raise SchemaRegistryError(
+        raise SchemaRegistryUnavailable(
             f"the Schema Registry at {scrub(base)} is unreachable (GET {path}: {excerpt(str(reason))}); the task "
             "is retried as Spark retries tasks. Check that it runs and 'schemaRegistryAddress'") from None
     try:
@@ -271,7 +271,7 @@ def _tls_refused(base: str, path: str, reason: ssl.SSLError) -> NoReturn:
 
 
 def _late(where: str, timeout_s: float) -> NoReturn:
-    raise SchemaRegistryError(
+    raise SchemaRegistryUnavailable(
         f"the Schema Registry did not answer GET {where} within {timeout_s:g} s; the task is retried as "
         "Spark retries tasks. Check the registry's load and 'schemaRegistryAddress'") from None
 
@@ -308,8 +308,8 @@ def _http_error(exc: urllib.error.HTTPError, base: str, path: str, where: str,
         raise AuthenticationError(
             f"the Schema Registry at {scrub(base)} refused the request GET {path} (HTTP {exc.code}): check "
             "'schemaRegistry.basic.auth.user.info' or 'schemaRegistry.bearer.auth.token'") from None
-    raise SchemaRegistryError(
-        f"the Schema Registry at {scrub(base)} failed GET {path}: HTTP {exc.code} {detail}") from None
+    failed = SchemaRegistryUnavailable if exc.code == 429 or exc.code >= 500 else SchemaRegistryError
+    raise failed(f"the Schema Registry at {scrub(base)} failed GET {path}: HTTP {exc.code} {detail}") from None
 
 
 def _error_code(raw: bytes) -> Optional[int]:
