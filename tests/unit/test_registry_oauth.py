@@ -29,7 +29,7 @@ class Servers:
         self.expires_in = 3600
         self.token_status = 200
         self.seen_tokens: List[str] = []
-        self.refuse_tokens: set = set()
+        self.refuse_tokens: set[str] = set()
         self._servers: List[ThreadingHTTPServer] = []
         self.issuer = self._serve(self._token)
         self.registry = self._serve(self._schema)

@@ -668,6 +668,26 @@ SCHEMA_REGISTRY_BEARER_TOKEN: OptionSpec[str] = OptionSpec(
     "A bearer token sent to the registry (`Authorization: Bearer`); not with basic authentication. A secret, like the password (a `${env:VAR}` reference works here too).",
     parser=_secret_text,
 )
+SCHEMA_REGISTRY_OAUTH_ENDPOINT: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.issuer.endpoint.url', 'URL', 'none',
+    "OAuth 2.0 client credentials for the registry: the issuer's token endpoint. With `schemaRegistry.bearer.auth.client.id` and `.client.secret` (and optionally `.scope`), each process asks it for a bearer token, reuses the token until a minute before it expires, and asks again when the registry refuses it. Not with basic authentication or a static token.",
+    parser=_registry_url,
+)
+SCHEMA_REGISTRY_OAUTH_CLIENT_ID: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.client.id', 'string', 'none',
+    "The OAuth client id (with `schemaRegistry.bearer.auth.issuer.endpoint.url`).",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_OAUTH_CLIENT_SECRET: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.client.secret', 'string', 'none',
+    "The OAuth client secret. A secret, like the password (a `${env:VAR}` reference works here too).",
+    parser=_secret_text,
+)
+SCHEMA_REGISTRY_OAUTH_SCOPE: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.scope', 'string', 'none',
+    "The scope asked for with the OAuth client credentials, if the issuer needs one.",
+    parser=_nonblank,
+)
 SCHEMA_REGISTRY_SSL_CA_LOCATION: OptionSpec[str] = OptionSpec(
     'schemaRegistry.ssl.ca.location', 'path', 'none',
     "A PEM file of the CA certificate(s) that signed an `https://` registry's certificate, trusted instead of the system's. Read on the driver and on each executor: the file must be there on every node (or shipped with `--files`).",
@@ -799,6 +819,10 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     SCHEMA_REGISTRY_ADDRESS,
     SCHEMA_REGISTRY_USER_INFO,
     SCHEMA_REGISTRY_BEARER_TOKEN,
+    SCHEMA_REGISTRY_OAUTH_ENDPOINT,
+    SCHEMA_REGISTRY_OAUTH_CLIENT_ID,
+    SCHEMA_REGISTRY_OAUTH_CLIENT_SECRET,
+    SCHEMA_REGISTRY_OAUTH_SCOPE,
     SCHEMA_REGISTRY_SSL_CA_LOCATION,
     SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION,
     SCHEMA_REGISTRY_SSL_KEY_LOCATION,

@@ -7,6 +7,7 @@ from urllib.parse import unquote
 
 from kafka_group.config import option_catalog as catalog
 from kafka_group.errors import ConfigError
+from kafka_group.registry.oauth import OAuthClient
 from kafka_group.registry.settings import KEY, VALUE, RegistryOptions, RegistryTls, SideDecoding
 
 __all__ = ["parse_registry_options"]
@@ -34,6 +35,7 @@ def parse_registry_options(opts: Mapping[str, str], topics: Sequence[str]) -> Op
     token = catalog.SCHEMA_REGISTRY_BEARER_TOKEN.get(opts)
     retries = (catalog.SCHEMA_REGISTRY_MAX_RETRIES.value(opts), catalog.SCHEMA_REGISTRY_RETRIES_WAIT_MS.value(opts),
                catalog.SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS.value(opts))
+    oauth = _oauth(opts)
     for spec in (catalog.SCHEMA_REGISTRY_SSL_CA_LOCATION, catalog.SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION,
                  catalog.SCHEMA_REGISTRY_SSL_KEY_LOCATION, catalog.SCHEMA_REGISTRY_SSL_KEY_PASSWORD):
         spec.get(opts)  # a malformed value is refused before the combination is checked
@@ -56,13 +58,38 @@ def parse_registry_options(opts: Mapping[str, str], topics: Sequence[str]) -> Op
             raise ConfigError("option 'schemaRegistryAddress' has a user:password@ and another authentication "
                               "option is set: keep one")
         user_info = in_url
+    if oauth is not None and (user_info is not None or token is not None):
+        raise ConfigError("option 'schemaRegistry.bearer.auth.issuer.endpoint.url' (OAuth client credentials) and "
+                          "'schemaRegistry.basic.auth.user.info' or 'schemaRegistry.bearer.auth.token' (or a "
+                          "user:password@ in 'schemaRegistryAddress') are set: the registry takes one kind of "
+                          "authentication. Remove one")
     if user_info is not None and token is not None:
         raise ConfigError(
             "options 'schemaRegistry.basic.auth.user.info' and 'schemaRegistry.bearer.auth.token' are both set: "
             "the registry takes one kind of authentication. Remove one")
     return RegistryOptions(url=url, key=sides[KEY], value=sides[VALUE], quarantine=quarantine,
-                           user_info=user_info, bearer_token=token, tls=_tls(opts, url), max_retries=retries[0],
+                           user_info=user_info, bearer_token=token, tls=_tls(opts, url), oauth=oauth,
+                           max_retries=retries[0],
                            retry_wait_ms=retries[1], retry_max_wait_ms=retries[2])
+
+
+def _oauth(opts: Mapping[str, str]) -> Optional[OAuthClient]:
+    endpoint = catalog.SCHEMA_REGISTRY_OAUTH_ENDPOINT.get(opts)
+    client_id = catalog.SCHEMA_REGISTRY_OAUTH_CLIENT_ID.get(opts)
+    secret = catalog.SCHEMA_REGISTRY_OAUTH_CLIENT_SECRET.get(opts)
+    scope = catalog.SCHEMA_REGISTRY_OAUTH_SCOPE.get(opts)
+    if endpoint is None:
+        given = [s.name for s in (catalog.SCHEMA_REGISTRY_OAUTH_CLIENT_ID, catalog.SCHEMA_REGISTRY_OAUTH_CLIENT_SECRET,
+                                  catalog.SCHEMA_REGISTRY_OAUTH_SCOPE) if s.key in opts]
+        if given:
+            raise ConfigError(f"option '{given[0]}' needs 'schemaRegistry.bearer.auth.issuer.endpoint.url' (the OAuth "
+                              "issuer's token endpoint): set it, or remove the option")
+        return None
+    if client_id is None or secret is None:
+        raise ConfigError("option 'schemaRegistry.bearer.auth.issuer.endpoint.url' needs "
+                          "'schemaRegistry.bearer.auth.client.id' and 'schemaRegistry.bearer.auth.client.secret' "
+                          "(the client credentials): set them")
+    return OAuthClient(endpoint, client_id, secret, scope)
 
 
 def _tls(opts: Mapping[str, str], url: str) -> Optional[RegistryTls]:
@@ -125,4 +152,6 @@ _REGISTRY_ONLY = (catalog.SCHEMA_REGISTRY_ADDRESS, catalog.SCHEMA_REGISTRY_USER_
                   catalog.SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION, catalog.SCHEMA_REGISTRY_SSL_KEY_LOCATION,
                   catalog.SCHEMA_REGISTRY_SSL_KEY_PASSWORD, catalog.SCHEMA_REGISTRY_MAX_RETRIES,
                   catalog.SCHEMA_REGISTRY_RETRIES_WAIT_MS, catalog.SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS,
+                  catalog.SCHEMA_REGISTRY_OAUTH_ENDPOINT, catalog.SCHEMA_REGISTRY_OAUTH_CLIENT_ID,
+                  catalog.SCHEMA_REGISTRY_OAUTH_CLIENT_SECRET, catalog.SCHEMA_REGISTRY_OAUTH_SCOPE,
                   catalog.BAD_RECORDS)

@@ -11,6 +11,7 @@ from typing import Dict, Optional
 
 from kafka_group.errors import ConfigError
 from kafka_group.redaction import register_secret
+from kafka_group.registry.oauth import OAuthClient
 
 __all__ = ["SideDecoding", "RegistryOptions", "RegistryTls", "KEY", "VALUE"]
 
@@ -120,6 +121,8 @@ class RegistryOptions:
         ``badRecords=quarantine``: bad records land with their bytes and an error column.
     tls : RegistryTls or None
         TLS settings beyond the system's trust store.
+    oauth : OAuthClient or None
+        OAuth client credentials: a bearer token from the issuer (not with the other authentications).
     max_retries : int
         How many times a request that may pass (unreachable, HTTP 429 or 5xx, no answer in time) is
         sent again, within the lookup's one deadline (``schemaRegistry.max.retries``).
@@ -135,6 +138,7 @@ class RegistryOptions:
     user_info: Optional[str] = field(default=None, repr=False)
     bearer_token: Optional[str] = field(default=None, repr=False)
     tls: Optional[RegistryTls] = None
+    oauth: Optional[OAuthClient] = None
     max_retries: int = 3
     retry_wait_ms: int = 1000
     retry_max_wait_ms: int = 20000
@@ -182,6 +186,8 @@ class RegistryOptions:
         if self.bearer_token is not None:
             out["token"] = self.bearer_token
             out["token_quoted"] = urllib.parse.quote(self.bearer_token, safe="")
+        if self.oauth is not None:
+            out["oauth_client_secret"] = self.oauth.client_secret
         if self.tls is not None and self.tls.key_password is not None:
             out["ssl_key_password"] = self.tls.key_password
         return out  # the header's value is "Basic " or "Bearer " and one of these: its scheme stays readable

@@ -185,9 +185,11 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[int],  # type: ignore[type-arg]
-             timeout_s: float, max_bytes: int, ssl_context: Optional[ssl.SSLContext] = None) -> Any:
+             timeout_s: float, max_bytes: int, ssl_context: Optional[ssl.SSLContext] = None,
+             data: Optional[bytes] = None) -> Any:
     """``GET base + path`` as JSON (parsed by :func:`kafka_group.json_text.parse_json`).
 
+    With ``data``, a ``POST`` of it instead (an OAuth token request, :mod:`kafka_group.registry.oauth`).
     ``ssl_context`` (an ``https://`` registry's private CA or client certificate) replaces the
     system's defaults; a refused handshake names the ``schemaRegistry.ssl.*`` option to fix.
 
@@ -207,8 +209,9 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
     if not url.lower().startswith(("http://", "https://")):  # urllib would read files, FTP and data: URLs too
         raise SchemaRegistryError(f"the Schema Registry address {excerpt(base, 100)} is not an http:// or https:// "
                                   "URL: set 'schemaRegistryAddress' to the registry's")
-    request = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
-                                                   **headers})
+    request = urllib.request.Request(url, data=data,
+                                     headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
+                                              **headers})
     meter = _Meter(timeout_s, max_bytes)
     opener = urllib.request.build_opener(_RefuseRedirects(), _HTTPHandler(meter), _HTTPSHandler(meter, ssl_context))
     try:
