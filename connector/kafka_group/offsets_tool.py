@@ -48,7 +48,9 @@ Run '{PROG} show --help' or '{PROG} reset --help' for the flags.
 """
 
 #: ``'kafka.<setting>'`` in an error of the connector's: the tool's user sets it in --command-config.
-_SOURCE_SETTING = re.compile(r"'kafka\.([A-Za-z0-9_.*\-]+)'")
+#: Only Kafka client setting names: a topic named 'kafka.orders' in a message stays as it is.
+_SOURCE_SETTING = re.compile(r"'kafka\.((?:security|sasl|ssl|bootstrap|client|socket|connections|reconnect|metadata|"
+                             r"request|retry|retries|broker|api|enable)\.[A-Za-z0-9_.*\-]+)'")
 
 
 def _partition_list(text: str) -> List[int]:

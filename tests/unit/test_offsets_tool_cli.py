@@ -53,3 +53,11 @@ def test_a_bad_partition_list_names_the_flag(capsys: pytest.CaptureFixture[str])
         main(["reset", "--table", "t", "--group", "g", "--bootstrap-servers", "b:1", "--topic", "t",
               "--partitions", "0,x", "--to-earliest"])
     assert "--partitions" in capsys.readouterr().err
+
+
+def test_errors_name_settings_of_the_command_config_and_leave_topics_alone() -> None:
+    from kafka_group.offsets_tool import _tool_words
+
+    said = _tool_words("--topic names 'kafka.orders'; check 'kafka.sasl.username' (or 'kafka.ssl.truststore.*')")
+    assert said == ("--topic names 'kafka.orders'; check 'sasl.username' (--command-config) "
+                    "(or 'ssl.truststore.*' (--command-config))")

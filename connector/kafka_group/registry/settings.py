@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import functools
+import os
 import ssl
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from kafka_group.errors import ConfigError
 from kafka_group.redaction import register_secret
@@ -72,7 +73,7 @@ class RegistryTls:
     key_password: Optional[str] = field(default=None, repr=False)
 
     def context(self) -> ssl.SSLContext:
-        """The SSL context (made once per process and settings; files read then).
+        """The SSL context (made once per process, settings and version of the files).
 
         Raises
         ------
@@ -81,11 +82,21 @@ class RegistryTls:
         """
         if self.key_password is not None:
             register_secret(self.key_password)
-        return _context(self.ca_location, self.certificate_location, self.key_location, self.key_password)
+        # The files' change times are part of the cache key: a certificate renewed on disk is read again.
+        stamps = tuple(_changed(path) for path in (self.ca_location, self.certificate_location, self.key_location))
+        return _context(self.ca_location, self.certificate_location, self.key_location, self.key_password, stamps)
+
+
+def _changed(path: Optional[str]) -> Optional[int]:
+    try:
+        return os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return None  # the context's own read names the option
 
 
 @functools.lru_cache(maxsize=16)
-def _context(ca: Optional[str], certificate: Optional[str], key: Optional[str], password: Optional[str]) -> ssl.SSLContext:
+def _context(ca: Optional[str], certificate: Optional[str], key: Optional[str], password: Optional[str],
+             stamps: Tuple[Optional[int], ...]) -> ssl.SSLContext:
     # Host names are checked and certificates verified as by default (create_default_context).
     try:
         context = ssl.create_default_context(cafile=ca)
