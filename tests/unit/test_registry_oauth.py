@@ -142,3 +142,11 @@ def test_oauth_options_are_checked_together(servers: Servers) -> None:
                                 "schemaregistry.bearer.auth.client.id": "spark-job"}, ["t"])
     with pytest.raises(ConfigError, match="schemaRegistry.bearer.auth.token"):
         _options(servers, **{"schemaRegistry.bearer.auth.token": "static"})
+
+
+def test_a_wrong_secret_is_not_handed_the_token_of_the_right_one(servers: Servers) -> None:
+    client.schema_by_id(_options(servers), 1)
+    servers.token_status = 401
+    with pytest.raises(AuthenticationError):
+        client.schema_by_id(_options(servers, **{"schemaregistry.bearer.auth.client.secret": "Wrong-Secret-999"}), 2)
+    assert len(servers.token_requests) == 2

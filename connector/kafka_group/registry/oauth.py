@@ -15,6 +15,7 @@ Caller: any thread (executor tasks decode in parallel); one lock serialises the 
 from __future__ import annotations
 
 import base64
+import hashlib
 import ssl
 import threading
 import time
@@ -60,13 +61,15 @@ class OAuthClient:
     scope: Optional[str] = None
 
 
-_Key = Tuple[str, str, Optional[str]]
+_Key = Tuple[str, str, Optional[str], str]
 _lock = threading.Lock()
 _tokens: Dict[_Key, Tuple[str, float]] = {}
 
 
 def _key(oauth: OAuthClient) -> _Key:
-    return oauth.endpoint, oauth.client_id, oauth.scope
+    # The secret's digest too: a query with the same client id and another (wrong) secret must not be
+    # handed the token that a query knowing the right one obtained in this process.
+    return oauth.endpoint, oauth.client_id, oauth.scope, hashlib.sha256(oauth.client_secret.encode()).hexdigest()
 
 
 def authorization(oauth: OAuthClient, *, timeout_s: float, ssl_context: Optional[ssl.SSLContext] = None) -> str:
