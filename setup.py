@@ -108,33 +108,12 @@ class BuildPyWithShim(build_py):
 #: referencing); google-re2 runs the schema's patterns in linear time. The tests need them too.
 #: fastavro reads Avro payloads through Avro schema resolution (kafka_group.registry.avro_codec).
 SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "jsonschema>=4.18,<5", "referencing>=0.28.4,<1",
-                   "google-re2>=1.1,<2", "fastavro>=1.9"]
+                   "google-re2>=1.1,<2", "fastavro>=1.9,<2"]
 
 #: The conditional-put probe of s3:// tables (kafka_group.delta.s3_request): boto3 sends its two
 #: If-None-Match PUTs with the standard AWS credential chain (environment, profiles, web identity/IRSA,
 #: container and instance credentials). 1.35.2: the first whose PutObject takes IfNoneMatch.
 S3 = ["boto3>=1.35.2,<2", "botocore>=1.35.2,<2"]
-
-#: The test tools, without a Spark (the 'test' extra adds the pinned one).
-TEST_TOOLS = [
-    "pytest>=8", "mypy>=1.10", "polars>=1",
-    # scripts/test.sh runs the suite on two workers (one test file per worker at a time)
-    "pytest-xdist>=3.5",
-    # tests/cluster/test_shipping.py packs a virtualenv and ships it with spark.archives, as a user does
-    "venv-pack>=0.2,<0.3",
-    # an S3-compatible server on loopback for the object-store tests (moto's server mode)
-    "moto[server]>=5.1", "prometheus_client>=0.20",
-    # tests/unit/test_security_translation.py makes throwaway CAs and PKCS#12 stores
-    "cryptography>=42",
-    # tests of the built-in AWS MSK IAM token provider (the 'msk-iam' extra)
-    "aws-msk-iam-sasl-signer-python>=1.0.2",
-    "nbclient", "nbformat", "ipykernel", "matplotlib",
-    # tests/unit/test_packaging.py builds the wheel without build isolation
-    "setuptools>=64", "wheel",
-    # tests/integration/test_schema_registry.py and tests/registry_support.py: Confluent's own
-    # serializers (Avro through fastavro, Protobuf, JSON Schema) against a real Schema Registry
-    "confluent-kafka[avro,json,protobuf,schemaregistry]>=2.12",
-] + SCHEMA_REGISTRY + S3
 
 setup(
     name="pyspark-kafka-group",
@@ -159,38 +138,40 @@ setup(
         "pyspark_kafka_group.jvm_shim": ["main/java/**/*.java"],
     },
     options={"editable_wheel": {"mode": "strict"}},
+    # the offsets tool (docs/offsets-tool.md); `python -m kafka_group.offsets_tool` is the same command
+    entry_points={"console_scripts": ["kafka-group-offsets = kafka_group.offsets_tool:main"]},
     cmdclass={"build_py": BuildPyWithShim},
     # No pyspark here: a cluster runtime (Databricks, EMR, a Spark distribution's python/ on PYTHONPATH)
     # brings its own, often without pip metadata, and pip would install PyPI's pyspark over it.
     # pyspark_kafka_group checks for pyspark >= 4.2 when imported (spark_requirement.py); the 'spark'
     # extra brings it where there is none.
+    # Upper bounds where behaviour depends on a major version (docs/dependencies.md says why for each):
+    # confluent-kafka 3 may change the client API and librdkafka's defaults; deltalake 2 the commit API
+    # the sink builds on; pandas 3 is not supported by pyspark yet; pyarrow has none (a major every few
+    # months by calendar, and the connector uses only its stable RecordBatch/Table API).
+    # The development tools are not here: requirements/test-base.txt and requirements/test.txt.
     install_requires=[
         # 2.13: every client kind (AdminClient included) serves OAUTHBEARER token refreshes (oauth_cb, the
         # 'tokenProvider' option and AWS MSK IAM) on a background thread and waits for the first token in its
         # constructor; before, an AdminClient asked for a token only when polled
-        "confluent-kafka>=2.13",
+        "confluent-kafka>=2.13,<3",
         # pyspark's DataFrame.mapInArrow (DeltaSink's write) refuses to run without pandas >= 2.2 and
         # pyarrow >= 18 (pyspark.sql.pandas.utils), even though the sink touches Arrow only. pip's
         # pyspark does not bring them (its 'sql' extra does), and a runtime's Spark may lack them.
         "pyarrow>=18",
-        "pandas>=2.2",
-        "deltalake>=1.0",
+        # <3: pyspark 4.2 and 4.3 print "FutureWarning: PySpark does not yet fully support pandas >= 3.0.0"
+        # on every session and in the sink's check (pyspark.sql.pandas.utils); the connector itself uses
+        # no pandas API, so lift the bound when pyspark supports pandas 3
+        "pandas>=2.2,<3",
+        # 1.6: the sink relies on delta-rs 1.6 behaviour (its commits with app transactions through
+        # create_write_transaction, transaction_version), the release it is tested on; <2: a major may change them
+        "deltalake>=1.6,<2",
     ],
     extras_require={
-        "test": TEST_TOOLS + [
-            # the test environment pins the Spark that delta-spark supports; delta-spark 4.4.0 because
-            # Maven Central has no Spark 4.2 jar of 4.4.1 (io.delta:delta-spark_4.2_2.13)
-            "pyspark[connect]==4.2.0", "delta-spark==4.4.0",
-            # pandas 3 makes pyspark 4.2's Connect client print a warning on every session
-            "pandas>=2.2,<3",
-        ],
-        # the tools of the tests without a Spark: scripts/test-newest.sh adds them to the newest
-        # pyspark that the 'spark' extra resolves (no delta-spark: it supports Spark 4.2 at most)
-        "test-base": TEST_TOOLS,
         # pyspark's own 'sql' extra: what pyspark itself says its SQL needs (pandas, pyarrow, numpy)
-        "spark": ["pyspark[sql]>=4.2"],
+        "spark": ["pyspark[sql]>=4.2,<5"],
         # a Spark Connect client (builder.remote(...)): grpcio and the rest, as pyspark declares them
-        "connect": ["pyspark[connect]>=4.2"],
+        "connect": ["pyspark[connect]>=4.2,<5"],
         "plot": ["matplotlib"],
         # Java PKCS#12 (and, through keytool, JKS) stores in kafka.ssl.truststore/keystore.* options
         "security": ["cryptography>=42"],

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Creates a virtualenv (Python 3.10+) if needed and installs into it this package, with the
-# extras named in $1 (for example "test"), and the development brokers (devbroker/,
+# extras named in $1 (comma-separated, for example "spark,connect"), and the development brokers (devbroker/,
 # the kafka-group-devbroker distribution: the demo, the examples and the tests start
 # their Kafka clusters with it; the connector's own wheel does not ship them).
 # The virtualenv is $KAFKA_GROUP_VENV, by default .venv in the checkout (.ci/run gives the
 # demo a fresh one elsewhere, as a newcomer's machine has). Sets $venv to its folder.
 # Sourced by demo.sh, test.sh and test-newest.sh.
+# A name in $1 with a file requirements/<name>.txt ("test", "test-base": the test tools, which the
+# published package does not declare) installs that file instead, with the package extras the tests
+# use ($test_extras).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-python3}"
@@ -13,11 +16,24 @@ venv="${KAFKA_GROUP_VENV:-$root/.venv}"
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
+test_extras="schema-registry,s3,security,msk-iam,metrics,plot"
+extras=()
+requirements=()
+IFS=, read -ra names <<< "${1:-}"
+for name in ${names[@]+"${names[@]}"}; do
+  if [ -f "$root/requirements/$name.txt" ]; then
+    requirements+=(-r "$root/requirements/$name.txt")
+    extras+=("$test_extras")
+  elif [ -n "$name" ]; then
+    extras+=("$name")
+  fi
+done
 spec="$root"
-if [ -n "${1:-}" ]; then spec="$root[$1]"; fi
+if [ "${#extras[@]}" -gt 0 ]; then spec="$root[$(IFS=,; echo "${extras[*]}")]"; fi
 # setuptools reuses build/ across installs: a module deleted from the tree would still ship.
 rm -rf "$root/build" "$root/devbroker/build"
 # One pip call: the dev package's dependency on pyspark-kafka-group is the checkout's.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" "$root/devbroker"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" "$root/devbroker" \
+  ${requirements[@]+"${requirements[@]}"}
 export PYSPARK_PYTHON="$venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$venv/bin/python"

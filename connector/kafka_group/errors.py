@@ -291,6 +291,12 @@ class SchemaRegistryError(KafkaGroupError):
     retriable = True
 
 
+class SchemaRegistryUnavailable(SchemaRegistryError):
+    """The Schema Registry was unreachable, gave no answer in time, or answered HTTP 429 or 5xx: a failure
+    that may pass. The registry client asks again (``schemaRegistry.max.retries``, with a growing wait)
+    within the lookup's one deadline before raising it; Spark then retries the task."""
+
+
 class SchemaAnswerError(SchemaRegistryError):
     """The Schema Registry answered with a document the connector cannot use: not a schema, a malformed
     reference, references nested or counted beyond the bounds (issue 33).

@@ -1,297 +1,211 @@
-"""Read and reset the Kafka offsets kept in a Delta table, like ``kafka-consumer-groups``.
+"""The offsets tool, ``kafka-group-offsets`` (also ``python -m kafka_group.offsets_tool``): read and
+reset the Kafka offsets a query keeps in its Delta table, like ``kafka-consumer-groups``.
 
-``show`` prints, per topic-partition, the table's committed position, the
-broker's latest offset and the lag. ``reset`` moves positions to the earliest or
-latest offsets, to the first offset at or after a timestamp, or to explicit
-offsets, in a Delta commit of its own (no data). A running query picks a reset
-up at its next batch; resetting backwards re-lands records, forwards skips them.
-
-Like ``kafka-consumer-groups --reset-offsets``, ``reset`` is a dry run unless
-``--execute`` is given: it prints each partition's position now and after the
-reset, checks what the real reset checks (the table exists and is the group's,
-every target is within what the broker holds) and changes nothing.
-
-Usage::
-
-    python -m kafka_group.offsets_tool show --table /lake/orders_bronze --group orders-bronze \\
-        --bootstrap-servers host:9092 --topic orders
-    python -m kafka_group.offsets_tool reset --table /lake/orders_bronze --group orders-bronze \\
-        --bootstrap-servers host:9092 --topic orders --partitions 0,3 --to-earliest      # dry run
-    python -m kafka_group.offsets_tool reset ... --to-earliest --execute                # applies it
-    python -m kafka_group.offsets_tool reset ... --to-timestamp 2026-11-23T08:00:00Z
-    python -m kafka_group.offsets_tool reset ... --to-offsets '{"orders":{"0":1200}}'
-
-A secured cluster's settings come from a properties file, as Kafka's own tools take them
-(``--command-config client.properties``: ``security.protocol=SASL_SSL``, ``sasl.jaas.config=...``,
-``ssl.truststore.location=...``; Java forms are translated as the source's options are), or from
-environment variables ``KAFKA_GROUP_KAFKA_<SETTING>`` (``KAFKA_GROUP_KAFKA_SASL_PASSWORD``);
-never from the command line, where other users of the host would see a password. Kafka's config
-providers (``config.providers=env`` with ``${env:VAR}``, ``file``, ``dir``) are resolved in them as
-Kafka's tools resolve them (:mod:`kafka_group.config.config_providers`).
+The work is :mod:`kafka_group.offsets_admin`'s (``show_offsets``, ``plan_reset``, re-exported
+here); this module turns the command line into those calls and their answers into text. Output goes to stdout,
+warnings and errors to stderr; the exit code is 0 on success, 2 on an error (and argparse's 2
+on a bad command line). Errors name the tool's own flags, not the Spark source's options.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
+import re
 import sys
-from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from kafka_group.config.client_properties import ENV_PREFIX, tool_client_settings
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError, KafkaGroupError
 from kafka_group.group.cluster_metadata import ClusterView
-from kafka_group.json_text import INT64_MAX
+from kafka_group.log_setup import configure, level_of
 from kafka_group.offsets import TopicPartition, parse_starting_offsets
+from kafka_group.offsets_admin import (PartitionOffsets, PlannedReset, parse_timestamp, past_end, plan_reset,
+                                      reset_offsets, show_offsets)
 
-__all__ = ["PartitionOffsets", "PlannedReset", "show_offsets", "plan_reset", "reset_offsets", "parse_timestamp",
-           "main"]
+__all__ = ["PartitionOffsets", "PlannedReset", "build_parser", "main", "parse_timestamp", "past_end", "plan_reset",
+           "reset_offsets", "show_offsets"]
 
+PROG = "kafka-group-offsets"
 
-@dataclass(frozen=True)
-class PartitionOffsets:
-    """One row of ``show``."""
+DESCRIPTION = """\
+Read and reset the Kafka offsets a kafka-group query keeps in its Delta table (the option
+offsets.table), as kafka-consumer-groups does for a group's committed offsets.
 
-    topic_partition: TopicPartition
-    """The partition."""
-    committed: Optional[int]
-    """The table's position (next offset to read), None if the table never saw it."""
-    latest: Optional[int]
-    """The broker's latest offset."""
+show   prints each partition's position in the table, the broker's latest offset and the lag.
+reset  moves positions (earliest, latest, a time, or explicit offsets) in a Delta commit of its
+       own; a dry run unless --execute is given. A running query picks a reset up at its next
+       batch: backwards re-lands records, forwards skips them.
+"""
 
-    @property
-    def lag(self) -> Optional[int]:
-        """Records on the broker not yet in the table."""
-        if self.latest is None:
-            return None
-        return self.latest - (self.committed or 0)
+EPILOG = f"""\
+A secured cluster's settings (security.protocol, sasl.*, ssl.*) come from --command-config
+FILE, a Java properties file as Kafka's own tools take, or from environment variables
+{ENV_PREFIX}<SETTING> ({ENV_PREFIX}SASL_PASSWORD); never from the command
+line, where other users of the host could read them.
+Run '{PROG} show --help' or '{PROG} reset --help' for the flags.
+"""
 
-
-@dataclass(frozen=True)
-class PlannedReset:
-    """One row of ``reset``: where a partition is and where the reset puts it."""
-
-    topic_partition: TopicPartition
-    """The partition."""
-    current: Optional[int]
-    """The table's position now (next offset to read), None if the table never saw it."""
-    new: int
-    """The position after the reset."""
+#: ``'kafka.<setting>'`` in an error of the connector's: the tool's user sets it in --command-config.
+#: Only Kafka client setting names: a topic named 'kafka.orders' in a message stays as it is.
+_SOURCE_SETTING = re.compile(r"'kafka\.((?:security|sasl|ssl|bootstrap|client|socket|connections|reconnect|metadata|"
+                             r"request|retry|retries|broker|api|enable)\.[A-Za-z0-9_.*\-]+)'")
 
 
-def show_offsets(
-    table: str, group: str, cluster: ClusterView, topics: Sequence[str]
-) -> List[PartitionOffsets]:
-    """The table's positions and the broker's latest offsets of every partition of ``topics``."""
-    partitions = cluster.partitions_of(list(topics))
-    store = DeltaOffsetStore(table, group)
-    committed = store.positions(partitions)
-    latest = cluster.latest_offsets(partitions)
-    return [PartitionOffsets(tp, committed.get(tp), latest.get(tp)) for tp in partitions]
+def _partition_list(text: str) -> List[int]:
+    """``0,3,5`` as partition numbers (argparse calls it; its ValueError names --partitions)."""
+    numbers = [part.strip() for part in text.split(",")]
+    if not numbers or not all(n.isascii() and n.isdigit() for n in numbers):
+        raise argparse.ArgumentTypeError(f"'{text[:60]}' is not a comma-separated list of partition numbers (0,3,5)")
+    return [int(n) for n in numbers]
 
 
-def reset_offsets(
-    table: str,
-    group: str,
-    cluster: ClusterView,
-    partitions: Sequence[TopicPartition],
-    *,
-    to: str,
-    timestamp_ms: Optional[int] = None,
-    offsets: Optional[Mapping[TopicPartition, int]] = None,
-) -> Dict[TopicPartition, int]:
-    """Reset ``partitions`` in the table (at once: :func:`plan_reset` shows it first) and return
-    the new positions.
-
-    Parameters as :func:`plan_reset`.
-
-    Raises
-    ------
-    ConfigError
-        As :func:`plan_reset`.
-    OffsetStoreError
-        The table does not exist yet, or belongs to another group.
-    """
-    plan = plan_reset(table, group, cluster, partitions, to=to, timestamp_ms=timestamp_ms, offsets=offsets)
-    target = {row.topic_partition: row.new for row in plan}
-    DeltaOffsetStore(table, group).reset(target, reason=f"reset to {to}")
-    return target
+def _positive_ms(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) <= 0 or len(text) > 10:
+        raise argparse.ArgumentTypeError(f"'{text[:60]}' is not a positive number of milliseconds")
+    return int(text)
 
 
-def plan_reset(
-    table: str,
-    group: str,
-    cluster: ClusterView,
-    partitions: Sequence[TopicPartition],
-    *,
-    to: str,
-    timestamp_ms: Optional[int] = None,
-    offsets: Optional[Mapping[TopicPartition, int]] = None,
-) -> List[PlannedReset]:
-    """What resetting ``partitions`` would do: each one's position now and after; changes nothing.
-
-    Checks what :func:`reset_offsets` checks, so a plan that is shown can be applied.
-
-    Parameters
-    ----------
-    table : str
-        The Delta table holding the offsets (``offsets.table``).
-    group : str
-        The consumer group the table belongs to.
-    cluster : ClusterView
-        The Kafka cluster, for the partitions' earliest, latest and by-time offsets.
-    partitions : sequence of TopicPartition
-        The partitions to reset.
-    to : {"earliest", "latest", "timestamp", "offsets"}
-        Where to move them.
-    timestamp_ms : int, optional
-        With ``to="timestamp"``: the first offset whose record time is at or after it
-        (the latest offset when there is none).
-    offsets : mapping, optional
-        With ``to="offsets"``: explicit positions.
-
-    Returns
-    -------
-    list of PlannedReset
-        One row per partition, in ``partitions``' order.
-
-    Raises
-    ------
-    ConfigError
-        An unknown ``to``, a missing argument, or an offset outside the partition.
-    OffsetStoreError
-        The table does not exist yet, or belongs to another group.
-    """
-    if not partitions:
-        raise ConfigError("reset: no partitions to reset (check --topic and --partitions)")
-    earliest = cluster.earliest_offsets(partitions)
-    latest = cluster.latest_offsets(partitions)
-    if to == "earliest":
-        target = dict(earliest)
-    elif to == "latest":
-        target = dict(latest)
-    elif to == "timestamp":
-        if timestamp_ms is None:
-            raise ConfigError("reset --to-timestamp needs a timestamp")
-        target = cluster.offsets_for_timestamp(partitions, timestamp_ms)
-    elif to == "offsets":
-        if not offsets:
-            raise ConfigError("reset --to-offsets needs JSON like {\"orders\":{\"0\":1200}}")
-        target = {tp: offsets[tp] for tp in partitions if tp in offsets}
-    else:
-        raise ConfigError(f"reset: unknown target '{to}': use earliest, latest, timestamp or offsets")
-    for tp, pos in target.items():
-        low, high = earliest.get(tp), latest.get(tp)
-        if low is not None and high is not None and not low <= pos <= high:
-            raise ConfigError(
-                f"reset: offset {pos} of {tp} is outside what the broker holds ([{low}, {high}]): choose one in it"
-            )
-    missing = [str(tp) for tp in partitions if tp not in target]
-    if missing:
-        raise ConfigError(f"reset: no target offset for {', '.join(missing)}")
-    current = DeltaOffsetStore(table, group).positions_before_reset(partitions)
-    return [PlannedReset(tp, current[tp], target[tp]) for tp in partitions]
+def _log_level(text: str) -> int:
+    level = level_of(text)
+    if level is None:
+        raise argparse.ArgumentTypeError(f"'{text[:60]}' is not a level: use DEBUG, INFO, WARNING or ERROR")
+    return level
 
 
-def parse_timestamp(text: str) -> int:
-    """Milliseconds since the epoch from ISO-8601 (``2026-11-23T08:00:00Z``) or a number of ms.
-
-    Raises
-    ------
-    ConfigError
-        Neither form, or a time before 1970 or past a Java long of milliseconds.
-    """
-    value = text.strip()
-    shown = value if len(value) <= 60 else value[:60] + "..."
-    problem = f"--to-timestamp '{shown}' is neither ISO-8601 (2026-11-23T08:00:00Z) nor milliseconds since the epoch"
-    # ASCII digits only: str.isdigit() takes '²', which int() refuses.
-    if value.isascii() and value.isdigit():
-        if len(value) > 19 or int(value) > INT64_MAX:
-            raise ConfigError(f"--to-timestamp '{shown}' is past the largest Kafka timestamp ({INT64_MAX})")
-        return int(value)
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.timezone.utc)
-        millis = int(parsed.timestamp() * 1000)
-    except (ValueError, OverflowError, OSError):  # fromisoformat's error repeats the value the message names
-        raise ConfigError(problem) from None
-    if millis < 0:
-        raise ConfigError(f"--to-timestamp '{shown}' is before 1970: Kafka's record times start there")
-    return millis
+def _common_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--table", required=True, help="the Delta table holding the offsets (the query's offsets.table)")
+    parser.add_argument("--group", required=True, help="the consumer group the table belongs to (kafka.group.id)")
+    parser.add_argument("--topic", action="append", required=True,
+                        help="a topic whose partitions to show or reset; repeat the flag for several")
+    parser.add_argument("--bootstrap-servers", default=None, metavar="HOST:PORT[,...]",
+                        help="the brokers to ask (or bootstrap.servers in --command-config)")
+    parser.add_argument("--command-config", default=None, metavar="FILE",
+                        help="Kafka client settings as a properties file, like Kafka's tools (security.protocol, "
+                             f"sasl.*, ssl.*); or environment variables {ENV_PREFIX}<SETTING>, such as "
+                             f"{ENV_PREFIX}SASL_PASSWORD")
+    parser.add_argument("--timeout-ms", type=_positive_ms, default=30000, metavar="MS",
+                        help="how long to wait for each answer of the cluster (default 30000)")
+    parser.add_argument("--log-level", type=_log_level, default=None, metavar="LEVEL",
+                        help="print the connector's and librdkafka's log lines at this level (DEBUG, INFO, "
+                             "WARNING, ERROR) on stderr; none by default")
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """Command-line entry point; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m kafka_group.offsets_tool", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("show", "reset"):
-        p = sub.add_parser(name)
-        p.add_argument("--table", required=True, help="the Delta table holding the offsets")
-        p.add_argument("--group", required=True, help="the consumer group (kafka.group.id)")
-        p.add_argument("--bootstrap-servers", default=None,
-                       help="the brokers (or bootstrap.servers in --command-config)")
-        p.add_argument("--command-config", default=None, metavar="FILE",
-                       help="Kafka client settings (security) as a properties file, like Kafka's tools; "
-                            f"or environment variables {ENV_PREFIX}<SETTING>, such as {ENV_PREFIX}SASL_PASSWORD")
-        p.add_argument("--topic", action="append", required=True, help="a topic (repeatable)")
-        p.add_argument("--timeout-ms", type=int, default=30000)
-    reset = sub.choices["reset"]
-    reset.add_argument("--partitions", default=None, help="comma-separated partition numbers (default: all)")
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``kafka-group-offsets``."""
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{show,reset}",
+                                help="what to do (each takes --help)")
+    show = sub.add_parser("show", help="print each partition's position in the table, latest offset and lag",
+                          description="Print, per partition of the topics, the table's position (the next offset "
+                                      "it will read), the broker's latest offset and the lag. Warns when a position "
+                                      "is past the partition's end (a topic deleted and recreated).")
+    _common_flags(show)
+    reset = sub.add_parser("reset", help="move the table's positions; a dry run unless --execute",
+                           description="Move the table's positions of the topics' partitions in a Delta commit of "
+                                       "its own (no data). Without --execute it only prints each position now and "
+                                       "after, and checks what the reset would check.")
+    _common_flags(reset)
+    reset.add_argument("--partitions", type=_partition_list, default=None, metavar="N[,N...]",
+                       help="only these partition numbers, comma-separated (default: all)")
     mode = reset.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true",
                       help="show each partition's position now and after the reset; change nothing (the default)")
     mode.add_argument("--execute", action="store_true", help="apply the reset to the table")
     target = reset.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to-earliest", action="store_true")
-    target.add_argument("--to-latest", action="store_true")
-    target.add_argument("--to-timestamp", default=None)
-    target.add_argument("--to-offsets", default=None, help='JSON like {"orders":{"0":1200}}')
-    args = parser.parse_args(argv)
-    try:
-        settings = tool_client_settings(args.command_config, os.environ, args.bootstrap_servers)
-        cluster = ClusterView(settings, args.timeout_ms)
-        if args.command == "show":
-            rows = show_offsets(args.table, args.group, cluster, args.topic)
-            print(f"{'topic':<30} {'partition':>9} {'committed':>12} {'latest':>12} {'lag':>10}")
-            for row in rows:
-                print(f"{row.topic_partition.topic:<30} {row.topic_partition.partition:>9} "
-                      f"{_cell(row.committed):>12} {_cell(row.latest):>12} {_cell(row.lag):>10}")
-            return 0
-        partitions = cluster.partitions_of(args.topic)
-        if args.partitions:
-            wanted = {int(p) for p in args.partitions.split(",")}
-            partitions = [tp for tp in partitions if tp.partition in wanted]
-        explicit = None
-        if args.to_offsets:
-            spec = parse_starting_offsets(args.to_offsets).specific or {}
-            explicit = {tp: pos for tp, pos in spec.items() if pos >= 0}
-        to = ("earliest" if args.to_earliest else "latest" if args.to_latest
-              else "timestamp" if args.to_timestamp else "offsets")
-        plan = plan_reset(
-            args.table, args.group, cluster, partitions, to=to,
-            timestamp_ms=parse_timestamp(args.to_timestamp) if args.to_timestamp else None, offsets=explicit,
-        )
-        print(f"{'topic':<30} {'partition':>9} {'current':>12} {'new':>12}")
-        for planned in plan:
-            print(f"{planned.topic_partition.topic:<30} {planned.topic_partition.partition:>9} "
-                  f"{_cell(planned.current):>12} {planned.new:>12}")
-        if not args.execute:
-            print("dry run: the table was not changed; run again with --execute to apply this reset")
-            return 0
-        version = DeltaOffsetStore(args.table, args.group).reset(
-            {planned.topic_partition: planned.new for planned in plan}, reason=f"reset to {to}")
-        print(f"reset applied: table version {version}")
-        return 0
-    except (KafkaGroupError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    target.add_argument("--to-earliest", action="store_true", help="to the first offset the broker still holds")
+    target.add_argument("--to-latest", action="store_true", help="to the partition's end (skip what is there)")
+    target.add_argument("--to-timestamp", default=None, metavar="TIME",
+                        help="to the first record at or after TIME: ISO-8601 (2026-11-23T08:00:00Z) or "
+                             "milliseconds since the epoch")
+    target.add_argument("--to-offsets", default=None, metavar="JSON",
+                        help='to explicit offsets, as JSON like {"orders":{"0":1200}}')
+    return parser
 
 
 def _cell(value: Optional[int]) -> str:
     return "-" if value is None else f"{value}"
+
+
+def _show(rows: Sequence[PartitionOffsets], table: str) -> None:
+    print(f"{'topic':<30} {'partition':>9} {'committed':>12} {'latest':>12} {'lag':>10}")
+    for row in rows:
+        print(f"{row.topic_partition.topic:<30} {row.topic_partition.partition:>9} "
+              f"{_cell(row.committed):>12} {_cell(row.latest):>12} {_cell(row.lag):>10}")
+    for row in past_end(rows):
+        print(f"warning: the table's position of {row.topic_partition} ({row.committed}) is past the end of the "
+              f"partition ({row.latest}): these are not the records the table read. The topic was probably "
+              "deleted and recreated (its offsets start again at 0), or an unclean leader election cut the log. "
+              f"To read the partition from its start, run '{PROG} reset --table {table} ... "
+              f"--partitions {row.topic_partition.partition} --to-earliest'", file=sys.stderr)
+
+
+def _missing_topics(cluster_partitions: Sequence[TopicPartition], topics: Sequence[str]) -> None:
+    found = {tp.topic for tp in cluster_partitions}
+    missing = [t for t in topics if t not in found]
+    if missing:
+        raise ConfigError(f"--topic names {', '.join(repr(t) for t in missing)}, which the cluster does not have "
+                          "(or this principal may not describe): correct the name")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out parsed ``args``; returns the exit code (raises the connector's errors)."""
+    settings = tool_client_settings(args.command_config, os.environ, args.bootstrap_servers)
+    cluster = ClusterView(settings, args.timeout_ms, servers_option="--bootstrap-servers",
+                          timeout_option="--timeout-ms")
+    partitions = cluster.partitions_of(args.topic)
+    _missing_topics(partitions, args.topic)
+    if args.command == "show":
+        _show(show_offsets(args.table, args.group, cluster, args.topic), args.table)
+        return 0
+    if args.partitions is not None:
+        wanted = set(args.partitions)
+        unknown = sorted(wanted - {tp.partition for tp in partitions})
+        if unknown:
+            raise ConfigError(f"--partitions names {unknown}, which the topics do not have: correct the numbers")
+        partitions = [tp for tp in partitions if tp.partition in wanted]
+    explicit = None
+    if args.to_offsets:
+        try:
+            spec = parse_starting_offsets(args.to_offsets).specific or {}
+        except (ConfigError, ValueError) as exc:
+            raise ConfigError(f"--to-offsets: {_tool_words(str(exc))}") from None
+        explicit = {tp: pos for tp, pos in spec.items() if pos >= 0}
+    to = ("earliest" if args.to_earliest else "latest" if args.to_latest
+          else "timestamp" if args.to_timestamp else "offsets")
+    plan = plan_reset(args.table, args.group, cluster, partitions, to=to,
+                      timestamp_ms=parse_timestamp(args.to_timestamp) if args.to_timestamp else None, offsets=explicit)
+    print(f"{'topic':<30} {'partition':>9} {'current':>12} {'new':>12}")
+    for planned in plan:
+        print(f"{planned.topic_partition.topic:<30} {planned.topic_partition.partition:>9} "
+              f"{_cell(planned.current):>12} {planned.new:>12}")
+    if not args.execute:
+        print("dry run: the table was not changed; run again with --execute to apply this reset")
+        return 0
+    version = DeltaOffsetStore(args.table, args.group).reset(
+        {planned.topic_partition: planned.new for planned in plan}, reason=f"reset to {to}")
+    print(f"reset applied: table version {version}")
+    return 0
+
+
+def _tool_words(message: str) -> str:
+    """An error of the connector's in the tool's words: ``'kafka.sasl.password'`` is the setting
+    ``'sasl.password'`` of --command-config (or its environment variable)."""
+    return _SOURCE_SETTING.sub(lambda m: f"'{m.group(1)}' (--command-config)", message)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``kafka-group-offsets``: parse ``argv`` (default ``sys.argv[1:]``), run, return the exit code."""
+    args = build_parser().parse_args(argv)
+    if args.log_level is not None:
+        configure(args.log_level)
+    try:
+        return run(args)
+    except (KafkaGroupError, ValueError) as exc:
+        print(f"error: {_tool_words(str(exc))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -112,3 +112,40 @@ def test_reset_is_a_dry_run_unless_executed(
 
     with pytest.raises(SystemExit):  # argparse: the two are exclusive
         main(reset + ["--dry-run", "--execute"])
+
+
+def test_errors_name_the_tools_own_flags(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
+    import socket
+
+    with socket.socket() as refusing:  # bound, never listening: every connection is refused
+        refusing.bind(("127.0.0.1", 0))
+        servers = f"127.0.0.1:{refusing.getsockname()[1]}"
+        assert main(["show", "--table", str(tmp_path / "t"), "--group", "g", "--bootstrap-servers", servers,
+                     "--topic", "orders", "--timeout-ms", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "could not reach the Kafka cluster" in err and "--bootstrap-servers" in err and "--timeout-ms" in err, err
+    assert "kafka.bootstrap.servers" not in err and "kafkaConsumer" not in err, err
+
+
+def test_show_warns_when_the_table_is_past_the_topics_end(
+    kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A topic deleted and recreated under the same name starts again at 0: the table's positions
+    are then past its end, and the lag comes out negative. Said, with what to do."""
+    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.offsets import OffsetRange
+    import pyarrow as pa
+
+    topic, table = make_topic(2), tmp_path / "table"
+    produce(kafka.bootstrap_servers, topic, {0: 5, 1: 5})
+    DeltaOffsetStore(str(table), "g").commit(  # the positions the table held before the topic was recreated
+        [], pa.schema([("offset", pa.int64())]),
+        [OffsetRange(TopicPartition(topic, 0), 0, 30), OffsetRange(TopicPartition(topic, 1), 0, 5)])
+    assert main(["show", "--table", str(table), "--group", "g", "--bootstrap-servers", kafka.bootstrap_servers,
+                 "--topic", topic]) == 0
+    captured = capsys.readouterr()
+    assert [line.split() for line in captured.out.splitlines() if line.startswith(topic)] == [
+        [topic, "0", "30", "5", "-25"], [topic, "1", "5", "5", "0"]], captured.out
+    assert f"{topic}-0" in captured.err and "past the end" in captured.err, captured.err
+    assert "recreated" in captured.err and "reset" in captured.err, captured.err
+    assert f"{topic}-1" not in captured.err, captured.err

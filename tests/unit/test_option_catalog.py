@@ -102,6 +102,17 @@ BAD_VALUES = {
     "schemaRegistryAddress": "registry:8081",
     "schemaRegistry.basic.auth.user.info": "no-colon",
     "schemaRegistry.bearer.auth.token": " ",
+    "schemaRegistry.ssl.ca.location": " ",
+    "schemaRegistry.ssl.certificate.location": " ",
+    "schemaRegistry.ssl.key.location": " ",
+    "schemaRegistry.ssl.key.password": " ",
+    "schemaRegistry.max.retries": "101",
+    "schemaRegistry.bearer.auth.issuer.endpoint.url": "ftp://issuer/token",
+    "schemaRegistry.bearer.auth.client.id": " ",
+    "schemaRegistry.bearer.auth.client.secret": " ",
+    "schemaRegistry.bearer.auth.scope": " ",
+    "schemaRegistry.retries.wait.ms": "0",
+    "schemaRegistry.retries.max.wait.ms": "soon",
     "valueFormat": "xml",
     "keyFormat": "string",
     "valueSubject": " ",
@@ -114,7 +125,8 @@ BAD_VALUES = {
 }
 
 #: Options whose values are secrets (lower-cased).
-SECRET_OPTIONS = {"schemaregistry.basic.auth.user.info", "schemaregistry.bearer.auth.token"}
+SECRET_OPTIONS = {"schemaregistry.basic.auth.user.info", "schemaregistry.bearer.auth.token",
+                  "schemaregistry.ssl.key.password", "schemaregistry.bearer.auth.client.secret"}
 
 #: Options whose every string is a value: a path whose blank means the default, client settings as given.
 FREE_TEXT = {"flow.controlDir", "kafka.*", "offsets.table.storage.*"}

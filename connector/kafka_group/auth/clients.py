@@ -10,7 +10,15 @@ Every confluent-kafka client of the connector is made here (:func:`new_consumer`
   (a token provider's own failure first, when it is why the login failed);
 * an ``oauth_cb`` (:class:`~kafka_group.auth.token_provider.TokenCallback`) when the settings carry
   :data:`~kafka_group.auth.token_provider.TOKEN_PROVIDER_KEY` (the ``tokenProvider`` option or
-  the built-in AWS MSK IAM provider); the key itself never reaches librdkafka.
+  the built-in AWS MSK IAM provider); the key itself never reaches librdkafka;
+* a ``logger``: librdkafka's own log lines (a refused connection's ``FAIL``, a broker's
+  ``REQTMOUT``...) become records of the :data:`LIBRDKAFKA_LOGGER` logger, at their syslog
+  level mapped to Python's, scrubbed of secrets as every record of the connector is
+  (:mod:`kafka_group.redaction`), instead of raw lines on stderr. confluent-kafka forwards them on
+  the thread that calls the client's ``poll()``/``consume()``, never from librdkafka's threads.
+  That logger has a ``NullHandler``: without a logging configuration (Python's, or
+  ``KAFKA_GROUP_LOG_LEVEL`` in Spark's processes, :mod:`kafka_group.log_setup`) nothing is
+  printed; with one, they appear at the level it lets through.
 
 confluent-kafka 2.13 and later serve token refreshes on a background thread for every client kind
 (AdminClient included) and wait, in the client's constructor, up to 10 s for the first token;
@@ -30,7 +38,18 @@ from confluent_kafka.admin import AdminClient
 from kafka_group.access_errors import raising_error_callback
 from kafka_group.auth.token_provider import TOKEN_PROVIDER_KEY, TokenCallback
 
-__all__ = ["client_settings", "new_admin", "new_consumer"]
+__all__ = ["LIBRDKAFKA_LOGGER", "client_settings", "librdkafka_logger", "new_admin", "new_consumer"]
+
+#: The logger of librdkafka's own lines, for every client the connector makes.
+LIBRDKAFKA_LOGGER = "kafka_group.librdkafka"
+# Silent unless logging is configured: without a handler anywhere, Python's last-resort handler
+# would print its warnings and errors to stderr, which is what librdkafka did itself.
+logging.getLogger(LIBRDKAFKA_LOGGER).addHandler(logging.NullHandler())
+
+
+def librdkafka_logger() -> logging.Logger:
+    """The logger librdkafka's lines go to (:data:`LIBRDKAFKA_LOGGER`)."""
+    return logging.getLogger(LIBRDKAFKA_LOGGER)
 
 #: Codes of a login that failed for want of a token (the provider's failure explains it better).
 _TOKEN_FAILURE_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
@@ -106,7 +125,7 @@ def new_consumer(config: Mapping[str, str], *, client: str, group: Optional[str]
     config, client, group, error_cb
         As :func:`client_settings`.
     logger : logging.Logger, optional
-        Where librdkafka's log lines go.
+        Where librdkafka's log lines go (default :data:`LIBRDKAFKA_LOGGER`).
     **callbacks
         More confluent-kafka callbacks (``on_commit``).
 
@@ -119,12 +138,17 @@ def new_consumer(config: Mapping[str, str], *, client: str, group: Optional[str]
     """
     settings, token_cb = client_settings(config, client=client, group=group, error_cb=error_cb)
     settings.update(callbacks)
-    extra = {"logger": logger} if logger is not None else {}
-    return _made(Consumer, settings, token_cb, **extra)  # type: ignore[no-any-return]
+    return _made(Consumer, settings, token_cb,  # type: ignore[no-any-return]
+                 logger=logger if logger is not None else librdkafka_logger())
 
 
 def new_admin(config: Mapping[str, str], *, client: str = "admin",
               error_cb: Optional[ErrorCallback] = None) -> AdminClient:
-    """A ``confluent_kafka.admin.AdminClient`` of ``config`` (see :func:`new_consumer`)."""
+    """A ``confluent_kafka.admin.AdminClient`` of ``config`` (see :func:`new_consumer`).
+
+    Its log lines (and error callbacks) are served by its ``poll()``: a long-lived admin client
+    must be polled now and then (:class:`~kafka_group.group.cluster_metadata.ClusterView` polls
+    it before each request) or they wait in its queue.
+    """
     settings, token_cb = client_settings(config, client=client, error_cb=error_cb)
-    return _made(AdminClient, settings, token_cb)  # type: ignore[no-any-return]
+    return _made(AdminClient, settings, token_cb, logger=librdkafka_logger())  # type: ignore[no-any-return]

@@ -668,6 +668,65 @@ SCHEMA_REGISTRY_BEARER_TOKEN: OptionSpec[str] = OptionSpec(
     "A bearer token sent to the registry (`Authorization: Bearer`); not with basic authentication. A secret, like the password (a `${env:VAR}` reference works here too).",
     parser=_secret_text,
 )
+SCHEMA_REGISTRY_OAUTH_ENDPOINT: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.issuer.endpoint.url', 'URL', 'none',
+    "OAuth 2.0 client credentials for the registry: the issuer's token endpoint. With `schemaRegistry.bearer.auth.client.id` and `.client.secret` (and optionally `.scope`), each process asks it for a bearer token, reuses the token until a minute before it expires, and asks again when the registry refuses it. Not with basic authentication or a static token.",
+    parser=_registry_url,
+)
+SCHEMA_REGISTRY_OAUTH_CLIENT_ID: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.client.id', 'string', 'none',
+    "The OAuth client id (with `schemaRegistry.bearer.auth.issuer.endpoint.url`).",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_OAUTH_CLIENT_SECRET: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.client.secret', 'string', 'none',
+    "The OAuth client secret. A secret, like the password (a `${env:VAR}` reference works here too).",
+    parser=_secret_text,
+)
+SCHEMA_REGISTRY_OAUTH_SCOPE: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.bearer.auth.scope', 'string', 'none',
+    "The scope asked for with the OAuth client credentials, if the issuer needs one.",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_SSL_CA_LOCATION: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.ca.location', 'path', 'none',
+    "A PEM file of the CA certificate(s) that signed an `https://` registry's certificate, trusted instead of the system's. Read on the driver and on each executor: the file must be there on every node (or shipped with `--files`).",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.certificate.location', 'path', 'none',
+    "Mutual TLS: a PEM file of the client certificate (its chain may follow) presented to the registry; with `schemaRegistry.ssl.key.location` unless the key is in this file.",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_SSL_KEY_LOCATION: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.key.location', 'path', 'none',
+    "Mutual TLS: a PEM file of the client certificate's private key.",
+    parser=_nonblank,
+)
+SCHEMA_REGISTRY_SSL_KEY_PASSWORD: OptionSpec[str] = OptionSpec(
+    'schemaRegistry.ssl.key.password', 'string', 'none',
+    "The password of an encrypted `schemaRegistry.ssl.key.location`. A secret (a `${env:VAR}` reference works here too).",
+    parser=_secret_text,
+)
+def _retry_count(name: str, raw: str) -> int:
+    return _whole_number(name, raw, 0, 100, "a whole number from 0 to 100")
+
+
+SCHEMA_REGISTRY_MAX_RETRIES: OptionSpec[int] = OptionSpec(
+    'schemaRegistry.max.retries', 'integer', '`3`',
+    "How many times a registry request that may pass (the registry unreachable, HTTP 429 or 5xx, no answer in time) is sent again, waiting longer each time; all of them within the lookup's one deadline (120 s). A refusal, a redirect or an unknown id is not retried. `0` sends each request once.",
+    parser=_retry_count, default='3',
+)
+SCHEMA_REGISTRY_RETRIES_WAIT_MS: OptionSpec[int] = OptionSpec(
+    'schemaRegistry.retries.wait.ms', 'ms', '`1000`',
+    "The wait before the first retry of a registry request; doubled at each next one.",
+    parser=timeout_ms, default='1000',
+)
+SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS: OptionSpec[int] = OptionSpec(
+    'schemaRegistry.retries.max.wait.ms', 'ms', '`20000`',
+    "The longest wait between two retries of a registry request.",
+    parser=timeout_ms, default='20000',
+)
 VALUE_FORMAT: OptionSpec[str] = OptionSpec(
     'valueFormat', '`raw`, `avro`, `protobuf` or `json`', '`raw`',
     "How `value` is read: `raw` is the bytes (the default, as Spark's Kafka source); the others decode registry-framed records (Confluent's wire format) on the executors into a typed `value` struct, with `value_schema_id`. See \"Schema Registry\" below.",
@@ -760,6 +819,17 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     SCHEMA_REGISTRY_ADDRESS,
     SCHEMA_REGISTRY_USER_INFO,
     SCHEMA_REGISTRY_BEARER_TOKEN,
+    SCHEMA_REGISTRY_OAUTH_ENDPOINT,
+    SCHEMA_REGISTRY_OAUTH_CLIENT_ID,
+    SCHEMA_REGISTRY_OAUTH_CLIENT_SECRET,
+    SCHEMA_REGISTRY_OAUTH_SCOPE,
+    SCHEMA_REGISTRY_SSL_CA_LOCATION,
+    SCHEMA_REGISTRY_SSL_CERTIFICATE_LOCATION,
+    SCHEMA_REGISTRY_SSL_KEY_LOCATION,
+    SCHEMA_REGISTRY_SSL_KEY_PASSWORD,
+    SCHEMA_REGISTRY_MAX_RETRIES,
+    SCHEMA_REGISTRY_RETRIES_WAIT_MS,
+    SCHEMA_REGISTRY_RETRIES_MAX_WAIT_MS,
     VALUE_FORMAT,
     KEY_FORMAT,
     VALUE_SUBJECT,

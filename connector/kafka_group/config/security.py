@@ -129,8 +129,10 @@ def _has_gssapi() -> bool:
     """Whether this process's librdkafka was built with SASL GSSAPI (a client without brokers connects nowhere)."""
     from confluent_kafka import KafkaException, Producer
 
+    from kafka_group.auth.clients import librdkafka_logger
+
     try:
-        Producer({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"})
+        Producer({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, logger=librdkafka_logger())
     except KafkaException:
         return False
     return True

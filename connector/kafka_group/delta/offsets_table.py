@@ -171,7 +171,7 @@ class OffsetsTable:
                 f"offsets.table '{self.table_path}' holds position {show(version)} for {tp} (transaction "
                 f"'{app_id or transaction_id(self.group, tp)}'), which is not a Kafka offset (0 to {INT64_MAX}): the table's "
                 "log was edited or written by another tool. Reset the partition's position with "
-                "python -m kafka_group.offsets_tool reset, or use a new table"
+                "kafka-group-offsets reset (python -m kafka_group.offsets_tool reset), or use a new table"
             )
         return int(version)
 

@@ -67,10 +67,16 @@ class ClusterView:
         The user's ``kafka.*`` settings without the prefix (consumer-only ones are dropped).
     timeout_ms : int
         The bound on each request, and on the first wait for the cluster.
+    servers_option, timeout_option : str
+        How errors name the setting of the servers and of ``timeout_ms``: the source's options by
+        default, a tool's own flags (``--bootstrap-servers``, ``--timeout-ms``) in a tool.
     """
 
-    def __init__(self, client_config: Mapping[str, str], timeout_ms: int) -> None:
+    def __init__(self, client_config: Mapping[str, str], timeout_ms: int, *,
+                 servers_option: str = "option 'kafka.bootstrap.servers'",
+                 timeout_option: str = "option 'kafkaConsumer.connectTimeoutMs'") -> None:
         self._servers = client_config.get("bootstrap.servers", "")
+        self._servers_option, self._timeout_option = servers_option, timeout_option
         self._timeout_s = timeout_ms / 1000
         # The executors' readers use the same level (client_config.reader_config): with
         # read_committed (the default) the latest offset is the last stable offset, so a plan
@@ -128,7 +134,9 @@ class ClusterView:
 
     def _current_admin(self) -> AdminClient:
         with self._admin_lock:
-            return self._admin
+            admin = self._admin
+        admin.poll(0)  # serves its queued log lines and error callbacks (kafka_group.auth.clients)
+        return admin
 
     def topic_partitions(self, topics: Optional[Iterable[str]] = None) -> Dict[str, int]:
         """Partition counts of ``topics`` (all topics when None); unknown topics are left out.
@@ -149,9 +157,9 @@ class ClusterView:
         except KafkaException as exc:
             self._raise_refusal(admin, exc)
             raise BrokerUnavailableError.from_kafka(
-                f"could not reach the Kafka cluster at '{self._servers}' (option 'kafka.bootstrap.servers') "
+                f"could not reach the Kafka cluster at '{self._servers}' ({self._servers_option}) "
                 f"within {self._timeout_s:g} s: {exc.args[0].str() if exc.args else exc}. Check the servers "
-                "and the network, or raise 'kafkaConsumer.connectTimeoutMs'", exc
+                f"and the network, or raise {self._timeout_option}", exc
             ) from exc
         admin.poll(0)  # what the error callback has to say is of an earlier, passing trouble
         self._refusal = None

@@ -89,7 +89,6 @@ class GroupMember:
         # A refused login reaches the member only through the error callback (see _on_error).
         try:
             self._consumer = new_consumer(config, client="driver", group=group_id, error_cb=self._on_error,
-                                          logger=logging.getLogger("kafka_group.librdkafka"),
                                           on_commit=self._on_commit)
         except KafkaException as exc:
             raise GroupMembershipError.from_kafka(

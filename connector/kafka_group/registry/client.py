@@ -34,10 +34,11 @@ import time
 import urllib.parse
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from kafka_group.errors import ConfigError, SchemaAnswerError, SchemaRegistryError
+from kafka_group.errors import (AuthenticationError, ConfigError, SchemaAnswerError, SchemaRegistryError,
+                                SchemaRegistryUnavailable)
 from kafka_group.json_text import INT32_MAX, in_range, show
 from kafka_group.redaction import scrub
-from kafka_group.registry import transport
+from kafka_group.registry import oauth, transport
 from kafka_group.registry.codec import SCHEMA_TYPES, RegisteredSchema, SchemaReference
 from kafka_group.registry.protobuf_text import as_proto_text
 from kafka_group.registry.settings import RegistryOptions
@@ -105,10 +106,11 @@ class LookupBudget:
 
 
 def clear_cache() -> None:
-    """Forget the cached schemas and unknown ids (for tests)."""
+    """Forget the cached schemas, unknown ids and OAuth tokens (for tests)."""
     with _lock:
         _by_id.clear()
         _unknown.clear()
+    oauth.clear()
 
 
 def schema_by_id(registry: RegistryOptions, schema_id: int, budget: Optional[LookupBudget] = None) -> RegisteredSchema:
@@ -322,5 +324,34 @@ def _get(registry: RegistryOptions, path: str, unknown_codes: FrozenSet[int], re
             f"the Schema Registry at {scrub(registry.url)} did not give a schema and its references within "
             f"{RESOLUTION_TIMEOUT_S:g} s (at GET {path}); the task is retried as Spark retries tasks. Check the "
             "registry's load")
-    return transport.get_json(registry.url, path, registry.headers(), unknown_codes=unknown_codes,
-                              timeout_s=min(TIMEOUT_S, left), max_bytes=MAX_RESPONSE_BYTES)
+    attempt, renewed = 0, False
+    while True:
+        headers = registry.headers()
+        try:
+            if registry.oauth is not None:
+                headers["Authorization"] = oauth.authorization(registry.oauth, timeout_s=min(TIMEOUT_S, left))
+            return transport.get_json(registry.url, path, headers, unknown_codes=unknown_codes,
+                                      timeout_s=min(TIMEOUT_S, left), max_bytes=MAX_RESPONSE_BYTES,
+                                      ssl_context=registry.ssl_context())
+        except AuthenticationError as exc:
+            if registry.oauth is None or "Authorization" not in headers:
+                raise
+            oauth.forget(registry.oauth, headers["Authorization"])
+            if renewed:  # a fresh token refused too: the client lacks the registry's permission
+                raise AuthenticationError(
+                    f"{exc}; with OAuth, check that the client 'schemaRegistry.bearer.auth.client.id' may read the "
+                    "registry ('schemaRegistry.bearer.auth.scope')") from None
+            renewed = True  # the token was revoked or expired early: one more try with a new one
+        except SchemaRegistryUnavailable as exc:
+            # What may pass is asked again, waiting longer each time, all within the lookup's deadline.
+            wait_s = min(registry.retry_max_wait_ms, registry.retry_wait_ms * 2 ** min(attempt, 30)) / 1000
+            left = resolution.deadline - time.monotonic()
+            if attempt >= registry.max_retries or left <= wait_s:
+                raise SchemaRegistryUnavailable(
+                    f"{exc} (after {attempt + 1} attempt(s): 'schemaRegistry.max.retries' is "
+                    f"{registry.max_retries})") from None
+            attempt += 1
+            logger.info("the Schema Registry at %s failed GET %s (%s); retry %d of %d in %.1f s", scrub(registry.url),
+                        path, type(exc).__name__, attempt, registry.max_retries, wait_s)
+            time.sleep(wait_s)
+            left = resolution.deadline - time.monotonic()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import base64
+import functools
+import os
+import ssl
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from kafka_group.errors import ConfigError
 from kafka_group.redaction import register_secret
+from kafka_group.registry.oauth import OAuthClient
 
-__all__ = ["SideDecoding", "RegistryOptions", "KEY", "VALUE"]
+__all__ = ["SideDecoding", "RegistryOptions", "RegistryTls", "KEY", "VALUE"]
 
 #: The two sides of a record a registry format can decode.
 KEY, VALUE = "key", "value"
@@ -48,6 +52,69 @@ class SideDecoding:
 
 
 @dataclass(frozen=True)
+class RegistryTls:
+    """TLS settings of an ``https://`` registry beyond the system's trust store.
+
+    Attributes
+    ----------
+    ca_location : str or None
+        PEM file of the CA(s) to trust instead of the system's (``schemaRegistry.ssl.ca.location``).
+    certificate_location, key_location : str or None
+        PEM files of the client certificate (its chain may follow it) and of its private key, for
+        mutual TLS (``schemaRegistry.ssl.certificate.location``, ``schemaRegistry.ssl.key.location``;
+        the key may be in the certificate's file).
+    key_password : str or None
+        The password of an encrypted key (``schemaRegistry.ssl.key.password``). Secret: not in ``repr``.
+    """
+
+    ca_location: Optional[str] = None
+    certificate_location: Optional[str] = None
+    key_location: Optional[str] = None
+    key_password: Optional[str] = field(default=None, repr=False)
+
+    def context(self) -> ssl.SSLContext:
+        """The SSL context (made once per process, settings and version of the files).
+
+        Raises
+        ------
+        ConfigError
+            A file cannot be read or holds no certificate or key, naming the option.
+        """
+        if self.key_password is not None:
+            register_secret(self.key_password)
+        # The files' change times are part of the cache key: a certificate renewed on disk is read again.
+        stamps = tuple(_changed(path) for path in (self.ca_location, self.certificate_location, self.key_location))
+        return _context(self.ca_location, self.certificate_location, self.key_location, self.key_password, stamps)
+
+
+def _changed(path: Optional[str]) -> Optional[int]:
+    try:
+        return os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return None  # the context's own read names the option
+
+
+@functools.lru_cache(maxsize=16)
+def _context(ca: Optional[str], certificate: Optional[str], key: Optional[str], password: Optional[str],
+             stamps: Tuple[Optional[int], ...]) -> ssl.SSLContext:
+    # Host names are checked and certificates verified as by default (create_default_context).
+    try:
+        context = ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"option 'schemaRegistry.ssl.ca.location' ('{ca}') is not a readable PEM file of CA "
+                          f"certificates ({getattr(exc, 'strerror', None) or exc}): fix the path") from None
+    if certificate is not None:
+        try:
+            context.load_cert_chain(certificate, key, password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"options 'schemaRegistry.ssl.certificate.location' ('{certificate}') and "
+                f"'schemaRegistry.ssl.key.location' ('{key or certificate}') do not hold a PEM certificate and its "
+                f"private key ({type(exc).__name__}; a wrong 'schemaRegistry.ssl.key.password' too): fix them") from None
+    return context
+
+
+@dataclass(frozen=True)
 class RegistryOptions:
     """The registry and what to decode with it.
 
@@ -63,6 +130,16 @@ class RegistryOptions:
         What to decode; None leaves the side raw bytes.
     quarantine : bool
         ``badRecords=quarantine``: bad records land with their bytes and an error column.
+    tls : RegistryTls or None
+        TLS settings beyond the system's trust store.
+    oauth : OAuthClient or None
+        OAuth client credentials: a bearer token from the issuer (not with the other authentications).
+    max_retries : int
+        How many times a request that may pass (unreachable, HTTP 429 or 5xx, no answer in time) is
+        sent again, within the lookup's one deadline (``schemaRegistry.max.retries``).
+    retry_wait_ms, retry_max_wait_ms : int
+        The wait before the first retry, doubled at each next one up to the second
+        (``schemaRegistry.retries.wait.ms``, ``schemaRegistry.retries.max.wait.ms``).
     """
 
     url: str
@@ -71,6 +148,15 @@ class RegistryOptions:
     quarantine: bool = False
     user_info: Optional[str] = field(default=None, repr=False)
     bearer_token: Optional[str] = field(default=None, repr=False)
+    tls: Optional[RegistryTls] = None
+    oauth: Optional[OAuthClient] = None
+    max_retries: int = 3
+    retry_wait_ms: int = 1000
+    retry_max_wait_ms: int = 20000
+
+    def ssl_context(self) -> Optional[ssl.SSLContext]:
+        """The SSL context of ``tls`` (None: the system's defaults)."""
+        return self.tls.context() if self.tls is not None else None
 
     def headers(self) -> Dict[str, str]:
         """The HTTP headers of a request to the registry (authentication).
@@ -111,4 +197,8 @@ class RegistryOptions:
         if self.bearer_token is not None:
             out["token"] = self.bearer_token
             out["token_quoted"] = urllib.parse.quote(self.bearer_token, safe="")
+        if self.oauth is not None:
+            out["oauth_client_secret"] = self.oauth.client_secret
+        if self.tls is not None and self.tls.key_password is not None:
+            out["ssl_key_password"] = self.tls.key_password
         return out  # the header's value is "Basic " or "Bearer " and one of these: its scheme stays readable

@@ -24,12 +24,13 @@ from __future__ import annotations
 import functools
 import http.client
 import io
+import ssl
 import time
 import urllib.error
 import urllib.request
 from typing import Any, FrozenSet, NoReturn, Optional
 
-from kafka_group.errors import AuthenticationError, SchemaRegistryError
+from kafka_group.errors import AuthenticationError, SchemaRegistryError, SchemaRegistryUnavailable
 from kafka_group.json_text import NotJson, parse_json
 from kafka_group.redaction import scrub
 
@@ -166,12 +167,14 @@ class _HTTPHandler(urllib.request.HTTPHandler):
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, meter: _Meter) -> None:
-        super().__init__()
+    def __init__(self, meter: _Meter, context: Optional[ssl.SSLContext]) -> None:
+        super().__init__(context=context)
         self._meter = meter
+        self._tls = context
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_MeteredHTTPS, meter=self._meter), req)  # type: ignore[arg-type]
+        return self.do_open(functools.partial(_MeteredHTTPS, meter=self._meter), req,  # type: ignore[arg-type]
+                            context=self._tls)
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -182,8 +185,13 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[int],  # type: ignore[type-arg]
-             timeout_s: float, max_bytes: int) -> Any:
+             timeout_s: float, max_bytes: int, ssl_context: Optional[ssl.SSLContext] = None,
+             data: Optional[bytes] = None) -> Any:
     """``GET base + path`` as JSON (parsed by :func:`kafka_group.json_text.parse_json`).
+
+    With ``data``, a ``POST`` of it instead (an OAuth token request, :mod:`kafka_group.registry.oauth`).
+    ``ssl_context`` (an ``https://`` registry's private CA or client certificate) replaces the
+    system's defaults; a refused handshake names the ``schemaRegistry.ssl.*`` option to fix.
 
     Raises
     ------
@@ -201,10 +209,11 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
     if not url.lower().startswith(("http://", "https://")):  # urllib would read files, FTP and data: URLs too
         raise SchemaRegistryError(f"the Schema Registry address {excerpt(base, 100)} is not an http:// or https:// "
                                   "URL: set 'schemaRegistryAddress' to the registry's")
-    request = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
-                                                   **headers})
+    request = urllib.request.Request(url, data=data,
+                                     headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
+                                              **headers})
     meter = _Meter(timeout_s, max_bytes)
-    opener = urllib.request.build_opener(_RefuseRedirects(), _HTTPHandler(meter), _HTTPSHandler(meter))
+    opener = urllib.request.build_opener(_RefuseRedirects(), _HTTPHandler(meter), _HTTPSHandler(meter, ssl_context))
     try:
         with opener.open(request, timeout=timeout_s) as response:
             body = _read(response, where)
@@ -225,7 +234,9 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError):
             _late(where, timeout_s)
-        raise SchemaRegistryError(
+        if isinstance(reason, ssl.SSLError):
+            _tls_refused(base, path, reason)
+        raise SchemaRegistryUnavailable(
             f"the Schema Registry at {scrub(base)} is unreachable (GET {path}: {excerpt(str(reason))}); the task "
             "is retried as Spark retries tasks. Check that it runs and 'schemaRegistryAddress'") from None
     try:
@@ -250,8 +261,20 @@ def _read(response: Any, where: str) -> bytes:
     return b"".join(chunks)
 
 
-def _late(where: str, timeout_s: float) -> NoReturn:
+def _tls_refused(base: str, path: str, reason: ssl.SSLError) -> NoReturn:
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        fix = ("trust the CA that signed the registry's certificate with 'schemaRegistry.ssl.ca.location' (a PEM "
+               "file), and check that the address's host name is in that certificate")
+    else:
+        fix = ("if the registry asks for a client certificate, give it with 'schemaRegistry.ssl.certificate.location' "
+               "and 'schemaRegistry.ssl.key.location', one its CA trusts")
     raise SchemaRegistryError(
+        f"the TLS handshake with the Schema Registry at {scrub(base)} failed (GET {path}: "
+        f"{excerpt(str(reason), 160)}): {fix}") from None
+
+
+def _late(where: str, timeout_s: float) -> NoReturn:
+    raise SchemaRegistryUnavailable(
         f"the Schema Registry did not answer GET {where} within {timeout_s:g} s; the task is retried as "
         "Spark retries tasks. Check the registry's load and 'schemaRegistryAddress'") from None
 
@@ -288,8 +311,8 @@ def _http_error(exc: urllib.error.HTTPError, base: str, path: str, where: str,
         raise AuthenticationError(
             f"the Schema Registry at {scrub(base)} refused the request GET {path} (HTTP {exc.code}): check "
             "'schemaRegistry.basic.auth.user.info' or 'schemaRegistry.bearer.auth.token'") from None
-    raise SchemaRegistryError(
-        f"the Schema Registry at {scrub(base)} failed GET {path}: HTTP {exc.code} {detail}") from None
+    failed = SchemaRegistryUnavailable if exc.code == 429 or exc.code >= 500 else SchemaRegistryError
+    raise failed(f"the Schema Registry at {scrub(base)} failed GET {path}: HTTP {exc.code} {detail}") from None
 
 
 def _error_code(raw: bytes) -> Optional[int]:
