@@ -1,7 +1,7 @@
 """Every option of the ``kafka-group`` source, declared once.
 
 Each :class:`OptionSpec` declares one option: its spelling, the type and default
-users read, its meaning (the README's table row) and the **parser** that turns
+users read, its meaning (its row on the options page) and the **parser** that turns
 the string Spark hands the source into the typed value, refusing a bad one with a
 :class:`~kafka_group.errors.ConfigError` that names the option, the value and the
 fix. Everything else is derived from :data:`OPTIONS`:
@@ -11,11 +11,12 @@ fix. Everything else is derived from :data:`OPTIONS`:
   parsed), then applies the rules that involve more than one option;
 * the accepted spellings, the defaults and the "did you mean" hint for unknown
   options (:data:`OPTION_SPELLING`, :data:`OPTION_DEFAULTS`, below the declarations);
-* the README's option table (``python -m kafka_group.option_catalog --write README.md``;
-  a unit test fails when it drifts from the declarations).
+* the options page of the docs, ``docs/options.md``, grouped by purpose
+  (:mod:`kafka_group.config.option_docs`: ``python -m kafka_group.config.option_docs --write
+  docs/options.md``; a unit test and the docs build fail when it drifts from the declarations).
 
 To add an option: declare it here (with its parser), add it to :data:`OPTIONS`,
-read it in :func:`~kafka_group.config.options.parse_source_options`, regenerate the README.
+read it in :func:`~kafka_group.config.options.parse_source_options`, regenerate ``docs/options.md``.
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ class OptionSpec(Generic[T]):
     name : str
         The spelling in messages and docs (Spark lower-cases keys; any case is accepted).
     type_text : str
-        The accepted values, as the README shows them.
+        The accepted values, as the options page shows them.
     default_text : str
-        The default, as the README shows it.
+        The default, as the options page shows it.
     meaning : str
         What the option does (Markdown, one paragraph).
     parser : callable
@@ -414,7 +415,7 @@ GROUP_ID: OptionSpec[str] = OptionSpec(
 STARTING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
     'startingOffsets', '`earliest`, `latest` or JSON', '`latest` (batch reads: `earliest`)',
     'Where partitions never read before start (not partitions added to a topic `offsets.table` already reads: those start at earliest). JSON: `{"orders":{"0":23,"1":-2}}` (-2 earliest, -1 latest); partitions it does not name start at earliest. '
-    'The group\'s committed offsets win over it (see *Positioning*; logged once as a warning).',
+    'The group\'s committed offsets win over it (see [where a partition starts](exactly-once.md#where-a-partition-starts); logged once as a warning).',
     parser=_starting_offsets,
     default='latest',
 )
@@ -436,7 +437,7 @@ STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY: OptionSpec[str] = OptionSpec(
 )
 MAX_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'maxOffsetsPerTrigger', 'positive int', 'none',
-    'Records per micro-batch, shared among owned partitions as `flow.budgetSharing` says (equal shares by default; Spark shares by backlog, see "Differences" below). `Trigger.AvailableNow` keeps to it too, as Spark 4 does.',
+    'Records per micro-batch, shared among owned partitions as `flow.budgetSharing` says (equal shares by default; Spark shares by backlog, see [Differences](differences.md)). `Trigger.AvailableNow` keeps to it too, as Spark 4 does.',
     parser=positive_int,
 )
 ENDING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
@@ -501,7 +502,7 @@ FETCH_MAX_TASKS: OptionSpec[int] = OptionSpec(
 )
 FETCH_CLUSTER_PARALLELISM: OptionSpec[int] = OptionSpec(
     'fetch.clusterParallelism', 'positive int', 'none',
-    "The task slots of the cluster the query runs on (Spark's default parallelism: the executors' cores), which `fetch.maxTasks` defaults to twice. A data source is planned in Python workers that cannot ask Spark, so the session hands it: `.options(**pyspark_kafka_group.cluster_options(spark))` (classic and Spark Connect). See \"Sizing on a cluster\" below.",
+    "The task slots of the cluster the query runs on (Spark's default parallelism: the executors' cores), which `fetch.maxTasks` defaults to twice. A data source is planned in Python workers that cannot ask Spark, so the session hands it: `.options(**pyspark_kafka_group.cluster_options(spark))` (classic and Spark Connect). See [Sizing on a cluster](install.md#sizing-on-a-cluster).",
     parser=positive_int,
 )
 FETCH_TASK_LAYOUT: OptionSpec[str] = OptionSpec(
@@ -536,7 +537,7 @@ GROUP_JOIN_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
 )
 AVAILABLE_NOW_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     'availableNowTimeoutMs', 'positive int', '300000',
-    'How long a `Trigger.AvailableNow` run waits, while nothing changes, for partitions other members own to reach the run\'s end before it fails with `AvailableNowIncompleteError` (see "`Trigger.AvailableNow`" below).',
+    'How long a `Trigger.AvailableNow` run waits, while nothing changes, for partitions other members own to reach the run\'s end before it fails with `AvailableNowIncompleteError` (see [How it works](how-it-works.md)).',
     parser=timeout_ms,
     default='300000',
 )
@@ -548,12 +549,12 @@ REVOKE_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
 )
 REBALANCE_LISTENER: OptionSpec[str] = OptionSpec(
     'rebalanceListener', '`module:callable`', 'none',
-    'Your code, called on the driver after each rebalance event (`assign`, `revoke`, `lost`) with a `RebalanceEvent`: the partitions, the member\'s generation, its member id, the partitions owned afterwards and the cause. See "Rebalances" below.',
+    'Your code, called on the driver after each rebalance event (`assign`, `revoke`, `lost`) with a `RebalanceEvent`: the partitions, the member\'s generation, its member id, the partitions owned afterwards and the cause. See [How it works](how-it-works.md).',
     parser=check_callable_spec,
 )
 TOKEN_PROVIDER: OptionSpec[str] = OptionSpec(
     'tokenProvider', '`module:callable`', 'none',
-    'Your code that gives SASL/OAUTHBEARER tokens (sets `kafka.sasl.mechanism=OAUTHBEARER`), called by every Kafka client of the query, on the driver and on the executors (install its module on both), with the `kafka.sasl.oauthbearer.config` string; it returns `(token, expiry seconds since the epoch[, principal[, extensions]])`, as confluent-kafka\'s `oauth_cb`. Tokens are scrubbed from logs and errors. See "Token providers" below.',
+    'Your code that gives SASL/OAUTHBEARER tokens (sets `kafka.sasl.mechanism=OAUTHBEARER`), called by every Kafka client of the query, on the driver and on the executors (install its module on both), with the `kafka.sasl.oauthbearer.config` string; it returns `(token, expiry seconds since the epoch[, principal[, extensions]])`, as confluent-kafka\'s `oauth_cb`. Tokens are scrubbed from logs and errors. See [Token providers](security.md#token-providers).',
     parser=check_callable_spec,
 )
 MAX_OFFSETS_PER_PARTITION: OptionSpec[int] = OptionSpec(
@@ -670,7 +671,7 @@ SCHEMA_REGISTRY_BEARER_TOKEN: OptionSpec[str] = OptionSpec(
 )
 VALUE_FORMAT: OptionSpec[str] = OptionSpec(
     'valueFormat', '`raw`, `avro`, `protobuf` or `json`', '`raw`',
-    "How `value` is read: `raw` is the bytes (the default, as Spark's Kafka source); the others decode registry-framed records (Confluent's wire format) on the executors into a typed `value` struct, with `value_schema_id`. See \"Schema Registry\" below.",
+    "How `value` is read: `raw` is the bytes (the default, as Spark's Kafka source); the others decode registry-framed records (Confluent's wire format) on the executors into a typed `value` struct, with `value_schema_id`. See [Schema Registry](schema-registry.md).",
     parser=one_of(*RECORD_FORMATS), default='raw',
 )
 KEY_FORMAT: OptionSpec[str] = OptionSpec(
