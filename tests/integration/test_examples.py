@@ -156,7 +156,7 @@ def demo_entry() -> Path:
     return REPO / found.group(1)
 
 
-#: A bound on the whole demo (never asserted; the demo bounds each step itself, 180 s by default): generous for a
+#: A bound on the whole demo (never asserted; the demo bounds each step itself, 300 s by default): generous for a
 #: loaded machine.
 DEMO_TIMEOUT_S = 900
 
