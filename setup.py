@@ -26,7 +26,7 @@ default editable mode for such a mapping is an import hook that
 see. ``editable_wheel`` therefore defaults to ``strict`` here: ``pip install -e .``
 builds a tree of links to the sources under ``build/__editable__.*`` and puts that
 plain folder on ``sys.path``. Edits to existing files show at once; a new or deleted
-module needs the ``pip install -e .`` again (README.md, "Developing").
+module needs the ``pip install -e .`` again (CONTRIBUTING.md, "Development install").
 """
 
 import importlib.util
