@@ -103,9 +103,9 @@ class BuildPyWithShim(build_py):
 
 #: kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run time;
 #: grpcio-tools' protoc (the reference .proto parser) turns the registry's .proto text into descriptors;
-#: jsonschema (with referencing, which it resolves $ref with) validates JSON payloads against the
-#: writer's schema with the codec's ``validate`` option, interpreting the schema (4.18: the first on
-#: referencing); google-re2 runs the schema's patterns in linear time. The tests need them too.
+#: jsonschema (with referencing, which it resolves $ref with; 4.18: the first on referencing) and google-re2
+#: (the schema's patterns in linear time) validate a JSON payload against its writer's schema, but only for
+#: JsonSchemaCodec(validate=True) called from Python: no query option asks for it. The tests need them too.
 #: fastavro reads Avro payloads through Avro schema resolution (kafka_group.registry.avro_codec).
 SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "jsonschema>=4.18,<5", "referencing>=0.28.4,<1",
                    "google-re2>=1.1,<2", "fastavro>=1.9"]
