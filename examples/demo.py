@@ -42,9 +42,10 @@ Flags that touch your machine or your cluster:
                            after you confirm, or with --yes.
   --bootstrap-servers HOST:PORT
                            instead of the embedded cluster, use yours: the demo creates topic
-                           'orders' there (8 partitions) if it is missing, WRITES about
-                           --rate x 60 order events into it, and joins a new consumer group
-                           'orders-bronze-demo-<time>'. It asks first, or proceeds with --yes.
+                           'orders' there (8 partitions) if it is missing, WRITES order events
+                           into it for the whole run (--rate a second), and joins a new
+                           consumer group 'orders-bronze-demo-<time>'. It asks first, or
+                           proceeds with --yes.
 """
 
 
@@ -163,7 +164,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0].replace("\n", " "),
                                      epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default="demo-output",
-                        help="folder for the Delta table, checkpoints and logs: DELETED first (see below)")
+                        help="folder for the Delta table, checkpoints and logs (default demo-output): DELETED first "
+                             "(see below)")
     parser.add_argument("--bootstrap-servers", default=None,
                         help="use this Kafka cluster instead of the embedded one: WRITES to it (see below)")
     parser.add_argument("--yes", action="store_true", help="do not ask before deleting --output or writing to "
