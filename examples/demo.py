@@ -8,13 +8,12 @@ brokers, real TCP on 127.0.0.1; nothing downloaded), produces JSON order events 
 into the same Delta table. Then, step by step:
 
 1. the two members split the 8 partitions between them;
-2. member B stops cleanly and leaves the group: the group gives its partitions to A;
-3. B starts again and gets its share back;
-4. B is killed with SIGKILL (its driver, JVM and Python workers): after its Kafka session
+2. member B is killed with SIGKILL (its driver, JVM and Python workers): after its Kafka session
    times out, A takes its partitions over, from where B's last Delta commit left them;
-5. B restarts from its checkpoint;
-6. the producer stops, both members land what is left, and the table is checked: every record
-   produced is in it exactly once, and each partition's committed offset is its end.
+3. B restarts from its checkpoint and gets its share back;
+4. B stops cleanly and leaves the group: the group gives its partitions to A;
+5. the producer stops, A lands what is left, and the table is checked: every record produced is
+   in it exactly once, and each partition's committed offset is its end.
 
 Exit code 0 means every record landed exactly once. Spark's own output goes to
 ``<output>/logs/``.
@@ -103,10 +102,12 @@ def run(args: argparse.Namespace) -> int:
             servers = embedded.bootstrap_servers
             step(started, f"embedded Kafka: 3 brokers on 127.0.0.1, topic '{TOPIC}' with {PARTITIONS} partitions")
         producer = OrderProducer(servers, rate=args.rate, seed=args.seed)
-        step(started, f"producing order events to '{TOPIC}' ({args.rate:,} a second) until step 6")
+        step(started, f"producing order events to '{TOPIC}' ({args.rate:,} a second) until step 5")
         producer.start()
+        # librdkafka's mock brokers accept a short session; Kafka's refuse one below 6 s by default
+        session_s = 6 if args.bootstrap_servers else 3
         members = {name: Member(name, servers, table, os.path.join(output, f"checkpoint-{name}"), logs, group_id,
-                                producer.starting_offsets_json()) for name in ("A", "B")}
+                                producer.starting_offsets_json(), session_s * 1000) for name in ("A", "B")}
         group = Group(members, timeout=args.step_timeout, verbose=args.verbose)
         a, b = members["A"], members["B"]
         a.start()
@@ -116,25 +117,21 @@ def run(args: argparse.Namespace) -> int:
         group.wait(lambda g: g.sharing("A", "B"), "A and B to share the partitions")
         step(started, f"1. two members share the group: A owns {spans(group.owned['A'])}; "
                       f"B owns {spans(group.owned['B'])}")
-        b.send("stop")
-        group.wait(lambda g: g.stopped("B") and g.owns_all("A"), "A to own every partition after B stopped")
-        step(started, f"2. B stopped cleanly and left the group: A owns all {PARTITIONS} partitions")
-        b.send("start")
-        group.wait(lambda g: g.sharing("A", "B"), "B to rejoin")
-        step(started, f"3. B started again: A owns {spans(group.owned['A'])}; B owns {spans(group.owned['B'])}")
         group.wait(lambda g: g.landed_since_join("B"), "B to land a batch")
         b.kill()
-        step(started, "4. B killed with SIGKILL (its driver, JVM and Python workers): it could not leave the group")
+        step(started, "2. B killed with SIGKILL (its driver, JVM and Python workers): it could not leave the group")
         group.wait(lambda g: g.owns_all("A"), "A to take B's partitions over")
-        step(started, f"   B's session timed out (6 s): A took over all {PARTITIONS} partitions, starting where "
-                      "B's last Delta commit left them")
+        step(started, f"   B's session timed out ({session_s} s): A took over all {PARTITIONS} partitions, starting "
+                      "where B's last Delta commit left them")
         b.start()
         group.wait(lambda g: g.sharing("A", "B") and g.landed_since_join("B"), "B to rejoin after its restart")
-        step(started, f"5. B restarted from its checkpoint and rejoined: A owns {spans(group.owned['A'])}; "
+        step(started, f"3. B restarted from its checkpoint and rejoined: A owns {spans(group.owned['A'])}; "
                       f"B owns {spans(group.owned['B'])}")
+        b.send("stop")
+        group.wait(lambda g: g.stopped("B") and g.owns_all("A"), "A to own every partition after B stopped")
+        step(started, f"4. B stopped cleanly and left the group: A owns all {PARTITIONS} partitions")
         produced = producer.finish()
-        step(started, f"6. producer stopped after {produced.count:,} events; waiting for both members to land "
-                      "the rest")
+        step(started, f"5. producer stopped after {produced.count:,} events; waiting for A to land the rest")
         ends, checked = produced.ends, [0.0]
 
         def landed(_: Group) -> bool:

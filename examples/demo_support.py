@@ -135,11 +135,11 @@ class Member:
     """One member of the group: ``orders_to_delta.py`` in a process (and process group) of its own."""
 
     def __init__(self, name: str, servers: str, table: str, checkpoint: str, logs: str, group: str,
-                 starting_offsets: str) -> None:
+                 starting_offsets: str, session_timeout_ms: int) -> None:
         self.name = name
         self._command = [sys.executable, MEMBER_SCRIPT, "--bootstrap-servers", servers, "--table", table,
                          "--checkpoint", checkpoint, "--name", name, "--group", group,
-                         "--starting-offsets", starting_offsets]
+                         "--starting-offsets", starting_offsets, "--session-timeout-ms", str(session_timeout_ms)]
         self._logs = logs
         self._runs = 0
         self.process: Optional["subprocess.Popen[str]"] = None

@@ -69,8 +69,9 @@ def start_query(spark: Any, args: argparse.Namespace) -> Any:
         .option("kafka.group.id", args.group)
         .option("startingOffsets", args.starting_offsets)
         .option("offsets.table", args.table)  # the Delta table's commits hold the offsets
-        # a member that dies is noticed after 6 s instead of librdkafka's default 45 s
-        .option("kafka.session.timeout.ms", "6000")
+        # a member that dies is noticed after this instead of librdkafka's default 45 s (Kafka's brokers
+        # accept 6 s and more by default: group.min.session.timeout.ms)
+        .option("kafka.session.timeout.ms", str(args.session_timeout_ms))
         .option("kafka.heartbeat.interval.ms", "500")
         .load()
     )
@@ -110,6 +111,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--group", default=GROUP, help="the consumer group to join")
     parser.add_argument("--starting-offsets", default="earliest",
                         help="where partitions the group never read start: earliest, latest or JSON")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000,
+                        help="the group member's session timeout: how soon the group notices it died (default 6000)")
     parser.add_argument("--cores", type=int, default=1, help="local Spark cores")
     args = parser.parse_args(argv)
 
