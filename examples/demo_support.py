@@ -128,6 +128,8 @@ class OrderProducer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        if self._producer is not None:
+            self._producer.flush(5)  # a demo that failed early: what is still queued, briefly
         self._producer = None  # the last reference: librdkafka closes its connections here
 
 
