@@ -61,8 +61,8 @@ def confirm(question: str, yes: bool) -> None:
 
 def prepare_output(output: str, yes: bool) -> None:
     """Empty ``output`` (asking first unless it is an earlier demo's), then mark it as the demo's."""
-    if os.path.islink(output):
-        raise DemoError(f"--output {output} is a symbolic link: name a real folder.")
+    if os.path.islink(output) or (os.path.exists(output) and not os.path.isdir(output)):
+        raise DemoError(f"--output {output} is not a folder (a file or a symbolic link): name a folder.")
     if os.path.isdir(output) and os.listdir(output) and not os.path.exists(os.path.join(output, MARKER)):
         confirm(f"--output {output} exists and is not an earlier demo's output: it will be DELETED.", yes)
     if os.path.exists(output):
@@ -178,6 +178,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except DemoError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("demo: interrupted; the members, the producer and the embedded cluster were stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
