@@ -161,6 +161,7 @@ def demo_entry() -> Path:
 DEMO_TIMEOUT_S = 900
 
 
+@pytest.mark.slow  # CI's first part runs this demo already (its exit code is the exactly-once check); ~90 s more here
 def test_demo_shows_two_members_a_stop_a_kill_and_a_restart_and_lands_every_record_once(tmp_path: Path) -> None:
     """The README's demo: two members share the group, B is SIGKILLed and restarted, B stops (a rebalance), and every
     record lands once; the summary says so and nothing (no traceback, no warning) is printed after it."""
