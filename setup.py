@@ -26,7 +26,7 @@ default editable mode for such a mapping is an import hook that
 see. ``editable_wheel`` therefore defaults to ``strict`` here: ``pip install -e .``
 builds a tree of links to the sources under ``build/__editable__.*`` and puts that
 plain folder on ``sys.path``. Edits to existing files show at once; a new or deleted
-module needs the ``pip install -e .`` again (README.md, "Developing").
+module needs the ``pip install -e .`` again (CONTRIBUTING.md, "Development install").
 """
 
 import importlib.util
@@ -103,9 +103,9 @@ class BuildPyWithShim(build_py):
 
 #: kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run time;
 #: grpcio-tools' protoc (the reference .proto parser) turns the registry's .proto text into descriptors;
-#: jsonschema (with referencing, which it resolves $ref with) validates JSON payloads against the
-#: writer's schema with the codec's ``validate`` option, interpreting the schema (4.18: the first on
-#: referencing); google-re2 runs the schema's patterns in linear time. The tests need them too.
+#: jsonschema (with referencing, which it resolves $ref with; 4.18: the first on referencing) and google-re2
+#: (the schema's patterns in linear time) validate a JSON payload against its writer's schema, but only for
+#: JsonSchemaCodec(validate=True) called from Python: no query option asks for it. The tests need them too.
 #: fastavro reads Avro payloads through Avro schema resolution (kafka_group.registry.avro_codec).
 SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "jsonschema>=4.18,<5", "referencing>=0.28.4,<1",
                    "google-re2>=1.1,<2", "fastavro>=1.9,<2"]

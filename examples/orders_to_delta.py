@@ -1,38 +1,39 @@
-"""The main job: Kafka order events into a Delta table with the ``kafka-group`` source.
+"""The main job: Kafka order events into a Delta table, as one member of a consumer group.
 
-Starts the embedded Kafka cluster (librdkafka's mock brokers, real TCP on
-127.0.0.1), produces JSON order events over 8 partitions, then runs a streaming
-query with ``Trigger.AvailableNow`` that joins consumer group ``orders-bronze``,
-parses the events and lands them in a Delta table on local disk exactly once:
-each micro-batch's files and its Kafka offsets go into one Delta commit
-(:class:`pyspark_kafka_group.DeltaSink`). It prints a line per micro-batch as it
-goes, then what landed: rows and offsets per partition, and the seconds it took.
+A streaming query with the ``kafka-group`` source joins consumer group
+``--group`` (default ``orders-bronze``), parses the JSON order events of topic
+``orders`` and lands them in a Delta table exactly once: each micro-batch's files
+and its Kafka offsets go into one Delta commit
+(:class:`pyspark_kafka_group.DeltaSink`). Start it twice (with two checkpoints)
+and the two queries share the topic's partitions, as two Kafka consumers of one
+group do; stop or kill one and the other takes its partitions over.
 
-Run it (after ``pip install '.[spark]'``)::
+Run it (after ``pip install '.[spark]'``) against your cluster::
 
-    python examples/orders_to_delta.py --records 200000 --output demo-output
+    python examples/orders_to_delta.py --bootstrap-servers HOST:9092 \\
+        --table /tmp/orders_bronze --checkpoint /tmp/orders_bronze_chk --name a
 
-Point ``--bootstrap-servers`` at your own cluster to skip the embedded one.
-Exit code 0 means every produced record landed exactly once.
+It only reads ``orders`` and writes the two folders given. It prints one JSON
+line per landed micro-batch on stdout (its member name, batch id, rows and the
+partitions it owns) and reads commands on stdin: ``stop`` (the query leaves the
+group), ``start`` (it joins again from its checkpoint), ``exit``; end of input
+is ``exit``. ``examples/demo.py`` (``bash scripts/demo.sh``) runs two of these
+on the embedded cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import random
-import shutil
+import queue
 import sys
+import threading
 import time
-from typing import Any, Optional
-
-logger = logging.getLogger("orders_to_delta")
+from typing import Any, Dict, List, Optional
 
 TOPIC = "orders"
 GROUP = "orders-bronze"
-PARTITIONS = 8
 
 ORDER_SCHEMA = (
     "order_id string, customer_id string, amount double, currency string, "
@@ -40,52 +41,38 @@ ORDER_SCHEMA = (
 )
 
 
-def produce_orders(bootstrap_servers: str, records: int, seed: int) -> None:
-    """Produce ``records`` JSON order events, keyed by customer, with a progress line."""
-    from confluent_kafka import Producer
-
-    rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "batch.num.messages": 10000})
-    started = time.monotonic()
-    statuses = ["created", "paid", "shipped", "delivered", "cancelled"]
-    for i in range(records):
-        customer = f"c{rng.randrange(20000):05d}"
-        event = {
-            "order_id": f"o{i:08d}",
-            "customer_id": customer,
-            "amount": round(rng.uniform(2, 500), 2),
-            "currency": rng.choice(["EUR", "USD", "GBP"]),
-            "status": rng.choice(statuses),
-            "items": rng.randint(1, 9),
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1_790_000_000 + i)),
-        }
-        while True:
-            try:
-                producer.produce(TOPIC, key=customer.encode(), value=json.dumps(event).encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 50_000 == 0 and i:
-            producer.poll(0)
-            print(f"produced {i:,} of {records:,} order events", flush=True)
-    producer.flush(60)
-    print(f"produced {records:,} order events to '{TOPIC}' in {time.monotonic() - started:.1f} s", flush=True)
+def emit(**event: Any) -> None:
+    """One JSON line on stdout (what ``examples/demo.py`` reads)."""
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
 
 
-def run_query(spark: Any, bootstrap_servers: str, table: str, checkpoint: str, max_per_trigger: int) -> int:
-    """Run the AvailableNow query into Delta; return the number of micro-batches."""
+def owned_partitions(progress: Dict[str, Any]) -> List[int]:
+    """The partitions of ``orders`` the query's group member owned at this progress event."""
+    sources = progress.get("sources") or [{}]
+    latest = sources[0].get("latestOffset") or "{}"
+    report = json.loads(latest) if isinstance(latest, str) else latest
+    member = report.get("@member") or {}
+    return sorted(int(p) for p in (member.get("owned") or {}).get(TOPIC, []))
+
+
+def start_query(spark: Any, args: argparse.Namespace) -> Any:
+    """Start the query: ``orders`` from group ``args.group`` into the Delta table, exactly once."""
     from pyspark.sql import functions as F
 
     from pyspark_kafka_group import DeltaSink
 
     events = (
         spark.readStream.format("kafka-group")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
         .option("subscribe", TOPIC)
-        .option("kafka.group.id", GROUP)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", max_per_trigger)
-        .option("offsets.table", table)  # the Delta table's commits hold the offsets
+        .option("kafka.group.id", args.group)
+        .option("startingOffsets", args.starting_offsets)
+        .option("offsets.table", args.table)  # the Delta table's commits hold the offsets
+        # a member that dies is noticed after this instead of librdkafka's default 45 s (Kafka's brokers
+        # accept 6 s and more by default: group.min.session.timeout.ms)
+        .option("kafka.session.timeout.ms", str(args.session_timeout_ms))
+        .option("kafka.heartbeat.interval.ms", "500")
         .load()
     )
 
@@ -97,90 +84,75 @@ def run_query(spark: Any, bootstrap_servers: str, table: str, checkpoint: str, m
             "partition",
             "offset",
             F.col("timestamp").alias("kafka_timestamp"),
-        ).select("order.*", "topic", "partition", "offset", "kafka_timestamp")
+            F.lit(args.name).alias("landed_by"),
+        ).select("order.*", "topic", "partition", "offset", "kafka_timestamp", "landed_by")
 
-    sink = DeltaSink(table, transform=parse)
-    batches = 0
-    started = time.monotonic()
-
-    def land(batch: Any, batch_id: int) -> None:
-        nonlocal batches
-        sink(batch, batch_id)
-        batches += 1
-        print(f"batch {batch_id}: landed in {table} ({time.monotonic() - started:.1f} s since start)", flush=True)
-
-    query = (
-        events.writeStream.foreachBatch(land)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
+    return (
+        events.writeStream.foreachBatch(DeltaSink(args.table, transform=parse))
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(processingTime="1 second")
         .start()
     )
-    query.awaitTermination()
-    return batches
 
 
-def summarize(table: str, expected: int, seconds: float) -> bool:
-    """Print rows and offsets per partition; return whether every record landed once."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
-
-    from kafka_group.delta.offsets_table import transaction_id
-    from kafka_group.offsets import TopicPartition
-
-    delta = DeltaTable(table)
-    data = delta.to_pyarrow_dataset().to_table(columns=["partition", "offset"])
-    print(f"\nDelta table {table} (version {delta.version()}): {data.num_rows:,} rows in {seconds:.1f} s")
-    print(f"{'partition':>9} {'rows':>9} {'first offset':>13} {'last offset':>12} {'committed offset':>17}")
-    ok = True
-    for p in sorted(set(data.column("partition").to_pylist())):
-        offsets = data.filter(pc.equal(data.column("partition"), p)).column("offset")
-        n, lo, hi = len(offsets), pc.min(offsets).as_py(), pc.max(offsets).as_py()
-        distinct = len(pc.unique(offsets))
-        committed = delta.transaction_version(transaction_id(GROUP, TopicPartition(TOPIC, p)))
-        ok = ok and distinct == n == hi - lo + 1 and committed == hi + 1
-        print(f"{p:>9} {n:>9,} {lo:>13,} {hi:>12,} {committed:>17,}")
-    ok = ok and data.num_rows == expected
-    verdict = "every record landed exactly once" if ok else "MISMATCH: missing or duplicated records"
-    print(f"expected {expected:,} rows: {verdict}")
-    return ok
+def read_commands(commands: "queue.Queue[str]") -> None:
+    """Thread: stdin's lines into ``commands``; end of input is ``exit``."""
+    for line in sys.stdin:
+        commands.put(line.strip())
+    commands.put("exit")
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=200_000, help="order events to produce")
-    parser.add_argument("--output", default="demo-output", help="folder for the Delta table and checkpoint")
-    parser.add_argument("--bootstrap-servers", default=None, help="use this Kafka cluster instead of the embedded one")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--bootstrap-servers", required=True, help="the Kafka cluster to read topic 'orders' from")
+    parser.add_argument("--table", required=True, help="the Delta table to land in (a folder; created if missing)")
+    parser.add_argument("--checkpoint", required=True, help="this query's Spark checkpoint (a folder)")
+    parser.add_argument("--name", default="a", help="this member's name in its output lines and the landed_by column")
+    parser.add_argument("--group", default=GROUP, help="the consumer group to join")
+    parser.add_argument("--starting-offsets", default="earliest",
+                        help="where partitions the group never read start: earliest, latest or JSON")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000,
+                        help="the group member's session timeout: how soon the group notices it died (default 6000)")
+    parser.add_argument("--cores", type=int, default=1, help="local Spark cores")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from kafka_group_devbroker import EmbeddedKafka
     from pyspark_kafka_group.spark_session import local_session
 
-    output = os.path.abspath(args.output)
-    shutil.rmtree(output, ignore_errors=True)
-    table, checkpoint = os.path.join(output, "orders_bronze"), os.path.join(output, "_checkpoint")
-    embedded: Optional[EmbeddedKafka] = None
-    try:
-        servers = args.bootstrap_servers
-        if servers is None:
-            embedded = EmbeddedKafka(brokers=3, topics={TOPIC: PARTITIONS}).start()
-            servers = embedded.bootstrap_servers
-            print(f"embedded Kafka: 3 brokers at {servers}, topic '{TOPIC}' with {PARTITIONS} partitions", flush=True)
-        produce_orders(servers, args.records, args.seed)
-        print("starting Spark (local[2]) ...", flush=True)
-        spark = local_session("orders-to-delta")
-        started = time.monotonic()
-        batches = run_query(spark, servers, table, checkpoint, args.max_offsets_per_trigger)
-        seconds = time.monotonic() - started
-        print(f"query finished: {batches} micro-batches")
-        ok = summarize(table, args.records, seconds)
-        spark.stop()
-        return 0 if ok else 1
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    spark = local_session(f"orders-to-delta-{args.name}", cores=args.cores,
+                          extra_conf={"spark.ui.showConsoleProgress": "false"})
+    commands: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=read_commands, args=(commands,), daemon=True, name="commands").start()
+    query: Any = start_query(spark, args)
+    emit(event="started", member=args.name, pid=os.getpid())
+    last_batch = -1
+    while True:
+        try:
+            command = commands.get(timeout=0.2)
+        except queue.Empty:
+            command = ""
+        if command in ("stop", "exit") and query is not None:
+            query.stop()  # the group member leaves the group: the others get its partitions at once
+            query = None
+            emit(event="stopped", member=args.name)
+        if command == "exit":
+            spark.stop()
+            return 0
+        if command == "start" and query is None:
+            query = start_query(spark, args)
+            emit(event="started", member=args.name, pid=os.getpid())
+        if query is None:
+            continue
+        if not query.isActive:
+            exception = query.exception()
+            emit(event="failed", member=args.name, error=str(exception)[:2000])
+            return 1
+        progress = query.lastProgress
+        report = (json.loads(progress.json) if hasattr(progress, "json") else dict(progress)) if progress else {}
+        if report and report["batchId"] != last_batch:
+            last_batch = report["batchId"]
+            rows = int(report.get("numInputRows") or 0)
+            emit(event="batch", member=args.name, batch=last_batch, rows=rows, owned=owned_partitions(report),
+                 at=time.time())
 
 
 if __name__ == "__main__":

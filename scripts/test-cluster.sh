@@ -3,7 +3,7 @@
 # workers on loopback, started by the tests with Spark's own classes from the pip pyspark, and one
 # driver session on them; two queries of one group into Delta (local and S3), an executor SIGKILLed
 # mid-batch, flow control, batch and registry reads, the metrics shim, and the package shipped the
-# two ways README.md's "Install on a cluster" gives (the wheel in a virtualenv on every node, and that
+# two ways docs/install.md ("On a cluster: the wheel") gives (the wheel in a virtualenv on every node, and that
 # virtualenv packed with venv-pack and shipped with spark.archives). Its own pytest process: a Python
 # process holds one SparkContext, and the rest of the suite's is local[2]. Same virtualenv as
 # scripts/test.sh. Extra arguments go to pytest.

@@ -281,7 +281,7 @@ class RecordError(KafkaGroupError):
 
 
 class SchemaRegistryError(KafkaGroupError):
-    """The Schema Registry could not be reached or refused a request (issue 29).
+    """The Schema Registry could not be reached or refused a request.
 
     The message names the registry's URL (never its credentials) and the request. Retriable
     when the registry was unreachable or failed (Spark retries the task); not when it refused
@@ -299,7 +299,7 @@ class SchemaRegistryUnavailable(SchemaRegistryError):
 
 class SchemaAnswerError(SchemaRegistryError):
     """The Schema Registry answered with a document the connector cannot use: not a schema, a malformed
-    reference, references nested or counted beyond the bounds (issue 33).
+    reference, references nested or counted beyond the bounds.
 
     Not retriable: what a registry answers about a schema id does not change. Records framed with
     that id are bad records (``badRecords=quarantine`` lands them with this message); for the

@@ -1,4 +1,4 @@
-"""The package arriving on a cluster as a user ships it, with the commands README.md and docs/deploy.md give.
+"""The package arriving on a cluster as a user ships it, with the commands docs/install.md and docs/deploy.md give.
 
 One virtualenv per run (``shipped_env``, under the run's temporary folder): the wheel built from a copy of
 the checkout (``python -m pip wheel --no-deps -w dist .``) installed into a fresh ``python -m venv`` that

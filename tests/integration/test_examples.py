@@ -44,18 +44,21 @@ def _absolute_pythonpath() -> str:
 
 
 def run_command(command: List[str], *, cwd: Path, env: Optional[Dict[str, str]] = None,
-                script: str = "") -> "subprocess.CompletedProcess[str]":
-    """Run ``command`` in a process group of its own (this run's environment, then ``env``), killed on timeout."""
+                script: str = "", timeout: float = RUN_TIMEOUT_S) -> "subprocess.CompletedProcess[str]":
+    """Run ``command`` in a process group of its own (this run's environment, then ``env``), killed on timeout.
+
+    Its stdin is empty and not a terminal, as in CI."""
     script = script or Path(command[1]).name
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": _absolute_pythonpath(), **(env or {})}
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        out, err = process.communicate(timeout=RUN_TIMEOUT_S)
+        out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
-        pytest.fail(f"{script} did not finish within {RUN_TIMEOUT_S} s; stderr tail:\n{err[-3000:]}")
+        pytest.fail(f"{script} did not finish within {timeout} s; stdout tail:\n{out[-3000:]}\nstderr tail:\n"
+                    f"{err[-3000:]}")
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -144,6 +147,57 @@ def check_tour(cells: Dict[str, Any]) -> None:
     assert int(replay.group(1)) == 200 and replay.group(2) == "{0: 50, 1: 50, 2: 50, 3: 50}"  # the last 50 each
     scraped = text("metrics")
     assert "tour_a" in scraped and "tour_b" in scraped and "kafka_group_maxOffsetsBehindLatest" in scraped, scraped
+
+
+def demo_entry() -> Path:
+    """The Python file ``scripts/demo.sh`` runs (the README's first command)."""
+    found = re.search(r'^exec "\$venv/bin/python" (\S+\.py)', (REPO / "scripts" / "demo.sh").read_text(), re.M)
+    assert found, "scripts/demo.sh runs no Python file"
+    return REPO / found.group(1)
+
+
+#: A bound on the whole demo (never asserted; the demo bounds each step itself, 300 s by default): generous for a
+#: loaded machine.
+DEMO_TIMEOUT_S = 900
+
+
+@pytest.mark.slow  # CI's first part runs this demo already (its exit code is the exactly-once check); ~90 s more here
+def test_demo_shows_two_members_a_stop_a_kill_and_a_restart_and_lands_every_record_once(tmp_path: Path) -> None:
+    """The README's demo: two members share the group, B is SIGKILLed and restarted, B stops (a rebalance), and every
+    record lands once; the summary says so and nothing (no traceback, no warning) is printed after it."""
+    output = tmp_path / "demo-output"
+    result = run_command([sys.executable, str(demo_entry()), "--output", str(output)], cwd=tmp_path,
+                         timeout=DEMO_TIMEOUT_S)
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
+    steps = ["1. two members share the group", "2. B killed with SIGKILL", "3. B restarted from its checkpoint",
+             "4. B stopped cleanly and left the group", "5. producer stopped"]
+    missing = [s for s in steps if s not in result.stdout]
+    assert missing == [], f"steps not shown: {missing}\nstdout:\n{result.stdout[-3000:]}"
+    assert result.stdout.rstrip().endswith("every record landed exactly once: none missing, none twice")
+    assert "Traceback" not in result.stderr and "warning" not in result.stderr.lower(), result.stderr[-3000:]
+    rows = table_rows(output / "orders_bronze", ["partition", "offset", "landed_by"])
+    landed = Counter(zip(rows["partition"], rows["offset"]))
+    assert len(landed) == sum(landed.values()) > 0  # no record twice
+    assert set(rows["landed_by"]) == {"A", "B"}  # both members landed records
+
+
+def test_demo_asks_before_deleting_a_folder_or_writing_to_your_cluster(tmp_path: Path) -> None:
+    """--output names a folder that is not an earlier demo's, --bootstrap-servers a user's cluster: --help says what
+    each touches, and without a terminal to ask on, the demo refuses (naming --yes) and touches nothing."""
+    demo = str(demo_entry())
+    shown = run_command([sys.executable, demo, "--help"], cwd=tmp_path)
+    assert shown.returncode == 0
+    assert "DELETED" in shown.stdout and "WRITES" in shown.stdout and "--yes" in shown.stdout, shown.stdout
+    mine = tmp_path / "my-folder"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    refused = run_command([sys.executable, demo, "--output", str(mine)], cwd=tmp_path)
+    assert refused.returncode == 2 and "--yes" in refused.stderr, refused.stderr[-3000:]
+    assert (mine / "notes.txt").read_text() == "keep me"
+    refused = run_command([sys.executable, demo, "--bootstrap-servers", "127.0.0.1:9", "--output",
+                           str(tmp_path / "out")], cwd=tmp_path)
+    assert refused.returncode == 2 and "--yes" in refused.stderr and "orders" in refused.stderr, refused.stderr[-3000:]
+    assert not (tmp_path / "out").exists()
 
 
 def test_tour_notebook_runs_headless_and_lands_exactly_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

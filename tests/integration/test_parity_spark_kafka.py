@@ -7,7 +7,7 @@ and compares schemas, rows (every column, headers included) and, for the
 shared options, batch counts, rows per batch and input partitions.
 
 Where the connector deliberately differs, a test here pins the difference and
-README.md ("Differences from Spark's Kafka source") says so.
+docs/differences.md says so.
 """
 
 from __future__ import annotations
@@ -363,7 +363,7 @@ def test_rows_transaction_open_at_planning_read_committed(
 
 
 def test_rows_transactions_default_isolation_level_differs_deliberately(spark: SparkSession, kafka: Cluster) -> None:
-    """A deliberate difference (README, "Differences from Spark's Kafka source"): with no
+    """A deliberate difference (docs/differences.md): with no
     isolation level set, Spark's source reads uncommitted (aborted records land) and
     kafka-group reads committed (they never do); every committed record is in both."""
     topic, committed, aborted = _transactional_topic(kafka)

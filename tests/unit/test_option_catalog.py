@@ -1,6 +1,6 @@
 """Options are declared once (kafka_group.config.option_catalog): each declaration's parser, default and spelling
-are what parse_source_options uses, its "did you mean" hints come from them, and the README's table is
-rendered from them."""
+are what parse_source_options uses, its "did you mean" hints come from them, and the options page of the docs
+(docs/options.md, grouped by purpose) is rendered from them."""
 
 from __future__ import annotations
 
@@ -15,22 +15,46 @@ from kafka_group.config.option_catalog import (
     FETCH_MAX_TASKS,
     OPTIONS,
     OptionSpec,
-    readme_table_block,
     render_markdown_table,
 )
+from kafka_group.config.option_docs import GROUPS, OTHER, group_of, grouped_options, main, render_options_page
 from kafka_group.config.option_catalog import OPTION_DEFAULTS, OPTION_SPELLING
 from kafka_group.config.options import parse_source_options
 from kafka_group.errors import ConfigError
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+OPTIONS_PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
 
-def test_readme_table_is_the_rendered_declarations() -> None:
-    block = readme_table_block(README.read_text(encoding="utf-8"))
-    assert block, "README.md lost its option table markers"
-    assert block == render_markdown_table(), (
-        "README.md's option table differs from kafka_group/config/option_catalog.py: edit the declaration, then run "
-        "`python -m kafka_group.option_catalog --write README.md`")
+def test_the_options_page_is_the_rendered_declarations() -> None:
+    assert OPTIONS_PAGE.read_text(encoding="utf-8") == render_options_page(), (
+        "docs/options.md differs from kafka_group/config/option_catalog.py: edit the declaration, then run "
+        "`python -m kafka_group.config.option_docs --write docs/options.md`")
+    assert main(["--check", str(OPTIONS_PAGE)]) == 0
+
+
+def test_every_option_is_in_one_group_by_purpose_and_none_is_left_over() -> None:
+    placed = [spec.name for _, specs in grouped_options() for spec in specs]
+    assert sorted(placed) == sorted(o.name for o in OPTIONS)
+    assert [o.name for o in OPTIONS if group_of(o) == OTHER.title] == [], (
+        "options no group of kafka_group/config/option_docs.py names: add them to a group")
+    named = [name for group in GROUPS for name in group.names]
+    assert len(named) == len(set(named)) and set(named) <= {o.name for o in OPTIONS}
+
+
+def test_an_option_no_group_names_is_placed_by_its_spelling() -> None:
+    spec = OptionSpec("schemaRegistry.ssl.ca.location", "path", "none", "A CA.", lambda n, r: r)
+    assert group_of(spec) == "Schema Registry and record formats"
+    assert group_of(OptionSpec("somethingNew", "int", "none", "New.", lambda n, r: r)) == OTHER.title
+    page = render_options_page([*OPTIONS, spec])
+    section = page[page.index("## Schema Registry and record formats"):page.index("## Refused options")]
+    assert "`schemaRegistry.ssl.ca.location`" in section
+
+
+def test_each_group_table_is_the_catalog_table_of_its_options() -> None:
+    page = render_options_page()
+    for group, specs in grouped_options():
+        assert f"## {group.title}\n" in page
+        assert render_markdown_table(specs) in page
 
 
 def test_each_option_is_declared_once_and_the_parser_uses_the_declarations() -> None:
@@ -143,7 +167,7 @@ def test_every_declared_option_has_a_parser_that_accepts_its_default() -> None:
         if raw is not None:
             spec.parse(raw)  # a declared default the parser refuses would fail every query
         if spec.default is not None:
-            assert spec.default in spec.default_text, f"{spec.name}: the README's default is not the parser's"
+            assert spec.default in spec.default_text, f"{spec.name}: the documented default is not the parser's"
     assert {o.name for o in OPTIONS if o.default_text not in ("none", "-", "off", "required")
             and not o.default_text.startswith("required ")} <= {o.name for o in OPTIONS if o.raw({}) is not None
                                                                 } | PLANNED_DEFAULTS

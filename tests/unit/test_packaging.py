@@ -353,7 +353,7 @@ def test_the_built_wheel_runs_in_a_fresh_virtualenv_without_the_source_tree(
 
 
 def test_an_editable_install_is_found_by_spark_and_shows_edits(tmp_path: pathlib.Path) -> None:
-    """``pip install -e .`` (README, "Install"): Spark's ``pkgutil.iter_modules`` lookup finds the
+    """``pip install -e .`` (CONTRIBUTING.md, "Development install"): Spark's ``pkgutil.iter_modules`` lookup finds the
     package, and an edit to an existing module shows without reinstalling."""
     copy = tmp_path / "repo"
     shutil.copytree(ROOT, copy, ignore=_NOT_SOURCES)

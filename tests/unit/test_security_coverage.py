@@ -1,4 +1,4 @@
-"""The README security table's *tested by* column names real rows and real tests."""
+"""The security table's (docs/security.md) *tested by* column names real rows and real tests."""
 
 from __future__ import annotations
 

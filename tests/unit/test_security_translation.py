@@ -315,11 +315,11 @@ def test_translated_settings_make_a_librdkafka_client(stores: Tuple[pathlib.Path
     Consumer(config).close()
 
 
-def test_the_readme_security_table_is_the_declared_one() -> None:
+def test_the_docs_security_table_is_the_declared_one() -> None:
     from kafka_group.config.security import SECURITY_TABLE_BEGIN, SECURITY_TABLE_END, render_security_table
 
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = readme[readme.index(SECURITY_TABLE_BEGIN) + len(SECURITY_TABLE_BEGIN):readme.index(SECURITY_TABLE_END)]
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text(encoding="utf-8")
+    block = page[page.index(SECURITY_TABLE_BEGIN) + len(SECURITY_TABLE_BEGIN):page.index(SECURITY_TABLE_END)]
     assert block.strip() == render_security_table(), "regenerate: python -m kafka_group.config.security"
 
 

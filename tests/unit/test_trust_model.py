@@ -1,4 +1,4 @@
-"""The README's "Trust model" section (issue 27, item 5): who can do what to a running query.
+"""The "Trust model" section of SECURITY.md: who can do what to a running query.
 
 The section must exist, speak of each party the issue names, and list every option that
 makes the connector (or the Kafka client it configures) load or run code: each option the
@@ -26,9 +26,9 @@ PARTIES = ("notebook", "other users on the driver", "READ on the group", "write 
 
 
 def _section() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"^## Trust model\n(.*?)(?=^## )", readme, re.S | re.M)
-    assert found, "README.md has no '## Trust model' section"
+    text = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+    found = re.search(r"^## Trust model\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert found, "SECURITY.md has no '## Trust model' section"
     return found.group(1)
 
 

@@ -6,8 +6,8 @@ A user who copies the options that work with Spark's Kafka source gets the same 
 what cannot be translated with a :class:`~kafka_group.errors.ConfigError` that names the option
 and librdkafka's equivalent. librdkafka's own names keep working; giving a Java form and the
 librdkafka form of the same setting is refused (which one wins would be a guess).
-:data:`SECURITY_OPTIONS` says what happens to each option; the README's security table is
-rendered from it (``python -m kafka_group.config.security``).
+:data:`SECURITY_OPTIONS` says what happens to each option; the security table of
+``docs/security.md`` is rendered from it (``python -m kafka_group.config.security``).
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def _stores(config: Dict[str, str]) -> None:
 
 
 def render_security_table() -> str:
-    """The README's table of Spark/Java security options (Markdown)."""
+    """The table of Spark/Java security options in ``docs/security.md`` (Markdown)."""
     from kafka_group.config.security_coverage import TESTED_BY, UNIT_ONLY
 
     lines: List[str] = ["| Spark / Java option (`kafka.` prefix) | librdkafka setting | what happens | tested by |",

@@ -1,4 +1,4 @@
-"""Which test covers each row of the README's security table (the *tested by* column).
+"""Which test covers each row of the security table of docs/security.md (the *tested by* column).
 
 Keyed by the first column of :data:`kafka_group.config.security.SECURITY_OPTIONS`; a row with no
 entry is covered by the unit tests of the translation only. Short names, explained under the table:

@@ -37,7 +37,7 @@ class SourceOptions:
 
     Each attribute holds the parsed value of one option, or of a few related ones
     (``flow_policy``, ``task_sizing``); the options' meanings, accepted values and
-    defaults are declared once, in :mod:`kafka_group.config.option_catalog` (the README's
+    defaults are declared once, in :mod:`kafka_group.config.option_catalog` (the options page's
     option table is rendered from it), and :func:`parse_source_options` shows which
     option fills which attribute. Attributes not read from one option:
 

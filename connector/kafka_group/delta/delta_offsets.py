@@ -1,6 +1,6 @@
 """Kafka offsets stored in the Delta table, committed in the same transaction as the data.
 
-This is the seeds' "offsets outside Kafka" pattern with the Delta log as the
+This is the "storing offsets outside Kafka" pattern of Kafka's consumer documentation, with the Delta log as the
 store: the records of a micro-batch and the positions they advance to become
 visible in one atomic Delta commit, or not at all.
 

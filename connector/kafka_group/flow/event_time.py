@@ -1,6 +1,6 @@
 """Event-time alignment of partitions: hold back those whose records run ahead.
 
-The seeds' join case (Flink calls it watermark alignment): when partitions carry
+Joining streams of different speeds (Flink calls it watermark alignment): when partitions carry
 data of different times, a query that reads them all at once lets the fast ones
 run hours ahead. With ``flow.alignment.maxDrift`` set, each batch reads no record
 whose timestamp is ``maxDrift`` or more ahead of the *slowest* owned partition:

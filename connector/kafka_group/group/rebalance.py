@@ -141,7 +141,7 @@ def finish_revoke(
 ) -> Dict[TopicPartition, int]:
     """Hold a revoke until the running batch of its partitions has landed, then commit them.
 
-    The seeds' rebalance listener: commit on revoke, so the next owner starts
+    Kafka's usual rebalance listener: commit on revoke, so the next owner starts
     exactly where this one stopped. Only the offsets table can tell that a batch
     landed (Spark reports completion to the source only at the next plan), so
     without ``offsets.table`` the revoke does not wait (the caller does not call
