@@ -7,6 +7,7 @@ setuptools, without build isolation (no download).
 
 from __future__ import annotations
 
+import configparser
 import email
 import json
 import os
@@ -144,12 +145,25 @@ def test_a_wheel_built_without_a_jdk_leaves_the_jar_out_and_says_so(tmp_path: pa
     assert "the kafka-group metrics shim jar could not be built" in required.stdout + required.stderr
 
 
-def test_the_connector_wheel_ships_no_development_broker(connector_wheel: List[str]) -> None:
+def _console_scripts(wheel_dir: pathlib.Path, name: str) -> Dict[str, str]:
+    """The ``console_scripts`` a wheel's ``entry_points.txt`` declares (command -> target)."""
+    parser = configparser.ConfigParser()
+    [wheel] = wheel_dir.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        parser.read_string(whl.read(name).decode("utf-8"))
+    return dict(parser["console_scripts"]) if parser.has_section("console_scripts") else {}
+
+
+def test_the_connector_wheel_ships_no_development_broker(connector_wheel: List[str],
+                                                         connector_wheel_dir: pathlib.Path) -> None:
     shipped_modules = {pathlib.PurePosixPath(name).stem for name in connector_wheel if name.endswith(".py")}
     assert shipped_modules.isdisjoint(DEVBROKER_MODULES)
     assert not [name for name in connector_wheel if "embedded" in name or "devbroker" in name]
     entry_points = [name for name in connector_wheel if name.endswith(".dist-info/entry_points.txt")]
-    assert entry_points == [], "the connector installs no command (kafka-group-broker is the devbroker's)"
+    assert len(entry_points) <= 1
+    commands = _console_scripts(connector_wheel_dir, entry_points[0]) if entry_points else {}
+    # the connector's one command is the offsets tool; kafka-group-broker is the devbroker's
+    assert commands == {"kafka-group-offsets": "kafka_group.offsets_tool:main"}, commands
 
 
 #: What the crash tests' fault hook is made of: the variable it reads and the signal it sends. No
@@ -195,7 +209,7 @@ def test_the_connector_requires_pyspark_only_through_its_spark_extra(connector_w
         requires = email.message_from_bytes(whl.read(metadata)).get_all("Requires-Dist") or []
     spark = [r for r in requires if r.replace(" ", "").lower().startswith("pyspark")]
     assert [r for r in spark if "extra ==" not in r] == [], requires  # a runtime's own Spark is never replaced
-    assert 'pyspark[sql]>=4.2; extra == "spark"' in spark, requires
+    assert 'pyspark[sql]<5,>=4.2; extra == "spark"' in spark, requires
 
 
 def _requires(connector_wheel_dir: pathlib.Path) -> List[str]:
@@ -210,7 +224,7 @@ def test_the_connector_requires_what_the_sinks_writes_run_with(connector_wheel_d
     """pyspark's mapInArrow (DeltaSink's write) needs pandas >= 2.2 and pyarrow >= 18 wherever Spark came
     from: required by the package itself, not left to the 'spark' extra or to a runtime (issue 24)."""
     unconditional = {r.replace(" ", "") for r in _requires(connector_wheel_dir) if "extra ==" not in r}
-    assert {"pandas>=2.2", "pyarrow>=18"} <= unconditional, unconditional
+    assert {"pandas<3,>=2.2", "pyarrow>=18"} <= unconditional, unconditional
 
 
 #: Third-party imports of the shipped packages that are declared in an extra on purpose, and why.
