@@ -94,15 +94,18 @@ def test_row_tracking_deletion_vectors_in_commit_timestamps_and_clustering_acros
     assert table_positions(table, group, topic, 2) == {0: 45, 1: 35}
 
     log = commits(table)
-    added_in = {urllib.parse.unquote(a["add"]["path"]).rsplit("/", 1)[-1]: v
-                for v, actions in log.items() for a in actions if "add" in a}
+    added_in: Dict[str, int] = {}  # a file's first add (a DELETE re-adds it with its deletion vector)
+    for v, actions in sorted(log.items()):
+        for a in actions:
+            if "add" in a:
+                added_in.setdefault(urllib.parse.unquote(a["add"]["path"]).rsplit("/", 1)[-1], v)
     ours = [v for v, actions in log.items() if actions[0]["commitInfo"].get("engineInfo") == "pyspark-kafka-group"]
     assert len(ours) >= 4
     assert all(list(actions[0]) == ["commitInfo"] and "inCommitTimestamp" in actions[0]["commitInfo"]
                for actions in log.values())
     ids, files = row_ids(spark, table)
     assert len({row_id for row_id, _ in ids.values()}) == len(ids)  # distinct
-    assert all(version == added_in[files[key]] for key, (_, version) in ids.items() if files[key] in added_in)
+    assert {key: version for key, (_, version) in ids.items()} == {key: added_in[files[key]] for key in ids}
     history = spark_history(spark, table)
     assert all(a.timestamp < b.timestamp for a, b in zip(history, history[1:])), [(h.version, h.timestamp)
                                                                                    for h in history]
