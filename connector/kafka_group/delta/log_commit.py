@@ -121,11 +121,14 @@ def _local_put_if_absent(final: str, body: bytes) -> bool:
             os.link(temporary, final)  # atomic, and fails when the name exists: never overwrites
         except FileExistsError:
             return False
-        directory = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        try:  # the commit exists now: a failure here must not report it as not landed
+            directory = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+        except OSError as exc:
+            logger.warning("could not flush the folder of the Delta commit %s to disk: %s", final, exc)
         return True
     except OSError as exc:
         raise OffsetStoreError(f"writing the Delta commit {final} failed: {exc}. Nothing of this batch is "
