@@ -20,7 +20,9 @@
    size, record count, statistics for data skipping, partition values. The files
    are invisible: they are in no Delta commit yet (:mod:`pyspark_kafka_group.sink_files`);
 4. commits those files together with the new position of every planned
-   partition in one Delta transaction, on the driver, through delta-rs.
+   partition in one Delta transaction, on the driver, through delta-rs (or, for a table
+   with features delta-rs cannot commit to, such as row tracking or in-commit timestamps,
+   through the connector's own commit, :mod:`kafka_group.delta.log_commit`).
 
 Nothing is visible until step 4 succeeds. Files of a batch whose commit is refused
 (its offsets conflict) are deleted; files of task attempts Spark retried, and of a

@@ -74,7 +74,15 @@ def _log_files(root: pathlib.Path) -> List[str]:
     # Appends add no deletion vectors; delta-rs commits them (its reader cannot read such a table).
     ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
       "writerFeatures": ["deletionVectors"]}, {"delta.enableDeletionVectors": "true"}),
-], ids=["default", "change-data-feed", "features-appended-as-is", "ntz-and-v2-checkpoints", "deletion-vectors"])
+    # delta-rs cannot commit to these: the connector's own commit does (tests/unit/test_delta_own_commit.py).
+    ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]},
+     {"delta.enableRowTracking": "true"}),
+    ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]},
+     {"delta.enableInCommitTimestamps": "true"}),
+    ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening", "vacuumProtocolCheck"],
+      "writerFeatures": ["typeWidening", "vacuumProtocolCheck", "domainMetadata", "clustering"]}, {}),
+], ids=["default", "change-data-feed", "features-appended-as-is", "ntz-and-v2-checkpoints", "deletion-vectors",
+        "row-tracking", "in-commit-timestamps", "widening-vacuum-check-clustering"])
 def test_tables_the_sink_can_append_to_take_the_batch(tmp_path: pathlib.Path, protocol: Dict[str, Any],
                                                       configuration: Dict[str, str]) -> None:
     assert _land(_table(tmp_path / "t", protocol, configuration)) == 1
@@ -84,14 +92,11 @@ def test_tables_the_sink_can_append_to_take_the_batch(tmp_path: pathlib.Path, pr
     ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "name"}, "delta.columnMapping.mode"),
     ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"],
       "writerFeatures": ["columnMapping"]}, {"delta.columnMapping.mode": "name"}, "columnMapping"),
-    ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]},
-     {"delta.enableRowTracking": "true"}, "rowTracking"),
-    ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]},
-     {"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp"),
+    ({"minReaderVersion": 2, "minWriterVersion": 7, "writerFeatures": ["columnMapping", "icebergCompatV2"]},
+     {"delta.enableIcebergCompatV2": "true"}, "icebergCompatV2"),
     ({"minReaderVersion": 1, "minWriterVersion": 3}, {"delta.constraints.positive": "offset >= 0"},
      "delta.constraints.positive"),
-], ids=["column-mapping-legacy", "column-mapping", "row-tracking", "in-commit-timestamps",
-        "check-constraint"])
+], ids=["column-mapping-legacy", "column-mapping", "iceberg-compat-v2", "check-constraint"])
 def test_tables_with_a_feature_the_sink_cannot_honour_are_refused_before_anything_is_written(
         tmp_path: pathlib.Path, protocol: Dict[str, Any], configuration: Dict[str, str], named: str) -> None:
     root = _table(tmp_path / "t", protocol, configuration)

@@ -35,7 +35,11 @@ committing would duplicate or skip records, so the commit is refused with
 :class:`~kafka_group.errors.OffsetConflictError`. A batch whose every partition
 is already at ``until`` was committed before (a replay after a crash) and is
 skipped. Two writers racing on the same partition from the same table version
-are stopped by Delta's own conflict check on the transaction id.
+are stopped by Delta's own conflict check on the transaction id. A table with a
+feature delta-rs cannot commit to (row tracking, in-commit timestamps, liquid
+clustering...) gets the same actions from the connector's own commit
+(:mod:`kafka_group.delta.log_commit`): a writer that loses the version checks
+everything again on the winner's.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ import time
 from typing import Any, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.commit_files import DataFile, check_local_files, delete_files
+from kafka_group.delta.log_actions import OWN_COMMIT_FEATURES, needs_own_commit
+from kafka_group.delta.log_commit import commit_own
 from kafka_group.delta.offset_check import CommitCheck, check_ranges
 from kafka_group.delta.offset_moves import OffsetMoves
 from kafka_group.delta.not_null import ColumnPath, not_null_paths
@@ -53,7 +59,7 @@ from kafka_group.delta.not_null_check import check_not_null
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
-from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError
+from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 
@@ -123,7 +129,21 @@ class DeltaOffsetStore(OffsetMoves):
         table = self._load(refresh=True)
         if table is not None:
             self._check_appendable(table)
-            merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
+            merge = merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
+            if merge.changes_table:
+                self._refuse_own_merge(table, merge)
+
+    def _refuse_own_merge(self, table: Any, merge: SchemaMerge) -> None:
+        """Refuse to merge columns into a table the connector commits to itself: its commit writes no
+        ``metaData`` (delta-rs, which adds columns for the others, cannot commit to such a table)."""
+        if needs_own_commit(table.protocol().writer_features or []):
+            raise UnsupportedTableFeatureError(
+                f"DeltaSink(merge_schema=True) cannot add the column(s) {', '.join(merge.added)} to offsets.table "
+                f"'{self.table_path}': the table has features delta-rs cannot commit to "
+                f"({', '.join(sorted(OWN_COMMIT_FEATURES & set(table.protocol().writer_features or [])))}), so the "
+                "connector commits its appends itself, and those never change the schema. Add them with delta-spark "
+                "(ALTER TABLE ... ADD COLUMNS) and restart the query. Nothing was written and no offset moved"
+            )
 
     # -- the commit --------------------------------------------------------------------
 
@@ -257,6 +277,7 @@ class DeltaOffsetStore(OffsetMoves):
                 # Delta would take the files under the table's schema whatever they hold.
                 merge = merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
                 if merge.changes_table:
+                    self._refuse_own_merge(table, merge)
                     self._add_columns(table, merge, metadata)
                     crash_point("delta.after_schema_merge")
                     continue  # the data commit goes on top of the merged schema, checked again
@@ -274,6 +295,13 @@ class DeltaOffsetStore(OffsetMoves):
                         storage_options=self._storage_options or None,
                         commit_properties=properties,
                     )
+                elif needs_own_commit(table.protocol().writer_features or []):
+                    # delta-rs refuses these tables: the connector writes the commit itself (same txns).
+                    own = commit_own(table, self.table_path, self._storage_options, files,
+                                     [(t.app_id, t.version) for t in txns], operation="WRITE", info=custom)
+                    if own is None:
+                        last_error = OffsetStoreError(f"version {int(table.version()) + 1} was taken by another writer")
+                        continue
                 else:
                     table.create_write_transaction(
                         adds, mode="append", schema=table.schema(), commit_properties=properties

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
+from kafka_group.delta.log_actions import needs_own_commit
+from kafka_group.delta.log_commit import commit_own
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, partitions_transaction_id, start_transaction_id
 from kafka_group.delta.transaction_ids import transaction_id
@@ -213,6 +215,10 @@ class OffsetMoves(OffsetsTable):
             # No retry inside delta-rs: a concurrent commit makes the caller check again.
             max_commit_retries=0,
         )
+        if needs_own_commit(table.protocol().writer_features or []):  # delta-rs cannot commit to it
+            return commit_own(table, self.table_path, self._storage_options, [],
+                              [(t.app_id, t.version) for t in properties.app_transactions or []],
+                              operation=operation, info=properties.custom_metadata or {}) is not None
         try:
             table.create_write_transaction([], mode="append", schema=table.schema(), commit_properties=properties)
         except CommitFailedError as exc:
@@ -260,14 +266,16 @@ class OffsetMoves(OffsetsTable):
         self.check_conditional_put()
         txns = [Transaction(transaction_id(self.group, tp), pos) for tp, pos in sorted(positions.items())]
         txns.append(Transaction(OWNER_ID, owner_version(self.group)))
-        table.create_write_transaction(
-            [],
-            mode="append",
-            schema=table.schema(),
-            commit_properties=CommitProperties(
-                app_transactions=txns,
-                custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "reset", "reason": reason},
-            ),
-        )
+        custom = {GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "reset", "reason": reason}
+        if needs_own_commit(table.protocol().writer_features or []):  # delta-rs cannot commit to it
+            if commit_own(table, self.table_path, self._storage_options, [], [(t.app_id, t.version) for t in txns],
+                          operation="reset", info=custom) is None:
+                raise OffsetStoreError(f"resetting offsets in offsets.table '{self.table_path}' lost a race to "
+                                       "another writer; nothing was reset. Run the reset again")
+        else:
+            table.create_write_transaction(
+                [], mode="append", schema=table.schema(),
+                commit_properties=CommitProperties(app_transactions=txns, custom_metadata=custom),
+            )
         table.update_incremental()
         return int(table.version())

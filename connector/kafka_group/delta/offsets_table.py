@@ -17,6 +17,8 @@ import urllib.parse
 from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence
 
 from kafka_group.delta.conditional_put import check_conditional_put
+from kafka_group.delta.log_actions import OWN_COMMIT_FEATURES, needs_own_commit
+from kafka_group.delta.log_commit import own_commit_refusal
 from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
@@ -47,10 +49,19 @@ COMMIT_ATTEMPTS = 10
 #: ``columnMapping`` is allowed as a name only while ``delta.columnMapping.mode`` is ``none``;
 #: ``invariants``, ``checkConstraints`` and ``generatedColumns`` only while none is defined
 #: (the sink writes its files with pyarrow, which evaluates none of them).
+#: Tables with a feature of :data:`~kafka_group.delta.log_actions.OWN_COMMIT_FEATURES` are appended to
+#: by the connector's own commit (:mod:`kafka_group.delta.log_commit`), not delta-rs.
 _APPENDABLE_FEATURES = frozenset({
     "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
     "invariants", "timestampNtz", "v2Checkpoint", "variantType",
-})
+}) | OWN_COMMIT_FEATURES
+#: Why a feature stays refused whatever commit path is taken.
+_REFUSED_FEATURES = {
+    "icebergCompatV1": "icebergCompatV1 needs partition values materialized in the files, column mapping and no "
+                       "deletion vectors",
+    "icebergCompatV2": "icebergCompatV2 needs partition values materialized in the files, column mapping, and Parquet "
+                       "field ids for the elements of arrays and maps",
+}
 
 
 
@@ -239,6 +250,12 @@ class OffsetsTable:
             feature and the fix.
         """
         problems = _unsupported_features(table)
+        writer_features = table.protocol().writer_features or []
+        if not problems and needs_own_commit(writer_features):
+            why = own_commit_refusal(self.table_path)
+            if why is not None:
+                own = ", ".join(sorted(OWN_COMMIT_FEATURES & set(writer_features)))
+                problems.append(f"the table has the feature(s) {own}, which delta-rs (deltalake) cannot commit to; {why}")
         if problems:
             raise UnsupportedTableFeatureError(
                 f"DeltaSink cannot write to offsets.table '{self.table_path}': " + "; ".join(problems)
@@ -330,7 +347,10 @@ def _unsupported_features(table: Any) -> List[str]:
                         "writes its Parquet files under the logical column names, which such a table's readers "
                         "(delta-spark) do not look for, so they would read NULLs")
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-    unknown = sorted(features - _APPENDABLE_FEATURES)
+    for feature in sorted(features & set(_REFUSED_FEATURES)):
+        problems.append(f"the table has the feature {feature}: {_REFUSED_FEATURES[feature]}, which the sink's "
+                        "Parquet files do not have")
+    unknown = sorted(features - _APPENDABLE_FEATURES - set(_REFUSED_FEATURES))
     if unknown:
         problems.append(f"the table has the feature(s) {', '.join(unknown)}, which delta-rs (deltalake) cannot "
                         "commit to, or which an append of plain Parquet files would not honour")
