@@ -8,6 +8,7 @@ deleted under the plan (data loss, failed or skipped), a plan past the partition
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
@@ -63,13 +64,14 @@ def _seed(kafka: Cluster) -> Tuple[str, str, Dict[int, int]]:
     txn, plain = create_topic(kafka, 3, "parity-txn"), create_topic(kafka, 1, "parity-plain")
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("parity")})
     producer.init_transactions(60)
+    now_ms = int(time.time() * 1000)  # a time older than the topic's retention would be deleted under the test
     headers: List[Any] = [None, [("h", b"v")], [("h", None), ("h", b"2"), ("é", b"")], []]
     for t in range(6):
         producer.begin_transaction()
         for i in range(9):
             producer.produce(txn, partition=i % 3, key=None if i % 4 == 0 else b"k%d" % i,
                              value=None if i == 5 else (b"" if i == 6 else b"v%d-%d" % (t, i) * (1 + i)),
-                             headers=headers[i % 4], timestamp=1_700_000_000_000 + i)
+                             headers=headers[i % 4], timestamp=now_ms - 1000 + i)
         if t == 3:
             producer.abort_transaction(60)
         else:
