@@ -169,6 +169,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             servers = embedded.bootstrap_servers
             print(f"embedded Kafka: 3 brokers at {servers}, topic '{TOPIC}' with {PARTITIONS} partitions", flush=True)
         produce_orders(servers, args.records, args.seed)
+        from kafka_group.read.read_path import describe
+
+        print(f"executor read path: {describe({'bootstrap.servers': servers})}", flush=True)
         print("starting Spark (local[2]) ...", flush=True)
         spark = local_session("orders-to-delta")
         started = time.monotonic()

@@ -24,7 +24,7 @@ from typing import Mapping, Optional, Set
 from kafka_group.auth.token_provider import TOKEN_PROVIDER_KEY
 from kafka_group.errors import ConfigError
 
-__all__ = ["READ_PATHS", "READ_PATH_OPTION", "choose_native", "native_module", "unsupported_reason"]
+__all__ = ["READ_PATHS", "READ_PATH_OPTION", "choose_native", "describe", "native_module", "unsupported_reason"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,3 +115,20 @@ def choose_native(read_path: str, client_config: Mapping[str, str]) -> Optional[
             f"(cargo) builds it, or set '{READ_PATH_OPTION}' to 'auto' or 'python'")
     _say_once(f"reading with the Python read path: {reason}")
     return None
+
+
+def describe(client_config: Mapping[str, str]) -> str:
+    """One line saying which read path ``read.path=auto`` takes here with these settings, and why.
+
+    Parameters
+    ----------
+    client_config : mapping of str to str
+        The reader's librdkafka settings.
+    """
+    module = native_module()
+    if module is None:
+        return f"python (the compiled read path is not installed here: {_import_error})"
+    reason = unsupported_reason(client_config)
+    if reason is not None:
+        return f"python ({reason})"
+    return f"native (kafka_group._native, librdkafka {module.librdkafka_version()} built in)"
