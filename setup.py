@@ -5,6 +5,10 @@ One distribution, two packages, no symbolic links:
 - ``pyspark_kafka_group`` (the Spark glue) from ``python/pyspark_kafka_group``.
   Its ``pyspark_`` prefix lets Spark register the ``kafka-group`` format by itself.
 - ``kafka_group`` (the Spark-independent core) from ``connector/kafka_group``.
+- The compiled read path, ``kafka_group/_native.abi3.so``, built from ``native/`` with cargo where
+  there is a Rust toolchain (``native/build_native.py``; docs/native.md); without one the wheel is pure
+  Python and executors read with confluent-kafka. ``PYSPARK_KAFKA_GROUP_NATIVE=1`` makes a failed build
+  an error, ``=0`` skips it.
 - The Java sources of the optional metrics shim, ``jvm-shim/src/main/java/**/*.java``,
   installed as ``pyspark_kafka_group/jvm_shim/main/java/...``, and the same compiled,
   ``pyspark_kafka_group/jvm_shim/kafka-group-shim.jar``: building the wheel (``pip install .``,
@@ -136,6 +140,10 @@ class BuildPyWithShim(build_py):
             _compile_shim(pathlib.Path(self.build_lib) / "pyspark_kafka_group" / "jvm_shim")
             if _wants_native():
                 _build_native(pathlib.Path(self.build_lib) / "kafka_group")
+            elif os.environ.get(NATIVE_ENV) != "0" and (HERE / "native" / "Cargo.toml").is_file():
+                log.warning("building without the compiled read path (kafka_group._native): no Rust toolchain "
+                            "('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo). Executors read with the Python read "
+                            "path")
 
 
 class MaybeBinaryDistribution(Distribution):

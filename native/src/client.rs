@@ -341,6 +341,10 @@ impl Client {
         let mut last: (usize, i32, Option<usize>) = (0, -2, None); // (topic handle, partition, state)
         let mut failure: Option<PyErr> = None;
         let want_headers = self.builder.include_headers();
+        let rk = self.handle()?.rk as usize;
+        // The broker's earliest offset per range, asked at its first gap in this call: the messages came in
+        // one fetch, so one answer tells for every gap among them (as kafka_group.read.fetch does).
+        let mut earliest: HashMap<usize, Option<i64>> = HashMap::new();
         for &ptr in &buf[..n] {
             let view = MessageView(ptr as *mut rd::rd_kafka_message_t);
             if failure.is_some() {
@@ -381,8 +385,9 @@ impl Client {
                 state.next = state.until;
                 state.done = true;
                 moved.push(i);
-            } else if offset > state.next {
-                // A gap: compaction, transaction markers, or data loss; the caller decides.
+            } else if offset > state.next && !benign_gap(&mut earliest, rk, i, state, py) {
+                // A gap the broker's earliest offset does not explain away (data loss), or one it could
+                // not be asked about: the caller decides, as the Python read path does.
                 aside.push(i);
                 others.append(Bound::new(py, Message::copy(&view))?)?;
             } else {
@@ -460,6 +465,30 @@ impl Client {
             py.detach(move || destroy(rk as *mut rd::rd_kafka_t, queue as *mut rd::rd_kafka_queue_t));
         }
     }
+}
+
+/// Whether the gap before the next record of `state` held no record (compaction, transaction
+/// markers, aborted records): the broker's earliest offset is not past the gap's start. Unknown
+/// (the request failed) counts as not benign.
+fn benign_gap(
+    earliest: &mut HashMap<usize, Option<i64>>,
+    rk: usize,
+    i: usize,
+    state: &RangeState,
+    py: Python<'_>,
+) -> bool {
+    let low = *earliest.entry(i).or_insert_with(|| {
+        let name = cstring(&state.topic);
+        let partition = state.partition;
+        py.detach(move || {
+            let (mut low, mut high) = (0i64, 0i64);
+            let code = unsafe {
+                rd::rd_kafka_query_watermark_offsets(rk as *mut rd::rd_kafka_t, name.as_ptr(), partition, &mut low, &mut high, 10_000)
+            };
+            if code as i32 == 0 { Some(low) } else { None }
+        })
+    });
+    matches!(low, Some(low) if low <= state.next)
 }
 
 fn destroy(rk: *mut rd::rd_kafka_t, queue: *mut rd::rd_kafka_queue_t) {
