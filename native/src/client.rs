@@ -491,6 +491,24 @@ fn benign_gap(
     matches!(low, Some(low) if low <= state.next)
 }
 
+/// The first setting librdkafka refuses, as `(key, reason)`, or None.
+pub fn check_config(config: &[(String, String)]) -> Option<(String, String)> {
+    let conf = unsafe { rd::rd_kafka_conf_new() };
+    let mut errstr = vec![0 as c_char; 512];
+    let mut refused = None;
+    for (key, value) in config {
+        let (k, v) = (cstring(key), cstring(value));
+        let res = unsafe { rd::rd_kafka_conf_set(conf, k.as_ptr(), v.as_ptr(), errstr.as_mut_ptr(), errstr.len()) };
+        if res != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
+            let reason = unsafe { CStr::from_ptr(errstr.as_ptr()) }.to_string_lossy().into_owned();
+            refused = Some((key.clone(), reason));
+            break;
+        }
+    }
+    unsafe { rd::rd_kafka_conf_destroy(conf) };
+    refused
+}
+
 fn destroy(rk: *mut rd::rd_kafka_t, queue: *mut rd::rd_kafka_queue_t) {
     unsafe {
         rd::rd_kafka_queue_destroy(queue);

@@ -30,11 +30,19 @@ fn librdkafka_version() -> String {
     raw::version()
 }
 
+/// The first setting librdkafka refuses, as `(key, reason)`, or None: settings are only parsed,
+/// no client is made.
+#[pyfunction]
+fn check_config(config: Vec<(String, String)>) -> Option<(String, String)> {
+    client::check_config(&config)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
     m.add_class::<client::Message>()?;
     m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
+    m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add("KafkaProblem", m.py().get_type::<KafkaProblem>())?;
     m.add("ConfigProblem", m.py().get_type::<ConfigProblem>())?;
     m.add("RecordProblem", m.py().get_type::<RecordProblem>())?;

@@ -82,3 +82,14 @@ def test_a_setting_librdkafka_refuses_names_the_setting_and_not_its_value() -> N
     with pytest.raises(ConfigError) as raised:
         NativeConsumer(native, {"bootstrap.servers": "127.0.0.1:9", "no.such.setting": "s3cr3t-value"})
     assert "'no.such.setting'" in str(raised.value) and "read.path" in str(raised.value)
+
+
+def test_a_setting_the_built_in_librdkafka_refuses_falls_back_under_auto_and_fails_under_native() -> None:
+    if native_module() is None:
+        pytest.skip("the compiled read path is not built here")
+    config = {"bootstrap.servers": "127.0.0.1:9", "no.such.setting": "s3cr3t-value"}
+    assert choose_native("auto", config) is None
+    with pytest.raises(ConfigError, match="option 'read.path' is 'native' but .* setting 'no.such.setting'") as raised:
+        choose_native("native", config)
+    assert "s3cr3t-value" not in str(raised.value)
+    assert choose_native("auto", {"bootstrap.servers": "127.0.0.1:9"}) is native_module()

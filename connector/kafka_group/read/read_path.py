@@ -19,7 +19,7 @@ import importlib
 import logging
 import threading
 from types import ModuleType
-from typing import Mapping, Optional, Set
+from typing import Dict, Mapping, Optional, Set
 
 from kafka_group.auth.token_provider import TOKEN_PROVIDER_KEY
 from kafka_group.errors import ConfigError
@@ -75,6 +75,27 @@ def unsupported_reason(client_config: Mapping[str, str]) -> Optional[str]:
     return None
 
 
+_checked: Dict[int, Optional[str]] = {}
+
+
+def _refused_setting(module: ModuleType, client_config: Mapping[str, str]) -> Optional[str]:
+    """Why the compiled client's librdkafka refuses these settings (a setting newer than its version,
+    say), naming the setting but not its value; None when it takes them. Checked once per process
+    and settings (only a hash of them is kept)."""
+    items = sorted((str(k), str(v)) for k, v in client_config.items())
+    key = hash(tuple(items))
+    with _lock:
+        if key in _checked:
+            return _checked[key]
+    refused = module.check_config(items)
+    reason = None if refused is None else (
+        f"the librdkafka {module.librdkafka_version()} built into the compiled read path does not take "
+        f"setting '{refused[0]}'")
+    with _lock:
+        _checked[key] = reason
+    return reason
+
+
 def _say_once(text: str) -> None:
     with _lock:
         if text in _said:
@@ -106,7 +127,7 @@ def choose_native(read_path: str, client_config: Mapping[str, str]) -> Optional[
         return None
     module = native_module()
     reason = (f"the compiled read path (kafka_group._native) is not installed here ({_import_error})"
-              if module is None else unsupported_reason(client_config))
+              if module is None else unsupported_reason(client_config) or _refused_setting(module, client_config))
     if reason is None:
         return module
     if read_path == "native":
