@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_char;
 use std::sync::Mutex;
 
 use arrow_pyarrow::ToPyArrow;
@@ -17,32 +17,16 @@ use pyo3::types::{PyBytes, PyList};
 use rdkafka_sys as rd;
 
 use crate::batch::{Builder, Record, Refusal};
-use crate::raw::{cstring, err_name, err_str, MessageView, PartitionList};
+use crate::gaps::benign_gap;
+use crate::message::Message;
+use crate::raw::{cstring, err_name, err_str, on_error, ErrorSink, MessageView, PartitionList};
 use crate::{ConfigProblem, KafkaProblem, RecordProblem};
 
-/// Errors librdkafka reported through its error callback since the last take.
-struct ErrorSink {
-    errors: Mutex<Vec<(i32, String)>>,
-}
-
-unsafe extern "C" fn on_error(_rk: *mut rd::rd_kafka_t, err: c_int, reason: *const c_char, opaque: *mut c_void) {
-    if opaque.is_null() {
-        return;
-    }
-    let sink = &*(opaque as *const ErrorSink);
-    let reason = if reason.is_null() { String::new() } else { CStr::from_ptr(reason).to_string_lossy().into_owned() };
-    if let Ok(mut errors) = sink.errors.lock() {
-        if errors.len() < 1000 {
-            errors.push((err, reason));
-        }
-    }
-}
-
 /// The read state of one range of the pass.
-struct RangeState {
-    topic: String,
-    partition: i32,
-    next: i64,
+pub struct RangeState {
+    pub topic: String,
+    pub partition: i32,
+    pub next: i64,
     until: i64,
     done: bool,
 }
@@ -64,75 +48,6 @@ pub struct Client {
     states: Vec<RangeState>,
     index: HashMap<(String, i32), usize>,
     builder: Builder,
-}
-
-/// What `fill` could not take as a plain record, copied out of librdkafka: an error event, or a
-/// record after a gap (or of a partition already off the plain path in that call).
-#[pyclass(module = "kafka_group._native", frozen)]
-pub struct Message {
-    err: i32,
-    reason: String,
-    topic: Option<String>,
-    partition: i32,
-    offset: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    timestamp: (i32, i64),
-    headers: Option<Vec<(Vec<u8>, Option<Vec<u8>>)>>,
-}
-
-#[pymethods]
-impl Message {
-    /// The error event's `(code, reason)`, or None for a record.
-    fn error_info(&self) -> Option<(i32, String)> {
-        if self.err == 0 { None } else { Some((self.err, self.reason.clone())) }
-    }
-    fn topic(&self) -> Option<String> {
-        self.topic.clone()
-    }
-    fn partition(&self) -> Option<i32> {
-        if self.partition < 0 { None } else { Some(self.partition) }
-    }
-    fn offset(&self) -> Option<i64> {
-        if self.offset < 0 { None } else { Some(self.offset) }
-    }
-    fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.key.as_deref().map(|k| PyBytes::new(py, k))
-    }
-    fn value<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.value.as_deref().map(|v| PyBytes::new(py, v))
-    }
-}
-
-impl Message {
-    fn copy(view: &MessageView) -> Self {
-        let err = view.err();
-        Message {
-            err,
-            reason: if err != 0 { view.error_reason() } else { String::new() },
-            topic: view.topic(),
-            partition: view.partition(),
-            offset: view.offset(),
-            key: view.key().map(<[u8]>::to_vec),
-            value: if err != 0 { None } else { view.value().map(<[u8]>::to_vec) },
-            timestamp: view.timestamp(),
-            headers: view
-                .headers()
-                .map(|hs| hs.into_iter().map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec))).collect()),
-        }
-    }
-    fn record(&self) -> Record<'_> {
-        Record {
-            key: self.key.as_deref(),
-            value: self.value.as_deref(),
-            offset: self.offset,
-            timestamp: self.timestamp,
-            headers: self
-                .headers
-                .as_ref()
-                .map(|hs| hs.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect()),
-        }
-    }
 }
 
 fn kafka_problem(code: i32, reason: String) -> PyErr {
@@ -465,48 +380,6 @@ impl Client {
             py.detach(move || destroy(rk as *mut rd::rd_kafka_t, queue as *mut rd::rd_kafka_queue_t));
         }
     }
-}
-
-/// Whether the gap before the next record of `state` held no record (compaction, transaction
-/// markers, aborted records): the broker's earliest offset is not past the gap's start. Unknown
-/// (the request failed) counts as not benign.
-fn benign_gap(
-    earliest: &mut HashMap<usize, Option<i64>>,
-    rk: usize,
-    i: usize,
-    state: &RangeState,
-    py: Python<'_>,
-) -> bool {
-    let low = *earliest.entry(i).or_insert_with(|| {
-        let name = cstring(&state.topic);
-        let partition = state.partition;
-        py.detach(move || {
-            let (mut low, mut high) = (0i64, 0i64);
-            let code = unsafe {
-                rd::rd_kafka_query_watermark_offsets(rk as *mut rd::rd_kafka_t, name.as_ptr(), partition, &mut low, &mut high, 10_000)
-            };
-            if code as i32 == 0 { Some(low) } else { None }
-        })
-    });
-    matches!(low, Some(low) if low <= state.next)
-}
-
-/// The first setting librdkafka refuses, as `(key, reason)`, or None.
-pub fn check_config(config: &[(String, String)]) -> Option<(String, String)> {
-    let conf = unsafe { rd::rd_kafka_conf_new() };
-    let mut errstr = vec![0 as c_char; 512];
-    let mut refused = None;
-    for (key, value) in config {
-        let (k, v) = (cstring(key), cstring(value));
-        let res = unsafe { rd::rd_kafka_conf_set(conf, k.as_ptr(), v.as_ptr(), errstr.as_mut_ptr(), errstr.len()) };
-        if res != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
-            let reason = unsafe { CStr::from_ptr(errstr.as_ptr()) }.to_string_lossy().into_owned();
-            refused = Some((key.clone(), reason));
-            break;
-        }
-    }
-    unsafe { rd::rd_kafka_conf_destroy(conf) };
-    refused
 }
 
 fn destroy(rk: *mut rd::rd_kafka_t, queue: *mut rd::rd_kafka_queue_t) {

@@ -13,6 +13,8 @@ use pyo3::prelude::*;
 
 mod batch;
 mod client;
+mod gaps;
+mod message;
 mod raw;
 
 create_exception!(_native, KafkaProblem, PyException, "A librdkafka error: args are (code, reason).");
@@ -34,13 +36,13 @@ fn librdkafka_version() -> String {
 /// no client is made.
 #[pyfunction]
 fn check_config(config: Vec<(String, String)>) -> Option<(String, String)> {
-    client::check_config(&config)
+    gaps::check_config(&config)
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
-    m.add_class::<client::Message>()?;
+    m.add_class::<message::Message>()?;
     m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add("KafkaProblem", m.py().get_type::<KafkaProblem>())?;

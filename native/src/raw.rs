@@ -2,6 +2,7 @@
 
 use std::ffi::{c_void, CStr, CString};
 use std::os::raw::{c_char, c_int};
+use std::sync::Mutex;
 
 use rdkafka_sys as rd;
 
@@ -134,3 +135,22 @@ impl MessageView {
         }
     }
 }
+
+/// Errors librdkafka reported through its error callback since the last take.
+pub struct ErrorSink {
+    pub errors: Mutex<Vec<(i32, String)>>,
+}
+
+pub unsafe extern "C" fn on_error(_rk: *mut rd::rd_kafka_t, err: c_int, reason: *const c_char, opaque: *mut c_void) {
+    if opaque.is_null() {
+        return;
+    }
+    let sink = &*(opaque as *const ErrorSink);
+    let reason = if reason.is_null() { String::new() } else { CStr::from_ptr(reason).to_string_lossy().into_owned() };
+    if let Ok(mut errors) = sink.errors.lock() {
+        if errors.len() < 1000 {
+            errors.push((err, reason));
+        }
+    }
+}
+
