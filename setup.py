@@ -5,6 +5,10 @@ One distribution, two packages, no symbolic links:
 - ``pyspark_kafka_group`` (the Spark glue) from ``python/pyspark_kafka_group``.
   Its ``pyspark_`` prefix lets Spark register the ``kafka-group`` format by itself.
 - ``kafka_group`` (the Spark-independent core) from ``connector/kafka_group``.
+- The compiled read path, ``kafka_group/_native.abi3.so``, built from ``native/`` with cargo where
+  there is a Rust toolchain (``native/build_native.py``; docs/native.md); without one the wheel is pure
+  Python and executors read with confluent-kafka. ``PYSPARK_KAFKA_GROUP_NATIVE=1`` makes a failed build
+  an error, ``=0`` skips it.
 - The Java sources of the optional metrics shim, ``jvm-shim/src/main/java/**/*.java``,
   installed as ``pyspark_kafka_group/jvm_shim/main/java/...``, and the same compiled,
   ``pyspark_kafka_group/jvm_shim/kafka-group-shim.jar``: building the wheel (``pip install .``,
@@ -37,7 +41,7 @@ import shutil
 import sysconfig
 from typing import Optional
 
-from setuptools import find_packages, setup
+from setuptools import Distribution, find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -91,14 +95,62 @@ def _compile_shim(target: pathlib.Path) -> None:
                 "on first use instead (a JDK is then needed where Spark runs the driver)", missing)
 
 
+#: Set to 1 to fail the build when the compiled read path cannot be built, instead of leaving it out;
+#: to 0 to leave it out without trying.
+NATIVE_ENV = "PYSPARK_KAFKA_GROUP_NATIVE"
+
+
+def _native_build() -> object:
+    """``native/build_native.py``, loaded by its path (a build environment cannot import the package)."""
+    spec = importlib.util.spec_from_file_location("_kafka_group_native_build", HERE / "native" / "build_native.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _wants_native() -> bool:
+    """Whether this build makes the compiled read path: cargo is there, and it was not turned off."""
+    if os.environ.get(NATIVE_ENV) == "0" or not (HERE / "native" / "Cargo.toml").is_file():
+        return False
+    return os.environ.get(NATIVE_ENV) == "1" or _native_build().find_cargo() is not None  # type: ignore[attr-defined]
+
+
+def _build_native(target: pathlib.Path) -> None:
+    """Build ``kafka_group._native`` into ``target`` with cargo; without a toolchain the package is
+    pure Python (readers take the Python path, saying so once), unless PYSPARK_KAFKA_GROUP_NATIVE=1."""
+    native_build = _native_build()
+    try:
+        native_build.build(target)  # type: ignore[attr-defined]
+    except native_build.NativeBuildError as exc:  # type: ignore[attr-defined]
+        if os.environ.get(NATIVE_ENV) == "1":
+            raise SystemExit(f"the kafka-group compiled read path could not be built ({NATIVE_ENV}=1): {exc}")
+        log.warning("building without the compiled read path (kafka_group._native): %s. Executors read with "
+                    "the Python read path", exc)
+
+
 class BuildPyWithShim(build_py):
     """``build_py``, then the metrics shim compiled into the package (not for editable installs:
-    a checkout compiles its sources on first use, so an edit to them shows)."""
+    a checkout compiles its sources on first use, so an edit to them shows), and the compiled read
+    path built with cargo where there is a Rust toolchain."""
 
     def run(self) -> None:
         super().run()
         if not getattr(self, "editable_mode", False):
             _compile_shim(pathlib.Path(self.build_lib) / "pyspark_kafka_group" / "jvm_shim")
+            if _wants_native():
+                _build_native(pathlib.Path(self.build_lib) / "kafka_group")
+            elif os.environ.get(NATIVE_ENV) != "0" and (HERE / "native" / "Cargo.toml").is_file():
+                log.warning("building without the compiled read path (kafka_group._native): no Rust toolchain "
+                            "('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo). Executors read with the Python read "
+                            "path")
+
+
+class MaybeBinaryDistribution(Distribution):
+    """A platform wheel when it carries the compiled read path, a pure one when it cannot."""
+
+    def has_ext_modules(self) -> bool:
+        return _wants_native()
 
 
 #: kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run time;
@@ -141,6 +193,7 @@ setup(
     # the offsets tool (docs/offsets-tool.md); `python -m kafka_group.offsets_tool` is the same command
     entry_points={"console_scripts": ["kafka-group-offsets = kafka_group.offsets_tool:main"]},
     cmdclass={"build_py": BuildPyWithShim},
+    distclass=MaybeBinaryDistribution,
     # No pyspark here: a cluster runtime (Databricks, EMR, a Spark distribution's python/ on PYTHONPATH)
     # brings its own, often without pip metadata, and pip would install PyPI's pyspark over it.
     # pyspark_kafka_group checks for pyspark >= 4.2 when imported (spark_requirement.py); the 'spark'

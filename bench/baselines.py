@@ -51,7 +51,8 @@ def raw_consume(servers: str, workload: Workload, batch: int = 10_000) -> float:
 
 def python_read_path(servers: str, workload: Workload, read: Any = None,
                      security: Optional[Mapping[str, str]] = None,
-                     each_batch: Optional[Callable[[pa.RecordBatch], pa.RecordBatch]] = None) -> float:
+                     each_batch: Optional[Callable[[pa.RecordBatch], pa.RecordBatch]] = None,
+                     native: Any = None) -> float:
     """Baseline (a2): the connector's executor read path in this one process, building Arrow
     batches of Spark's Kafka schema. Returns seconds.
 
@@ -61,7 +62,8 @@ def python_read_path(servers: str, workload: Workload, read: Any = None,
     :func:`kafka_group.read.fetch.read_range` or an older module's) reads the ranges one after
     another instead. ``security``: librdkafka settings of a secured listener (``security.protocol``,
     SASL and TLS settings), added to the reader's. ``each_batch`` (a registry decode, say) is applied
-    to every batch of the default path, inside the timing.
+    to every batch of the default path, inside the timing. ``native`` (``kafka_group._native``): read with
+    the compiled read path instead (:func:`kafka_group.read.native_fetch.read_ranges_native`).
     """
     settings = ReadSettings(client_config=_reader_conf(servers, security), include_headers=False, fail_on_data_loss=True,
                             poll_timeout_ms=60_000, max_records_per_batch=20_000)
@@ -71,7 +73,12 @@ def python_read_path(servers: str, workload: Workload, read: Any = None,
               for p in range(workload.partitions)]
     started = time.monotonic()
     rows = 0
-    if read is None:
+    if native is not None:
+        from kafka_group.read.native_fetch import read_ranges_native
+
+        for rb in read_ranges_native(ranges, settings, native):
+            rows += (each_batch(rb) if each_batch is not None else rb).num_rows
+    elif read is None:
         for rb in read_ranges(ranges, settings):
             rows += (each_batch(rb) if each_batch is not None else rb).num_rows
     else:

@@ -5,7 +5,9 @@
 # .venv-newest ($KAFKA_GROUP_VENV if set; .ci/run reuses the demo's fresh one), upgrading
 # pyspark to the newest release, then runs the unit tests (not the packaging tests: they build
 # their own virtualenvs, whatever pyspark this one holds) and the integration tests of
-# reading (stream and batch) and Spark Connect. The demo, which CI runs first in this same
+# reading (stream and batch, transactions, gaps, large records, refused ACLs, transient metadata
+# errors: CI runs them here on the Python read path, KAFKA_GROUP_READ_PATH=python, and on the
+# compiled one in scripts/test.sh) and Spark Connect. The demo, which CI runs first in this same
 # virtualenv, is the end-to-end run into Delta on the newest pyspark; exactly-once with its
 # crash test, flow control, the examples and the rest run on the pinned pyspark
 # (scripts/test.sh), inside CI's time budget. Tests of
@@ -19,4 +21,6 @@ source scripts/venv.sh "spark,connect,test-base"
 "$venv/bin/python" -c "import pyspark, pandas, pyarrow; print(f'newest-pyspark tier: pyspark {pyspark.__version__}, pandas {pandas.__version__}, pyarrow {pyarrow.__version__}')"
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\"])" > /dev/null
 exec "$venv/bin/python" -m pytest -q --durations=10 tests/unit --ignore=tests/unit/test_packaging.py \
-  tests/integration/test_stream_source.py tests/integration/test_spark_connect.py "$@"
+  tests/integration/test_stream_source.py tests/integration/test_spark_connect.py \
+  tests/integration/test_transactions.py tests/integration/test_fetch_gaps.py tests/integration/test_large_records.py \
+  tests/integration/test_reader_access_errors.py tests/integration/test_transient_metadata_errors.py "$@"

@@ -144,6 +144,25 @@ def create_topic(kafka: Cluster, partitions: int, prefix: str = "topic", **optio
     return name
 
 
+#: The executor read path the tests read with (option ``read.path``'s default follows it too):
+#: ``auto`` (native where built), ``native`` or ``python``. CI runs the suite on both.
+READ_PATH = os.environ.get("KAFKA_GROUP_READ_PATH", "auto")
+
+
+def read_planned(offset_ranges: Sequence[Any], settings: Any, read_path: Optional[str] = None) -> Iterator[Any]:
+    """A task's batches, read by the path ``read_path`` (default :data:`READ_PATH`) chooses, as an executor reads."""
+    from kafka_group.read.read_path import choose_native
+
+    native = choose_native(read_path or READ_PATH, settings.client_config)
+    if native is None:
+        from kafka_group.read.fetch import read_ranges
+
+        return read_ranges(list(offset_ranges), settings)
+    from kafka_group.read.native_fetch import read_ranges_native
+
+    return read_ranges_native(list(offset_ranges), settings, native)
+
+
 def apache(kafka: Cluster) -> ApacheKafka:
     """``kafka`` as Apache Kafka, for what only it does (topic configs, killing a node, adding partitions);
     the test must already be skipped on the mock cluster."""

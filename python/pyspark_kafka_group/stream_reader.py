@@ -146,13 +146,23 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
 def read_task(partition: OffsetRangesPartition, options: SourceOptions,
               decode_plan: Optional["DecodePlan"]) -> Iterator[Any]:
-    """A task's Arrow batches: its ranges read, then decoded by ``decode_plan`` when there is one.
-    Caller: an executor (streams and batch reads alike)."""
-    from kafka_group.read.fetch import read_ranges
+    """A task's Arrow batches: its ranges read (by the compiled read path or the Python one, per option
+    ``read.path``: :func:`kafka_group.read.read_path.choose_native`), then decoded by ``decode_plan`` when
+    there is one. Caller: an executor (streams and batch reads alike)."""
     from kafka_group.log_setup import configure_from_env
+    from kafka_group.read.read_path import choose_native
 
     configure_from_env()
-    batches = read_ranges(partition.offset_ranges, read_settings(options))
+    settings = read_settings(options)
+    native = choose_native(options.read_path, settings.client_config)
+    if native is not None:
+        from kafka_group.read.native_fetch import read_ranges_native
+
+        batches = read_ranges_native(partition.offset_ranges, settings, native)
+    else:
+        from kafka_group.read.fetch import read_ranges
+
+        batches = read_ranges(partition.offset_ranges, settings)
     if decode_plan is None:
         return batches
     from kafka_group.read.record_schema import arrow_schema

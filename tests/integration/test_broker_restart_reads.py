@@ -18,9 +18,8 @@ import pytest
 
 from kafka_group.config.client_config import reader_config
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.read.fetch import read_range
 from kafka_group.read.read_settings import ReadSettings
-from tests.support import BROKER_ENGINE, Cluster, MakeTopic, apache, produce
+from tests.support import BROKER_ENGINE, Cluster, MakeTopic, apache, produce, read_planned
 
 pytestmark = [
     pytest.mark.integration,
@@ -41,7 +40,7 @@ def test_a_range_read_across_a_broker_restart_reads_every_record_once(kafka: Clu
 
     def read() -> None:
         try:
-            for batch in read_range(OffsetRange(TopicPartition(topic, 0), 0, 200), settings):
+            for batch in read_planned([OffsetRange(TopicPartition(topic, 0), 0, 200)], settings):
                 got.extend(batch.column("offset").to_pylist())
         except BaseException as exc:  # reported by the test thread
             failure.append(exc)

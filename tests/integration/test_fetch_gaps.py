@@ -16,9 +16,8 @@ from confluent_kafka import Producer
 from kafka_group.config.client_config import reader_config
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read import gaps
-from kafka_group.read.fetch import read_range
 from kafka_group.read.read_settings import ReadSettings
-from tests.support import Cluster, create_topic, unique_name
+from tests.support import Cluster, create_topic, unique_name, read_planned
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +45,7 @@ def test_a_range_of_small_transactions_reads_every_record_with_few_watermark_req
     settings = ReadSettings(client_config=reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None),
                             include_headers=False, fail_on_data_loss=True, poll_timeout_ms=30_000,
                             max_records_per_batch=10_000)
-    batches = list(read_range(OffsetRange(TopicPartition(topic, 0), 0, 120), settings))
+    batches = list(read_planned([OffsetRange(TopicPartition(topic, 0), 0, 120)], settings))
     values = [v.as_py() for b in batches for v in b.column("value")]
     print(f"60 records in 120 offsets: {len(asked)} watermark requests")
     assert values == [b"%d" % i for i in range(60)]

@@ -15,10 +15,9 @@ from confluent_kafka import Producer
 
 from kafka_group.config.client_config import reader_config
 from kafka_group.read.batch_assembly import DEFAULT_MAX_BATCH_BYTES
-from kafka_group.read.fetch import read_range
 from kafka_group.read.read_settings import ReadSettings
 from kafka_group.offsets import OffsetRange, TopicPartition
-from tests.support import Cluster, create_topic
+from tests.support import Cluster, create_topic, read_planned
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +35,7 @@ def test_records_of_900_kb_are_read_in_batches_under_the_byte_cap(kafka: Cluster
                             include_headers=False, fail_on_data_loss=True, poll_timeout_ms=60_000,
                             max_records_per_batch=20_000)
     offsets, batches = [], 0
-    for batch in read_range(OffsetRange(TopicPartition(topic, 0), 0, RECORDS), settings):
+    for batch in read_planned([OffsetRange(TopicPartition(topic, 0), 0, RECORDS)], settings):
         batches += 1
         size = batch.column("value").nbytes + batch.column("key").nbytes
         print(f"batch {batches}: {batch.num_rows} records, {size / 2**20:.0f} MiB of keys and values")

@@ -13,10 +13,9 @@ import pytest
 from kafka_group.config.client_config import reader_config
 from kafka_group.errors import AuthorizationError
 from kafka_group.offsets import OffsetRange, TopicPartition
-from kafka_group.read.fetch import read_range
 from kafka_group.read.read_settings import ReadSettings
 from kafka_group_devbroker import EmbeddedKafka
-from tests.support import create_topic, produce
+from tests.support import create_topic, produce, read_planned
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +32,7 @@ def test_a_reader_without_read_on_the_topic_fails_with_the_grant_to_give(mock_ka
     try:
         kafka.push_request_errors(FETCH, [TOPIC_AUTHORIZATION_FAILED] * 50)
         with pytest.raises(AuthorizationError) as raised:
-            list(read_range(OffsetRange(TopicPartition(topic, 0), 0, 5), settings))
+            list(read_planned([OffsetRange(TopicPartition(topic, 0), 0, 5)], settings))
     finally:
         kafka.clear_request_errors(FETCH)
     assert (raised.value.resource_type, raised.value.resource_name) == ("topic", topic)

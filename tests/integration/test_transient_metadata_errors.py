@@ -21,11 +21,10 @@ import pytest
 
 from kafka_group.config.client_config import reader_config
 from kafka_group.errors import FetchError
-from kafka_group.read.fetch import read_range
 from kafka_group.read.read_settings import ReadSettings
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group_devbroker import EmbeddedKafka
-from tests.support import create_topic, produce
+from tests.support import create_topic, produce, read_planned
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +42,7 @@ def settings(kafka: EmbeddedKafka, *, poll_timeout_ms: int = 30_000,
 
 def offsets_read(kafka: EmbeddedKafka, offset_range: OffsetRange, *, poll_timeout_ms: int = 30_000,
                  client: Optional[Dict[str, str]] = None) -> List[int]:
-    return [o for b in read_range(offset_range, settings(kafka, poll_timeout_ms=poll_timeout_ms, client=client))
+    return [o for b in read_planned([offset_range], settings(kafka, poll_timeout_ms=poll_timeout_ms, client=client))
             for o in b.column("offset").to_pylist()]
 
 

@@ -108,6 +108,7 @@ BAD_VALUES = {
     "fetch.maxTasks": "0",
     "fetch.clusterParallelism": "all",
     "fetch.taskLayout": "spark",
+    "read.path": "rust",
     "kafkaConsumer.pollTimeoutMs": "2m",
     "kafkaConsumer.cacheTimeoutMs": "5 minutes",
     "kafkaConsumer.connectTimeoutMs": "-1",

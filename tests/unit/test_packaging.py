@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import email
+import importlib.util
 import json
 import os
 import pathlib
@@ -18,7 +19,7 @@ import sys
 import sysconfig
 import venv
 import zipfile
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -30,7 +31,7 @@ DEVBROKER_MODULES = ("apache_kafka", "broker_host", "cluster", "jars", "librdkaf
 #: What setuptools would reuse or what runs leave behind: never part of a build's input.
 _NOT_SOURCES = shutil.ignore_patterns(
     ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache",
-    "demo-output", "spark-warehouse", "metastore_db", "derby.log",
+    "demo-output", "spark-warehouse", "metastore_db", "derby.log", "target", "_native*.so",
 )
 
 
@@ -143,6 +144,41 @@ def test_a_wheel_built_without_a_jdk_leaves_the_jar_out_and_says_so(tmp_path: pa
     required = _wheel_without_a_jdk(project, tmp_path / "required", PYSPARK_KAFKA_GROUP_SHIM_REQUIRED="1")
     assert required.returncode != 0
     assert "the kafka-group metrics shim jar could not be built" in required.stdout + required.stderr
+
+
+#: The compiled read path, built with cargo into the wheel where there is a Rust toolchain (docs/native.md).
+NATIVE_MODULE = "kafka_group/_native.abi3.so"
+
+
+def _find_cargo() -> Optional[str]:
+    spec = importlib.util.spec_from_file_location("_native_build", ROOT / "native" / "build_native.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.find_cargo()  # type: ignore[no-any-return]
+
+
+def test_the_connector_wheel_carries_the_compiled_read_path(connector_wheel_dir: pathlib.Path,
+                                                           connector_wheel: List[str]) -> None:
+    if _find_cargo() is None:
+        pytest.skip("no Rust toolchain here: the wheel is pure Python (the next test)")
+    assert NATIVE_MODULE in connector_wheel
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    assert not wheel.name.endswith("-none-any.whl"), wheel.name  # a platform wheel: it holds a compiled module
+
+
+def test_a_wheel_built_without_a_rust_toolchain_is_pure_python_and_says_so(tmp_path: pathlib.Path) -> None:
+    project = tmp_path / "repo"
+    shutil.copytree(ROOT, project, ignore=_NOT_SOURCES)
+    # No cargo on PATH (the JDK-less PATH is /usr/bin and /bin only), no $CARGO, no ~/.cargo.
+    built = _wheel_without_a_jdk(project, tmp_path / "wheel", HOME=str(tmp_path / "home"))
+    assert built.returncode == 0, built.stderr
+    assert "building without the compiled read path (kafka_group._native): no Rust toolchain" in \
+        built.stdout + built.stderr
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as whl:
+        assert NATIVE_MODULE not in whl.namelist()
 
 
 def _console_scripts(wheel_dir: pathlib.Path, name: str) -> Dict[str, str]:

@@ -592,6 +592,12 @@ FETCH_MAX_RECORDS_PER_BATCH: OptionSpec[int] = OptionSpec(
     parser=positive_int,
     default='20000',
 )
+READ_PATH: OptionSpec[str] = OptionSpec(
+    'read.path', '`auto`, `native` or `python`', '`auto`',
+    "How executors read records. `native`: the compiled read path (Rust, librdkafka built in) fills Arrow batches with no Python object per record; fails naming this option where it is not installed. `python`: confluent-kafka, the reference. `auto`: native where it is installed and the settings allow (not with `tokenProvider` nor SASL GSSAPI or OAUTHBEARER), else Python with one INFO line saying why. Same rows, same errors either way.",
+    parser=one_of('auto', 'native', 'python'),
+    default_factory=lambda: os.environ.get('KAFKA_GROUP_READ_PATH', 'auto'),
+)
 OFFSETS_TABLE: OptionSpec[str] = OptionSpec(
     'offsets.table', 'path', 'none',
     'The Delta table whose commits hold the offsets (write it with `DeltaSink`). Owned partitions are positioned from it at every batch; needs `kafka.group.id`. A path that is not a Delta table, or a table of another group, fails at start.',
@@ -815,6 +821,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     MAX_DRIFT,
     CONTROL_DIR,
     FETCH_MAX_RECORDS_PER_BATCH,
+    READ_PATH,
     OFFSETS_TABLE,
     OFFSETS_TABLE_STORAGE,
     ISOLATION_LEVEL,

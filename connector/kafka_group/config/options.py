@@ -157,6 +157,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
     revoke_timeout_ms = catalog.REVOKE_TIMEOUT_MS.value(opts)
     available_now_timeout_ms = catalog.AVAILABLE_NOW_TIMEOUT_MS.value(opts)
     max_records_per_arrow_batch = catalog.FETCH_MAX_RECORDS_PER_BATCH.value(opts)
+    read_path = catalog.READ_PATH.value(opts)
     max_drift_ms = catalog.MAX_DRIFT.get(opts)
     control_dir = catalog.CONTROL_DIR.get(opts)
 
@@ -215,6 +216,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         revoke_timeout_ms=revoke_timeout_ms,
         available_now_timeout_ms=available_now_timeout_ms,
         max_records_per_arrow_batch=max_records_per_arrow_batch,
+        read_path=read_path,
         offsets_table=offsets_table,
         offsets_table_storage=offsets_table_storage,
         rebalance_listener=listener,

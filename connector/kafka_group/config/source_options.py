@@ -67,6 +67,8 @@ class SourceOptions:
     registry : RegistryOptions or None
         The Schema Registry options (``schemaRegistryAddress``, ``keyFormat``, ``valueFormat``, ...);
         None when key and value are read raw. Its secrets are registered for scrubbing like Kafka's.
+    read_path : str
+        Option ``read.path``: ``auto``, ``native`` or ``python`` (:mod:`kafka_group.read.read_path`).
     """
 
     subscription_kind: str
@@ -100,6 +102,7 @@ class SourceOptions:
     client_config: Mapping[str, str] = field(default_factory=dict)
     provided_secrets: Tuple[str, ...] = field(default=(), repr=False)
     registry: Optional[RegistryOptions] = None
+    read_path: str = "auto"
 
     @property
     def bootstrap_servers(self) -> str:

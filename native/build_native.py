@@ -1,0 +1,84 @@
+"""Build the compiled read path (``kafka_group._native``) with cargo.
+
+Used by ``setup.py`` when a wheel is built (``pip install .``), and by hand in a checkout:
+``python native/build_native.py --inplace`` puts the module next to the sources
+(``connector/kafka_group/``), where tests run with ``PYTHONPATH=connector:...`` import it.
+
+Cargo's target folder is ``$CARGO_TARGET_DIR`` when set, else
+``~/.cache/pyspark-kafka-group/cargo-target``: a second build (another ``pip install .``, a CI run
+that keeps ``~/.cache``) recompiles only what changed. The build always runs (``--locked``: the
+dependencies of ``native/Cargo.lock``); a cached folder only makes it shorter.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+from typing import Optional
+
+HERE = pathlib.Path(__file__).resolve().parent
+#: The module's file name inside the ``kafka_group`` package (abi3: one build serves every CPython >= 3.10).
+MODULE_FILE = "_native.abi3.so"
+
+
+class NativeBuildError(Exception):
+    """cargo is missing or the build failed."""
+
+
+def find_cargo() -> Optional[str]:
+    """``$CARGO``, ``cargo`` on PATH, else rustup's default ``~/.cargo/bin/cargo``; None when none is there."""
+    for candidate in (os.environ.get("CARGO"), shutil.which("cargo"), str(pathlib.Path.home() / ".cargo" / "bin" / "cargo")):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def target_dir() -> pathlib.Path:
+    """Where cargo builds (kept between builds)."""
+    given = os.environ.get("CARGO_TARGET_DIR")
+    return pathlib.Path(given) if given else pathlib.Path.home() / ".cache" / "pyspark-kafka-group" / "cargo-target"
+
+
+def build(dest_dir: pathlib.Path) -> pathlib.Path:
+    """Build the extension in release mode and copy it into ``dest_dir``; return its path.
+
+    Raises
+    ------
+    NativeBuildError
+        No cargo, or the build failed (its output is in the message's tail).
+    """
+    cargo = find_cargo()
+    if cargo is None:
+        raise NativeBuildError("no Rust toolchain ('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo)")
+    target = target_dir()
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target), PYO3_PYTHON=sys.executable)
+    command = [cargo, "build", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+    if done.returncode != 0:
+        raise NativeBuildError(f"'cargo build' failed (exit {done.returncode}):\n{done.stdout[-4000:]}")
+    built = target / "release" / "lib_native.so"
+    if not built.is_file():
+        raise NativeBuildError(f"'cargo build' made no {built}")
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / MODULE_FILE
+    tmp = dest.with_suffix(".tmp")
+    shutil.copyfile(built, tmp)
+    os.replace(tmp, dest)
+    sys.stderr.write(f"built kafka_group._native in {time.monotonic() - started:.0f} s ({target})\n")
+    return dest
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--inplace"]:
+        sys.stderr.write("usage: python native/build_native.py --inplace\n")
+        raise SystemExit(2)
+    try:
+        print(build(HERE.parent / "connector" / "kafka_group"))
+    except NativeBuildError as exc:
+        sys.stderr.write(f"{exc}\n")
+        raise SystemExit(1)

@@ -1,0 +1,399 @@
+//! A reader client: a librdkafka consumer (never in a group), its read state and its batch builder.
+//!
+//! Python drives it (`kafka_group.read.native_fetch`): it sets the pass's ranges, calls
+//! [`Client::fill`] until they are done, and takes the batches. `fill` releases the GIL while
+//! librdkafka waits for records. A client is used by one thread at a time (the reader pool
+//! checks it out exclusively); librdkafka's own threads only reach it through the error
+//! callback, which pushes to a mutex-guarded list.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr};
+use std::os::raw::c_char;
+use std::sync::Mutex;
+
+use arrow_pyarrow::ToPyArrow;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use rdkafka_sys as rd;
+
+use crate::batch::{Builder, Record, Refusal};
+use crate::gaps::benign_gap;
+use crate::message::Message;
+use crate::raw::{cstring, err_name, err_str, on_error, ErrorSink, MessageView, PartitionList};
+use crate::{ConfigProblem, KafkaProblem, RecordProblem};
+
+/// The read state of one range of the pass.
+pub struct RangeState {
+    pub topic: String,
+    pub partition: i32,
+    pub next: i64,
+    until: i64,
+    done: bool,
+}
+
+struct Handle {
+    rk: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+}
+
+// librdkafka handles are thread-safe; the client is used by one Python thread at a time.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+
+/// A Kafka reader client that fills Arrow batches of Spark's Kafka schema.
+#[pyclass(module = "kafka_group._native")]
+pub struct Client {
+    handle: Option<Handle>,
+    sink: Box<ErrorSink>,
+    states: Vec<RangeState>,
+    index: HashMap<(String, i32), usize>,
+    builder: Builder,
+}
+
+fn kafka_problem(code: i32, reason: String) -> PyErr {
+    KafkaProblem::new_err((code, err_name(code), reason))
+}
+
+fn refusal_error(py: Python<'_>, refusal: Refusal, topic: &str, partition: i32, offset: i64) -> PyErr {
+    match refusal {
+        Refusal::Timestamp(kind, ms) => RecordProblem::new_err(("timestamp", topic.to_string(), partition, offset, (kind, ms))),
+        Refusal::HeaderKey(bytes) => RecordProblem::new_err((
+            "header_key",
+            topic.to_string(),
+            partition,
+            offset,
+            PyBytes::new(py, &bytes).unbind(),
+        )),
+    }
+}
+
+impl Client {
+    fn handle(&self) -> PyResult<&Handle> {
+        self.handle.as_ref().ok_or_else(|| kafka_problem(-172, "the reader client is closed".into()))
+    }
+
+    fn check_error(error: *mut rd::rd_kafka_error_t) -> PyResult<()> {
+        if error.is_null() {
+            return Ok(());
+        }
+        let code = unsafe { rd::rd_kafka_error_code(error) } as i32;
+        let reason = unsafe { CStr::from_ptr(rd::rd_kafka_error_string(error)) }.to_string_lossy().into_owned();
+        unsafe { rd::rd_kafka_error_destroy(error) };
+        Err(kafka_problem(code, reason))
+    }
+
+    fn check_code(code: rd::rd_kafka_resp_err_t) -> PyResult<()> {
+        let code = code as i32;
+        if code == 0 { Ok(()) } else { Err(kafka_problem(code, err_str(code))) }
+    }
+}
+
+#[pymethods]
+impl Client {
+    /// A consumer of `config` (librdkafka settings as strings), reading into batches with or
+    /// without the headers column, cut at `max_bytes` of keys and values.
+    #[new]
+    fn new(config: Vec<(String, String)>, include_headers: bool, max_bytes: usize) -> PyResult<Self> {
+        let sink = Box::new(ErrorSink { errors: Mutex::new(Vec::new()) });
+        let conf = unsafe { rd::rd_kafka_conf_new() };
+        let mut errstr = vec![0 as c_char; 512];
+        for (key, value) in &config {
+            let (k, v) = (cstring(key), cstring(value));
+            let res = unsafe { rd::rd_kafka_conf_set(conf, k.as_ptr(), v.as_ptr(), errstr.as_mut_ptr(), errstr.len()) };
+            if res != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
+                unsafe { rd::rd_kafka_conf_destroy(conf) };
+                let reason = unsafe { CStr::from_ptr(errstr.as_ptr()) }.to_string_lossy().into_owned();
+                return Err(ConfigProblem::new_err((key.clone(), reason)));
+            }
+        }
+        unsafe {
+            rd::rd_kafka_conf_set_error_cb(conf, Some(on_error));
+            rd::rd_kafka_conf_set_opaque(conf, &*sink as *const ErrorSink as *mut c_void);
+        }
+        let rk = unsafe { rd::rd_kafka_new(rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, conf, errstr.as_mut_ptr(), errstr.len()) };
+        if rk.is_null() {
+            // rd_kafka_new destroys nothing on failure: the conf is still ours.
+            unsafe { rd::rd_kafka_conf_destroy(conf) };
+            let reason = unsafe { CStr::from_ptr(errstr.as_ptr()) }.to_string_lossy().into_owned();
+            return Err(ConfigProblem::new_err((String::new(), reason)));
+        }
+        unsafe { rd::rd_kafka_poll_set_consumer(rk) };
+        let queue = unsafe { rd::rd_kafka_queue_get_consumer(rk) };
+        Ok(Client {
+            handle: Some(Handle { rk, queue }),
+            sink,
+            states: Vec::new(),
+            index: HashMap::new(),
+            builder: Builder::new(include_headers, max_bytes),
+        })
+    }
+
+    /// Replace the assignment with `partitions` `(topic, partition, offset)`.
+    fn assign(&self, partitions: Vec<(String, i32, i64)>) -> PyResult<()> {
+        let entries: Vec<_> = partitions.into_iter().map(|(t, p, o)| (t, p, Some(o))).collect();
+        let list = PartitionList::new(&entries);
+        Self::check_code(unsafe { rd::rd_kafka_assign(self.handle()?.rk, list.0) })
+    }
+
+    /// Add `partitions` `(topic, partition, offset)` to the assignment.
+    fn incremental_assign(&self, partitions: Vec<(String, i32, i64)>) -> PyResult<()> {
+        let entries: Vec<_> = partitions.into_iter().map(|(t, p, o)| (t, p, Some(o))).collect();
+        let list = PartitionList::new(&entries);
+        Self::check_error(unsafe { rd::rd_kafka_incremental_assign(self.handle()?.rk, list.0) })
+    }
+
+    /// Remove `partitions` `(topic, partition)` from the assignment.
+    fn incremental_unassign(&self, partitions: Vec<(String, i32)>) -> PyResult<()> {
+        let entries: Vec<_> = partitions.into_iter().map(|(t, p)| (t, p, None)).collect();
+        let list = PartitionList::new(&entries);
+        Self::check_error(unsafe { rd::rd_kafka_incremental_unassign(self.handle()?.rk, list.0) })
+    }
+
+    /// Drop the whole assignment.
+    fn unassign(&self) -> PyResult<()> {
+        Self::check_code(unsafe { rd::rd_kafka_assign(self.handle()?.rk, std::ptr::null()) })
+    }
+
+    /// The partition's `(low, high)` watermarks from the broker.
+    fn watermarks(&self, py: Python<'_>, topic: String, partition: i32, timeout_ms: i32) -> PyResult<(i64, i64)> {
+        let rk = self.handle()?.rk as usize;
+        let name = cstring(&topic);
+        let (code, low, high) = py.detach(move || {
+            let (mut low, mut high) = (0i64, 0i64);
+            let code = unsafe {
+                rd::rd_kafka_query_watermark_offsets(rk as *mut rd::rd_kafka_t, name.as_ptr(), partition, &mut low, &mut high, timeout_ms)
+            };
+            (code, low, high)
+        });
+        Self::check_code(code)?;
+        Ok((low, high))
+    }
+
+    /// Ask the cluster for `topic`'s metadata (refreshing the client's view of it).
+    fn refresh_metadata(&self, py: Python<'_>, topic: String, timeout_ms: i32) -> PyResult<()> {
+        let rk = self.handle()?.rk as usize;
+        let name = cstring(&topic);
+        let code = py.detach(move || unsafe {
+            let rk = rk as *mut rd::rd_kafka_t;
+            let rkt = rd::rd_kafka_topic_new(rk, name.as_ptr(), std::ptr::null_mut());
+            let mut md: *const rd::rd_kafka_metadata = std::ptr::null();
+            let code = rd::rd_kafka_metadata(rk, 0, rkt, &mut md, timeout_ms);
+            if !md.is_null() {
+                rd::rd_kafka_metadata_destroy(md);
+            }
+            if !rkt.is_null() {
+                rd::rd_kafka_topic_destroy(rkt);
+            }
+            code
+        });
+        Self::check_code(code)
+    }
+
+    /// Consume and drop up to `max_messages` queued messages without waiting; return how many.
+    fn drain(&self, py: Python<'_>, max_messages: usize) -> PyResult<usize> {
+        let queue = self.handle()?.queue as usize;
+        Ok(py.detach(move || {
+            let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); max_messages.max(1)];
+            let n = unsafe { rd::rd_kafka_consume_batch_queue(queue as *mut rd::rd_kafka_queue_t, 0, buf.as_mut_ptr(), buf.len()) };
+            let n = n.max(0) as usize;
+            for msg in &buf[..n] {
+                unsafe { rd::rd_kafka_message_destroy(*msg) };
+            }
+            n
+        }))
+    }
+
+    /// Errors librdkafka reported through its error callback since the last call.
+    fn take_errors(&self) -> Vec<(i32, String, String)> {
+        let mut errors = self.sink.errors.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+        errors.drain(..).map(|(code, reason)| (code, err_name(code), reason)).collect()
+    }
+
+    /// Start a pass: its ranges `(topic, partition, from, until)`, one per partition.
+    fn begin_pass(&mut self, ranges: Vec<(String, i32, i64, i64)>) {
+        self.states.clear();
+        self.index.clear();
+        for (topic, partition, from, until) in ranges {
+            self.index.insert((topic.clone(), partition), self.states.len());
+            self.states.push(RangeState { topic, partition, next: from, until, done: from >= until });
+        }
+    }
+
+    /// Move a range to `next` (after Python dealt with what `fill` handed it).
+    fn set_next(&mut self, topic: String, partition: i32, next: i64) {
+        if let Some(&i) = self.index.get(&(topic, partition)) {
+            let state = &mut self.states[i];
+            if next > state.next {
+                state.next = next;
+            }
+            if state.next >= state.until {
+                state.done = true;
+            }
+        }
+    }
+
+    /// Consume up to `want` messages (waiting up to `timeout_ms` for the first), append the plain
+    /// records of pending ranges to the batch, and return `(moves, others)`: the ranges that moved,
+    /// `(topic, partition, next offset)`, and the messages left for the caller, in arrival order.
+    fn fill<'py>(
+        &mut self,
+        py: Python<'py>,
+        want: usize,
+        timeout_ms: i32,
+    ) -> PyResult<(Vec<(String, i32, i64)>, Bound<'py, PyList>)> {
+        let queue = self.handle()?.queue as usize;
+        let want = want.max(1);
+        let mut buf: Vec<usize> = vec![0; want];
+        let n = py.detach(|| {
+            let ptr = buf.as_mut_ptr() as *mut *mut rd::rd_kafka_message_t;
+            unsafe { rd::rd_kafka_consume_batch_queue(queue as *mut rd::rd_kafka_queue_t, timeout_ms, ptr, want) }
+        });
+        let n = n.max(0) as usize;
+        let others = PyList::empty(py);
+        let mut moved: Vec<usize> = Vec::new();
+        // Partitions sent to the caller in this call: their later messages follow, in order.
+        let mut aside: Vec<usize> = Vec::new();
+        let mut last: (usize, i32, Option<usize>) = (0, -2, None); // (topic handle, partition, state)
+        let mut failure: Option<PyErr> = None;
+        let want_headers = self.builder.include_headers();
+        let rk = self.handle()?.rk as usize;
+        // The broker's earliest offset per range, asked at its first gap in this call: the messages came in
+        // one fetch, so one answer tells for every gap among them (as kafka_group.read.fetch does).
+        let mut earliest: HashMap<usize, Option<i64>> = HashMap::new();
+        for &ptr in &buf[..n] {
+            let view = MessageView(ptr as *mut rd::rd_kafka_message_t);
+            if failure.is_some() {
+                unsafe { rd::rd_kafka_message_destroy(view.0) };
+                continue;
+            }
+            let partition = view.partition();
+            let rkt = view.topic_handle() as usize;
+            let state_index = if rkt == 0 || partition < 0 {
+                None
+            } else if last.0 == rkt && last.1 == partition {
+                last.2
+            } else {
+                let found = view.topic().and_then(|t| self.index.get(&(t, partition)).copied());
+                last = (rkt, partition, found);
+                found
+            };
+            let plain = view.err() == 0 && state_index.map_or(false, |i| !aside.contains(&i));
+            if !plain {
+                if view.err() != 0 || state_index.is_some() {
+                    if let Some(i) = state_index {
+                        if !aside.contains(&i) {
+                            aside.push(i);
+                        }
+                    }
+                    others.append(Bound::new(py, Message::copy(&view))?)?;
+                }
+                // else: a record of no planned range (an earlier assignment): dropped, as the Python path does.
+                unsafe { rd::rd_kafka_message_destroy(view.0) };
+                continue;
+            }
+            let i = state_index.expect("plain records have a state");
+            let state = &mut self.states[i];
+            let offset = view.offset();
+            if state.done || offset < state.next {
+                // The rest of a finished range's partition, or a record read already.
+            } else if offset >= state.until {
+                state.next = state.until;
+                state.done = true;
+                moved.push(i);
+            } else if offset > state.next && !benign_gap(&mut earliest, rk, i, state, py) {
+                // A gap the broker's earliest offset does not explain away (data loss), or one it could
+                // not be asked about: the caller decides, as the Python read path does.
+                aside.push(i);
+                others.append(Bound::new(py, Message::copy(&view))?)?;
+            } else {
+                let record = Record {
+                    key: view.key(),
+                    value: view.value(),
+                    offset,
+                    timestamp: view.timestamp(),
+                    headers: if want_headers { view.headers() } else { None },
+                };
+                match self.builder.add(&state.topic, state.partition, &record) {
+                    Ok(()) => {
+                        state.next = offset + 1;
+                        if state.next >= state.until {
+                            state.done = true;
+                        }
+                        moved.push(i);
+                    }
+                    Err(refusal) => failure = Some(refusal_error(py, refusal, &state.topic, state.partition, offset)),
+                }
+            }
+            unsafe { rd::rd_kafka_message_destroy(view.0) };
+        }
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        moved.sort_unstable();
+        moved.dedup();
+        let moves = moved
+            .into_iter()
+            .map(|i| {
+                let s = &self.states[i];
+                (s.topic.clone(), s.partition, s.next)
+            })
+            .collect();
+        Ok((moves, others))
+    }
+
+    /// Append records `fill` handed over (checked by the caller) to the batch.
+    fn add_messages(&mut self, py: Python<'_>, topic: String, partition: i32, messages: Vec<PyRef<'_, Message>>) -> PyResult<()> {
+        for message in messages {
+            let record = message.record();
+            if let Err(refusal) = self.builder.add(&topic, partition, &record) {
+                return Err(refusal_error(py, refusal, &topic, partition, message.offset));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records in the batch being built.
+    fn batch_len(&self) -> usize {
+        self.builder.len()
+    }
+
+    /// The batches the byte cap completed since the last call, oldest first (pyarrow RecordBatches).
+    fn take_full<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let full = std::mem::take(&mut self.builder.full);
+        full.iter().map(|b| b.to_pyarrow(py)).collect()
+    }
+
+    /// The batch being built, as a pyarrow RecordBatch; the builder starts a new one.
+    fn build<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.builder.build().to_pyarrow(py)
+    }
+
+    /// Start batches anew with these settings (a reused client's next task may differ).
+    fn reset_batches(&mut self, include_headers: bool, max_bytes: usize) {
+        self.builder = Builder::new(include_headers, max_bytes);
+    }
+
+    /// Leave (no group) and destroy the client; later calls fail.
+    fn close(&mut self, py: Python<'_>) {
+        if let Some(handle) = self.handle.take() {
+            let (rk, queue) = (handle.rk as usize, handle.queue as usize);
+            py.detach(move || destroy(rk as *mut rd::rd_kafka_t, queue as *mut rd::rd_kafka_queue_t));
+        }
+    }
+}
+
+fn destroy(rk: *mut rd::rd_kafka_t, queue: *mut rd::rd_kafka_queue_t) {
+    unsafe {
+        rd::rd_kafka_queue_destroy(queue);
+        rd::rd_kafka_consumer_close(rk);
+        rd::rd_kafka_destroy(rk);
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            destroy(handle.rk, handle.queue);
+        }
+    }
+}
