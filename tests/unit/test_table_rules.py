@@ -74,6 +74,10 @@ def test_plain_sql_of_the_tables_columns_is_accepted(expression: str, reads: Lis
     ("offset > 0; DROP TABLE t", "';'"),
     ("value:path = 1", "':'"),
     ("input_file_name() <> ''", "input_file_name()"),
+    # Parsed differently under spark.sql.ansi.doubleQuotedIdentifiers / spark.sql.parser.escapedStringLiterals:
+    ('"reflect"(\'java.lang.System\', \'exit\', \'0\') IS NULL', "a double quote"),
+    ("value = 'a\\' OR reflect('java.lang.System', 'exit', '0') IS NULL OR value = '\\'", "backslashes"),
+    ("'reflect'('a', 'b') IS NULL", "a string called as a function"),
 ])
 def test_anything_beyond_plain_sql_is_refused_naming_it(expression: str, named: str) -> None:
     with pytest.raises(UnsupportedTableFeatureError) as refused:

@@ -45,6 +45,7 @@ import logging
 import time
 from typing import Any, List, Mapping, Optional, Sequence
 
+from kafka_group.delta.column_mapping import column_mapping_of, refuse_new_columns
 from kafka_group.delta.commit_files import DataFile, check_local_files, delete_files
 from kafka_group.delta.offset_check import CommitCheck, check_ranges
 from kafka_group.delta.offset_moves import OffsetMoves
@@ -53,6 +54,7 @@ from kafka_group.delta.not_null_check import check_not_null
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
+from kafka_group.delta.write_contract import WriteContract, check_contract, contract_of
 from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
@@ -118,12 +120,32 @@ class DeltaOffsetStore(OffsetMoves):
             A column is missing, extra (without ``merge_schema``), of another type, or differs
             from a table column only in case.
         UnsupportedTableFeatureError
-            The table uses a feature the sink cannot honour (see :meth:`_check_appendable`).
+            The table uses a feature the sink cannot honour (see :meth:`_check_appendable`), or the
+            batch would add columns to a column-mapped table.
         """
         table = self._load(refresh=True)
         if table is not None:
             self._check_appendable(table)
-            merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
+            merge = merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
+            self._refuse_new_mapped_columns(table, merge)
+
+    def write_contract(self, columns: Sequence[str]) -> WriteContract:
+        """The column mapping and rules (CHECK constraints, invariants, generated columns) a batch of
+        ``columns`` is written and checked for: the table as last loaded (:meth:`check_schema` refreshes);
+        empty for a table the batch creates. Caller: the driver.
+
+        Raises
+        ------
+        UnsupportedTableFeatureError
+            A rule's expression the sink does not evaluate (see :mod:`kafka_group.delta.table_rules`).
+        """
+        return contract_of(self._load(), self.table_path, columns)
+
+    def _refuse_new_mapped_columns(self, table: Any, merge: SchemaMerge) -> None:
+        if merge.changes_table:
+            mapping = column_mapping_of(json.loads(table.schema().to_json()),
+                                        dict(table.metadata().configuration or {}), self.table_path)
+            refuse_new_columns(self.table_path, mapping, merge.added)
 
     # -- the commit --------------------------------------------------------------------
 
@@ -136,6 +158,7 @@ class DeltaOffsetStore(OffsetMoves):
         metadata: Optional[Mapping[str, Any]] = None,
         partition_by: Sequence[str] = (),
         merge_schema: bool = False,
+        contract: Optional[WriteContract] = None,
     ) -> int:
         """Add ``files`` and advance ``ranges``' partitions to their ``until``, in one Delta commit.
 
@@ -165,6 +188,11 @@ class DeltaOffsetStore(OffsetMoves):
         merge_schema : bool
             Whether the columns the files add are merged into the table's schema (see above and
             :mod:`kafka_group.delta.schema_evolution`); a type change is refused either way.
+        contract : WriteContract, optional
+            The column mapping the files were written under and the rules their rows were checked
+            against (:meth:`write_contract`); None: no column mapping, no rule. The version committed
+            on must have the same mapping and no other rule, or the commit is refused
+            (:func:`~kafka_group.delta.write_contract.check_contract`).
 
         Returns
         -------
@@ -192,7 +220,7 @@ class DeltaOffsetStore(OffsetMoves):
             :func:`~kafka_group.delta.not_null_check.check_not_null`); ``files`` are deleted.
         """
         try:
-            return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema)
+            return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema, contract)
         except NotNullViolationError:
             self._delete_uncommitted(files)  # in no commit; the replay writes its own
             raise
@@ -215,6 +243,7 @@ class DeltaOffsetStore(OffsetMoves):
         metadata: Optional[Mapping[str, Any]],
         partition_by: Sequence[str],
         merge_schema: bool,
+        contract: Optional[WriteContract] = None,
     ) -> int:
         from deltalake.exceptions import CommitFailedError
         from deltalake.schema import Schema
@@ -222,7 +251,8 @@ class DeltaOffsetStore(OffsetMoves):
 
         now_ms = int(time.time() * 1000)
         adds = [
-            AddAction(f.path, f.size, dict(f.partition_values), now_ms, True,
+            AddAction(f.path, f.size, (contract or WriteContract()).physical_partition_values(f.partition_values),
+                      now_ms, True,
                       f.stats if f.stats is not None else json.dumps({"numRecords": f.num_records}))
             for f in files
         ]
@@ -257,12 +287,15 @@ class DeltaOffsetStore(OffsetMoves):
                 # Delta would take the files under the table's schema whatever they hold.
                 merge = merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
                 if merge.changes_table:
+                    self._refuse_new_mapped_columns(table, merge)
                     self._add_columns(table, merge, metadata)
                     crash_point("delta.after_schema_merge")
                     continue  # the data commit goes on top of the merged schema, checked again
                 self.check_partition_columns(partition_by, table)
                 # Delta takes NULLs into a NOT NULL column, and its readers then cannot read the table.
                 check_not_null(self.table_path, table, files, metadata)
+                # Files under another mapping, or rows not checked against a rule the table now has.
+                check_contract(self.table_path, table, contract, list(arrow_schema.names))
             try:
                 if table is None:
                     create_table_with_add_actions(
