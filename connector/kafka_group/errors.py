@@ -355,6 +355,16 @@ class NotNullViolationError(SchemaMismatchError):
     """
 
 
+class ConstraintViolationError(SchemaMismatchError):
+    """A row of a batch breaks one of the Delta table's CHECK constraints, invariants or generated
+    columns: nothing of the batch is committed and no offset moves. The message names the rule and
+    the row.
+
+    Fixed by the user (correct or drop those rows in the transform, or change the rule); Spark then
+    replays the batch through the fixed query.
+    """
+
+
 class UnsupportedTableFeatureError(OffsetStoreError):
     """The Delta table uses a feature the sink cannot honour (column mapping, deletion vectors,
     a writer feature delta-rs lacks, constraints it would not check): refused before any file

@@ -51,6 +51,7 @@ from pyspark_kafka_group.sink_checkpoint import (
     verify_checkpoint,
 )
 from pyspark_kafka_group.sink_files import partition_columns, write_files
+from pyspark_kafka_group.sink_rules import VIOLATION_COLUMN, apply_rules
 from pyspark_kafka_group.spark_requirement import require_sink_dependencies
 
 __all__ = ["DeltaSink"]
@@ -217,13 +218,18 @@ class DeltaSink:
             batch = self.transform(batch)
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        # The table's column mapping and rules (as check() loaded it): generated columns the batch lacks
+        # are computed, and every row is checked against the rules as its files are written.
+        contract = store.write_contract(batch.columns)
+        batch, checked = apply_rules(batch, contract)
         # Before any file is written: a batch that does not fit the table is refused whole.
         # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
-        schema = to_arrow_schema(batch.schema, timezone="UTC")
+        schema = to_arrow_schema((batch.drop(VIOLATION_COLUMN) if checked else batch).schema, timezone="UTC")
         store.check_schema(schema, batch=f"batch {batch_id}", merge_schema=self.merge_schema)
         partition_by = partition_columns(store, self.partition_by, self.path, schema)
         crash_point("sink.before_write")
-        files = write_files(batch, batch_id, schema, partition_by, store, self.path, self.storage_options)
+        files = write_files(batch, batch_id, schema, partition_by, store, self.path, self.storage_options,
+                            contract, checked)
         if not ranges and not files:
             return
         crash_point("sink.before_commit")
@@ -239,6 +245,7 @@ class DeltaSink:
             },
             partition_by=partition_by,
             merge_schema=self.merge_schema,
+            contract=contract,
         )
         crash_point("sink.after_commit")
 

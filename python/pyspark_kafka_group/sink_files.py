@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.commit_files import DataFile, delete_files
 from kafka_group.delta.delta_files import write_partitioned
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
 from kafka_group.delta.not_null import ColumnPath
 from kafka_group.delta.partition_values import check_partition_columns
 from kafka_group.delta.table_location import normalize_table_path, table_filesystem
+from kafka_group.delta.write_contract import WriteContract
+from kafka_group.errors import ConstraintViolationError
+from pyspark_kafka_group.sink_rules import first_violation
 
 __all__ = ["partition_columns", "write_files"]
 
@@ -36,28 +39,53 @@ def partition_columns(store: DeltaOffsetStore, partition_by: Optional[Sequence[s
 
 def write_files(
     batch: Any, batch_id: int, schema: Any, partition_by: Sequence[str], store: DeltaOffsetStore, table: str,
-    storage_options: Mapping[str, str],
+    storage_options: Mapping[str, str], contract: Optional[WriteContract] = None, checked: bool = False,
 ) -> List[DataFile]:
-    """Have the executors write ``batch`` into ``table``; the files' ``add`` actions. Caller: the driver."""
+    """Have the executors write ``batch`` into ``table``; the files' ``add`` actions. Caller: the driver.
+
+    Under ``contract``'s column mapping the files carry physical names (the ``add`` actions' partition
+    values stay logical until the commit). With ``checked``, ``batch`` has
+    :data:`~pyspark_kafka_group.sink_rules.VIOLATION_COLUMN` (:func:`~pyspark_kafka_group.sink_rules.apply_rules`):
+    a row that breaks a rule makes its task stop writing and report it.
+
+    Raises
+    ------
+    ConstraintViolationError
+        A row breaks a CHECK constraint, an invariant or a generated column: the batch's files are
+        deleted (in no commit), nothing lands and no offset moves.
+    """
+    contract = contract or WriteContract()
     # Resolved here: a relative local path means the driver's working directory, not a worker's.
     write = _file_writer(normalize_table_path(table), storage_options, schema, batch_id, partition_by,
-                         _indexed_columns(store.configuration()), store.not_null_columns())
+                         _indexed_columns(store.configuration()), store.not_null_columns(), contract, checked)
     if partition_by:
         # Each task then writes one file per key, one at a time (write_partitioned closes a
         # file when the key changes). Empty strings sort with nulls: both are the null value.
         batch = batch.sortWithinPartitions(*[_sort_key(c, schema.field(c).type) for c in partition_by])
     rows = batch.mapInArrow(write, _WRITTEN_FILE_SCHEMA).collect()
-    return [
+    files = [
         DataFile(row["path"], int(row["size"]), int(row["num_records"]), row["stats"],
                  json.loads(row["partition_values"]),
                  {tuple(path): int(count) for path, count in json.loads(row["null_counts"])})
-        for row in rows
+        for row in rows if row["violation"] is None
     ]
+    violations = sorted(row["violation"] for row in rows if row["violation"] is not None)
+    if violations:
+        delete_files(table, storage_options, files)  # in no commit; the replay writes its own
+        more = f" (and {len(violations) - 1} more task(s) found such rows)" if len(violations) > 1 else ""
+        raise ConstraintViolationError(
+            f"refusing to commit batch {batch_id} to Delta table '{table}': the {violations[0]}{more}. Nothing of "
+            "the batch was committed and no offset moved. Correct or drop such rows in the transform "
+            "(DeltaSink(transform=...)), or change the table's rule with delta-spark (ALTER TABLE ... DROP "
+            "CONSTRAINT); then restart the query: Spark replays this batch through the fixed query"
+        )
+    return files
 
 
 #: One row per written file, as the executors return them (``mapInArrow``'s result schema).
+#: A row with ``violation`` set describes the first row of its task that broke a table rule (no file).
 _WRITTEN_FILE_SCHEMA = ("path string, size long, num_records long, stats string, partition_values string, "
-                        "null_counts string")
+                        "null_counts string, violation string")
 
 
 def _sort_key(column: str, arrow_type: Any) -> Any:
@@ -83,7 +111,8 @@ def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:
 
 def _file_writer(
     table: str, storage_options: Mapping[str, str], schema: Any, batch_id: int, partition_by: Sequence[str],
-    indexed_columns: int, not_null: Sequence[ColumnPath] = (),
+    indexed_columns: int, not_null: Sequence[ColumnPath] = (), contract: Optional[WriteContract] = None,
+    checked: bool = False,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: writes a task's rows, yields one row per file written.
 
@@ -92,21 +121,38 @@ def _file_writer(
     options = dict(storage_options)
     columns = list(partition_by)
     counted = [tuple(path) for path in not_null]
+    rules = contract or WriteContract()
+    result_schema = ("path", "size", "num_records", "stats", "partition_values", "null_counts", "violation")
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        written = write_partitioned(batches, filesystem=table_filesystem(table, options), schema=schema,
+        types = pa.schema([("path", pa.string()), ("size", pa.int64()), ("num_records", pa.int64()),
+                           ("stats", pa.string()), ("partition_values", pa.string()),
+                           ("null_counts", pa.string()), ("violation", pa.string())])
+        violation: List[str] = []
+
+        def kept(incoming: Iterator[Any]) -> Iterator[Any]:
+            for batch in incoming:
+                found = first_violation(batch, rules) if checked else None
+                if found is not None:
+                    violation.append(found)
+                    return  # the files written so far are reported, to be deleted
+                yield batch
+
+        written = write_partitioned(kept(batches), filesystem=table_filesystem(table, options), schema=schema,
                                     batch_id=batch_id, partition_by=columns, indexed_columns=indexed_columns,
-                                    not_null=counted)
+                                    not_null=counted, mapping=rules.mapping)
+        if violation:
+            yield pa.RecordBatch.from_pydict({name: [violation[0] if name == "violation" else None]
+                                              for name in result_schema}, schema=types)
         for f in written:
             yield pa.RecordBatch.from_pydict(
                 {"path": [f.path], "size": [f.size], "num_records": [f.num_records], "stats": [f.stats],
                  "partition_values": [json.dumps(f.partition_values)],
-                 "null_counts": [json.dumps([[list(path), count] for path, count in f.null_counts.items()])]},
-                schema=pa.schema([("path", pa.string()), ("size", pa.int64()), ("num_records", pa.int64()),
-                                  ("stats", pa.string()), ("partition_values", pa.string()),
-                                  ("null_counts", pa.string())]),
+                 "null_counts": [json.dumps([[list(path), count] for path, count in f.null_counts.items()])],
+                 "violation": [None]},
+                schema=types,
             )
 
     return write

@@ -156,7 +156,7 @@ def test_optimize_and_vacuum_by_delta_spark_keep_every_record_once_and_the_fenci
     pytest.param("", None, id="defaults"),
     long_tier("'delta.enableChangeDataFeed' = 'true'", None, id="change-data-feed"),
     pytest.param("'delta.enableDeletionVectors' = 'true'", None, id="deletion-vectors"),
-    pytest.param("'delta.columnMapping.mode' = 'name'", "delta.columnMapping.mode='name'", id="column-mapping"),
+    pytest.param("'delta.columnMapping.mode' = 'name'", None, id="column-mapping"),
     long_tier("'delta.enableRowTracking' = 'true'", None, id="row-tracking"),
 ])
 def test_tables_created_by_delta_spark_are_written_or_refused_before_any_file(

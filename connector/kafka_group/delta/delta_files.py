@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from kafka_group.delta.column_mapping import ColumnMapping
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS, FIRST_DAY, LAST_DAY, FileStats, day_range
 from kafka_group.delta.not_null import ColumnPath, count_nulls
 from kafka_group.delta.partition_values import data_file_path, partition_value
@@ -62,6 +63,7 @@ def write_partitioned(
     partition_by: Sequence[str] = (),
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
     not_null: Sequence[ColumnPath] = (),
+    mapping: Optional[ColumnMapping] = None,
 ) -> List[WrittenFile]:
     """Write ``batches`` (Arrow record batches) as Parquet files into the table: one file per
     run of rows with the same partition values (one file without ``partition_by``), none for no rows.
@@ -90,6 +92,10 @@ def write_partitioned(
     not_null : sequence of ColumnPath
         Columns whose NULLs each file counts (:attr:`WrittenFile.null_counts`): the ones the
         table declares NOT NULL. Partition columns are not in the files and not counted.
+    mapping : ColumnMapping, optional
+        The table's column mapping: the files are then written under its physical names with its
+        field ids, and their statistics keyed by physical names
+        (:mod:`kafka_group.delta.column_mapping`); partition values stay logical here.
 
     Returns
     -------
@@ -108,6 +114,7 @@ def write_partitioned(
 
     partition_by = list(partition_by)
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    file_schema = data_schema if mapping is None else mapping.physical_schema(data_schema)
     counted = [tuple(p) for p in not_null if p and p[0] in data_schema.names]
     written: List[WrittenFile] = []
     current: Optional[_OpenFile] = None
@@ -123,9 +130,10 @@ def write_partitioned(
                     current = None
                 if current is None:
                     relative = data_file_path(batch_id, list(zip(partition_by, values)))
-                    current = _OpenFile(values, relative, filesystem.open_output_stream(relative), data_schema,
-                                        FileStats(data_schema, indexed_columns), counted)
-                current.add(part.select(data_schema.names))
+                    current = _OpenFile(values, relative, filesystem.open_output_stream(relative), file_schema,
+                                        FileStats(file_schema, indexed_columns), counted)
+                data = part.select(data_schema.names)
+                current.add(data, data if mapping is None else mapping.physical_table(data, file_schema))
         if current is not None:
             done, current = current, None
             written.append(done.close(filesystem, partition_by))
@@ -162,15 +170,17 @@ class _OpenFile:
         self.buffered_rows = 0
         self.buffered_bytes = 0
 
-    def add(self, data: Any) -> None:
-        self.stats.update(data)
+    def add(self, data: Any, stored: Any) -> None:
+        """Buffer ``stored`` (``data`` as the file holds it: physical names under column mapping); the
+        NULLs of the NOT NULL columns are counted in ``data`` (logical names, as the table declares them)."""
+        self.stats.update(stored)
         for path in self.null_counts:
             # A path the data does not hold (a type that does not match) counts as unknown: refused.
             found = count_nulls(data, path)
             self.null_counts[path] += data.num_rows if found is None else found
-        self.buffer.append(data)
-        self.buffered_rows += data.num_rows
-        self.buffered_bytes += data.nbytes
+        self.buffer.append(stored)
+        self.buffered_rows += stored.num_rows
+        self.buffered_bytes += stored.nbytes
         if self.buffered_rows >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
             self._flush()
 

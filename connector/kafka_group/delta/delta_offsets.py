@@ -45,10 +45,12 @@ everything again on the winner's.
 from __future__ import annotations
 
 import json
+import dataclasses
 import logging
 import time
 from typing import Any, List, Mapping, Optional, Sequence
 
+from kafka_group.delta.column_mapping import column_mapping_of, refuse_new_columns
 from kafka_group.delta.commit_files import DataFile, check_local_files, delete_files
 from kafka_group.delta.log_actions import OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log_commit import commit_own
@@ -59,6 +61,7 @@ from kafka_group.delta.not_null_check import check_not_null
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
+from kafka_group.delta.write_contract import WriteContract, check_contract, contract_of
 from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
@@ -124,7 +127,8 @@ class DeltaOffsetStore(OffsetMoves):
             A column is missing, extra (without ``merge_schema``), of another type, or differs
             from a table column only in case.
         UnsupportedTableFeatureError
-            The table uses a feature the sink cannot honour (see :meth:`_check_appendable`).
+            The table uses a feature the sink cannot honour (see :meth:`_check_appendable`), or the
+            batch would add columns to a column-mapped table.
         """
         table = self._load(refresh=True)
         if table is not None:
@@ -132,6 +136,7 @@ class DeltaOffsetStore(OffsetMoves):
             merge = merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
             if merge.changes_table:
                 self._refuse_own_merge(table, merge)
+            self._refuse_new_mapped_columns(table, merge)
 
     def _refuse_own_merge(self, table: Any, merge: SchemaMerge) -> None:
         """Refuse to merge columns into a table the connector commits to itself: its commit writes no
@@ -145,6 +150,24 @@ class DeltaOffsetStore(OffsetMoves):
                 "(ALTER TABLE ... ADD COLUMNS) and restart the query. Nothing was written and no offset moved"
             )
 
+    def write_contract(self, columns: Sequence[str]) -> WriteContract:
+        """The column mapping and rules (CHECK constraints, invariants, generated columns) a batch of
+        ``columns`` is written and checked for: the table as last loaded (:meth:`check_schema` refreshes);
+        empty for a table the batch creates. Caller: the driver.
+
+        Raises
+        ------
+        UnsupportedTableFeatureError
+            A rule's expression the sink does not evaluate (see :mod:`kafka_group.delta.table_rules`).
+        """
+        return contract_of(self._load(), self.table_path, columns)
+
+    def _refuse_new_mapped_columns(self, table: Any, merge: SchemaMerge) -> None:
+        if merge.changes_table:
+            mapping = column_mapping_of(json.loads(table.schema().to_json()),
+                                        dict(table.metadata().configuration or {}), self.table_path)
+            refuse_new_columns(self.table_path, mapping, merge.added)
+
     # -- the commit --------------------------------------------------------------------
 
     def commit(
@@ -156,6 +179,7 @@ class DeltaOffsetStore(OffsetMoves):
         metadata: Optional[Mapping[str, Any]] = None,
         partition_by: Sequence[str] = (),
         merge_schema: bool = False,
+        contract: Optional[WriteContract] = None,
     ) -> int:
         """Add ``files`` and advance ``ranges``' partitions to their ``until``, in one Delta commit.
 
@@ -185,6 +209,11 @@ class DeltaOffsetStore(OffsetMoves):
         merge_schema : bool
             Whether the columns the files add are merged into the table's schema (see above and
             :mod:`kafka_group.delta.schema_evolution`); a type change is refused either way.
+        contract : WriteContract, optional
+            The column mapping the files were written under and the rules their rows were checked
+            against (:meth:`write_contract`); None: no column mapping, no rule. The version committed
+            on must have the same mapping and no other rule, or the commit is refused
+            (:func:`~kafka_group.delta.write_contract.check_contract`).
 
         Returns
         -------
@@ -212,7 +241,7 @@ class DeltaOffsetStore(OffsetMoves):
             :func:`~kafka_group.delta.not_null_check.check_not_null`); ``files`` are deleted.
         """
         try:
-            return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema)
+            return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema, contract)
         except NotNullViolationError:
             self._delete_uncommitted(files)  # in no commit; the replay writes its own
             raise
@@ -235,6 +264,7 @@ class DeltaOffsetStore(OffsetMoves):
         metadata: Optional[Mapping[str, Any]],
         partition_by: Sequence[str],
         merge_schema: bool,
+        contract: Optional[WriteContract] = None,
     ) -> int:
         from deltalake.exceptions import CommitFailedError
         from deltalake.schema import Schema
@@ -242,7 +272,8 @@ class DeltaOffsetStore(OffsetMoves):
 
         now_ms = int(time.time() * 1000)
         adds = [
-            AddAction(f.path, f.size, dict(f.partition_values), now_ms, True,
+            AddAction(f.path, f.size, (contract or WriteContract()).physical_partition_values(f.partition_values),
+                      now_ms, True,
                       f.stats if f.stats is not None else json.dumps({"numRecords": f.num_records}))
             for f in files
         ]
@@ -278,12 +309,15 @@ class DeltaOffsetStore(OffsetMoves):
                 merge = merge_or_raise(self.table_path, table.schema(), arrow_schema, "the batch", merge_schema)
                 if merge.changes_table:
                     self._refuse_own_merge(table, merge)
+                    self._refuse_new_mapped_columns(table, merge)
                     self._add_columns(table, merge, metadata)
                     crash_point("delta.after_schema_merge")
                     continue  # the data commit goes on top of the merged schema, checked again
                 self.check_partition_columns(partition_by, table)
                 # Delta takes NULLs into a NOT NULL column, and its readers then cannot read the table.
                 check_not_null(self.table_path, table, files, metadata)
+                # Files under another mapping, or rows not checked against a rule the table now has.
+                check_contract(self.table_path, table, contract, list(arrow_schema.names))
             try:
                 if table is None:
                     create_table_with_add_actions(
@@ -297,7 +331,9 @@ class DeltaOffsetStore(OffsetMoves):
                     )
                 elif needs_own_commit(table.protocol().writer_features or []):
                     # delta-rs refuses these tables: the connector writes the commit itself (same txns).
-                    own = commit_own(table, self.table_path, self._storage_options, files,
+                    mapped = [dataclasses.replace(f, partition_values=(contract or WriteContract())
+                                                  .physical_partition_values(f.partition_values)) for f in files]
+                    own = commit_own(table, self.table_path, self._storage_options, mapped,
                                      [(t.app_id, t.version) for t in txns], operation="WRITE", info=custom)
                     if own is None:
                         last_error = OffsetStoreError(f"version {int(table.version()) + 1} was taken by another writer")

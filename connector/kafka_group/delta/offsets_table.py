@@ -46,9 +46,8 @@ COMMIT_ATTEMPTS = 10
 
 #: Table features (``protocol`` reader and writer features) that an append of plain Parquet files,
 #: as DeltaSink writes them, honours and that delta-rs commits (checked against deltalake 1.6.6).
-#: ``columnMapping`` is allowed as a name only while ``delta.columnMapping.mode`` is ``none``;
-#: ``invariants``, ``checkConstraints`` and ``generatedColumns`` only while none is defined
-#: (the sink writes its files with pyarrow, which evaluates none of them).
+#: Column mapping, CHECK constraints, invariants and generated columns are honoured by the sink's writer
+#: (:mod:`kafka_group.delta.write_contract`: files under physical names, rows checked with Spark).
 #: Tables with a feature of :data:`~kafka_group.delta.log_actions.OWN_COMMIT_FEATURES` are appended to
 #: by the connector's own commit (:mod:`kafka_group.delta.log_commit`), not delta-rs.
 _APPENDABLE_FEATURES = frozenset({
@@ -242,12 +241,11 @@ class OffsetsTable:
         Raises
         ------
         UnsupportedTableFeatureError
-            Column mapping (``delta.columnMapping.mode`` ``name`` or ``id``: the sink's files
-            carry the logical column names, which such a table's readers do not look for),
-            CHECK constraints, NOT NULL invariants, generated or identity columns (the sink's
-            files are not checked against them), or a reader or writer feature outside the ones
-            an append of plain Parquet files honours and delta-rs commits. The message names the
-            feature and the fix.
+            Identity columns (the sink does not assign their values), or a reader or writer
+            feature outside the ones an append of plain Parquet files honours and delta-rs
+            commits. The message names the feature and the fix. (Column mapping, CHECK
+            constraints, invariants and generated columns are honoured: see
+            :mod:`kafka_group.delta.write_contract`.)
         """
         problems = _unsupported_features(table)
         writer_features = table.protocol().writer_features or []
@@ -339,13 +337,7 @@ def _unsupported_features(table: Any) -> List[str]:
     """What in ``table``'s protocol, properties and schema an append of the sink's Parquet files
     would not honour (empty when the table takes them)."""
     protocol = table.protocol()
-    configuration = dict(table.metadata().configuration or {})
     problems: List[str] = []
-    mode = configuration.get("delta.columnMapping.mode", "none")
-    if mode != "none":
-        problems.append(f"column mapping is on (table property delta.columnMapping.mode='{mode}'): the sink "
-                        "writes its Parquet files under the logical column names, which such a table's readers "
-                        "(delta-spark) do not look for, so they would read NULLs")
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
     for feature in sorted(features & set(_REFUSED_FEATURES)):
         problems.append(f"the table has the feature {feature}: {_REFUSED_FEATURES[feature]}, which the sink's "
@@ -354,18 +346,8 @@ def _unsupported_features(table: Any) -> List[str]:
     if unknown:
         problems.append(f"the table has the feature(s) {', '.join(unknown)}, which delta-rs (deltalake) cannot "
                         "commit to, or which an append of plain Parquet files would not honour")
-    constraints = sorted(k for k in configuration if k.startswith("delta.constraints."))
-    if constraints:
-        problems.append(f"CHECK constraints ({', '.join(constraints)}) are defined: the sink's files are not "
-                        "checked against them")
     for field in table.schema().fields:
         metadata = dict(field.metadata or {})
-        if "delta.invariants" in metadata:
-            problems.append(f"column '{field.name}' has a NOT NULL or CHECK invariant (delta.invariants): the "
-                            "sink's files are not checked against it")
-        if "delta.generationExpression" in metadata:
-            problems.append(f"column '{field.name}' is generated (delta.generationExpression): the sink does not "
-                            "compute it")
         if any(key.startswith("delta.identity.") for key in metadata):
             problems.append(f"column '{field.name}' is an identity column: the sink does not assign its values")
     return problems
