@@ -54,7 +54,7 @@ GROUPS: Tuple[OptionGroup, ...] = (
                 "How a batch becomes Spark tasks, and how executors read their ranges.",
                 ("minPartitions", "maxRecordsPerPartition", "fetch.minRecordsPerTask", "fetch.maxTasks",
                  "fetch.clusterParallelism", "fetch.taskLayout", "fetch.maxRecordsPerBatch",
-                 "kafkaConsumer.pollTimeoutMs", "kafkaConsumer.cacheTimeoutMs", "includeHeaders")),
+                 "kafkaConsumer.pollTimeoutMs", "kafkaConsumer.cacheTimeoutMs", "includeHeaders", "read.path")),
     OptionGroup("Exactly-once into Delta",
                 "The Delta table whose commits hold the offsets ([Exactly-once](exactly-once.md)).",
                 ("offsets.table", "offsets.table.storage.*", "revokeTimeoutMs")),
