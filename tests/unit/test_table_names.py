@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Tuple
+
 import pytest
 
 from kafka_group.config.option_catalog import OFFSETS_TABLE
@@ -16,7 +18,7 @@ from kafka_group.errors import ConfigError, OffsetStoreError
     ("main.sales.orders_bronze", ("main", "sales", "orders_bronze")),
     ("main.`sales-eu`.`a``b`", ("main", "sales-eu", "a`b")),
 ])
-def test_names_parse_into_their_parts(name: str, parts: tuple) -> None:
+def test_names_parse_into_their_parts(name: str, parts: Tuple[str, ...]) -> None:
     assert parse_table_name(name) == parts
 
 
