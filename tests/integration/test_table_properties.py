@@ -13,6 +13,7 @@ import pathlib
 from collections import Counter
 from typing import Any, Dict, List, Tuple
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -27,7 +28,13 @@ SINK_COLUMNS = "value STRING, topic STRING, partition INT, offset BIGINT"
 
 def create(spark: SparkSession, table: pathlib.Path, properties: Dict[str, str]) -> None:
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
-    spark.sql(f"CREATE TABLE delta.`{table}` ({SINK_COLUMNS}) USING delta TBLPROPERTIES ({props})")
+    # delta-spark 4.4 does not know delta.targetFileSize (Databricks' runtime sets it) unless told to keep any property.
+    arbitrary = "spark.databricks.delta.allowArbitraryProperties.enabled"
+    spark.conf.set(arbitrary, "true")
+    try:
+        spark.sql(f"CREATE TABLE delta.`{table}` ({SINK_COLUMNS}) USING delta TBLPROPERTIES ({props})")
+    finally:
+        spark.conf.unset(arbitrary)
 
 
 def land(spark: SparkSession, kafka: Cluster, topic: str, group: str, table: pathlib.Path,
@@ -42,7 +49,7 @@ def rows(spark: SparkSession, table: pathlib.Path) -> Counter[Tuple[int, int]]:
 
 def adds(table: pathlib.Path) -> List[Dict[str, Any]]:
     """The latest version's add actions: path, size, stats."""
-    actions = DeltaTable(str(table)).get_add_actions(flatten=False).to_pylist()
+    actions = pa.table(DeltaTable(str(table)).get_add_actions(flatten=False)).to_pylist()
     return [{"path": a["path"], "size": a["size_bytes"], "stats": a.get("stats")} for a in actions]
 
 
@@ -63,7 +70,7 @@ def test_statistics_cover_the_tables_stats_columns(
     create(spark, table, {"delta.dataSkippingStatsColumns": "offset,`partition`"})
     produce(kafka.bootstrap_servers, topic, {0: 10})
     land(spark, kafka, topic, unique_name("stats"), table, tmp_path / "c")
-    for action in DeltaTable(str(table)).get_add_actions(flatten=True).to_pylist():
+    for action in pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pylist():
         assert {k for k in action if k.startswith("min.")} == {"min.offset", "min.partition"}, action
     # delta-spark skips files by them: a filter on offset reads the right rows.
     assert spark.read.format("delta").load(str(table)).where("offset >= 7").count() == 3
@@ -72,7 +79,8 @@ def test_statistics_cover_the_tables_stats_columns(
 def test_checkpoints_and_log_cleanup_follow_the_tables_properties(
         spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
     table, topic, group = tmp_path / "t", make_topic(1), unique_name("ckpt")
-    create(spark, table, {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 0 seconds"})
+    create(spark, table, {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 0 seconds",
+                          "delta.deletedFileRetentionDuration": "interval 0 seconds"})
     for run in range(3):
         produce(kafka.bootstrap_servers, topic, {0: 5}, start=5 * run)
         land(spark, kafka, topic, group, table, tmp_path / "c")
