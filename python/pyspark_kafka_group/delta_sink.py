@@ -81,7 +81,8 @@ class DeltaSink:
         it. It is resolved to its location at the first batch, through the batch's session
         (``DESCRIBE DETAIL``: classic and Spark Connect alike) or ``catalog``; the source's
         ``offsets.table`` must be that location (:func:`~pyspark_kafka_group.catalog_tables.resolve_table`
-        gives the source's options). A :class:`~kafka_group.delta.table_names.ResolvedTable` is used as resolved.
+        gives the source's options). A :class:`~kafka_group.delta.table_names.ResolvedTable` is used as resolved
+        (its credentials fetched again only with ``catalog``).
     catalog : UnityCatalog, optional
         Resolve ``table`` through this Unity Catalog server, whose temporary credentials become the
         storage options (fetched again before they expire; ``storage_options`` given here win).
@@ -179,7 +180,7 @@ class DeltaSink:
                 f"DeltaSink(partition_by=...) takes a list of column names, such as ['date'], got {partition_by!r}"
             )
         require_sink_dependencies()
-        #: The table's location; for ``table=`` a name, set at the first batch (:meth:`_resolve`).
+        #: The table's location; for ``table=`` a name, set at the first batch (:meth:`_location`).
         self.path: Optional[str] = None if path is None else check_location(path, where="DeltaSink(path)")
         self.table = table.name if isinstance(table, ResolvedTable) else table
         self.catalog = catalog

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -69,3 +69,57 @@ def test_unity_catalog_takes_http_addresses_and_never_shows_its_token() -> None:
     assert "tok-secret" not in repr(UnityCatalog("https://uc.example.com/", token="tok-secret"))
     with pytest.raises(ConfigError, match="catalog.schema.table"):
         UnityCatalog("https://uc.example.com").resolve("sales.orders")
+
+
+def test_unity_catalog_sends_its_token_to_no_address_it_is_redirected_to() -> None:
+    import http.server
+    import threading
+
+    seen: List[Tuple[str, object]] = []
+    address: List[int] = []
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{address[0]}/elsewhere")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    address.append(server.server_port)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        catalog = UnityCatalog(f"http://127.0.0.1:{server.server_port}", token="tok-secret", timeout_s=10)
+        with pytest.raises(OffsetStoreError, match="HTTP 302") as err:
+            catalog.resolve("main.sales.orders")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [path for path, _ in seen] == ["/api/2.1/unity-catalog/tables/main.sales.orders"]
+    assert "tok-secret" not in str(err.value)
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((), {}, "exactly one of the two"),
+    (("/lake/t",), {"table": "main.s.t"}, "exactly one of the two"),
+    (("main.sales.orders",), {}, "DeltaSink(table='main.sales.orders')"),
+    ((), {"table": "/lake/t"}, "is not 'table'"),
+])
+def test_delta_sink_takes_a_location_or_a_name_never_both_nor_a_name_as_a_path(
+        args: Tuple[str, ...], kwargs: Dict[str, Any], message: str) -> None:
+    from pyspark_kafka_group import DeltaSink
+
+    with pytest.raises(ConfigError) as err:
+        DeltaSink(*args, **kwargs)
+    assert message in str(err.value)
+
+
+def test_delta_sink_by_name_shows_the_name() -> None:
+    from pyspark_kafka_group import DeltaSink
+
+    assert repr(DeltaSink(table="main.sales.orders", storage_options={"K": "secret"})) == \
+        "DeltaSink(table='main.sales.orders', partition_by=None)"

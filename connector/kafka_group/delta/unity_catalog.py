@@ -103,7 +103,7 @@ class UnityCatalog:
             request.add_header("Authorization", "Bearer " + self._token)
         what = f"Unity Catalog at {self.uri} ({method} {API_ROOT}{path})"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with _OPENER.open(request, timeout=self.timeout_s) as response:
                 raw = response.read(_MAX_RESPONSE + 1)
         except urllib.error.HTTPError as exc:
             raise OffsetStoreError(f"{what} for table '{table}' answered HTTP {exc.code}{_error_code(exc)}: check "
@@ -121,6 +121,17 @@ class UnityCatalog:
         if not isinstance(doc, dict):
             raise OffsetStoreError(f"{what} for table '{table}' answered what is not a JSON object")
         return doc
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: urllib would send the token's ``Authorization`` header on to wherever one points."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        raise urllib.error.HTTPError(req.full_url, code, "redirects are not followed (the token stays with the "
+                                     "catalog's address): give UnityCatalog the address it redirects to", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 def _error_code(exc: urllib.error.HTTPError) -> str:
