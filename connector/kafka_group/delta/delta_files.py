@@ -62,6 +62,8 @@ def write_partitioned(
     partition_by: Sequence[str] = (),
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
     not_null: Sequence[ColumnPath] = (),
+    target_file_size: Optional[int] = None,
+    stats_columns: Optional[Sequence[str]] = None,
 ) -> List[WrittenFile]:
     """Write ``batches`` (Arrow record batches) as Parquet files into the table: one file per
     run of rows with the same partition values (one file without ``partition_by``), none for no rows.
@@ -90,6 +92,13 @@ def write_partitioned(
     not_null : sequence of ColumnPath
         Columns whose NULLs each file counts (:attr:`WrittenFile.null_counts`): the ones the
         table declares NOT NULL. Partition columns are not in the files and not counted.
+    target_file_size : int, optional
+        The table's ``delta.targetFileSize`` in bytes: a file is closed and the next one opened
+        once it reaches this size (checked at each row group, whose size is then at most a quarter
+        of it), so files end near it, not far past it. None: one file per partition value.
+    stats_columns : sequence of str, optional
+        The table's ``delta.dataSkippingStatsColumns``: the columns with statistics, instead of the
+        first ``indexed_columns`` (see :class:`~kafka_group.delta.file_stats.FileStats`).
 
     Returns
     -------
@@ -121,11 +130,16 @@ def write_partitioned(
                 if current is not None and current.values != values:
                     written.append(current.close(filesystem, partition_by))
                     current = None
-                if current is None:
-                    relative = data_file_path(batch_id, list(zip(partition_by, values)))
-                    current = _OpenFile(values, relative, filesystem.open_output_stream(relative), data_schema,
-                                        FileStats(data_schema, indexed_columns), counted)
-                current.add(part.select(data_schema.names))
+                for chunk in _chunks(part.select(data_schema.names), target_file_size):
+                    if current is None:
+                        relative = data_file_path(batch_id, list(zip(partition_by, values)))
+                        current = _OpenFile(values, relative, filesystem.open_output_stream(relative), data_schema,
+                                            FileStats(data_schema, indexed_columns, stats_columns=stats_columns),
+                                            counted, target_file_size)
+                    current.add(chunk)
+                    if current.reached_target():
+                        written.append(current.close(filesystem, partition_by))
+                        current = None
         if current is not None:
             done, current = current, None
             written.append(done.close(filesystem, partition_by))
@@ -145,7 +159,7 @@ class _OpenFile:
     """The one data file a task has open: its rows buffered into row groups, its statistics."""
 
     def __init__(self, values: Tuple[Optional[str], ...], relative: str, stream: Any, data_schema: Any,
-                 stats: FileStats, not_null: Sequence[ColumnPath] = ()) -> None:
+                 stats: FileStats, not_null: Sequence[ColumnPath] = (), target_file_size: Optional[int] = None) -> None:
         import pyarrow.parquet as pq
 
         self.values = values
@@ -161,6 +175,14 @@ class _OpenFile:
         self.buffer: List[Any] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
+        self.target_file_size = target_file_size
+        # Row groups of at most a quarter of the target, so that a file's size is known often enough to roll it.
+        self.row_group_bytes = ROW_GROUP_BYTES if not target_file_size else max(1, min(ROW_GROUP_BYTES,
+                                                                                     target_file_size // 4))
+
+    def reached_target(self) -> bool:
+        """Whether the file has reached the table's ``delta.targetFileSize`` (its bytes written so far)."""
+        return bool(self.target_file_size) and self.stream.tell() >= (self.target_file_size or 0)
 
     def add(self, data: Any) -> None:
         self.stats.update(data)
@@ -171,7 +193,7 @@ class _OpenFile:
         self.buffer.append(data)
         self.buffered_rows += data.num_rows
         self.buffered_bytes += data.nbytes
-        if self.buffered_rows >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
+        if self.buffered_rows >= ROW_GROUP_ROWS or self.buffered_bytes >= self.row_group_bytes:
             self._flush()
 
     def _flush(self) -> None:
@@ -198,6 +220,17 @@ class _OpenFile:
                 self.stream.close()
             except Exception:
                 pass
+
+
+def _chunks(part: Any, target_file_size: Optional[int]) -> Iterator[Any]:
+    """``part`` whole, or with a target file size in slices of about an eighth of it (Arrow bytes),
+    so that a file can be rolled inside one incoming batch."""
+    if not target_file_size or part.nbytes <= target_file_size // 8 or part.num_rows <= 1:
+        yield part
+        return
+    rows = max(1, part.num_rows * (target_file_size // 8) // max(1, part.nbytes))
+    for start in range(0, part.num_rows, rows):
+        yield part.slice(start, rows)
 
 
 def _runs(table: Any, partition_by: Sequence[str], schema: Any) -> Iterator[Tuple[Tuple[Optional[str], ...], Any]]:
