@@ -31,3 +31,10 @@ def test_stats_columns_choose_the_columns_with_statistics() -> None:
     stats = FileStats(schema, indexed_columns=1, stats_columns=stats_columns({"delta.dataSkippingStatsColumns": "`C`, b"}))
     stats.update(pa.table({"a": [1, 2], "b": ["x", "y"], "c": [5, 6]}))
     assert '"minValues":{"b":"x","c":5}' in stats.to_json()
+
+
+def test_the_first_indexed_columns_have_statistics_without_stats_columns() -> None:
+    schema = pa.schema([("a", pa.int64()), ("s", pa.struct([("x", pa.int64()), ("y", pa.int64())])), ("c", pa.int64())])
+    stats = FileStats(schema, indexed_columns=2)  # a, then the struct's two leaves would pass the budget
+    stats.update(pa.table({"a": [1], "s": [{"x": 1, "y": 2}], "c": [5]}))
+    assert '"minValues":{"a":1}' in stats.to_json()
