@@ -17,6 +17,7 @@ from pyspark_kafka_group.spark_requirement import require_spark
 # names the version found and what to install (the package does not require pyspark from pip).
 require_spark()
 
+from pyspark_kafka_group.catalog_tables import ResolvedTable, UnityCatalog, resolve_table  # noqa: E402
 from pyspark_kafka_group.cluster_size import cluster_options  # noqa: E402
 from pyspark_kafka_group.data_source import KafkaGroupDataSource  # noqa: E402
 from pyspark_kafka_group.delta_sink import DeltaSink  # noqa: E402
@@ -24,4 +25,5 @@ from pyspark_kafka_group.delta_sink import DeltaSink  # noqa: E402
 #: The class Spark's data source lookup registers automatically.
 DefaultSource = KafkaGroupDataSource
 
-__all__ = ["DefaultSource", "DeltaSink", "KafkaGroupDataSource", "cluster_options"]
+__all__ = ["DefaultSource", "DeltaSink", "KafkaGroupDataSource", "ResolvedTable", "UnityCatalog", "cluster_options",
+           "resolve_table"]

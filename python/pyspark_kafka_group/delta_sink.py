@@ -34,12 +34,16 @@ commits the offsets to the Kafka group, for lag tools; losing that loses nothing
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Optional, Sequence
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.table_names import ResolvedTable, check_location, parse_table_name
+from kafka_group.delta.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
+from pyspark_kafka_group.catalog_tables import resolve_table
 from pyspark_kafka_group.sink_checkpoint import (
     CONNECT_NEEDS_CHECKPOINT,
     BatchPlan,
@@ -58,6 +62,8 @@ __all__ = ["DeltaSink"]
 
 #: How often a batch is checked, written and committed again after losing partitions to a rebalance.
 _LAND_ATTEMPTS = 3
+#: A catalog's temporary credentials are fetched again when they expire within this many milliseconds.
+_CREDENTIALS_MARGIN_MS = 5 * 60 * 1000
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +73,22 @@ class DeltaSink:
 
     Parameters
     ----------
-    path : str
-        The Delta table. The source must name the same table in its
-        ``offsets.table`` option: the table's commits hold the offsets.
+    path : str, optional
+        The Delta table's location (a path or a URI). The source must name the same table in
+        its ``offsets.table`` option: the table's commits hold the offsets. A value that reads as
+        a catalog name (``sales.orders``, ``main.sales.orders``: dots, no ``/``, no scheme) is
+        refused as ambiguous: write ``./sales.orders`` for such a folder, ``table=`` for the name.
+    table : str or ResolvedTable, optional
+        Instead of ``path``: the table's catalog name (``table``, ``schema.table``,
+        ``catalog.schema.table``), as ``writeStream.toTable(...)`` and ``DeltaTable.forName`` take
+        it. It is resolved to its location at the first batch, through the batch's session
+        (``DESCRIBE DETAIL``: classic and Spark Connect alike) or ``catalog``; the source's
+        ``offsets.table`` must be that location (:func:`~pyspark_kafka_group.catalog_tables.resolve_table`
+        gives the source's options). A :class:`~kafka_group.delta.table_names.ResolvedTable` is used as resolved
+        (its credentials fetched again only with ``catalog``).
+    catalog : UnityCatalog, optional
+        Resolve ``table`` through this Unity Catalog server, whose temporary credentials become the
+        storage options (fetched again before they expire; ``storage_options`` given here win).
     transform : callable, optional
         A stateless row transformation (``DataFrame -> DataFrame``: select,
         ``from_json``, filter, ...) applied to the source's rows before they are
@@ -109,7 +128,8 @@ class DeltaSink:
     Raises
     ------
     ConfigError
-        No path, or (in a Spark Connect process) no ``checkpoint_location``.
+        Neither or both of ``path`` and ``table``, a path that reads as a name, a malformed name, or
+        (in a Spark Connect process) no ``checkpoint_location``.
     DependencyError
         pandas or pyarrow, which Spark's ``mapInArrow`` needs for the sink's writes, is missing
         or older than pyspark asks for (the message names the package and the pip command).
@@ -137,16 +157,25 @@ class DeltaSink:
 
     def __init__(
         self,
-        path: str,
+        path: Optional[str] = None,
         *,
+        table: Union[str, ResolvedTable, None] = None,
+        catalog: Optional[UnityCatalog] = None,
         transform: Optional[Callable[[Any], Any]] = None,
         checkpoint_location: Optional[str] = None,
         storage_options: Optional[Mapping[str, str]] = None,
         partition_by: Optional[Sequence[str]] = None,
         merge_schema: bool = False,
     ) -> None:
-        if not isinstance(path, str) or not path.strip():
+        if (path is None) == (table is None):
+            raise ConfigError("DeltaSink takes the Delta table's location, DeltaSink('/lake/orders_bronze'), or its "
+                              "catalog name, DeltaSink(table='main.sales.orders_bronze'): exactly one of the two")
+        if path is not None and (not isinstance(path, str) or not path.strip()):
             raise ConfigError("DeltaSink needs the path of the Delta table to write, got an empty path")
+        if isinstance(table, str):
+            parse_table_name(table)  # a malformed name fails here, not at the first batch
+        elif table is not None and not isinstance(table, ResolvedTable):
+            raise ConfigError(f"DeltaSink(table=...) takes a table name or a ResolvedTable, got {type(table).__name__}")
         if isinstance(partition_by, str) or (
             partition_by is not None and not all(isinstance(c, str) and c for c in partition_by)
         ):
@@ -154,18 +183,24 @@ class DeltaSink:
                 f"DeltaSink(partition_by=...) takes a list of column names, such as ['date'], got {partition_by!r}"
             )
         require_sink_dependencies()
-        self.path = path
+        #: The table's location; for ``table=`` a name, set at the first batch (:meth:`_location`).
+        self.path: Optional[str] = None if path is None else check_location(path, where="DeltaSink(path)")
+        self.table = table.name if isinstance(table, ResolvedTable) else table
+        self.catalog = catalog
+        self._resolved: Optional[ResolvedTable] = table if isinstance(table, ResolvedTable) else None
         self.transform = transform
         if checkpoint_location is None and connect_mode():
             raise ConfigError(CONNECT_NEEDS_CHECKPOINT)
         self.checkpoint_location = checkpoint_location
         self._checkpoint_verified = False
         self.storage_options = dict(storage_options or {})
+        self._batch_storage_options = self.storage_options  # the running batch's: the catalog's merged in
         self.partition_by = None if partition_by is None else list(partition_by)
         self.merge_schema = bool(merge_schema)
 
     def __repr__(self) -> str:  # never the storage options: they hold credentials
-        return f"DeltaSink({self.path!r}, partition_by={self.partition_by!r})"
+        where = repr(self.path) if self.table is None else f"table={self.table!r}"
+        return f"DeltaSink({where}, partition_by={self.partition_by!r})"
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         """Land one micro-batch (Spark calls this through ``foreachBatch``).
@@ -179,8 +214,9 @@ class DeltaSink:
         replays a batch from its checkpoint without asking the source, so a conflict
         that failed the batch would fail every restart.
         """
+        path, self._batch_storage_options = self._location(batch)
         plan = self._plan(batch, batch_id)
-        store = DeltaOffsetStore(self.path, plan.group, self.storage_options)
+        store = DeltaOffsetStore(path, plan.group, self._batch_storage_options)
         # Before any file is written: a store that ignores conditional puts is refused (ConditionalPutError).
         store.check_conditional_put()
         for attempt in range(1, _LAND_ATTEMPTS + 1):
@@ -226,10 +262,10 @@ class DeltaSink:
         # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
         schema = to_arrow_schema((batch.drop(VIOLATION_COLUMN) if checked else batch).schema, timezone="UTC")
         store.check_schema(schema, batch=f"batch {batch_id}", merge_schema=self.merge_schema)
-        partition_by = partition_columns(store, self.partition_by, self.path, schema)
+        partition_by = partition_columns(store, self.partition_by, store.table_path, schema)
         crash_point("sink.before_write")
-        files = write_files(batch, batch_id, schema, partition_by, store, self.path, self.storage_options,
-                            contract, checked)
+        files = write_files(batch, batch_id, schema, partition_by, store, store.table_path,
+                            self._batch_storage_options, contract, checked)
         if not ranges and not files:
             return
         crash_point("sink.before_commit")
@@ -248,6 +284,25 @@ class DeltaSink:
             contract=contract,
         )
         crash_point("sink.after_commit")
+
+    def _location(self, batch: Any) -> "tuple[str, dict[str, str]]":
+        """The table's location and storage options: ``path``'s, or ``table``'s, resolved at the first batch
+        (and again when a catalog's credentials are about to expire). Caller: ``foreachBatch`` (the driver,
+        or under Spark Connect the server's Python worker, whose session resolves the name)."""
+        if self.table is None:
+            assert self.path is not None
+            return self.path, self.storage_options
+        resolved = self._resolved
+        if resolved is None or (self.catalog is not None and resolved.expires_at_ms is not None
+                                and resolved.expires_at_ms - _CREDENTIALS_MARGIN_MS <= time.time() * 1000):
+            resolved = resolve_table(batch.sparkSession, self.table, catalog=self.catalog)
+            if self._resolved is not None and resolved.location != self._resolved.location:
+                raise ConfigError(f"table '{self.table}' moved from {self._resolved.location} to {resolved.location} "
+                                  "while the query ran: restart the query with the source's offsets.table at the "
+                                  "new location")
+            self._resolved = resolved
+        self.path = resolved.location
+        return resolved.location, {**resolved.storage_options, **self.storage_options}
 
     @staticmethod
     def _land_nothing(store: DeltaOffsetStore, plan: BatchPlan, batch_id: int, why: str) -> None:
@@ -270,6 +325,7 @@ class DeltaSink:
     # -- the batch's plan --------------------------------------------------------------
 
     def _plan(self, batch: Any, batch_id: int) -> BatchPlan:
+        assert self.path is not None  # set by _location
         return batch_plan(self._read_offsets_file(batch, batch_id), batch_id, self.path)
 
     def _read_offsets_file(self, batch: Any, batch_id: int) -> str:

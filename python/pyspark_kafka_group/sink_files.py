@@ -17,6 +17,7 @@ from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
 from kafka_group.delta.not_null import ColumnPath
 from kafka_group.delta.partition_values import check_partition_columns
+from kafka_group.delta.table_properties import stats_columns, target_file_size
 from kafka_group.delta.table_location import normalize_table_path, table_filesystem
 from kafka_group.delta.write_contract import WriteContract
 from kafka_group.errors import ConstraintViolationError
@@ -56,8 +57,10 @@ def write_files(
     """
     contract = contract or WriteContract()
     # Resolved here: a relative local path means the driver's working directory, not a worker's.
+    configuration = store.configuration()
     write = _file_writer(normalize_table_path(table), storage_options, schema, batch_id, partition_by,
-                         _indexed_columns(store.configuration()), store.not_null_columns(), contract, checked)
+                         _indexed_columns(configuration), store.not_null_columns(), contract, checked,
+                         target_file_size(configuration), stats_columns(configuration))
     if partition_by:
         # Each task then writes one file per key, one at a time (write_partitioned closes a
         # file when the key changes). Empty strings sort with nulls: both are the null value.
@@ -112,7 +115,7 @@ def _indexed_columns(configuration: Mapping[str, Optional[str]]) -> int:
 def _file_writer(
     table: str, storage_options: Mapping[str, str], schema: Any, batch_id: int, partition_by: Sequence[str],
     indexed_columns: int, not_null: Sequence[ColumnPath] = (), contract: Optional[WriteContract] = None,
-    checked: bool = False,
+    checked: bool = False, target_size: Optional[int] = None, stats: Optional[Sequence[str]] = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: writes a task's rows, yields one row per file written.
 
@@ -142,7 +145,8 @@ def _file_writer(
 
         written = write_partitioned(kept(batches), filesystem=table_filesystem(table, options), schema=schema,
                                     batch_id=batch_id, partition_by=columns, indexed_columns=indexed_columns,
-                                    not_null=counted, mapping=rules.mapping)
+                                    not_null=counted, mapping=rules.mapping,
+                                    target_file_size=target_size, stats_columns=stats)
         if violation:
             yield pa.RecordBatch.from_pydict({name: [violation[0] if name == "violation" else None]
                                               for name in result_schema}, schema=types)

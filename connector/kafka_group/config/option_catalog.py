@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
+from kafka_group.delta.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.callable_spec import check_callable_spec
 from kafka_group.json_text import INT32_MAX, INT64_MAX
@@ -371,7 +372,8 @@ def _offsets_table(name: str, raw: str) -> str:
     path = raw.strip()
     if not path:
         raise ConfigError(f"option '{name}' is empty: give the path of the Delta table the query writes")
-    return path
+    # A catalog name is resolved by the caller (the reader has no session): refused here, never a relative folder.
+    return check_location(path, where=f"option '{name}'")
 
 
 #: The prefix of the offsets table's storage options (lower-cased, as Spark hands keys).

@@ -29,7 +29,7 @@ from kafka_group.delta.column_mapping import ColumnMapping
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS, FIRST_DAY, LAST_DAY, FileStats, day_range
 from kafka_group.delta.not_null import ColumnPath, count_nulls
 from kafka_group.delta.partition_values import data_file_path, partition_value
-from kafka_group.errors import ConfigError
+from kafka_group.errors import ConfigError, OffsetStoreError
 
 __all__ = ["WrittenFile", "write_partitioned"]
 
@@ -64,6 +64,8 @@ def write_partitioned(
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
     not_null: Sequence[ColumnPath] = (),
     mapping: Optional[ColumnMapping] = None,
+    target_file_size: Optional[int] = None,
+    stats_columns: Optional[Sequence[str]] = None,
 ) -> List[WrittenFile]:
     """Write ``batches`` (Arrow record batches) as Parquet files into the table: one file per
     run of rows with the same partition values (one file without ``partition_by``), none for no rows.
@@ -96,6 +98,13 @@ def write_partitioned(
         The table's column mapping: the files are then written under its physical names with its
         field ids, and their statistics keyed by physical names
         (:mod:`kafka_group.delta.column_mapping`); partition values stay logical here.
+    target_file_size : int, optional
+        The table's ``delta.targetFileSize`` in bytes: a file is closed and the next one opened
+        once it reaches this size (checked at each row group, whose size is then at most a quarter
+        of it), so files end near it, not far past it. None: one file per partition value.
+    stats_columns : sequence of str, optional
+        The table's ``delta.dataSkippingStatsColumns``: the columns with statistics, instead of the
+        first ``indexed_columns`` (see :class:`~kafka_group.delta.file_stats.FileStats`).
 
     Returns
     -------
@@ -115,6 +124,10 @@ def write_partitioned(
     partition_by = list(partition_by)
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
     file_schema = data_schema if mapping is None else mapping.physical_schema(data_schema)
+    # The table's stats columns are logical names; the files' statistics are keyed as the files are written.
+    file_stats_columns: Optional[Sequence[str]] = (
+        stats_columns if stats_columns is None or mapping is None
+        else [_physical_path(mapping, c) for c in stats_columns])
     counted = [tuple(p) for p in not_null if p and p[0] in data_schema.names]
     written: List[WrittenFile] = []
     current: Optional[_OpenFile] = None
@@ -128,12 +141,16 @@ def write_partitioned(
                 if current is not None and current.values != values:
                     written.append(current.close(filesystem, partition_by))
                     current = None
-                if current is None:
-                    relative = data_file_path(batch_id, list(zip(partition_by, values)))
-                    current = _OpenFile(values, relative, filesystem.open_output_stream(relative), file_schema,
-                                        FileStats(file_schema, indexed_columns), counted)
-                data = part.select(data_schema.names)
-                current.add(data, data if mapping is None else mapping.physical_table(data, file_schema))
+                for chunk in _chunks(part.select(data_schema.names), target_file_size):
+                    if current is None:
+                        relative = data_file_path(batch_id, list(zip(partition_by, values)))
+                        current = _OpenFile(values, relative, filesystem.open_output_stream(relative), file_schema,
+                                            FileStats(file_schema, indexed_columns, stats_columns=file_stats_columns),
+                                            counted, target_file_size)
+                    current.add(chunk, chunk if mapping is None else mapping.physical_table(chunk, file_schema))
+                    if current.reached_target():
+                        written.append(current.close(filesystem, partition_by))
+                        current = None
         if current is not None:
             done, current = current, None
             written.append(done.close(filesystem, partition_by))
@@ -153,7 +170,7 @@ class _OpenFile:
     """The one data file a task has open: its rows buffered into row groups, its statistics."""
 
     def __init__(self, values: Tuple[Optional[str], ...], relative: str, stream: Any, data_schema: Any,
-                 stats: FileStats, not_null: Sequence[ColumnPath] = ()) -> None:
+                 stats: FileStats, not_null: Sequence[ColumnPath] = (), target_file_size: Optional[int] = None) -> None:
         import pyarrow.parquet as pq
 
         self.values = values
@@ -169,6 +186,14 @@ class _OpenFile:
         self.buffer: List[Any] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
+        self.target_file_size = target_file_size
+        # Row groups of at most a quarter of the target, so that a file's size is known often enough to roll it.
+        self.row_group_bytes = ROW_GROUP_BYTES if not target_file_size else max(1, min(ROW_GROUP_BYTES,
+                                                                                     target_file_size // 4))
+
+    def reached_target(self) -> bool:
+        """Whether the file has reached the table's ``delta.targetFileSize`` (its bytes written so far)."""
+        return bool(self.target_file_size) and self.stream.tell() >= (self.target_file_size or 0)
 
     def add(self, data: Any, stored: Any) -> None:
         """Buffer ``stored`` (``data`` as the file holds it: physical names under column mapping); the
@@ -181,7 +206,7 @@ class _OpenFile:
         self.buffer.append(stored)
         self.buffered_rows += stored.num_rows
         self.buffered_bytes += stored.nbytes
-        if self.buffered_rows >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
+        if self.buffered_rows >= ROW_GROUP_ROWS or self.buffered_bytes >= self.row_group_bytes:
             self._flush()
 
     def _flush(self) -> None:
@@ -208,6 +233,17 @@ class _OpenFile:
                 self.stream.close()
             except Exception:
                 pass
+
+
+def _chunks(part: Any, target_file_size: Optional[int]) -> Iterator[Any]:
+    """``part`` whole, or with a target file size in slices of about an eighth of it (Arrow bytes),
+    so that a file can be rolled inside one incoming batch."""
+    if not target_file_size or part.nbytes <= target_file_size // 8 or part.num_rows <= 1:
+        yield part
+        return
+    rows = max(1, part.num_rows * (target_file_size // 8) // max(1, part.nbytes))
+    for start in range(0, part.num_rows, rows):
+        yield part.slice(start, rows)
 
 
 def _runs(table: Any, partition_by: Sequence[str], schema: Any) -> Iterator[Tuple[Tuple[Optional[str], ...], Any]]:
@@ -268,3 +304,13 @@ def _check_partition_dates(table: Any, partition_by: Sequence[str]) -> None:
                 "fix the transform (CAST(epoch milliseconds AS TIMESTAMP) reads them as seconds; use "
                 "timestamp_millis(...))"
             )
+
+
+def _physical_path(mapping: ColumnMapping, column: str) -> str:
+    """A ``delta.dataSkippingStatsColumns`` entry under physical names: its top-level column mapped
+    (nested parts are kept as written: such entries get no statistics, see FileStats)."""
+    head, dot, rest = column.partition(".")
+    try:
+        return mapping.physical_name(head) + dot + rest
+    except OffsetStoreError:  # a stats column the table does not have: no statistics for it either way
+        return column

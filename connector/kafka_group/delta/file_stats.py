@@ -12,7 +12,7 @@ import datetime
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 __all__ = ["DEFAULT_INDEXED_COLUMNS", "FIRST_DAY", "LAST_DAY", "STRING_PREFIX_LENGTH", "FileStats", "day_range"]
 
@@ -58,12 +58,21 @@ class FileStats:
     indexed_columns: int = DEFAULT_INDEXED_COLUMNS
     num_records: int = 0
     _columns: Dict[str, _ColumnStats] = field(default_factory=dict)
+    stats_columns: Optional[Sequence[str]] = None
+    """delta-spark's ``delta.dataSkippingStatsColumns``: when given, exactly these columns (names as the
+    table spells them, compared case-insensitively; a struct's name covers its fields, which get none
+    here) have statistics, whatever ``indexed_columns`` says."""
 
     def __post_init__(self) -> None:
         import pyarrow as pa
 
         budget = self.indexed_columns
+        chosen = None if self.stats_columns is None else {c.strip().lower() for c in self.stats_columns}
         for f in self.schema:
+            if chosen is not None:
+                if f.name.lower() not in chosen:
+                    continue
+                budget = -1
             leaves = _leaf_count(f.type)
             if budget >= 0 and leaves > budget:
                 break

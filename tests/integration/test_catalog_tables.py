@@ -1,0 +1,56 @@
+"""DeltaSink and the source on a Delta table named in a real metastore, classic and Spark Connect.
+
+Each mode runs in a process of its own (``tests/integration/catalog_query.py``): a process holds
+one SparkContext, and Spark's Hive support (the metastore, embedded Derby, in a temporary folder)
+is chosen when the session is made; the suite's session has none. The table is created by name
+with ``CREATE TABLE ... USING delta`` (delta-spark's ``DeltaCatalog`` over Spark's session catalog),
+written by ``DeltaSink(table=<name>)``, and read back by name by delta-spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from collections import Counter
+from typing import Any, Dict
+
+import pytest
+
+from tests.support import Cluster, MakeTopic, produce, unique_name
+
+pytestmark = pytest.mark.integration
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def run_catalog_query(tmp_path: pathlib.Path, **command: Any) -> Dict[str, Any]:
+    """Run ``catalog_query.py`` with ``command`` in ``tmp_path`` (its metastore, warehouse and derby.log there)."""
+    work = tmp_path / "catalog"
+    work.mkdir()
+    command = {"work": str(work), "checkpoint": str(tmp_path / "checkpoint"), **command}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("connector", "python", "devbroker", "."))}
+    with open(tmp_path / "catalog.log", "wb") as log:
+        done = subprocess.run([sys.executable, str(REPO / "tests" / "integration" / "catalog_query.py"),
+                               json.dumps(command)], cwd=work, env=env, stdout=subprocess.PIPE, stderr=log,
+                              timeout=600, check=False)
+    lines = done.stdout.decode().strip().splitlines()
+    assert lines, f"catalog_query.py answered nothing (exit {done.returncode}); see {tmp_path / 'catalog.log'}"
+    answer: Dict[str, Any] = json.loads(lines[-1])
+    return answer
+
+
+@pytest.mark.parametrize("mode, runs", [("classic", 2), ("connect", 1)])
+def test_a_table_named_in_the_metastore_takes_batches_by_its_name(
+        kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, mode: str, runs: int) -> None:
+    topic = make_topic(2)
+    produce(kafka.bootstrap_servers, topic, {0: 5, 1: 4})
+    answer = run_catalog_query(tmp_path, mode=mode, servers=kafka.bootstrap_servers, topic=topic,
+                               group=unique_name("catalog"), db="sales", table="orders_bronze", runs=runs)
+    assert "error" not in answer, answer["error"]
+    assert answer["catalog"] == "hive"
+    assert answer["location"].rstrip("/").endswith("sales.db/orders_bronze")
+    # Read back by name by delta-spark: every record once (classic: a second run, a restart, lands nothing twice).
+    assert Counter(map(tuple, answer["rows"])) == Counter([(0, o) for o in range(5)] + [(1, o) for o in range(4)])
