@@ -66,13 +66,13 @@ def vacuum_now(spark: SparkSession, table: pathlib.Path) -> None:
         spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
 
 
-def test_row_tracking_deletion_vectors_in_commit_timestamps_and_clustering_across_a_crash(
+def test_column_mapping_row_tracking_deletion_vectors_in_commit_timestamps_and_clustering_across_a_crash(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
     topic, group, table, chk = make_topic(2), unique_name("group"), tmp_path / "table", tmp_path / "chk"
     spark.sql(f"CREATE TABLE delta.`{table}` ({QUERY_COLUMNS}) USING DELTA CLUSTER BY (partition) TBLPROPERTIES ("
               "'delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true', "
-              "'delta.enableInCommitTimestamps' = 'true')")
+              "'delta.enableInCommitTimestamps' = 'true', 'delta.columnMapping.mode' = 'name')")
     produce(kafka.bootstrap_servers, topic, {0: 30, 1: 20})
     land_here(spark, kafka, topic, group, table, chk, maxOffsetsPerTrigger=20)
 
