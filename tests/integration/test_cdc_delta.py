@@ -130,8 +130,10 @@ def test_two_queries_of_one_group_merge_into_one_table(
     produce_events(kafka.bootstrap_servers, topic, events)
     queries = []
     for n, parts in enumerate(([0, 1], [2, 3])):
-        df = delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=50,
-                          assign=f'{{"{topic}":{parts}}}')
+        df = (spark.readStream.format("kafka-group").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("assign", f'{{"{topic}":{parts}}}').option("kafka.group.id", group)
+              .option("startingOffsets", "earliest").option("offsets.table", str(table))
+              .option("maxOffsetsPerTrigger", 50).load())
         sink = DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'",
                          column_list=["id", "v"], checkpoint_location=str(tmp_path / f"chk{n}"))
         queries.append(df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / f"chk{n}"))

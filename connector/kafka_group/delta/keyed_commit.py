@@ -39,7 +39,7 @@ from kafka_group.delta.keyed_rules import (
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import merge_or_raise
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
-from kafka_group.errors import OffsetConflictError, OffsetStoreError
+from kafka_group.errors import OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 
@@ -86,6 +86,8 @@ class KeyedOffsetStore(DeltaOffsetStore):
             these ranges (checked on the version the MERGE runs on).
         SchemaMismatchError
             The stored columns do not fit the table's.
+        UnsupportedTableFeatureError
+            The table has deletion vectors (or a feature the append path refuses).
         OffsetStoreError
             A key column holds NULL (nothing lands; fix the transform), or delta-rs failed.
         """
@@ -113,6 +115,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
                 continue
             self._check_owner(table)
             self._check_appendable(table)
+            _refuse_deletion_vectors(self.table_path, table)
             check = self._check_in(table, ranges)
             if check.conflicts or check.already_committed:
                 raise OffsetConflictError(
@@ -182,10 +185,14 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
         first = spec.keys[0]
         dataset = table.to_pyarrow_dataset()
-        # delta-rs reads strings as string_view: the keys are cast to the type the scan compares with
         wanted = pc.unique(changes.column(first)).cast(dataset.schema.field(first).type)
-        rows = dataset.to_table(columns=list(spec.keys) + [START_COLUMN, END_COLUMN],
-                                filter=ds.field(first).isin(wanted)).to_pylist()
+        # Files are chosen by the min/max statistics delta-rs gives each fragment; the rows are then
+        # filtered here: delta-rs's MERGE writes string_view columns, which a pushed-down filter
+        # cannot compare with the statistics' strings (pyarrow 26: "no kernel matching").
+        rows: List[Dict[str, Any]] = []
+        for fragment in dataset.get_fragments(filter=ds.field(first).isin(wanted)):
+            part = fragment.to_table(columns=list(spec.keys) + [START_COLUMN, END_COLUMN], schema=dataset.schema)
+            rows += part.filter(pc.is_in(part.column(first).cast(wanted.type), value_set=wanted)).to_pylist()
         latest = latest_sequences(rows, spec.keys)
         result = scd2_changes(changes.to_pylist(), spec.keys, stored, latest)
         schema = pa.schema([changes.schema.field(c) for c in stored]
@@ -197,6 +204,19 @@ class KeyedOffsetStore(DeltaOffsetStore):
             out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: None,
                         END_COLUMN: None, ACTION: "close", CLOSE_AT: at})
         return pa.Table.from_pylist(out, schema=schema)
+
+
+def _refuse_deletion_vectors(table_path: str, table: Any) -> None:
+    """Refuse a table with deletion vectors: delta-rs 1.6.6 writes none, and this sink has not verified
+    that its MERGE honours those delta-spark wrote when it rewrites a file (a deleted row would return)."""
+    features = table.protocol().reader_features or []
+    if "deletionVectors" in features:
+        raise UnsupportedTableFeatureError(
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors (the "
+            "'deletionVectors' table feature), which delta-rs does not write and the keyed sink does not merge "
+            "over. Nothing was written and no offset moved. Land into a new table (the first batch creates it "
+            "without them), or with delta-spark: ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors' "
+            "= false), REORG TABLE ... APPLY (PURGE), ALTER TABLE ... DROP FEATURE deletionVectors")
 
 
 def _merge(table: Any, source: Any, clauses: MergeClauses, properties: Any) -> Dict[str, Any]:
