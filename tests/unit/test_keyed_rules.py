@@ -84,3 +84,17 @@ def test_scd2_versions_close_in_sequence_order_and_ignore_what_the_table_has_see
         {"id": "c", "v": 71, "__START_AT": 7, "__END_AT": None},
     ]
     assert sorted(changes.closes) == [(("a",), 3), (("c",), 7)]
+
+
+def test_tables_a_merge_could_corrupt_are_refused_before_anything_is_written(tmp_path: Any) -> None:
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from kafka_group.delta.keyed_commit import _refuse_unmergeable
+    from kafka_group.errors import UnsupportedTableFeatureError
+
+    write_deltalake(str(tmp_path / "plain"), pa.table({"id": [1], "t": pa.array([1], pa.timestamp("us"))}))
+    _refuse_unmergeable("plain", DeltaTable(str(tmp_path / "plain")))  # timestampNtz: merged as any column
+    write_deltalake(str(tmp_path / "ao"), pa.table({"id": [1]}), configuration={"delta.appendOnly": "true"})
+    with pytest.raises(UnsupportedTableFeatureError, match="delta.appendOnly = true.*no offset moved"):
+        _refuse_unmergeable("ao", DeltaTable(str(tmp_path / "ao")))

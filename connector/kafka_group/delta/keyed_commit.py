@@ -87,7 +87,8 @@ class KeyedOffsetStore(DeltaOffsetStore):
         SchemaMismatchError
             The stored columns do not fit the table's.
         UnsupportedTableFeatureError
-            The table has deletion vectors (or a feature the append path refuses).
+            The table has deletion vectors, column mapping, ``delta.appendOnly`` or another writer
+            feature the MERGE is not known to honour (or one the append path refuses).
         OffsetStoreError
             A key column holds NULL (nothing lands; fix the transform), or delta-rs failed.
         """
@@ -115,7 +116,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
                 continue
             self._check_owner(table)
             self._check_appendable(table)
-            _refuse_deletion_vectors(self.table_path, table)
+            _refuse_unmergeable(self.table_path, table)
             check = self._check_in(table, ranges)
             if check.conflicts or check.already_committed:
                 raise OffsetConflictError(
@@ -206,17 +207,33 @@ class KeyedOffsetStore(DeltaOffsetStore):
         return pa.Table.from_pylist(out, schema=schema)
 
 
-def _refuse_deletion_vectors(table_path: str, table: Any) -> None:
-    """Refuse a table with deletion vectors: delta-rs 1.6.6 writes none, and this sink has not verified
-    that its MERGE honours those delta-spark wrote when it rewrites a file (a deleted row would return)."""
-    features = table.protocol().reader_features or []
-    if "deletionVectors" in features:
+#: Writer features a delta-rs MERGE honours on its own, as this sink has seen it do (plain Parquet rewrites).
+_MERGEABLE_FEATURES = frozenset({"timestampNtz", "changeDataFeed"})
+
+
+def _refuse_unmergeable(table_path: str, table: Any) -> None:
+    """Refuse a table the keyed sink's MERGE could corrupt, whatever the append path accepts: deletion
+    vectors (delta-rs 1.6.6 writes none, and the sink has not verified that its MERGE honours those
+    delta-spark wrote when it rewrites a file), column mapping, ``delta.appendOnly``, and any writer
+    feature delta-rs's MERGE is not known here to honour (row tracking, identity columns...)."""
+    protocol = table.protocol()
+    config = table.metadata().configuration or {}
+    problems = [f"the '{f}' table feature" for f in sorted(set(protocol.reader_features or [])
+                                                            | set(protocol.writer_features or []))
+                if f not in _MERGEABLE_FEATURES]
+    if protocol.min_writer_version in (5, 6):
+        problems.append(f"writer version {protocol.min_writer_version} (column mapping, identity columns)")
+    if str(config.get("delta.columnMapping.mode", "none")).lower() != "none":
+        problems.append("column mapping")
+    if str(config.get("delta.appendOnly", "false")).lower() == "true":
+        problems.append("delta.appendOnly = true")
+    if problems:
         raise UnsupportedTableFeatureError(
-            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors (the "
-            "'deletionVectors' table feature), which delta-rs does not write and the keyed sink does not merge "
-            "over. Nothing was written and no offset moved. Land into a new table (the first batch creates it "
-            "without them), or with delta-spark: ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors' "
-            "= false), REORG TABLE ... APPLY (PURGE), ALTER TABLE ... DROP FEATURE deletionVectors")
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has " + ", ".join(problems)
+            + ", which the keyed sink's delta-rs MERGE does not honour. Nothing was written and no offset moved. "
+            "Land into a new table (the first batch creates one without them); for deletion vectors, with "
+            "delta-spark: ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors' = false), REORG TABLE "
+            "... APPLY (PURGE), ALTER TABLE ... DROP FEATURE deletionVectors")
 
 
 def _merge(table: Any, source: Any, clauses: MergeClauses, properties: Any) -> Dict[str, Any]:
