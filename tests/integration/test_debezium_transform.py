@@ -11,7 +11,7 @@ value), truncate events with a null key. Spark only (the run's session), no brok
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -71,7 +71,7 @@ def key(id_: int, *, wrap: bool = True) -> bytes:
     return json.dumps({"id": id_}).encode()
 
 
-def records(spark: Any, rows: List[tuple]) -> Any:
+def records(spark: Any, rows: Sequence[Tuple[Optional[bytes], Optional[bytes]]]) -> Any:
     return spark.createDataFrame([(k, v, "dbserver1.inventory.customers", 0, o) for o, (k, v) in enumerate(rows)],
                                  RECORD)
 
