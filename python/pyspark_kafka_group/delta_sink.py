@@ -35,9 +35,12 @@ import logging
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.keyed_commit import KeyedOffsetStore
+from kafka_group.delta.keyed_rules import KeyedSpec
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
+from pyspark_kafka_group.keyed_changes import change_set
 from pyspark_kafka_group.sink_checkpoint import (
     CONNECT_NEEDS_CHECKPOINT,
     BatchPlan,
@@ -93,6 +96,26 @@ class DeltaSink:
         existing table must be partitioned by exactly these. Left out, the sink follows an
         existing table's partitioning and creates a new table unpartitioned.
 
+    keys : list of str, optional
+        The keyed (CDC) mode: the columns (after ``transform``) that identify a row. Each batch's
+        change events are then MERGEd into the table with its offsets in one Delta commit: upserts,
+        deletes (a Kafka tombstone, a record whose value is NULL, deletes its key; so does
+        ``apply_as_deletes``), the latest event per key by ``sequence_by`` winning, and events not
+        newer than what the table holds for their key ignored (docs/cdc.md). Without ``keys`` the
+        sink appends, as before.
+    sequence_by : str, optional
+        Keyed mode: a SQL expression (a column name, or such as ``"source.lsn"``) ordering the events
+        of a key: a number, string, date or timestamp. Default: the Kafka offset, which orders a key's
+        events as long as the key stays in one partition (Kafka's keyed partitioning; a topic whose
+        partition count changed moves keys: give a sequence from the data then).
+    apply_as_deletes : str, optional
+        Keyed mode: a SQL boolean expression over the transformed row that marks a delete, such as
+        ``"op = 'd'"``.
+    column_list, except_column_list : list of str, optional
+        Keyed mode: the transformed columns the table stores (keys included), or those it leaves out.
+    stored_as_scd_type : {1, 2}, default 1
+        Keyed mode: 1 keeps one row per live key, with its event's sequence in ``__SEQUENCE``;
+        2 keeps every version with its validity ``[__START_AT, __END_AT)`` (``__END_AT`` NULL: current).
     merge_schema : bool, default False
         Delta's ``mergeSchema``: columns a batch adds (top-level, or fields of structs) are added
         to the table's schema, and columns of the table a batch lacks are read as NULL for its
@@ -141,6 +164,12 @@ class DeltaSink:
         storage_options: Optional[Mapping[str, str]] = None,
         partition_by: Optional[Sequence[str]] = None,
         merge_schema: bool = False,
+        keys: Optional[Sequence[str]] = None,
+        sequence_by: Optional[str] = None,
+        apply_as_deletes: Optional[str] = None,
+        column_list: Optional[Sequence[str]] = None,
+        except_column_list: Optional[Sequence[str]] = None,
+        stored_as_scd_type: int = 1,
     ) -> None:
         if not isinstance(path, str) or not path.strip():
             raise ConfigError("DeltaSink needs the path of the Delta table to write, got an empty path")
@@ -160,9 +189,21 @@ class DeltaSink:
         self.storage_options = dict(storage_options or {})
         self.partition_by = None if partition_by is None else list(partition_by)
         self.merge_schema = bool(merge_schema)
+        self.keyed: Optional[KeyedSpec] = None
+        if keys is not None:
+            if self.merge_schema:
+                raise ConfigError("DeltaSink(keys=..., merge_schema=True): the keyed mode does not merge schemas; "
+                                  "leave merge_schema out, or add the columns with ALTER TABLE ... ADD COLUMNS")
+            self.keyed = KeyedSpec.build(keys, sequence_by, apply_as_deletes, column_list, except_column_list,
+                                         stored_as_scd_type)
+        elif (sequence_by, apply_as_deletes, column_list, except_column_list, stored_as_scd_type) != (
+                None, None, None, None, 1):
+            raise ConfigError("DeltaSink: sequence_by, apply_as_deletes, column_list, except_column_list and "
+                              "stored_as_scd_type belong to the keyed mode: give keys=[...] too")
 
     def __repr__(self) -> str:  # never the storage options: they hold credentials
-        return f"DeltaSink({self.path!r}, partition_by={self.partition_by!r})"
+        keyed = "" if self.keyed is None else f", keys={list(self.keyed.keys)!r}"
+        return f"DeltaSink({self.path!r}, partition_by={self.partition_by!r}{keyed})"
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         """Land one micro-batch (Spark calls this through ``foreachBatch``).
@@ -177,7 +218,8 @@ class DeltaSink:
         that failed the batch would fail every restart.
         """
         plan = self._plan(batch, batch_id)
-        store = DeltaOffsetStore(self.path, plan.group, self.storage_options)
+        store = (DeltaOffsetStore if self.keyed is None else KeyedOffsetStore)(
+            self.path, plan.group, self.storage_options)
         # Before any file is written: a store that ignores conditional puts is refused (ConditionalPutError).
         store.check_conditional_put()
         for attempt in range(1, _LAND_ATTEMPTS + 1):
@@ -211,6 +253,10 @@ class DeltaSink:
             )
             ranges = check.committable
             batch = self._only_partitions(batch, ranges)
+        if self.keyed is not None:
+            assert isinstance(store, KeyedOffsetStore)
+            self._land_keyed(batch, batch_id, ranges, store, self.keyed)
+            return
         if self.transform is not None:
             batch = self.transform(batch)
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -238,6 +284,25 @@ class DeltaSink:
             partition_by=partition_by,
             merge_schema=self.merge_schema,
         )
+        crash_point("sink.after_commit")
+
+    def _land_keyed(self, batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: KeyedOffsetStore,
+                    spec: KeyedSpec) -> None:
+        """Keyed mode: the batch's change set (computed by Spark, in the driver's memory) MERGEd into the
+        table with the batch's offsets, in one commit (:mod:`kafka_group.delta.keyed_commit`)."""
+        crash_point("sink.before_write")
+        changes, stored = change_set(batch, self.transform, spec)
+        if not ranges and changes.num_rows == 0:
+            return
+        partition_by = self.partition_by if self.partition_by is not None else (store.partition_columns() or [])
+        missing = [c for c in partition_by if c not in stored]
+        if missing:
+            raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
+                              f"store (it stores {', '.join(stored)})")
+        crash_point("sink.before_commit")
+        store.merge_changes(changes, spec, stored, ranges, partition_by=partition_by,
+                            metadata={"kafkaGroup.batchId": batch_id,
+                                      "kafkaGroup.ranges": ",".join(str(r) for r in ranges)})
         crash_point("sink.after_commit")
 
     @staticmethod

@@ -3,7 +3,7 @@
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
         [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S] [--trigger-seconds S]
         [--option KEY=VALUE ...] [--storage KEY=VALUE ...] [--report FILE] [--stop-file PATH]
-        [--add-column] [--merge-schema]
+        [--add-column] [--merge-schema] [--keyed 1|2]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger (--trigger-seconds) for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
@@ -45,6 +45,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--merge-schema", action="store_true", help="DeltaSink(..., merge_schema=True)")
     parser.add_argument("--record-reads", default=None,
                         help="append 'partition offset' of every record each batch read to this file")
+    parser.add_argument("--keyed", type=int, default=None,
+                        help="the keyed sink of tests/cdc_support.py's events, SCD type 1 (Kafka offset sequence) "
+                             "or 2 (sequence_by seq)")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -81,6 +84,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         return batch.select(*columns)
 
     sink = DeltaSink(args.table, transform=parse, storage_options=storage, merge_schema=args.merge_schema)
+    if args.keyed:
+        from tests import cdc_support
+
+        sink = DeltaSink(args.table, transform=cdc_support.parse, storage_options=storage, keys=["id"],
+                         apply_as_deletes="op = 'd'", column_list=["id", "v"], stored_as_scd_type=args.keyed,
+                         sequence_by="seq" if args.keyed == 2 else None)
 
     def land(batch: Any, batch_id: int) -> None:
         if args.record_reads:

@@ -1,0 +1,225 @@
+"""The keyed (CDC) sink: change events MERGEd into Delta with their offsets in one commit (Apache Kafka,
+real Spark, delta-rs and delta-spark). Every expectation comes from the produced events alone
+(``tests/cdc_support.py``), never from the sink."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import shutil
+import signal
+import subprocess
+import time
+from typing import Any, List
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pyspark_kafka_group import DeltaSink
+from tests.cdc_support import (
+    Event,
+    parse,
+    produce_events,
+    random_events,
+    scd1_oracle,
+    scd2_oracle,
+    spark_rows,
+    table_rows,
+)
+from tests.support import (
+    REPO,
+    Cluster,
+    MakeTopic,
+    apache,
+    delta_query_command,
+    delta_source,
+    land_available_now,
+    table_positions,
+    unique_name,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+SCD1 = ["id", "v", "__SEQUENCE"]
+SCD2 = ["id", "v", "__START_AT", "__END_AT"]
+
+
+def scd1_expected(rounds: List[List[Event]], *, by_offset: bool) -> List[Any]:
+    return sorted(((k, v, s) for k, (v, s) in scd1_oracle(rounds, by_offset=by_offset).items()), key=repr)
+
+
+def test_scd1_applies_upserts_deletes_and_tombstones_once_through_replays_and_a_lost_checkpoint(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """Default sequence (the Kafka offset); every batch is landed twice (the replay is skipped); the
+    checkpoint is deleted between the rounds (the table's offsets say where to go on)."""
+    rng = random.Random(36)
+    topic, group, table = make_topic(3), unique_name("group"), tmp_path / "table"
+    rounds = [random_events(rng, 40, 300, 3), random_events(rng, 40, 200, 3)]
+    sink = DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'",
+                     column_list=["id", "v"])
+
+    def land_twice(batch: Any, batch_id: int) -> None:
+        sink(batch, batch_id)
+        sink(batch, batch_id)  # a replay: already in the table, skipped
+
+    for events in rounds:
+        produce_events(kafka.bootstrap_servers, topic, events)
+        land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=60), land_twice,
+                           tmp_path / "chk")
+        shutil.rmtree(tmp_path / "chk")
+    # The oracle's sequence is the production order; the table's is the Kafka offset: compare the rows.
+    want = [(k, v) for k, v, _ in scd1_expected(rounds, by_offset=True)]
+    assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
+    assert [(k, v) for k, v, _ in spark_rows(spark, table, SCD1)] == want
+    produced = [sum(1 for r in rounds for e in r if e[0] == p) for p in range(3)]
+    assert table_positions(table, group, topic, 3) == dict(enumerate(produced))
+
+
+def test_scd1_out_of_order_sequences_never_move_a_row_back(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    rng = random.Random(7)
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    first = [e for e in random_events(rng, 30, 200, 2, shuffle_seq=True) if e[2] is not None]
+    alive = scd1_oracle([first], by_offset=False)
+    stale: List[Event] = [(int(k[2:]) % 2, k, {"v": -1, "seq": s - 1, "op": "u"}) for k, (_, s) in alive.items()]
+    second = stale + [e for e in random_events(rng, 30, 100, 2, seq_from=1000, shuffle_seq=True) if e[2] is not None]
+    sink = DeltaSink(str(table), keys=["id"], sequence_by="seq", apply_as_deletes="op = 'd'", transform=parse,
+                     except_column_list=["seq", "op"])
+    for events in (first, second):
+        produce_events(kafka.bootstrap_servers, topic, events)
+        # One batch per round: within a batch the latest sequence of a key wins whatever the order
+        # (across batches a delete is not remembered: docs/cdc.md).
+        land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=1000), sink,
+                           tmp_path / "chk")
+    want = scd1_expected([first, second], by_offset=False)
+    assert table_rows(table, SCD1) == want
+    assert spark_rows(spark, table, SCD1) == want
+
+
+def test_scd2_history_equals_the_expected_intervals(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    rng = random.Random(11)
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    first = [e for e in random_events(rng, 20, 120, 2, shuffle_seq=True) if e[2] is not None]
+    stale: List[Event] = [(0, "id0", {"v": -1, "seq": 0, "op": "u"}), (1, "id1", {"v": -1, "seq": 1, "op": "d"})]
+    second = stale + [e for e in random_events(rng, 20, 80, 2, seq_from=1000, shuffle_seq=True) if e[2] is not None]
+    sink = DeltaSink(str(table), keys=["id"], sequence_by="seq", apply_as_deletes="op = 'd'", transform=parse,
+                     column_list=["id", "v"], stored_as_scd_type=2)
+    for events in (first, second):
+        produce_events(kafka.bootstrap_servers, topic, events)
+        land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=1000), sink,
+                           tmp_path / "chk")
+    want = scd2_oracle([first, second], by_offset=False)
+    assert table_rows(table, SCD2) == want
+    assert spark_rows(spark, table, SCD2) == want
+
+
+def test_two_queries_of_one_group_merge_into_one_table(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """Two queries (each assigned two of the four partitions) merge into one table at once: their
+    commits race (a MERGE planned on an older version never lands) and every change lands once."""
+    rng = random.Random(3)
+    topic, group, table = make_topic(4), unique_name("group"), tmp_path / "table"
+    events = random_events(rng, 60, 400, 4)
+    produce_events(kafka.bootstrap_servers, topic, events)
+    queries = []
+    for n, parts in enumerate(([0, 1], [2, 3])):
+        df = (spark.readStream.format("kafka-group").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("assign", f'{{"{topic}":{parts}}}').option("kafka.group.id", group)
+              .option("startingOffsets", "earliest").option("offsets.table", str(table))
+              .option("maxOffsetsPerTrigger", 50).load())
+        sink = DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'",
+                         column_list=["id", "v"], checkpoint_location=str(tmp_path / f"chk{n}"))
+        queries.append(df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / f"chk{n}"))
+                       .trigger(availableNow=True).start())
+    for q in queries:
+        q.awaitTermination()
+        assert q.exception() is None
+    want = [(k, v) for k, v, _ in scd1_expected([events], by_offset=True)]
+    assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
+
+
+def test_compacted_topic_read_from_the_start_gives_the_same_table(
+    spark: SparkSession, kafka: Cluster, tmp_path: pathlib.Path
+) -> None:
+    if kafka.engine != "kafka":
+        pytest.skip("needs Apache Kafka: the mock cluster does not compact")
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = unique_name("compacted")
+    apache(kafka).create_topic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": "100",
+                                                 "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
+    events = [e for e in random_events(random.Random(5), 10, 150, 1)]
+    produce_events(kafka.bootstrap_servers, topic, events)
+    time.sleep(0.3)  # older than segment.ms: the next record rolls a new segment, so the first can be cleaned
+    roll: List[Event] = [(0, "roll", {"v": 0, "seq": 0, "op": "u"})]
+    produce_events(kafka.bootstrap_servers, topic, roll)
+
+    def log_size() -> int:
+        consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": unique_name("peek"),
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            seen = 0
+            while True:
+                batch = consumer.consume(500, timeout=2)
+                if not batch:
+                    return seen
+                seen += len(batch)
+        finally:
+            consumer.close()
+
+    wait_for(lambda: log_size() < len(events) // 2, "the log cleaner to compact the topic", 180)
+    table = tmp_path / "table"
+    land_available_now(delta_source(spark, kafka, topic, unique_name("group"), table, maxOffsetsPerTrigger=7),
+                       DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'",
+                                 column_list=["id", "v"]), tmp_path / "chk")
+    want = [(k, v) for k, v, _ in scd1_expected([events, roll], by_offset=True)]
+    assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scd", [1, 2])
+def test_killed_during_merge_batches_lands_each_change_exactly_once(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, scd: int
+) -> None:
+    """SIGKILL the whole query at each step of the keyed commit (before the change set, before and
+    inside the MERGE's commit path, after it), several times; the table then equals the oracle."""
+    kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "6"))
+    rng = random.Random(2026 + scd)
+    topic, group, table, checkpoint = make_topic(3), unique_name("group"), tmp_path / "table", tmp_path / "chk"
+    command = delta_query_command(kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
+                                  "--max-offsets", "40", "--keyed", str(scd))
+    points = ["sink.before_write", "sink.before_commit", "delta.before_merge", "sink.after_commit"]
+    rounds: List[List[Event]] = []
+    kills = runs = 0
+    while kills < kills_wanted:
+        # SCD2 sequences grow with the offsets: batches may cut a run anywhere without changing the oracle.
+        events = [e for e in random_events(rng, 25, 60, 3, seq_from=1000 * len(rounds))
+                  if e[2] is not None or scd == 1]
+        produce_events(kafka.bootstrap_servers, topic, events)
+        rounds.append(events)
+        env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": points[kills % len(points)],
+               "KAFKA_GROUP_FAULT_HIT": str(rng.randint(1, 2))}
+        result = subprocess.run(command, cwd=REPO, env=env, start_new_session=True, capture_output=True, timeout=300)
+        runs += 1
+        assert result.returncode in (0, -signal.SIGKILL), result.stderr.decode()[-3000:]
+        kills += result.returncode == -signal.SIGKILL
+        assert runs < kills_wanted * 3, "the fault points are not being reached"
+    result = subprocess.run(command, cwd=REPO, start_new_session=True, capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    if scd == 1:  # default sequence: the Kafka offset
+        want: Any = [(k, v) for k, v, _ in scd1_expected(rounds, by_offset=True)]
+        assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
+        assert [(k, v) for k, v, _ in spark_rows(spark, table, SCD1)] == want
+    else:  # sequence_by seq
+        want = scd2_oracle(rounds, by_offset=False)
+        assert table_rows(table, SCD2) == want
+        assert spark_rows(spark, table, SCD2) == want
+
