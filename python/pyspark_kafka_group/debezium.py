@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+from kafka_group.delta.keyed_rules import KAFKA_COLUMN
 from kafka_group.errors import ConfigError
 
 __all__ = ["DELETED", "OP", "SEQUENCE", "debezium_changes", "debezium_sink_options", "debezium_transform"]
@@ -48,14 +49,17 @@ DELETED = "_debezium_deleted"
 OP = "_debezium_op"
 
 
-#: Positions and offsets are combined as ``position * 10**19 + offset`` in a ``decimal(38,0)``:
-#: a Kafka offset (and a PostgreSQL LSN, an int64 in Debezium) is below 2**63 < 10**19.
+#: Positions and offsets are combined as ``streamed + position * 10**19 + offset`` in a ``decimal(38,0)``:
+#: a Kafka offset is below 2**63 < 10**19; positions below :data:`_MAX_POSITION`; ``streamed`` is
+#: :data:`_STREAMED` for every event but a snapshot read (``r``), so streamed changes rank above them.
 _SHIFT = 10 ** 19
-#: A binlog position is ``file number * 10**12 + pos``: file numbers below 10**7, positions below 10**12.
+_MAX_POSITION = 5 * 10 ** 18
+_STREAMED = 5 * 10 ** 37
+#: A binlog position is ``file number * 10**12 + pos``: file numbers below 10**6, positions below 10**12.
 _BINLOG_FILE_SHIFT = 10 ** 12
 
 #: Columns the keyed sink adds to each record before its transform, which the transform keeps.
-_SINK_COLUMNS = ("__kafka",)
+_SINK_COLUMNS = (KAFKA_COLUMN,)
 
 _SEQUENCES = ("source", "kafka")
 _TRUNCATES = ("fail", "skip")
@@ -85,15 +89,17 @@ def debezium_changes(
         a delete of the key read from the record's Kafka key (JSON, with or without the
         wrapper, or a decoded struct).
     sequence : {"source", "kafka"}, default "source"
-        What orders a key's changes. ``"source"``: the database's position, PostgreSQL's
-        ``source.lsn``, else the binlog's ``file`` number and ``pos`` (MySQL, MariaDB), else
-        ``source.ts_ms``, then the Kafka offset for equal positions
-        (``position * 10**19 + offset``). It keeps its order across topics and partitions
-        (a topic re-created or repartitioned, a re-snapshot), and an event the connector sends
-        again after its own restart never moves a row back. Tombstones are dropped (the ``d``
-        event before each one deletes the row). ``"kafka"``: the Kafka offset alone, the order
-        Debezium wrote a key's events to its partition; tombstones delete their key, so a
-        compacted topic, whose ``d`` events the log cleaner may have removed, lands right.
+        What orders a key's changes. ``"source"``: streamed changes (``c``, ``u``, ``d``) above
+        snapshot reads (``r``: the state before streaming began; a PostgreSQL transaction still
+        open when the snapshot was taken streams changes whose LSN is below the snapshot's), then
+        the database's position (PostgreSQL's ``source.lsn``, else the binlog's ``file`` number
+        and ``pos`` for MySQL and MariaDB, else ``source.ts_ms``), then the Kafka offset. It keeps
+        its order across topics and partitions (a topic re-created or repartitioned), and an
+        event the connector sends again after its own restart never moves a row back. Tombstones
+        are dropped: the ``d`` event before each one deletes the row. ``"kafka"``: the Kafka
+        offset alone, the order Debezium wrote a key's events to its partition; tombstones
+        delete their key, so a compacted topic, whose ``d`` events the log cleaner may have
+        removed, lands right.
     truncate : {"fail", "skip"}, default "fail"
         A ``t`` (truncate) event cannot be a change of one key: ``"fail"`` fails the batch
         naming the record; ``"skip"`` drops it (the table keeps the truncated rows).
@@ -140,6 +146,10 @@ def debezium_changes(
                               "'id int, name string') to parse JSON change events")
         row_type = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
         envelope = _json_envelope(row_type)
+    clash = [c for c in row_type.fieldNames() if c in (SEQUENCE, DELETED, OP, *_SINK_COLUMNS)]
+    if clash:
+        raise ConfigError(f"debezium_changes: the table's columns {clash} are names this transform adds; "
+                          "rename them with a transform after this one")
     key_list = list(keys or [])
     if sequence == "kafka" and not key_list:
         raise ConfigError("debezium_changes(sequence='kafka') turns tombstones into deletes of their key: "
@@ -167,6 +177,11 @@ def debezium_changes(
         .when(op.isNull(), F.concat(F.lit("a value with no 'op' (not a Debezium change event) at "), where))
         .when(~op.isin("c", "u", "d", "r", "t"),
               F.concat(F.lit("a Debezium event with op '"), op, F.lit("' (not c, u, d, r or t) at "), where))
+        .when(op.isin("c", "u", "r") & F.col("_e.after").isNull(),
+              F.concat(F.lit("a Debezium '"), op, F.lit("' event without 'after' at "), where))
+        .when((op == "d") & F.col("_e.before").isNull(),
+              F.concat(F.lit("a Debezium delete without 'before' (the table's REPLICA IDENTITY is NOTHING?) at "),
+                       where, F.lit(": give the table a primary key or REPLICA IDENTITY DEFAULT")))
     )
     if truncate == "fail":
         problem = problem.when(op == "t", F.concat(
@@ -309,25 +324,25 @@ def _sequence(sequence: str, batch: Any) -> Any:
     offset = F.col("offset").cast("decimal(38,0)")
     if sequence == "kafka":
         return offset
-    file_number = F.regexp_extract(F.col("_e.source.file"), r"(\d+)$", 1)
+    where = F.format_string("topic %s partition %d offset %d", "topic", "partition", "offset")
+    file_number = F.regexp_replace(F.regexp_extract(F.col("_e.source.file"), r"(\d+)$", 1), "^0+", "")
     binlog = F.when(
-        (file_number != "") & (F.col("_e.source.pos") >= 0),
-        F.when((F.length(file_number) <= 7) & (F.col("_e.source.pos") < _BINLOG_FILE_SHIFT),
-               file_number.cast("decimal(38,0)") * F.lit(str(_BINLOG_FILE_SHIFT)).cast("decimal(38,0)")
-               + F.col("_e.source.pos").cast("decimal(38,0)"))
-        .otherwise(F.raise_error(F.concat(
-            F.lit("debezium_changes: binlog position "), F.col("_e.source.file"), F.lit(":"),
-            F.col("_e.source.pos").cast("string"),
-            F.lit(" is beyond what the sequence holds (file number below 10**7, pos below 10**12); "
-                  "use sequence='kafka'")))),
+        F.col("_e.source.file").isNotNull() & (F.col("_e.source.pos") >= 0),
+        F.when((F.length(file_number) <= 6) & (F.col("_e.source.pos") < _BINLOG_FILE_SHIFT),
+               F.concat(F.lit("0"), file_number).cast("decimal(38,0)")
+               * F.lit(str(_BINLOG_FILE_SHIFT)).cast("decimal(38,0)") + F.col("_e.source.pos").cast("decimal(38,0)")),
     )
     position = F.coalesce(
         F.when(F.col("_e.source.lsn") >= 0, F.col("_e.source.lsn").cast("decimal(38,0)")),
         binlog,
         F.when(F.col("_e.source.ts_ms") >= 0, F.col("_e.source.ts_ms").cast("decimal(38,0)")),
     )
-    return F.when(position.isNull(), F.raise_error(F.concat(
-        F.lit("debezium_changes: a change event whose source has no lsn, binlog file and pos or ts_ms at "),
-        F.format_string("topic %s partition %d offset %d", "topic", "partition", "offset"),
-        F.lit(": use sequence='kafka'")))).otherwise(
-        (position * F.lit(str(_SHIFT)).cast("decimal(38,0)") + offset).cast("decimal(38,0)"))
+    streamed = F.when(F.col("_e.op") == "r", F.lit(0).cast("decimal(38,0)")) \
+        .otherwise(F.lit(str(_STREAMED)).cast("decimal(38,0)"))
+    return (
+        F.when(position.isNull() | (position >= F.lit(str(_MAX_POSITION)).cast("decimal(38,0)")), F.raise_error(
+            F.concat(F.lit("debezium_changes: a change event whose source has no lsn, binlog file and pos or ts_ms "
+                           "that the sequence can hold (lsn below 5 * 10**18; binlog file number below 10**6 and pos "
+                           "below 10**12) at "), where, F.lit(": use sequence='kafka'"))))
+        .otherwise((streamed + position * F.lit(str(_SHIFT)).cast("decimal(38,0)") + offset).cast("decimal(38,0)"))
+    )

@@ -11,6 +11,7 @@ value), truncate events with a null key. Spark only (the run's session), no brok
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.integration
 ROW = "id int, first_name string, last_name string, email string"
 RECORD = "key binary, value binary, topic string, partition int, offset long"
 SHIFT = 10 ** 19
+STREAMED = 5 * 10 ** 37  # streamed changes rank above snapshot reads
 
 
 def pg_source(lsn: int, ts_ms: int, snapshot: bool = False) -> Dict[str, Any]:
@@ -83,7 +85,8 @@ def collect(df: Any) -> List[Dict[str, Any]]:
 def test_postgres_wrapped_create_update_delete_tombstone(spark: Any) -> None:
     rows = [
         (key(1), wrapped(envelope("r", None, customer(1, "Anne"), pg_source(24023128, 1559033904863, True)))),
-        (key(1), wrapped(envelope("u", customer(1, "Anne"), customer(1, "Anne Marie"), pg_source(24023300, 1559033905000)))),
+        (key(1), wrapped(envelope("u", customer(1, "Anne"), customer(1, "Anne Marie"),
+                                  pg_source(24023300, 1559033905000)))),
         (key(2), wrapped(envelope("c", None, customer(2, "Bob"), pg_source(24023400, 1559033905100)))),
         # REPLICA IDENTITY DEFAULT: a delete's before holds the key only
         (key(2), wrapped(envelope("d", {"id": 2, "first_name": None, "last_name": None, "email": None}, None,
@@ -93,9 +96,9 @@ def test_postgres_wrapped_create_update_delete_tombstone(spark: Any) -> None:
     out = collect(debezium_changes(records(spark, rows), schema=ROW))
     assert [(r["id"], r["first_name"], r[OP], r[DELETED]) for r in out] == [
         (1, "Anne", "r", False), (1, "Anne Marie", "u", False), (2, "Bob", "c", False), (2, None, "d", True)]
-    # the source order: lsn * 10**19 + offset
-    assert [r[SEQUENCE] for r in out] == [24023128 * SHIFT + 0, 24023300 * SHIFT + 1, 24023400 * SHIFT + 2,
-                                          24023500 * SHIFT + 3]
+    # the source order: streamed above snapshot reads, then lsn * 10**19 + offset
+    assert [r[SEQUENCE] for r in out] == [24023128 * SHIFT + 0, STREAMED + 24023300 * SHIFT + 1,
+                                          STREAMED + 24023400 * SHIFT + 2, STREAMED + 24023500 * SHIFT + 3]
     assert set(out[0]) == {"id", "first_name", "last_name", "email", SEQUENCE, DELETED, OP}
 
 
@@ -111,21 +114,32 @@ def test_mysql_binlog_positions_order_across_files_not_by_arrival(spark: Any) ->
     rows = [  # arrival order is not the binlog's: a later file first, then an older position
         (key(1004), wrapped(envelope("u", customer(1004, "Anne"), customer(1004, "Anne Marie"),
                                      mysql_source("mysql-bin.000004", 154, 1465581029100)))),
-        (key(1004), wrapped(envelope("c", None, customer(1004, "Anne"), mysql_source("mysql-bin.000003", 484, 1465581000000)))),
+        (key(1004), wrapped(envelope("c", None, customer(1004, "Anne"),
+                                     mysql_source("mysql-bin.000003", 484, 1465581000000)))),
         (key(1004), wrapped(envelope("d", customer(1004, "Anne Marie"), None,
                                      mysql_source("mysql-bin.000004", 805, 1465581902300)))),
     ]
     out = collect(debezium_changes(records(spark, rows), schema=ROW))
     assert [(r[OP], r["first_name"]) for r in out] == [("c", "Anne"), ("u", "Anne Marie"), ("d", "Anne Marie")]
-    assert out[0][SEQUENCE] == (3 * 10 ** 12 + 484) * SHIFT + 1
+    assert out[0][SEQUENCE] == STREAMED + (3 * 10 ** 12 + 484) * SHIFT + 1
     assert out[2][DELETED] and out[2]["email"] == "anne marie@x.org"
 
 
 def test_sequence_falls_back_to_source_ts_ms(spark: Any) -> None:
-    source = {"version": "3.2.0.Final", "connector": "sqlserver", "ts_ms": 1559729468470, "change_lsn": "00000027:00000758:0003"}
+    source = {"version": "3.2.0.Final", "connector": "sqlserver", "ts_ms": 1559729468470,
+              "change_lsn": "00000027:00000758:0003"}
     out = collect(debezium_changes(records(spark, [(key(1), plain(envelope("c", None, customer(1, "A"), source)))]),
                                    schema=ROW))
-    assert out[0][SEQUENCE] == 1559729468470 * SHIFT
+    assert out[0][SEQUENCE] == STREAMED + 1559729468470 * SHIFT
+
+
+def test_a_change_streamed_after_the_snapshot_wins_over_its_read_whatever_its_lsn(spark: Any) -> None:
+    """A PostgreSQL transaction open when the snapshot was taken (LSN 24023128) streams its update with the LSN
+    of the change (below the snapshot's): the update is the newer state of the row."""
+    rows = [(key(1), wrapped(envelope("r", None, customer(1, "Old"), pg_source(24023128, 1, True)))),
+            (key(1), wrapped(envelope("u", customer(1, "Old"), customer(1, "New"), pg_source(24022000, 2))))]
+    out = collect(debezium_changes(records(spark, rows), schema=ROW))
+    assert [r["first_name"] for r in out] == ["Old", "New"]  # ordered by sequence: the update last
 
 
 def test_kafka_sequence_turns_tombstones_into_deletes_of_their_key(spark: Any) -> None:
@@ -156,6 +170,9 @@ def test_truncate_fails_the_batch_naming_the_record_or_is_skipped(spark: Any) ->
     (b"not json at all", "not a Debezium change event of the given schema"),
     (plain(envelope("c", None, {"id": "one"}, pg_source(1, 1))), "not a Debezium change event of the given schema"),
     (plain({"op": "m", "source": pg_source(1, 1), "message": {"prefix": "p"}}), "op 'm'"),
+    (plain(envelope("d", None, None, pg_source(1, 1))), "REPLICA IDENTITY"),
+    (plain({"before": None, "after": customer(1, "A"), "source": {"connector": "x"}, "op": "c"}),
+     "no lsn, binlog file and pos or ts_ms"),
 ])
 def test_a_record_that_is_not_a_change_event_fails_the_batch_naming_it(spark: Any, value: bytes, says: str) -> None:
     rows = [(key(1), plain(envelope("c", None, customer(1, "A"), pg_source(10, 1)))), (key(1), value)]
@@ -181,7 +198,7 @@ def test_avro_decoded_envelopes_need_no_schema(spark: Any) -> None:
                                f"key struct<id:int>, value {value_type}, topic string, partition int, offset long")
     out = collect(debezium_changes(df))
     assert [(r["id"], r["first_name"], r[DELETED], r[SEQUENCE]) for r in out] == [
-        (5, "E", False, 500 * SHIFT), (5, "E", True, 600 * SHIFT + 1)]
+        (5, "E", False, STREAMED + 500 * SHIFT), (5, "E", True, STREAMED + 600 * SHIFT + 1)]
     kafka = collect(debezium_changes(df, keys=["id"], sequence="kafka"))
     assert [(r["id"], r[DELETED]) for r in kafka] == [(5, False), (5, True), (5, True)]
     with pytest.raises(ConfigError, match="leave schema out"):
@@ -191,3 +208,21 @@ def test_avro_decoded_envelopes_need_no_schema(spark: Any) -> None:
 def test_the_sink_options_name_the_transforms_columns() -> None:
     assert debezium_sink_options() == {"sequence_by": SEQUENCE, "apply_as_deletes": DELETED,
                                        "except_column_list": [SEQUENCE, DELETED, OP]}
+
+
+@pytest.mark.parametrize("sequence", ["source", "kafka"])
+def test_a_real_debezium_connectors_topic_gives_the_databases_table(spark: Any, sequence: str) -> None:
+    """Recorded from Debezium's PostgreSQL connector on PostgreSQL 15 (tests/data/debezium_postgres_customers.json:
+    a snapshot, updates, deletes with tombstones, inserts, a primary-key update, a two-statement transaction):
+    the last event per key by sequence, deletes applied, is the table the database holds afterwards."""
+    recorded = json.loads((Path(__file__).parents[1] / "data" / "debezium_postgres_customers.json").read_text())
+    df = spark.createDataFrame(
+        [(None if r["key"] is None else r["key"].encode(), None if r["value"] is None else r["value"].encode(),
+          recorded["topic"], r["partition"], r["offset"]) for r in recorded["records"]], RECORD)
+    state: Dict[int, Dict[str, Any]] = {}
+    for row in collect(debezium_changes(df, schema=ROW, keys=["id"], sequence=sequence)):  # in sequence order
+        if row[DELETED]:
+            state.pop(row["id"], None)
+        else:
+            state[row["id"]] = {c: row[c] for c in ("id", "first_name", "last_name", "email")}
+    assert state == {r["id"]: r for r in recorded["table"]}
