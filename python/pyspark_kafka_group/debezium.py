@@ -196,7 +196,9 @@ def debezium_changes(
     key_values = _key_fields(batch, row_type, key_list) if sequence == "kafka" else {}
     columns = []
     for field in row_type.fields:
-        value = F.when(op == "d", F.col(f"_e.before.`{field.name}`")).otherwise(F.col(f"_e.after.`{field.name}`"))
+        # getField, never a parsed path: a column name is data, whatever characters it holds
+        value = F.when(op == "d", F.col("_e").getField("before").getField(field.name)) \
+            .otherwise(F.col("_e").getField("after").getField(field.name))
         if field.name in key_values:
             value = F.when(tombstone, key_values[field.name]).otherwise(value)
         columns.append(value.cast(field.dataType).alias(field.name))
@@ -288,7 +290,8 @@ def _decoded_envelope(batch: Any) -> Any:
     source_type = value_type["source"].dataType
     source_names = source_type.fieldNames() if isinstance(source_type, StructType) else []
     source = F.struct(*[
-        (F.col(f"value.source.`{f.name}`") if f.name in source_names else F.lit(None)).cast(f.dataType).alias(f.name)
+        (F.col("value").getField("source").getField(f.name) if f.name in source_names else F.lit(None))
+        .cast(f.dataType).alias(f.name)
         for f in _source_fields().fields
     ])
     envelope = F.struct(F.col("value.before").alias("before"), F.col("value.after").alias("after"),
@@ -309,7 +312,7 @@ def _key_fields(batch: Any, row_type: Any, keys: List[str]) -> Dict[str, Any]:
         if absent:
             raise ConfigError(f"debezium_changes(keys={keys!r}): the decoded Kafka key has fields "
                               f"{key_type.fieldNames()}, not {absent}")
-        return {k: F.col(f"key.`{k}`") for k in keys}
+        return {k: F.col("key").getField(k) for k in keys}
     fields = StructType([row_type[k] for k in keys])
     document = StructType([*fields.fields, StructField("payload", fields), StructField("schema", StringType())])
     parsed = F.from_json(F.col("key").cast("string"), document)

@@ -226,3 +226,11 @@ def test_a_real_debezium_connectors_topic_gives_the_databases_table(spark: Any, 
         else:
             state[row["id"]] = {c: row[c] for c in ("id", "first_name", "last_name", "email")}
     assert state == {r["id"]: r for r in recorded["table"]}
+
+
+def test_column_names_are_data_not_paths(spark: Any) -> None:
+    """A column named with a dot or a backtick is read as that column (never parsed as a path)."""
+    row = {"id": 1, "a.b": "dot", "c`d": "tick"}
+    rows = [(key(1), plain({"before": None, "after": row, "source": pg_source(10, 1), "op": "c"}))]
+    out = collect(debezium_changes(records(spark, rows), schema="id int, `a.b` string, `c``d` string"))
+    assert (out[0]["a.b"], out[0]["c`d"]) == ("dot", "tick")
