@@ -193,3 +193,15 @@ def test_merging_columns_into_such_a_table_is_refused_before_any_file(tmp_path: 
     wider = pa.schema([("value", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("new", pa.int64())])
     with pytest.raises(UnsupportedTableFeatureError, match="ALTER TABLE ... ADD COLUMNS"):
         DeltaOffsetStore(str(tmp_path), "g").check_schema(wider, merge_schema=True)
+
+
+def test_data_less_commits_never_go_to_a_writer_feature_the_connector_does_not_know(tmp_path: pathlib.Path) -> None:
+    # delta-rs refused these commits (an unknown writer feature); the own commit must too.
+    _tracked_table(tmp_path, ["inCommitTimestamp", "someFutureFeature"], {"delta.enableInCommitTimestamps": "true"})
+    store = DeltaOffsetStore(str(tmp_path), "g")
+    tp = TopicPartition("t", 0)
+    with pytest.raises(UnsupportedTableFeatureError, match="someFutureFeature"):
+        store.hold_unseen([OffsetRange(tp, 5, 9)], reason="test")
+    with pytest.raises(UnsupportedTableFeatureError, match="someFutureFeature"):
+        store.reset({tp: 3}, reason="test")
+    assert sorted(os.listdir(tmp_path / "_delta_log")) == [f"{0:020d}.json"]  # nothing committed
