@@ -205,3 +205,19 @@ def test_data_less_commits_never_go_to_a_writer_feature_the_connector_does_not_k
     with pytest.raises(UnsupportedTableFeatureError, match="someFutureFeature"):
         store.reset({tp: 3}, reason="test")
     assert sorted(os.listdir(tmp_path / "_delta_log")) == [f"{0:020d}.json"]  # nothing committed
+
+
+def test_the_high_water_mark_comes_from_the_newest_checkpoint_when_last_checkpoint_does_not_point_at_it(
+        tmp_path: pathlib.Path) -> None:
+    # Commits 0-2 were cleaned up behind checkpoint 2; _last_checkpoint is only a hint (PROTOCOL.md): it may be
+    # missing, or name a checkpoint newer than the version read (a writer checkpointed meanwhile).
+    _write_log(tmp_path, 3, [{"commitInfo": {}}])
+    _write_log(tmp_path, 4, [{"commitInfo": {}}, {"txn": {"appId": "a", "version": 1}}])
+    pq.write_table(pa.table({"domainMetadata": [None, {"domain": "delta.rowTracking",
+                                                       "configuration": json.dumps({"rowIdHighWaterMark": 17}),
+                                                       "removed": False}]}),
+                   tmp_path / "_delta_log" / f"{2:020d}.checkpoint.parquet")
+    fs = table_filesystem(str(tmp_path))
+    assert row_id_high_water_mark(fs, 4) == 17  # no _last_checkpoint
+    (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 5, "size": 2}))
+    assert row_id_high_water_mark(fs, 4) == 17  # _last_checkpoint ahead of the version read
