@@ -221,3 +221,12 @@ def test_the_high_water_mark_comes_from_the_newest_checkpoint_when_last_checkpoi
     assert row_id_high_water_mark(fs, 4) == 17  # no _last_checkpoint
     (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 5, "size": 2}))
     assert row_id_high_water_mark(fs, 4) == 17  # _last_checkpoint ahead of the version read
+
+
+def test_an_incomplete_multi_part_checkpoint_is_not_taken_from_the_listing(tmp_path: pathlib.Path) -> None:
+    _write_log(tmp_path, 3, [{"commitInfo": {}}, _mark(41)])
+    _write_log(tmp_path, 4, [{"commitInfo": {}}])
+    pq.write_table(pa.table({"domainMetadata": [None]}, schema=pa.schema([("domainMetadata", pa.struct([
+        ("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]))])),
+        tmp_path / "_delta_log" / f"{4:020d}.checkpoint.0000000001.0000000002.parquet")  # part 2 never written
+    assert row_id_high_water_mark(table_filesystem(str(tmp_path)), 4) == 41

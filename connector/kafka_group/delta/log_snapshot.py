@@ -110,19 +110,48 @@ def row_id_high_water_mark(fs: Any, version: int) -> Optional[int]:
 
 
 def _last_checkpoint(fs: Any, version: int) -> Optional[int]:
-    """The version of the table's last checkpoint, if at most ``version`` (None: none, or unreadable)."""
+    """The version of the table's newest checkpoint at most ``version`` (None: none).
+
+    ``_last_checkpoint`` is only a hint (PROTOCOL.md, "Last Checkpoint File"): when it is missing,
+    unreadable, or names a checkpoint newer than ``version`` (a writer checkpointed meanwhile), the
+    log is listed, as commits older than a checkpoint may have been cleaned up.
+    """
     try:
         with fs.open_input_stream(f"{_LOG}/_last_checkpoint") as stream:
             hint = json.loads(stream.read().decode("utf-8"))
     except FileNotFoundError:
-        return None
+        hint = None
     except ValueError:
-        logger.warning("the table's _delta_log/_last_checkpoint is not JSON; reading its commits from version 0")
-        return None
+        logger.warning("the table's _delta_log/_last_checkpoint is not JSON; listing the log for checkpoints")
+        hint = None
     found = hint.get("version") if isinstance(hint, dict) else None
-    if not isinstance(found, int) or isinstance(found, bool) or not 0 <= found <= version:
-        return None
-    return found
+    if isinstance(found, int) and not isinstance(found, bool) and 0 <= found <= version:
+        return found
+    return _listed_checkpoint(fs, version)
+
+
+def _listed_checkpoint(fs: Any, version: int) -> Optional[int]:
+    """The newest complete checkpoint at most ``version`` in a listing of the log (a multi-part one
+    counts once all its parts are there)."""
+    import pyarrow.fs as pafs
+
+    parts: Dict[int, Dict[int, set[int]]] = {}  # version -> part count -> parts seen
+    complete: set[int] = set()
+    for info in fs.get_file_info(pafs.FileSelector(_LOG, allow_not_found=True)):
+        name = info.base_name
+        if not (name.isascii() and name[:20].isdigit() and name[20:32] == ".checkpoint."):
+            continue
+        found, rest = int(name[:20]), name[32:]
+        pieces = rest.split(".")
+        if len(pieces) == 3 and pieces[0].isdigit() and pieces[1].isdigit() and pieces[2] == "parquet":
+            parts.setdefault(found, {}).setdefault(int(pieces[1]), set()).add(int(pieces[0]))
+        elif rest == "parquet" or (len(pieces) == 2 and pieces[1] in ("json", "parquet")):
+            complete.add(found)
+    for found, by_count in parts.items():
+        if any(len(seen) == count and seen == set(range(1, count + 1)) for count, seen in by_count.items()):
+            complete.add(found)
+    eligible = [v for v in complete if v <= version]
+    return max(eligible) if eligible else None
 
 
 def _checkpoint_mark(fs: Any, version: int) -> Optional[int]:
