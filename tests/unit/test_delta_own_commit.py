@@ -230,3 +230,13 @@ def test_an_incomplete_multi_part_checkpoint_is_not_taken_from_the_listing(tmp_p
         ("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]))])),
         tmp_path / "_delta_log" / f"{4:020d}.checkpoint.0000000001.0000000002.parquet")  # part 2 never written
     assert row_id_high_water_mark(table_filesystem(str(tmp_path)), 4) == 41
+
+
+def test_a_stale_last_checkpoint_naming_a_removed_checkpoint_falls_back_to_the_listing(tmp_path: pathlib.Path) -> None:
+    _write_log(tmp_path, 3, [{"commitInfo": {}}])
+    pq.write_table(pa.table({"domainMetadata": [{"domain": "delta.rowTracking",
+                                                 "configuration": json.dumps({"rowIdHighWaterMark": 17}),
+                                                 "removed": False}]}),
+                   tmp_path / "_delta_log" / f"{2:020d}.checkpoint.parquet")
+    (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 1, "size": 2}))  # cleaned up
+    assert row_id_high_water_mark(table_filesystem(str(tmp_path)), 3) == 17
