@@ -10,7 +10,8 @@ system (:func:`~kafka_group.delta.table_location.table_filesystem`, any store de
   file, never only in a checkpoint);
 - the row id high-water mark, the ``delta.rowTracking`` domain's ``rowIdHighWaterMark``: from the
   newest commit that sets the domain, walking back from the version to the last checkpoint
-  (``_last_checkpoint``), then from that checkpoint (classic, multi-part or V2: domain metadata is
+  (``_last_checkpoint``, a hint: when it is missing, newer than the version, or stale, the newest
+  complete checkpoint found by listing ``_delta_log``), then from that checkpoint (classic, multi-part or V2: domain metadata is
   in the top-level checkpoint file, never in a sidecar).
 
 Nothing read here is executed or used as a path beyond the log's own file names; a log that does
@@ -97,7 +98,14 @@ def row_id_high_water_mark(fs: Any, version: int) -> Optional[int]:
 
     Caller: the driver's commit (:mod:`kafka_group.delta.log_commit`), once per attempt.
     """
-    checkpoint = _last_checkpoint(fs, version)
+    try:
+        return _mark_since(fs, version, _last_checkpoint(fs, version))
+    except FileNotFoundError:  # _last_checkpoint was stale: what it leads to was cleaned up behind a newer checkpoint
+        return _mark_since(fs, version, _listed_checkpoint(fs, version))
+
+
+def _mark_since(fs: Any, version: int, checkpoint: Optional[int]) -> Optional[int]:
+    """The mark from the commits after ``checkpoint`` down from ``version``, else from the checkpoint."""
     stop = checkpoint if checkpoint is not None else -1
     for v in range(version, stop, -1):
         found: Optional[int] = None
@@ -163,7 +171,7 @@ def _checkpoint_mark(fs: Any, version: int) -> Optional[int]:
     names = sorted(info.base_name for info in fs.get_file_info(pafs.FileSelector(_LOG))
                    if info.base_name.startswith(prefix))
     if not names:
-        raise OffsetStoreError(f"_delta_log/_last_checkpoint names checkpoint {version}, which is not in the log")
+        raise FileNotFoundError(f"checkpoint {version} is not in the table's _delta_log")
     mark: Optional[int] = None
     for name in names:
         path = f"{_LOG}/{name}"
