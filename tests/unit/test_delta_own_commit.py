@@ -193,3 +193,50 @@ def test_merging_columns_into_such_a_table_is_refused_before_any_file(tmp_path: 
     wider = pa.schema([("value", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("new", pa.int64())])
     with pytest.raises(UnsupportedTableFeatureError, match="ALTER TABLE ... ADD COLUMNS"):
         DeltaOffsetStore(str(tmp_path), "g").check_schema(wider, merge_schema=True)
+
+
+def test_data_less_commits_never_go_to_a_writer_feature_the_connector_does_not_know(tmp_path: pathlib.Path) -> None:
+    # delta-rs refused these commits (an unknown writer feature); the own commit must too.
+    _tracked_table(tmp_path, ["inCommitTimestamp", "someFutureFeature"], {"delta.enableInCommitTimestamps": "true"})
+    store = DeltaOffsetStore(str(tmp_path), "g")
+    tp = TopicPartition("t", 0)
+    with pytest.raises(UnsupportedTableFeatureError, match="someFutureFeature"):
+        store.hold_unseen([OffsetRange(tp, 5, 9)], reason="test")
+    with pytest.raises(UnsupportedTableFeatureError, match="someFutureFeature"):
+        store.reset({tp: 3}, reason="test")
+    assert sorted(os.listdir(tmp_path / "_delta_log")) == [f"{0:020d}.json"]  # nothing committed
+
+
+def test_the_high_water_mark_comes_from_the_newest_checkpoint_when_last_checkpoint_does_not_point_at_it(
+        tmp_path: pathlib.Path) -> None:
+    # Commits 0-2 were cleaned up behind checkpoint 2; _last_checkpoint is only a hint (PROTOCOL.md): it may be
+    # missing, or name a checkpoint newer than the version read (a writer checkpointed meanwhile).
+    _write_log(tmp_path, 3, [{"commitInfo": {}}])
+    _write_log(tmp_path, 4, [{"commitInfo": {}}, {"txn": {"appId": "a", "version": 1}}])
+    pq.write_table(pa.table({"domainMetadata": [None, {"domain": "delta.rowTracking",
+                                                       "configuration": json.dumps({"rowIdHighWaterMark": 17}),
+                                                       "removed": False}]}),
+                   tmp_path / "_delta_log" / f"{2:020d}.checkpoint.parquet")
+    fs = table_filesystem(str(tmp_path))
+    assert row_id_high_water_mark(fs, 4) == 17  # no _last_checkpoint
+    (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 5, "size": 2}))
+    assert row_id_high_water_mark(fs, 4) == 17  # _last_checkpoint ahead of the version read
+
+
+def test_an_incomplete_multi_part_checkpoint_is_not_taken_from_the_listing(tmp_path: pathlib.Path) -> None:
+    _write_log(tmp_path, 3, [{"commitInfo": {}}, _mark(41)])
+    _write_log(tmp_path, 4, [{"commitInfo": {}}])
+    pq.write_table(pa.table({"domainMetadata": [None]}, schema=pa.schema([("domainMetadata", pa.struct([
+        ("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]))])),
+        tmp_path / "_delta_log" / f"{4:020d}.checkpoint.0000000001.0000000002.parquet")  # part 2 never written
+    assert row_id_high_water_mark(table_filesystem(str(tmp_path)), 4) == 41
+
+
+def test_a_stale_last_checkpoint_naming_a_removed_checkpoint_falls_back_to_the_listing(tmp_path: pathlib.Path) -> None:
+    _write_log(tmp_path, 3, [{"commitInfo": {}}])
+    pq.write_table(pa.table({"domainMetadata": [{"domain": "delta.rowTracking",
+                                                 "configuration": json.dumps({"rowIdHighWaterMark": 17}),
+                                                 "removed": False}]}),
+                   tmp_path / "_delta_log" / f"{2:020d}.checkpoint.parquet")
+    (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 1, "size": 2}))  # cleaned up
+    assert row_id_high_water_mark(table_filesystem(str(tmp_path)), 3) == 17

@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from kafka_group.delta.commit_files import DataFile
 
 __all__ = [
+    "COMMITTABLE_FEATURES",
     "OWN_COMMIT_FEATURES",
     "ROW_TRACKING_DOMAIN",
     "TableState",
@@ -39,6 +40,7 @@ __all__ = [
     "encode_actions",
     "in_commit_timestamp",
     "needs_own_commit",
+    "protocol_refusal",
     "row_tracking_on",
     "winners_conflict",
 ]
@@ -47,6 +49,17 @@ __all__ = [
 OWN_COMMIT_FEATURES = frozenset({
     "clustering", "domainMetadata", "inCommitTimestamp", "rowTracking", "typeWidening", "vacuumProtocolCheck",
 })
+#: Every table feature (reader or writer) under which an append of plain Parquet files and ``txn`` actions,
+#: committed by delta-rs or by this module, is correct. A table with any other feature gets no commit
+#: from the connector: delta-rs refuses those itself, and this module must too (its commit bypasses
+#: delta-rs's protocol check). ``columnMapping``, ``invariants``, ``checkConstraints`` and
+#: ``generatedColumns`` need more checks before data lands (:mod:`kafka_group.delta.offsets_table`).
+COMMITTABLE_FEATURES = frozenset({
+    "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
+    "invariants", "timestampNtz", "v2Checkpoint", "variantType",
+}) | OWN_COMMIT_FEATURES
+#: The highest protocol versions this module writes under (table features: reader 3, writer 7).
+_MAX_READER_VERSION, _MAX_WRITER_VERSION = 3, 7
 #: The domain whose configuration holds the row id high-water mark.
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 _ENGINE = "pyspark-kafka-group"
@@ -71,6 +84,19 @@ class TableState:
 def needs_own_commit(writer_features: Sequence[str] | frozenset[str]) -> bool:
     """Whether an append to a table with ``writer_features`` goes through this module, not delta-rs."""
     return bool(OWN_COMMIT_FEATURES & set(writer_features))
+
+
+def protocol_refusal(min_reader_version: int, min_writer_version: int, reader_features: Sequence[str],
+                     writer_features: Sequence[str]) -> Optional[str]:
+    """Why this module may not commit to a table with this protocol (None: it may): a protocol version
+    above the table features' (reader 3, writer 7), or a feature outside :data:`COMMITTABLE_FEATURES`."""
+    if min_reader_version > _MAX_READER_VERSION or min_writer_version > _MAX_WRITER_VERSION:
+        return (f"the table needs reader version {min_reader_version} and writer version {min_writer_version}; the "
+                f"connector writes up to reader version {_MAX_READER_VERSION} and writer version {_MAX_WRITER_VERSION}")
+    unknown = sorted((set(reader_features) | set(writer_features)) - COMMITTABLE_FEATURES)
+    if unknown:
+        return f"the table has the feature(s) {', '.join(unknown)}, which the connector's own commit does not honour"
+    return None
 
 
 def row_tracking_on(state: TableState) -> bool:

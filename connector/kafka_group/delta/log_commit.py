@@ -37,11 +37,11 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.commit_files import DataFile
 from kafka_group.delta.log_actions import TableState, commit_actions, encode_actions, row_tracking_on
-from kafka_group.delta.log_actions import winners_conflict
+from kafka_group.delta.log_actions import protocol_refusal, winners_conflict
 from kafka_group.delta.log_snapshot import commit_actions_of, commit_path, last_in_commit_timestamp
 from kafka_group.delta.log_snapshot import row_id_high_water_mark
 from kafka_group.delta.table_location import local_table_path, table_filesystem
-from kafka_group.errors import OffsetStoreError
+from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
 __all__ = ["commit_own", "own_commit_refusal", "put_if_absent"]
 
@@ -160,10 +160,23 @@ def commit_own(
     int or None
         The version created; None when another writer created it first (the caller loads the table
         again and checks everything again).
+
+    Raises
+    ------
+    UnsupportedTableFeatureError
+        The table's protocol has a feature or version this commit does not honour (delta-rs refuses
+        those commits itself; this one bypasses its check), checked on the very version committed on.
     """
     fs = table_filesystem(table_path, storage_options)
     version = int(table.version())
     protocol = table.protocol()
+    why = protocol_refusal(int(protocol.min_reader_version), int(protocol.min_writer_version),
+                           protocol.reader_features or [], protocol.writer_features or [])
+    if why is not None:
+        raise UnsupportedTableFeatureError(
+            f"the connector cannot commit to offsets.table '{table_path}' (version {version}): {why}. Nothing was "
+            "committed and no offset moved. Use a table without it, or remove it with delta-spark "
+            "(ALTER TABLE ... DROP FEATURE)")
     state = TableState(version, frozenset(protocol.writer_features or []), dict(table.metadata().configuration or {}))
     state = dataclasses.replace(
         state, last_in_commit_timestamp=last_in_commit_timestamp(fs, version),

@@ -10,7 +10,8 @@ system (:func:`~kafka_group.delta.table_location.table_filesystem`, any store de
   file, never only in a checkpoint);
 - the row id high-water mark, the ``delta.rowTracking`` domain's ``rowIdHighWaterMark``: from the
   newest commit that sets the domain, walking back from the version to the last checkpoint
-  (``_last_checkpoint``), then from that checkpoint (classic, multi-part or V2: domain metadata is
+  (``_last_checkpoint``, a hint: when it is missing, newer than the version, or stale, the newest
+  complete checkpoint found by listing ``_delta_log``), then from that checkpoint (classic, multi-part or V2: domain metadata is
   in the top-level checkpoint file, never in a sidecar).
 
 Nothing read here is executed or used as a path beyond the log's own file names; a log that does
@@ -97,7 +98,14 @@ def row_id_high_water_mark(fs: Any, version: int) -> Optional[int]:
 
     Caller: the driver's commit (:mod:`kafka_group.delta.log_commit`), once per attempt.
     """
-    checkpoint = _last_checkpoint(fs, version)
+    try:
+        return _mark_since(fs, version, _last_checkpoint(fs, version))
+    except FileNotFoundError:  # _last_checkpoint was stale: what it leads to was cleaned up behind a newer checkpoint
+        return _mark_since(fs, version, _listed_checkpoint(fs, version))
+
+
+def _mark_since(fs: Any, version: int, checkpoint: Optional[int]) -> Optional[int]:
+    """The mark from the commits after ``checkpoint`` down from ``version``, else from the checkpoint."""
     stop = checkpoint if checkpoint is not None else -1
     for v in range(version, stop, -1):
         found: Optional[int] = None
@@ -110,19 +118,48 @@ def row_id_high_water_mark(fs: Any, version: int) -> Optional[int]:
 
 
 def _last_checkpoint(fs: Any, version: int) -> Optional[int]:
-    """The version of the table's last checkpoint, if at most ``version`` (None: none, or unreadable)."""
+    """The version of the table's newest checkpoint at most ``version`` (None: none).
+
+    ``_last_checkpoint`` is only a hint (PROTOCOL.md, "Last Checkpoint File"): when it is missing,
+    unreadable, or names a checkpoint newer than ``version`` (a writer checkpointed meanwhile), the
+    log is listed, as commits older than a checkpoint may have been cleaned up.
+    """
     try:
         with fs.open_input_stream(f"{_LOG}/_last_checkpoint") as stream:
             hint = json.loads(stream.read().decode("utf-8"))
     except FileNotFoundError:
-        return None
+        hint = None
     except ValueError:
-        logger.warning("the table's _delta_log/_last_checkpoint is not JSON; reading its commits from version 0")
-        return None
+        logger.warning("the table's _delta_log/_last_checkpoint is not JSON; listing the log for checkpoints")
+        hint = None
     found = hint.get("version") if isinstance(hint, dict) else None
-    if not isinstance(found, int) or isinstance(found, bool) or not 0 <= found <= version:
-        return None
-    return found
+    if isinstance(found, int) and not isinstance(found, bool) and 0 <= found <= version:
+        return found
+    return _listed_checkpoint(fs, version)
+
+
+def _listed_checkpoint(fs: Any, version: int) -> Optional[int]:
+    """The newest complete checkpoint at most ``version`` in a listing of the log (a multi-part one
+    counts once all its parts are there)."""
+    import pyarrow.fs as pafs
+
+    parts: Dict[int, Dict[int, set[int]]] = {}  # version -> part count -> parts seen
+    complete: set[int] = set()
+    for info in fs.get_file_info(pafs.FileSelector(_LOG, allow_not_found=True)):
+        name = info.base_name
+        if not (name.isascii() and name[:20].isdigit() and name[20:32] == ".checkpoint."):
+            continue
+        found, rest = int(name[:20]), name[32:]
+        pieces = rest.split(".")
+        if len(pieces) == 3 and pieces[0].isdigit() and pieces[1].isdigit() and pieces[2] == "parquet":
+            parts.setdefault(found, {}).setdefault(int(pieces[1]), set()).add(int(pieces[0]))
+        elif rest == "parquet" or (len(pieces) == 2 and pieces[1] in ("json", "parquet")):
+            complete.add(found)
+    for found, by_count in parts.items():
+        if any(len(seen) == count and seen == set(range(1, count + 1)) for count, seen in by_count.items()):
+            complete.add(found)
+    eligible = [v for v in complete if v <= version]
+    return max(eligible) if eligible else None
 
 
 def _checkpoint_mark(fs: Any, version: int) -> Optional[int]:
@@ -134,7 +171,7 @@ def _checkpoint_mark(fs: Any, version: int) -> Optional[int]:
     names = sorted(info.base_name for info in fs.get_file_info(pafs.FileSelector(_LOG))
                    if info.base_name.startswith(prefix))
     if not names:
-        raise OffsetStoreError(f"_delta_log/_last_checkpoint names checkpoint {version}, which is not in the log")
+        raise FileNotFoundError(f"checkpoint {version} is not in the table's _delta_log")
     mark: Optional[int] = None
     for name in names:
         path = f"{_LOG}/{name}"

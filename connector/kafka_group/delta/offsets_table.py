@@ -17,7 +17,7 @@ import urllib.parse
 from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence
 
 from kafka_group.delta.conditional_put import check_conditional_put
-from kafka_group.delta.log_actions import OWN_COMMIT_FEATURES, needs_own_commit
+from kafka_group.delta.log_actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log_commit import own_commit_refusal
 from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
@@ -50,10 +50,7 @@ COMMIT_ATTEMPTS = 10
 #: (:mod:`kafka_group.delta.write_contract`: files under physical names, rows checked with Spark).
 #: Tables with a feature of :data:`~kafka_group.delta.log_actions.OWN_COMMIT_FEATURES` are appended to
 #: by the connector's own commit (:mod:`kafka_group.delta.log_commit`), not delta-rs.
-_APPENDABLE_FEATURES = frozenset({
-    "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
-    "invariants", "timestampNtz", "v2Checkpoint", "variantType",
-}) | OWN_COMMIT_FEATURES
+_APPENDABLE_FEATURES = COMMITTABLE_FEATURES
 #: Why a feature stays refused whatever commit path is taken.
 _REFUSED_FEATURES = {
     "icebergCompatV1": "icebergCompatV1 needs partition values materialized in the files, column mapping and no "
