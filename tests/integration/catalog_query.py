@@ -6,7 +6,8 @@ A process holds one SparkContext, and the suite's has no Hive support (``tests/c
 this process builds its own, classic or Spark Connect (``mode``), with its metastore and
 warehouse under ``work``, then: ``CREATE TABLE <db>.<table> ... USING delta`` by name;
 ``resolve_table`` for the source's options; a ``Trigger.AvailableNow`` query of ``topic``
-into ``DeltaSink(table=...)`` by name; delta-spark reads the table back by name. Its one line
+into ``DeltaSink(table=...)`` by name; delta-spark reads the table back by name (and with
+``maintain`` OPTIMIZEs and VACUUMs it by name and reads it again). Its one line
 on the original stdout is the JSON answer (``rows``: the (partition, offset) pairs read;
 ``location``; ``error`` when a step failed); everything Spark prints goes to stderr.
 """
@@ -51,7 +52,8 @@ def main() -> int:
     try:
         name = f"{command['db']}.{command['table']}"
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {command['db']}")
-        spark.sql(f"CREATE TABLE {name} (value STRING, topic STRING, partition INT, offset BIGINT) USING delta "
+        exists = "IF NOT EXISTS " if command.get("if_not_exists") else ""
+        spark.sql(f"CREATE TABLE {exists}{name} (value STRING, topic STRING, partition INT, offset BIGINT) USING delta "
                   + " ".join(command.get("ddl_tail", [])))
         answer["catalog"] = spark.conf.get("spark.sql.catalogImplementation")
         bronze = resolve_table(spark, name)
@@ -70,6 +72,16 @@ def main() -> int:
                      .option("checkpointLocation", command["checkpoint"]).trigger(availableNow=True).start())
             query.awaitTermination()
         answer["rows"] = [[r.partition, r.offset] for r in spark.table(name).select("partition", "offset").collect()]
+        if command.get("maintain"):
+            # delta-spark's own maintenance by name: OPTIMIZE (clusters a liquid table), VACUUM everything
+            # no version needs, then the rows read again.
+            spark.sql(f"OPTIMIZE {name}").collect()
+            spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+            spark.sql(f"VACUUM {name} RETAIN 0 HOURS").collect()
+            answer["rows_after_maintenance"] = [[r.partition, r.offset]
+                                                for r in spark.table(name).select("partition", "offset").collect()]
+            detail = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0]
+            answer["features"] = sorted(detail.tableFeatures or [])
     except Exception as exc:  # noqa: BLE001 - the test reads the error from the answer
         answer["error"] = f"{type(exc).__name__}: {exc}"[:4000]
     finally:
