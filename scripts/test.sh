@@ -9,6 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh test
 "$venv/bin/python" -m mypy
+# The compiled read path next to the sources too: tests that start a query in a subprocess put the
+# checkout's connector/ first on its PYTHONPATH (cargo reuses its folder in ~/.cache: seconds).
+if "$venv/bin/python" -c "import importlib.util, sys; sys.path.insert(0, 'native'); import build_native; sys.exit(build_native.find_cargo() is None)"; then
+  "$venv/bin/python" native/build_native.py --inplace
+fi
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\", \"spark-kafka\", \"delta-spark\", \"schema-registry\"])" > /dev/null
 # One pytest process by default. KAFKA_GROUP_TEST_WORKERS=2 runs two pytest-xdist workers (one
 # file per worker at a time, each with its own brokers and SparkSession); measured on a fresh clone of
