@@ -101,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
             embedded = EmbeddedKafka(brokers=3, topics={TOPIC: PARTITIONS}).start()
             servers = embedded.bootstrap_servers
             step(started, f"embedded Kafka: 3 brokers on 127.0.0.1, topic '{TOPIC}' with {PARTITIONS} partitions")
+        from kafka_group.read.read_path import describe
+
+        step(started, f"executor read path: {describe({'bootstrap.servers': servers})}")
         producer = OrderProducer(servers, rate=args.rate, seed=args.seed)
         step(started, f"producing order events to '{TOPIC}' ({args.rate:,} a second) until step 5")
         producer.start()
