@@ -20,7 +20,7 @@ from typing import Any, Dict
 
 import pytest
 
-from tests.support import Cluster, MakeTopic, produce, unique_name
+from tests.support import Cluster, MakeTopic, long_tier, produce, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def run_catalog_query(tmp_path: pathlib.Path, *, fault_point: str = "", **comman
     return answer
 
 
-@pytest.mark.parametrize("mode, runs", [("classic", 2), ("connect", 1)])
+@pytest.mark.parametrize("mode, runs", [long_tier("classic", 2, id="classic"), pytest.param("connect", 1, id="connect")])
 def test_a_table_named_in_the_metastore_takes_batches_by_its_name(
         kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, mode: str, runs: int) -> None:
     topic = make_topic(2)

@@ -157,6 +157,8 @@ def test_generated_columns_are_computed_and_a_row_breaking_a_check_fails_its_bat
     assert spark.sql(f"SELECT value_length FROM delta.`{table}` WHERE partition = 9").collect()[0][0] == 3
 
 
+# The long tier: the CHECK test above runs the same check path on every CI run.
+@pytest.mark.slow
 def test_a_row_breaking_a_legacy_invariant_fails_its_batch_naming_it(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
