@@ -190,8 +190,11 @@ def test_killed_during_merge_batches_lands_each_change_exactly_once(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, scd: int
 ) -> None:
     """SIGKILL the whole query at each step of the keyed commit (before the change set, before and
-    inside the MERGE's commit path, after it), several times; the table then equals the oracle."""
-    kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "4"))
+    inside the MERGE's commit path, after it: the two SCD types share that path and split the points),
+    then run to the end; the table then equals the oracle."""
+    # Two kills per SCD type by default (CI's budget), at different points for the two types so the pair
+    # covers all four; KAFKA_GROUP_CRASH_KILLS asks for more (each point in turn).
+    kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "2"))
     rng = random.Random(2026 + scd)
     topic, group, table, checkpoint = make_topic(3), unique_name("group"), tmp_path / "table", tmp_path / "chk"
     command = delta_query_command(kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
@@ -205,7 +208,7 @@ def test_killed_during_merge_batches_lands_each_change_exactly_once(
                   if e[2] is not None or scd == 1]
         produce_events(kafka.bootstrap_servers, topic, events)
         rounds.append(events)
-        env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": points[kills % len(points)],
+        env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": points[(kills + 2 * (scd - 1)) % len(points)],
                "KAFKA_GROUP_FAULT_HIT": str(rng.randint(1, 2))}
         result = subprocess.run(command, cwd=REPO, env=env, start_new_session=True, capture_output=True, timeout=300)
         runs += 1
