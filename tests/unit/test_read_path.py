@@ -93,3 +93,15 @@ def test_a_setting_the_built_in_librdkafka_refuses_falls_back_under_auto_and_fai
         choose_native("native", config)
     assert "s3cr3t-value" not in str(raised.value)
     assert choose_native("auto", {"bootstrap.servers": "127.0.0.1:9"}) is native_module()
+
+
+def test_the_environments_native_default_still_reads_tokens_with_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI sets KAFKA_GROUP_READ_PATH=native so that a missing module fails the run; a query whose settings
+    # only the Python path serves (OAUTHBEARER, a token provider) must still read, as under auto.
+    if read_path.native_module() is None:
+        pytest.skip("the compiled read path is not built here")
+    monkeypatch.setenv("KAFKA_GROUP_READ_PATH", "native")
+    assert read_path.choose_native("native", {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}) is None
+    monkeypatch.delenv("KAFKA_GROUP_READ_PATH")
+    with pytest.raises(ConfigError, match="read.path"):
+        read_path.choose_native("native", {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"})
