@@ -231,7 +231,9 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
     except (http.client.HTTPException, ValueError) as exc:  # ValueError: http.client's bad chunk size
         _not_http(base, path, exc)
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        # An ssl.SSLError raised while reading (TLS 1.3: the server's certificate-required alert comes
+        # after the handshake) is itself the reason; its own ``reason`` attribute is only the alert's name.
+        reason = exc if isinstance(exc, ssl.SSLError) else getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError):
             _late(where, timeout_s)
         if isinstance(reason, ssl.SSLError):
