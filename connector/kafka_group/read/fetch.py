@@ -50,7 +50,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, NoReturn, Optional, Sequence
 
 import pyarrow as pa
 from confluent_kafka import Consumer, Message
@@ -232,12 +232,7 @@ def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: Read
         if len(builder) >= cap:
             yield builder.build()
         if reading.pending and time.monotonic() > deadline:
-            raise FetchError(
-                f"no planned record of {reading.pending} partition(s) arrived for {settings.poll_timeout_ms} ms: "
-                f"{reading.describe_pending(positions=True)}; check that the brokers "
-                f"({settings.client_config.get('bootstrap.servers')}) are reachable from the executors, "
-                "or raise 'kafkaConsumer.pollTimeoutMs'"
-            )
+            _stalled(reading, settings)
     logger.debug("read %d ranges in %.3f s", len(ranges), time.monotonic() - started)
 
 
@@ -315,3 +310,14 @@ def _take_one_by_one(
     if good:
         builder.add_run(tp.topic, tp.partition, good)
     return next_offset
+
+
+def _stalled(reading: PassState, settings: ReadSettings) -> NoReturn:
+    """Fail a read whose planned records stopped arriving for ``kafkaConsumer.pollTimeoutMs`` (both
+    read paths: :mod:`kafka_group.read.native_fetch` raises it too). Caller: the Spark task's thread."""
+    raise FetchError(
+        f"no planned record of {reading.pending} partition(s) arrived for {settings.poll_timeout_ms} ms: "
+        f"{reading.describe_pending(positions=True)}; check that the brokers "
+        f"({settings.client_config.get('bootstrap.servers')}) are reachable from the executors, "
+        "or raise 'kafkaConsumer.pollTimeoutMs'"
+    )

@@ -29,9 +29,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import pyarrow as pa
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.errors import FetchError
 from kafka_group.offsets import OffsetRange
-from kafka_group.read.fetch import _take_one_by_one, _unpartitioned
+from kafka_group.read.fetch import _stalled, _take_one_by_one, _unpartitioned
 from kafka_group.read.native_client import NativeConsumer, kafka_error, record_error
 from kafka_group.read.passes import PassState, read_passes
 from kafka_group.read.read_settings import ReadSettings
@@ -176,12 +175,7 @@ def _read_pass(consumer: NativeConsumer, ranges: Sequence[OffsetRange], settings
         if client.batch_len() >= cap:
             yield client.build()
         if reading.pending and time.monotonic() > deadline:
-            raise FetchError(
-                f"no planned record of {reading.pending} partition(s) arrived for {settings.poll_timeout_ms} ms: "
-                f"{reading.describe_pending(positions=True)}; check that the brokers "
-                f"({settings.client_config.get('bootstrap.servers')}) are reachable from the executors, "
-                "or raise 'kafkaConsumer.pollTimeoutMs'"
-            )
+            _stalled(reading, settings)
 
 
 def _handle_others(consumer: NativeConsumer, events: List[_Event], reading: PassState, settings: ReadSettings,
