@@ -153,7 +153,7 @@ def read_planned(offset_ranges: Sequence[Any], settings: Any, read_path: Optiona
     """A task's batches, read by the path ``read_path`` (default :data:`READ_PATH`) chooses, as an executor reads."""
     from kafka_group.read.read_path import choose_native
 
-    native = choose_native(read_path or READ_PATH, settings.client_config)
+    native = choose_native(read_path or READ_PATH, settings.client_config, explicit=read_path is not None)
     if native is None:
         from kafka_group.read.fetch import read_ranges
 

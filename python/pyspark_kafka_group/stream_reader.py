@@ -150,11 +150,12 @@ def read_task(partition: OffsetRangesPartition, options: SourceOptions,
     ``read.path``: :func:`kafka_group.read.read_path.choose_native`), then decoded by ``decode_plan`` when
     there is one. Caller: an executor (streams and batch reads alike)."""
     from kafka_group.log_setup import configure_from_env
-    from kafka_group.read.read_path import choose_native
+    from kafka_group.read.read_path import READ_PATH_OPTION, choose_native
 
     configure_from_env()
     settings = read_settings(options)
-    native = choose_native(options.read_path, settings.client_config)
+    native = choose_native(options.read_path, settings.client_config,
+                           explicit=READ_PATH_OPTION in options.given)
     if native is not None:
         from kafka_group.read.native_fetch import read_ranges_native
 

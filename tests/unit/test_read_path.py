@@ -101,7 +101,11 @@ def test_the_environments_native_default_still_reads_tokens_with_python(monkeypa
     if read_path.native_module() is None:
         pytest.skip("the compiled read path is not built here")
     monkeypatch.setenv("KAFKA_GROUP_READ_PATH", "native")
-    assert read_path.choose_native("native", {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}) is None
+    oauth = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}
+    assert read_path.choose_native("native", oauth, explicit=False) is None
+    # A query that sets read.path=native itself is held to it, whatever the environment says.
+    with pytest.raises(ConfigError, match="read.path"):
+        read_path.choose_native("native", oauth)
     monkeypatch.delenv("KAFKA_GROUP_READ_PATH")
     with pytest.raises(ConfigError, match="read.path"):
-        read_path.choose_native("native", {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"})
+        read_path.choose_native("native", oauth, explicit=False)

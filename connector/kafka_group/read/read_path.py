@@ -107,7 +107,7 @@ def _say_once(text: str) -> None:
     logger.info("%s", text)
 
 
-def choose_native(read_path: str, client_config: Mapping[str, str]) -> Optional[ModuleType]:
+def choose_native(read_path: str, client_config: Mapping[str, str], *, explicit: bool = True) -> Optional[ModuleType]:
     """The extension module to read with, or None for the Python path.
 
     Parameters
@@ -116,6 +116,11 @@ def choose_native(read_path: str, client_config: Mapping[str, str]) -> Optional[
         Option ``read.path``: ``auto``, ``native`` or ``python``.
     client_config : mapping of str to str
         The reader's librdkafka settings.
+    explicit : bool
+        Whether the query set ``read.path`` itself. When it did not and the value is the environment's
+        default (``KAFKA_GROUP_READ_PATH=native``, the test tiers' guard against a missing module), settings
+        only the Python path serves read there, as under ``auto``; a query that asks for ``native`` is
+        always held to it.
 
     Raises
     ------
@@ -133,7 +138,7 @@ def choose_native(read_path: str, client_config: Mapping[str, str]) -> Optional[
               if module is None else unsupported_reason(client_config) or _refused_setting(module, client_config))
     if reason is None:
         return module
-    if read_path == "native" and module is not None and os.environ.get(READ_PATH_ENV) == "native":
+    if read_path == "native" and not explicit and module is not None and os.environ.get(READ_PATH_ENV) == "native":
         # The test tiers' default (KAFKA_GROUP_READ_PATH=native) guards against a missing module only: a
         # query whose settings only the Python path serves reads there, as under auto.
         _say_once(f"reading with the Python read path: {reason}")
