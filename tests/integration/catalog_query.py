@@ -40,6 +40,9 @@ def main() -> int:
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+        # delta-spark rebuilds a snapshot's state in 50 tasks by default: for these tables of a few
+        # files, 2 (local[2]) read the same log with a fraction of the tasks.
+        "spark.databricks.delta.snapshotPartitions": "2",
     })
     jars = classpath("delta-spark")
     if command["mode"] == "connect":
