@@ -155,6 +155,9 @@ def _spark_session() -> Iterator["SparkSession"]:
             extra_conf={
                 "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
                 "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+                # delta-spark rebuilds a snapshot's state in 50 tasks by default; the tests' tables
+                # hold a few files, which 2 tasks (local[2]) read with the same result for less CPU.
+                "spark.databricks.delta.snapshotPartitions": "2",
             },
         )
     else:

@@ -28,9 +28,10 @@ def main() -> int:
     from kafka_group_devbroker.jars import classpath
     from pyspark_kafka_group import DeltaSink, resolve_table
     from pyspark_kafka_group.spark_session import local_connect_session, local_session
+    from tests.support_child_jvm import short_lived_driver_conf
 
     work = command["work"]
-    conf = {
+    conf = short_lived_driver_conf({
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL":
@@ -39,7 +40,10 @@ def main() -> int:
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-    }
+        # delta-spark rebuilds a snapshot's state in 50 tasks by default: for these tables of a few
+        # files, 2 (local[2]) read the same log with a fraction of the tasks.
+        "spark.databricks.delta.snapshotPartitions": "2",
+    })
     jars = classpath("delta-spark")
     if command["mode"] == "connect":
         with socket.socket() as probe:

@@ -55,11 +55,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     from pyspark_kafka_group import DeltaSink
     from pyspark_kafka_group.spark_session import local_session
     from tests.support import progress
+    from tests.support_child_jvm import short_lived_driver_conf
 
     extra = dict(item.partition("=")[::2] for item in args.option)
     storage = dict(item.partition("=")[::2] for item in args.storage)
     extra.update({f"offsets.table.storage.{key}": value for key, value in storage.items()})
-    spark = local_session("delta-query", extra_conf={"spark.sql.streaming.noDataMicroBatches.enabled": "false"})
+    spark = local_session("delta-query", extra_conf=short_lived_driver_conf(
+        {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}))
     reader = (
         spark.readStream.format("kafka-group")
         .option("kafka.bootstrap.servers", args.servers)
