@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from kafka_group_devbroker.secured_kafka import USERS, SecuredKafka
-from tests.support import child_env, produce, unique_name
+from tests.support import produce, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -45,12 +45,11 @@ def _absolute_pythonpath() -> str:
 
 def run_command(command: List[str], *, cwd: Path, env: Optional[Dict[str, str]] = None,
                 script: str = "", timeout: float = RUN_TIMEOUT_S) -> "subprocess.CompletedProcess[str]":
-    """Run ``command`` in a process group of its own (this run's environment with ``child_env()``'s JVM
-    options, then ``env``), killed on timeout.
+    """Run ``command`` in a process group of its own (this run's environment, then ``env``), killed on timeout.
 
     Its stdin is empty and not a terminal, as in CI."""
     script = script or Path(command[1]).name
-    env = {**child_env(), "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": _absolute_pythonpath(), **(env or {})}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": _absolute_pythonpath(), **(env or {})}
     process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -106,7 +105,6 @@ def execute_tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, where: Opti
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    monkeypatch.setenv("JDK_JAVA_OPTIONS", child_env()["JDK_JAVA_OPTIONS"])  # the kernel's Spark JVM: C1 only
 
     notebook = nbformat.read(EXAMPLES / "kafka_group_tour.ipynb", as_version=4)
     if where is not None:
