@@ -383,6 +383,23 @@ def delta_query_command(servers: str, topic: str, group: str, table: "pathlib.Pa
 
 # -- several queries of one group, as processes -------------------------------------------------------------------
 
+#: JVM options for the Spark drivers the tests start as child processes (``delta_query`` and the like):
+#: C1 only. A child lives for seconds to a few minutes, too short for C2's compiles to pay back; measured
+#: here on a ``--available-now`` run of 800 records, 25-26 CPU-seconds per child became 18 (its JVM,
+#: Python workers and all, summed from /proc). What the child does is unchanged.
+CHILD_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def child_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """This process's environment for a child that starts Spark: :data:`CHILD_JAVA_OPTIONS` appended to
+    ``JDK_JAVA_OPTIONS`` (read by the ``java`` launcher of JDK 9+, so by ``spark-submit``'s JVMs only,
+    not by JVMs created otherwise), then ``extra``."""
+    env = dict(os.environ)
+    env["JDK_JAVA_OPTIONS"] = f"{env.get('JDK_JAVA_OPTIONS', '')} {CHILD_JAVA_OPTIONS}".strip()
+    env.update(extra or {})
+    return env
+
+
 
 class BackgroundProducer:
     """Produces ``per_tick`` records to each partition every half second, counting what it sent."""
@@ -424,12 +441,16 @@ class BackgroundProducer:
 class GroupQueries:
     """Starts DeltaSink queries of one group into one table, each ``tests.integration.delta_query`` in a
     process group of its own; kills the survivors on exit, whatever happened. The table is read back with
-    the writer (pid) of each row."""
+    the writer (pid) of each row. ``trigger_seconds``: the queries' processing-time trigger interval
+    (``delta_query``'s own 0.5 s when ``None``); a test whose queries keep landing while others start
+    (Spark starts take tens of seconds on a loaded machine) spends most of its CPU on those batches."""
 
-    def __init__(self, servers: str, topic: str, group: str, workdir: pathlib.Path, max_offsets: int) -> None:
+    def __init__(self, servers: str, topic: str, group: str, workdir: pathlib.Path, max_offsets: int,
+                 trigger_seconds: Optional[float] = None) -> None:
         self.table = workdir / "table"
         self._servers, self._topic, self._group = servers, topic, group
         self._workdir, self._max_offsets = workdir, max_offsets
+        self._trigger = [] if trigger_seconds is None else ["--trigger-seconds", str(trigger_seconds)]
         self._processes: List["subprocess.Popen[bytes]"] = []
 
     def start(self, name: str, run_seconds: int, options: Sequence[str] = (),
@@ -442,11 +463,11 @@ class GroupQueries:
         """
         command = delta_query_command(self._servers, self._topic, self._group, self.table, self.checkpoint(name),
                                       "--run-seconds", str(run_seconds), "--max-offsets", str(self._max_offsets),
-                                      "--stop-file", str(self.stop_file(name)))
+                                      "--stop-file", str(self.stop_file(name)), *self._trigger)
         for option in options:
             command += ["--option", option]
         command += list(extra)
-        env = {**os.environ, "KAFKA_GROUP_LOG_LEVEL": "INFO"}
+        env = child_env({"KAFKA_GROUP_LOG_LEVEL": "INFO"})
         process = subprocess.Popen(command, cwd=REPO, start_new_session=True, env=env, stdout=subprocess.DEVNULL,
                                    stderr=open(self._workdir / f"{name}.log", "ab"))
         self._processes.append(process)

@@ -33,17 +33,24 @@ def test_three_queries_split_partitions_and_never_plan_the_same_offsets(
 ) -> None:
     topic = make_topic(6)
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 6, per_tick=3)
-    with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=100) as queries:
+    # A 2 s trigger: the batches (72 records at most, under maxOffsetsPerTrigger) are what is planned and
+    # checked; 0.5 s made four times as many while the next query's Spark started.
+    with GroupQueries(kafka.bootstrap_servers, topic, unique_name("group"), tmp_path, max_offsets=100,
+                      trigger_seconds=2) as queries:
         try:
             producer.produce(30)
             producer.start()
-            first = queries.start("a", 75)
+            first = queries.start("a", 400)
             wait_for(lambda: queries.wrote(first), "the first query to land records", 180)
             second = queries.start("b", 400)
             wait_for(lambda: queries.wrote(second), "the second query to take partitions over", 180)
             third = queries.start("c", 400)
             wait_for(lambda: queries.wrote(third), "the third query to take partitions over", 180)
-            assert first.wait(240) == 0, queries.log("a")[-3000:]  # stops by itself, leaving the group
+            # Asked to stop once all three run (the query stops, leaving the group), not after a fixed 75 s:
+            # that ran three queries' batches for however long was left, and on a slow start ended query a
+            # before the third had joined.
+            queries.stop_file("a").touch()
+            assert first.wait(240) == 0, queries.log("a")[-3000:]
             landed_before = len(queries.rows())
             wait_for(lambda: len(queries.rows()) > landed_before + 50, "the others to go on after one left", 180)
         finally:

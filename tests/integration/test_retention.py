@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 from kafka_group_devbroker import ApacheKafka
 from tests.support import (
     Cluster,
+    child_env,
     long_tier,
     OffsetCollector,
     REPO,
@@ -153,7 +154,7 @@ def run_delta_query(kafka: Cluster, topic: str, group: str, workdir: pathlib.Pat
         out.write(b"\n==== run ====\n")
         out.flush()
         process = subprocess.Popen(command, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL,
-                                   stderr=out, env={**os.environ, "KAFKA_GROUP_LOG_LEVEL": "INFO"})
+                                   stderr=out, env=child_env({"KAFKA_GROUP_LOG_LEVEL": "INFO"}))
         try:
             code = process.wait(300)
         finally:
