@@ -3,8 +3,8 @@
 //! Python drives it (`kafka_group.read.native_fetch`): it sets the pass's ranges, calls
 //! [`Client::fill`] until they are done, and takes the batches. `fill` releases the GIL while
 //! librdkafka waits for records. A client is used by one thread at a time (the reader pool
-//! checks it out exclusively); librdkafka's own threads only reach it through the error
-//! callback, which pushes to a mutex-guarded list.
+//! checks it out exclusively); librdkafka's own threads only reach it through the error and
+//! log callbacks, which push to mutex-guarded lists.
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
@@ -19,7 +19,7 @@ use rdkafka_sys as rd;
 use crate::batch::{Builder, Record, Refusal};
 use crate::gaps::benign_gap;
 use crate::message::Message;
-use crate::raw::{cstring, err_name, err_str, on_error, ErrorSink, MessageView, PartitionList};
+use crate::raw::{cstring, err_name, err_str, on_error, on_log, ErrorSink, MessageView, PartitionList};
 use crate::{ConfigProblem, KafkaProblem, RecordProblem};
 
 /// The read state of one range of the pass.
@@ -94,7 +94,7 @@ impl Client {
     /// without the headers column, cut at `max_bytes` of keys and values.
     #[new]
     fn new(config: Vec<(String, String)>, include_headers: bool, max_bytes: usize) -> PyResult<Self> {
-        let sink = Box::new(ErrorSink { errors: Mutex::new(Vec::new()) });
+        let sink = Box::new(ErrorSink { errors: Mutex::new(Vec::new()), logs: Mutex::new(Vec::new()) });
         let conf = unsafe { rd::rd_kafka_conf_new() };
         let mut errstr = vec![0 as c_char; 512];
         for (key, value) in &config {
@@ -108,6 +108,7 @@ impl Client {
         }
         unsafe {
             rd::rd_kafka_conf_set_error_cb(conf, Some(on_error));
+            rd::rd_kafka_conf_set_log_cb(conf, Some(on_log));
             rd::rd_kafka_conf_set_opaque(conf, &*sink as *const ErrorSink as *mut c_void);
         }
         let rk = unsafe { rd::rd_kafka_new(rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, conf, errstr.as_mut_ptr(), errstr.len()) };
@@ -207,6 +208,11 @@ impl Client {
     fn take_errors(&self) -> Vec<(i32, String, String)> {
         let mut errors = self.sink.errors.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
         errors.drain(..).map(|(code, reason)| (code, err_name(code), reason)).collect()
+    }
+
+    /// librdkafka's log lines since the last call: `(syslog level, facility, client name, message)`.
+    fn take_logs(&self) -> Vec<(i32, String, String, String)> {
+        self.sink.logs.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
     }
 
     /// Start a pass: its ranges `(topic, partition, from, until)`, one per partition.

@@ -136,9 +136,43 @@ impl MessageView {
     }
 }
 
-/// Errors librdkafka reported through its error callback since the last take.
+/// Errors librdkafka reported through its error callback, and its log lines, since the last take.
+/// librdkafka's own threads push here without the GIL; the Python thread using the client takes them.
 pub struct ErrorSink {
     pub errors: Mutex<Vec<(i32, String)>>,
+    /// `(syslog level, facility, client name, message)`; at most [`MAX_LOGS`] kept between takes.
+    pub logs: Mutex<Vec<(i32, String, String, String)>>,
+}
+
+/// Log lines kept between two takes (a client parked in the reader pool is not drained until its
+/// next use): beyond it, lines are dropped rather than held.
+pub const MAX_LOGS: usize = 1000;
+
+fn text(ptr: *const c_char) -> String {
+    if ptr.is_null() {
+        String::new()
+    } else {
+        unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+    }
+}
+
+/// librdkafka's log callback: instead of its default printer to stderr, queue the line for the
+/// Python side, which logs it to `kafka_group.librdkafka` as the Python clients do. Never takes the
+/// GIL: a close holding it waits for librdkafka's threads, which may be logging.
+pub unsafe extern "C" fn on_log(rk: *const rd::rd_kafka_t, level: c_int, fac: *const c_char, buf: *const c_char) {
+    if rk.is_null() {
+        return;
+    }
+    let opaque = rd::rd_kafka_opaque(rk);
+    if opaque.is_null() {
+        return;
+    }
+    let sink = &*(opaque as *const ErrorSink);
+    if let Ok(mut logs) = sink.logs.lock() {
+        if logs.len() < MAX_LOGS {
+            logs.push((level, text(fac), text(rd::rd_kafka_name(rk)), text(buf)));
+        }
+    }
 }
 
 pub unsafe extern "C" fn on_error(_rk: *mut rd::rd_kafka_t, err: c_int, reason: *const c_char, opaque: *mut c_void) {

@@ -24,6 +24,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.access_errors import raising_error_callback
+from kafka_group.auth.clients import librdkafka_logger
 from kafka_group.errors import ConfigError, RecordError
 from kafka_group.read.batch_assembly import DEFAULT_MAX_BATCH_BYTES
 from kafka_group.read.record_schema import TIMESTAMP_TYPE_BY_LIBRDKAFKA
@@ -34,6 +35,10 @@ __all__ = ["NativeConsumer", "kafka_error", "record_error"]
 logger = logging.getLogger(__name__)
 
 _MAX_TIMESTAMP_MS = (2 ** 63 - 1) // 1000
+
+#: librdkafka's syslog levels as Python's, as confluent-kafka maps them for its ``logger`` setting.
+_SYSLOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
+                  4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG}
 
 
 def kafka_error(code: int, reason: str) -> KafkaError:
@@ -99,9 +104,21 @@ class NativeConsumer:
     # -- errors ------------------------------------------------------------------------------
 
     def raise_reported(self) -> None:
-        """Raise (refused login, missing ACL) or log what librdkafka's error callback reported."""
+        """Log librdkafka's own lines, then raise (refused login, missing ACL) or log what its error
+        callback reported."""
+        self.log_lines()
         for code, _name, reason in self.client.take_errors():
             self._on_error(kafka_error(code, reason))
+
+    def log_lines(self) -> None:
+        """Log librdkafka's lines queued since the last call to :data:`LIBRDKAFKA_LOGGER`, as
+        confluent-kafka's ``logger`` setting does for the Python clients (its format, its levels)."""
+        lines = self.client.take_logs()
+        if not lines:
+            return
+        logger = librdkafka_logger()
+        for level, facility, name, message in lines:
+            logger.log(_SYSLOG_LEVELS.get(level, logging.DEBUG), "%s [%s] %s", facility, name, message)
 
     def _call(self, method: str, *args: Any) -> Any:
         try:
@@ -149,5 +166,8 @@ class NativeConsumer:
             self._call("refresh_metadata", topic, -1 if timeout < 0 else int(timeout * 1000))
 
     def close(self) -> None:
-        """Close the client (no group to leave)."""
-        self.client.close()
+        """Close the client (no group to leave), then log the lines librdkafka wrote until it closed."""
+        try:
+            self.client.close()
+        finally:
+            self.log_lines()
