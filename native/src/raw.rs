@@ -180,7 +180,7 @@ pub unsafe extern "C" fn on_error(_rk: *mut rd::rd_kafka_t, err: c_int, reason: 
         return;
     }
     let sink = &*(opaque as *const ErrorSink);
-    let reason = if reason.is_null() { String::new() } else { CStr::from_ptr(reason).to_string_lossy().into_owned() };
+    let reason = text(reason);
     if let Ok(mut errors) = sink.errors.lock() {
         if errors.len() < 1000 {
             errors.push((err, reason));
