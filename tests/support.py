@@ -51,6 +51,7 @@ from typing import (
 )
 
 from kafka_group_devbroker import ApacheKafka, DevelopmentCluster, EmbeddedKafka
+from tests.support_child_jvm import child_env
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -382,23 +383,6 @@ def delta_query_command(servers: str, topic: str, group: str, table: "pathlib.Pa
 
 
 # -- several queries of one group, as processes -------------------------------------------------------------------
-
-#: JVM options for the Spark drivers the tests start as child processes (``delta_query`` and the like):
-#: C1 only. A child lives for seconds to a few minutes, too short for C2's compiles to pay back; measured
-#: here on a ``--available-now`` run of 800 records, 25-26 CPU-seconds per child became 18 (its JVM,
-#: Python workers and all, summed from /proc). What the child does is unchanged.
-CHILD_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-
-
-def child_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """This process's environment for a child that starts Spark: :data:`CHILD_JAVA_OPTIONS` appended to
-    ``JDK_JAVA_OPTIONS`` (read by the ``java`` launcher of JDK 9+, so by ``spark-submit``'s JVMs only,
-    not by JVMs created otherwise), then ``extra``."""
-    env = dict(os.environ)
-    env["JDK_JAVA_OPTIONS"] = f"{env.get('JDK_JAVA_OPTIONS', '')} {CHILD_JAVA_OPTIONS}".strip()
-    env.update(extra or {})
-    return env
-
 
 
 class BackgroundProducer:

@@ -32,7 +32,7 @@ _REPO = pathlib.Path(__file__).resolve().parents[2]
 def _child_run(mode: str, servers: str, topic: str, tmp_path: pathlib.Path) -> Dict[str, Any]:
     result = tmp_path / f"{mode}.json"
     log = tmp_path / f"{mode}.log"
-    from tests.support import child_env
+    from tests.support_child_jvm import child_env
 
     env = child_env({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
     # absolute: a Connect server's Python workers run in a folder of their session, where a relative

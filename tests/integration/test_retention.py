@@ -30,7 +30,6 @@ from pyspark.sql import SparkSession
 from kafka_group_devbroker import ApacheKafka
 from tests.support import (
     Cluster,
-    child_env,
     long_tier,
     OffsetCollector,
     REPO,
@@ -44,6 +43,7 @@ from tests.support import (
     unique_name,
     wait_for,
 )
+from tests.support_child_jvm import child_env
 
 pytestmark = pytest.mark.integration
 

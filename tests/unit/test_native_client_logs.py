@@ -11,8 +11,7 @@ import textwrap
 import pytest
 
 from kafka_group.read.read_path import native_module
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support import REPO
 
 _SCRIPT = textwrap.dedent("""
     import logging, sys, time
@@ -29,7 +28,7 @@ _SCRIPT = textwrap.dedent("""
 def test_an_unreachable_broker_is_logged_through_the_logger_not_printed_to_stderr() -> None:
     if native_module() is None:
         pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(os.path.join(REPO, p) for p in ("connector", "python"))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("connector", "python"))}
     done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=60, env=env,
                           cwd=REPO)
     assert done.returncode == 0, done.stderr
