@@ -1,4 +1,4 @@
-"""What both development clusters do alike: their size and first topics, a ``with`` block, a stop at interpreter exit.
+"""What the development servers do alike: a ``with`` block and a stop at interpreter exit; the clusters' size and first topics.
 
 :class:`~kafka_group_devbroker.apache_kafka.ApacheKafka` (JVMs) and
 :class:`~kafka_group_devbroker.cluster.EmbeddedKafka` (a mock-cluster host process)
@@ -6,8 +6,11 @@ start and stop their processes differently, but both must stop them when the
 interpreter exits without :meth:`stop` having been called, must not keep that
 hook once they are stopped, and start on entering a ``with`` block and stop on
 leaving it; both take a broker count and the topics to create at start.
-:class:`ClusterLifecycle` holds that once, and :func:`wait_or_signal` is the step
-both repeat when a process does not exit: wait, then escalate to a signal.
+:class:`ClusterLifecycle` holds that once. The other development servers
+(:class:`~kafka_group_devbroker.schema_registry.SchemaRegistry`,
+:class:`~kafka_group_devbroker.spark_standalone.SparkStandalone`) share its first half,
+:class:`ServerLifecycle`. :func:`wait_or_signal` is the step they all repeat when a process
+does not exit: wait, then escalate to a signal.
 """
 
 from __future__ import annotations
@@ -21,25 +24,13 @@ from typing import Mapping, Optional, TypeVar
 
 from kafka_group.errors import EmbeddedBrokerError
 
-__all__ = ["ClusterLifecycle", "wait_or_signal"]
+__all__ = ["ClusterLifecycle", "ServerLifecycle", "wait_or_signal"]
 
-_Cluster = TypeVar("_Cluster", bound="ClusterLifecycle")
+_Server = TypeVar("_Server", bound="ServerLifecycle")
 
 
-class ClusterLifecycle(ABC):
-    """Base of the development clusters: broker count, first topics, context manager and :mod:`atexit` stop.
-
-    Parameters
-    ----------
-    brokers : int
-        Number of brokers, at least 1.
-    topics : dict of str to int, optional
-        Topics to create at start, name to partition count.
-
-    Raises
-    ------
-    EmbeddedBrokerError
-        When ``brokers`` is less than 1.
+class ServerLifecycle(ABC):
+    """Base of the development servers: a context manager and an :mod:`atexit` stop.
 
     Notes
     -----
@@ -49,27 +40,23 @@ class ClusterLifecycle(ABC):
     :meth:`_needs_start` and :meth:`_stops_on_exit` what a ``with`` block does.
     """
 
-    def __init__(self, brokers: int, topics: Optional[Mapping[str, int]]) -> None:
-        if brokers < 1:
-            raise EmbeddedBrokerError(f"brokers must be at least 1, got {brokers}")
-        self._brokers = brokers
-        self._initial_topics = dict(topics or {})
+    def __init__(self) -> None:
         self._atexit_registered = False
 
     @abstractmethod
-    def start(self) -> "ClusterLifecycle":
-        """Start the cluster's processes and return ``self``."""
+    def start(self) -> "ServerLifecycle":
+        """Start the server's processes and return ``self``."""
 
     @abstractmethod
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the cluster's processes; idempotent."""
+        """Stop the server's processes; idempotent."""
 
     def _needs_start(self) -> bool:
-        """Whether entering a ``with`` block starts the cluster (it is not running yet)."""
+        """Whether entering a ``with`` block starts the server (it is not running yet)."""
         return True
 
     def _stops_on_exit(self) -> bool:
-        """Whether leaving a ``with`` block stops the cluster."""
+        """Whether leaving a ``with`` block stops the server."""
         return True
 
     def _stop_at_exit(self) -> None:
@@ -86,7 +73,7 @@ class ClusterLifecycle(ABC):
             atexit.unregister(self._stop_at_exit)
             self._atexit_registered = False
 
-    def __enter__(self: _Cluster) -> _Cluster:
+    def __enter__(self: _Server) -> _Server:
         if self._needs_start():
             self.start()
         return self
@@ -99,6 +86,30 @@ class ClusterLifecycle(ABC):
     ) -> None:
         if self._stops_on_exit():
             self.stop()
+
+
+class ClusterLifecycle(ServerLifecycle):
+    """Base of the development clusters: broker count and first topics, on :class:`ServerLifecycle`.
+
+    Parameters
+    ----------
+    brokers : int
+        Number of brokers, at least 1.
+    topics : dict of str to int, optional
+        Topics to create at start, name to partition count.
+
+    Raises
+    ------
+    EmbeddedBrokerError
+        When ``brokers`` is less than 1.
+    """
+
+    def __init__(self, brokers: int, topics: Optional[Mapping[str, int]]) -> None:
+        if brokers < 1:
+            raise EmbeddedBrokerError(f"brokers must be at least 1, got {brokers}")
+        super().__init__()
+        self._brokers = brokers
+        self._initial_topics = dict(topics or {})
 
 
 def wait_or_signal(

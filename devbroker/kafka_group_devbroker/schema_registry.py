@@ -33,7 +33,6 @@ and runs until Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import atexit
 import logging
 import os
 import re
@@ -47,12 +46,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Mapping, Optional, Sequence
 
 from kafka_group_devbroker.apache_kafka import _free_port, _launch
 from kafka_group_devbroker.jars import APICURIO_VERSION, distribution
-from kafka_group_devbroker.lifecycle import wait_or_signal
+from kafka_group_devbroker.lifecycle import ServerLifecycle, wait_or_signal
 from kafka_group.errors import EmbeddedBrokerError
 
 __all__ = ["SchemaRegistry", "find_java", "CCOMPAT_PATH", "MIN_JAVA"]
@@ -149,7 +147,7 @@ def find_java(minimum: int = MIN_JAVA) -> str:
     )
 
 
-class SchemaRegistry:
+class SchemaRegistry(ServerLifecycle):
     """Apicurio Registry in one JVM on loopback, answering Confluent's Schema Registry API.
 
     Parameters
@@ -179,7 +177,7 @@ class SchemaRegistry:
         self._folder: Optional[Path] = None
         self._port: Optional[int] = None
         self._management_port: Optional[int] = None
-        self._atexit_registered = False
+        super().__init__()
 
     # -- state ----------------------------------------------------------------
 
@@ -306,29 +304,15 @@ class SchemaRegistry:
             self._folder = None
             self._port = None
             self._management_port = None
-            if self._atexit_registered:
-                atexit.unregister(self.stop)
-                self._atexit_registered = False
+            self._unregister_atexit()
 
-    def __enter__(self) -> "SchemaRegistry":
-        if self._process is None:
-            self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
-        self.stop()
+    def _needs_start(self) -> bool:
+        return self._process is None
 
     def __repr__(self) -> str:
         return f"SchemaRegistry({self.url if self._port is not None else 'not started'})"
 
     # -- internals ----------------------------------------------------------------
-
-    def _register_atexit(self) -> None:
-        if not self._atexit_registered:
-            atexit.register(self.stop)
-            self._atexit_registered = True
 
     def _await_api(self, deadline: float) -> None:
         """Poll ``GET /subjects`` until it answers 200, the JVM exits, or the deadline passes."""

@@ -38,7 +38,6 @@ Example::
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
@@ -53,12 +52,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Mapping, Optional, Sequence
 
 from kafka_group.errors import EmbeddedBrokerError
 from kafka_group_devbroker.apache_kafka import _free_port, _launch
-from kafka_group_devbroker.lifecycle import wait_or_signal
+from kafka_group_devbroker.lifecycle import ServerLifecycle, wait_or_signal
 
 __all__ = ["ExecutorProcess", "SparkStandalone", "alive_workers", "executor_from_cmdline", "spark_class"]
 
@@ -176,7 +174,7 @@ def _still_executor(executor: ExecutorProcess) -> bool:
     return parsed == (executor.app_id, executor.executor_id)
 
 
-class SparkStandalone:
+class SparkStandalone(ServerLifecycle):
     """A Spark standalone master and ``workers`` workers on loopback, each worker its own JVM.
 
     Parameters
@@ -230,7 +228,7 @@ class SparkStandalone:
         self._worker_processes: list["subprocess.Popen[bytes]"] = []
         self._port: Optional[int] = None
         self._ui_port: Optional[int] = None
-        self._atexit_registered = False
+        super().__init__()
 
     # -- state ----------------------------------------------------------------
 
@@ -389,29 +387,15 @@ class SparkStandalone:
             self._folder = None
             self._port = None
             self._ui_port = None
-            if self._atexit_registered:
-                atexit.unregister(self.stop)
-                self._atexit_registered = False
+            self._unregister_atexit()
 
-    def __enter__(self) -> "SparkStandalone":
-        if self._master is None:
-            self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
-        self.stop()
+    def _needs_start(self) -> bool:
+        return self._master is None
 
     def __repr__(self) -> str:
         return f"SparkStandalone({self.master_url if self._port is not None else 'not started'})"
 
     # -- internals ----------------------------------------------------------------
-
-    def _register_atexit(self) -> None:
-        if not self._atexit_registered:
-            atexit.register(self.stop)
-            self._atexit_registered = True
 
     def _daemon_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
         """The environment of one daemon: this process's, with Spark pointed at the cluster's folder."""
