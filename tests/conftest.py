@@ -21,12 +21,18 @@ is a Schema Registry of our own that misbehaves on demand, one per test.
 
 ``spark`` is one local session for the whole run; every streaming query a test
 started on it is stopped when that test ends, passed or failed.
+
+When the run's first integration test starts, the class-data archive of the short-lived child
+drivers (``tests/jvm_class_archive.py``) is built in the background if it does not exist yet; the
+build is stopped at the end of the run if still running.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Tuple
 
@@ -36,7 +42,8 @@ from kafka_group_devbroker import EmbeddedKafka
 from kafka_group_devbroker.schema_registry import SchemaRegistry
 from kafka_group_devbroker.secured_kafka import SecuredKafka
 from tests.hostile_registry import hostile_registry  # noqa: F401 (a fixture: a hostile Schema Registry)
-from tests.support import BROKER_ENGINE, RUN_CLUSTER, RUN_SLOW, Cluster, S3Server, create_topic, mock
+from tests.support import BROKER_ENGINE, REPO, RUN_CLUSTER, RUN_SLOW, Cluster, S3Server, create_topic, mock
+from tests.support_child_jvm import class_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,6 +178,34 @@ def _spark_session() -> Iterator["SparkSession"]:
     finally:
         _stop_streaming_queries(session)
         session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _child_driver_classes(request: pytest.FixtureRequest) -> None:
+    """An integration test (the ones that start child drivers) has the archive's build started first."""
+    if request.node.get_closest_marker("integration") is not None:
+        request.getfixturevalue("_class_archive_build")
+
+
+@pytest.fixture(scope="session")
+def _class_archive_build() -> Iterator[None]:
+    """Build the child drivers' class-data archive in the background (``tests.jvm_class_archive``, in a process
+    group of its own) unless it exists; killed with its JVM at the end of the run if still running."""
+    archive = class_archive()
+    if archive is None or os.path.lexists(archive):
+        yield
+        return
+    process = subprocess.Popen([sys.executable, "-m", "tests.jvm_class_archive"], cwd=REPO, start_new_session=True,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if process.returncode != 0:
+            _log.info("the class-data archive of the child drivers was not built (exit status %s): they start "
+                      "without it", process.returncode)
 
 
 @pytest.fixture()

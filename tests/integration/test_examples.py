@@ -23,6 +23,7 @@ import pytest
 
 from kafka_group_devbroker.secured_kafka import USERS, SecuredKafka
 from tests.support import produce, unique_name
+from tests.support_child_jvm import child_env
 
 pytestmark = pytest.mark.integration
 
@@ -45,11 +46,12 @@ def _absolute_pythonpath() -> str:
 
 def run_command(command: List[str], *, cwd: Path, env: Optional[Dict[str, str]] = None,
                 script: str = "", timeout: float = RUN_TIMEOUT_S) -> "subprocess.CompletedProcess[str]":
-    """Run ``command`` in a process group of its own (this run's environment, then ``env``), killed on timeout.
+    """Run ``command`` in a process group of its own (this run's environment with the short-lived JVMs' options of
+    :func:`tests.support_child_jvm.child_env`, then ``env``), killed on timeout.
 
     Its stdin is empty and not a terminal, as in CI."""
     script = script or Path(command[1]).name
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": _absolute_pythonpath(), **(env or {})}
+    env = child_env({"PYSPARK_PYTHON": sys.executable, "PYTHONPATH": _absolute_pythonpath(), **(env or {})})
     process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -85,8 +87,8 @@ def load_example(name: str) -> ModuleType:
 def execute_tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, where: Optional[str] = None,
                  kernel_env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Run the tour notebook headless in a kernel of this interpreter (``where`` replaces the source of its
-    section 0 cell, ``kernel_env`` is the kernel's environment on top of this run's); returns its code cells
-    by id, with their outputs."""
+    section 0 cell, ``kernel_env`` is the kernel's environment on top of this run's and of the short-lived JVMs'
+    options of :func:`tests.support_child_jvm.child_env`); returns its code cells by id, with their outputs."""
     nbclient = pytest.importorskip("nbclient", reason="the notebook test needs nbclient (pip install nbclient)")
     nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbformat (pip install nbformat)")
     pytest.importorskip("ipykernel", reason="the notebook test needs ipykernel (pip install ipykernel)")
@@ -100,8 +102,8 @@ def execute_tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, where: Opti
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "kafka-group test kernel", "language": "python",
     }
-    if kernel_env:
-        spec["env"] = kernel_env
+    # The kernel's JVMs (its Spark driver, the tour's embedded broker) live about a minute: C1 only.
+    spec["env"] = {"JDK_JAVA_OPTIONS": child_env()["JDK_JAVA_OPTIONS"], **(kernel_env or {})}
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
