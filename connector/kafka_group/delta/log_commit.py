@@ -43,7 +43,7 @@ from kafka_group.delta.log_snapshot import row_id_high_water_mark
 from kafka_group.delta.table_location import local_table_path, table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
-__all__ = ["commit_own", "own_commit_refusal", "put_if_absent"]
+__all__ = ["checkpoint_if_due", "commit_own", "own_commit_refusal", "put_if_absent"]
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def commit_own(
     )
     actions = commit_actions(state, files, txns, now_ms=int(time.time() * 1000), operation=operation, info=info)
     if put_if_absent(table_path, storage_options, commit_path(version + 1), encode_actions(actions)):
-        _checkpoint(table, table_path, state.configuration, version + 1)
+        checkpoint_if_due(table, table_path, state.configuration, version + 1)
         return version + 1
     why = "another writer committed it"
     try:
@@ -196,7 +196,8 @@ def commit_own(
     return None
 
 
-def _checkpoint(table: Any, table_path: str, configuration: Mapping[str, Optional[str]], version: int) -> None:
+def checkpoint_if_due(table: Any, table_path: str, configuration: Mapping[str, Optional[str]], version: int) -> None:
+    """Write a checkpoint of ``version`` (just committed) when it is due (see the module docstring)."""
     try:
         interval = int(configuration.get("delta.checkpointInterval") or _DEFAULT_CHECKPOINT_INTERVAL)
     except ValueError:

@@ -1,0 +1,173 @@
+"""The keyed sink's own SCD1 MERGE (kafka_group.delta.keyed_own_merge) on a table delta-spark wrote.
+
+tests/unit/data/dv_table (see tests/unit/test_deletion_vectors.py): ids 0-99 with v = str(id) and
+__SEQUENCE = id, rows 3, 4, 7, 11, 18, 29 and 50 deleted by delta-spark's deletion vectors. The
+table is read back with delta-rs's own deletion vector reader (``DeltaTable.deletion_vectors``),
+not this connector's.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+from typing import Any, Dict, List, Tuple
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from kafka_group.delta.keyed_own_merge import own_merge
+
+SOURCE = pathlib.Path(__file__).parent / "data" / "dv_table"
+Row = Tuple[int, str, int]
+
+
+def _copy(tmp_path: pathlib.Path) -> pathlib.Path:
+    table = tmp_path / "t"
+    shutil.copytree(SOURCE, table)
+    return table
+
+
+def _rows(table: pathlib.Path) -> List[Row]:
+    """The live rows, deletion vectors applied by delta-rs (its keep masks)."""
+    dt = DeltaTable(str(table))
+    keep: Dict[str, List[bool]] = {}
+    for batch in dt.deletion_vectors():
+        for path, mask in zip(pa.record_batch(batch).column("filepath").to_pylist(),
+                              pa.record_batch(batch).column("selection_vector").to_pylist()):
+            keep[path.rsplit("/", 1)[-1]] = mask
+    out: List[Row] = []
+    for path in pa.table(dt.get_add_actions()).column("path").to_pylist():
+        data = pq.read_table(table / path).to_pylist()
+        mask = keep.get(path.rsplit("/", 1)[-1], [])
+        out += [(r["id"], r["v"], r["__SEQUENCE"]) for i, r in enumerate(data) if i >= len(mask) or mask[i]]
+    return sorted(out)
+
+
+def _changes() -> Any:
+    # 5: newer upsert (replaced); 3: deleted by delta-spark, upsert (inserted again); 8: newer delete;
+    # 9: older upsert (ignored); 200: new key (inserted); 201: delete of an unknown key (nothing)
+    return pa.table({"id": pa.array([5, 3, 8, 9, 200, 201], pa.int64()),
+                     "v": ["five", "three", None, "old", "200", None],
+                     "__kg_seq": pa.array([1000, 1000, 1000, 1, 1000, 1000], pa.int64()),
+                     "__kg_delete": [False, False, True, False, False, True]})
+
+
+def _expected() -> List[Row]:
+    rows = {i: (i, str(i), i) for i in range(100) if i not in (3, 4, 7, 11, 18, 29, 50)}
+    rows[5] = (5, "five", 1000)
+    rows[3] = (3, "three", 1000)
+    del rows[8]
+    rows[200] = (200, "200", 1000)
+    return sorted(rows.values())
+
+
+def _last_commit(table: pathlib.Path) -> List[Dict[str, Any]]:
+    last = sorted((table / "_delta_log").glob("[0-9]" * 20 + ".json"))[-1]
+    return [json.loads(line) for line in last.read_text().splitlines()]
+
+
+def test_marks_matched_rows_in_a_new_deletion_vector(tmp_path: pathlib.Path) -> None:
+    table = _copy(tmp_path)
+    version = own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)],
+                        info={"kafkaGroup.group": "g"})
+    assert version == 4
+    assert _rows(table) == _expected()
+    actions = _last_commit(table)
+    remove = next(a["remove"] for a in actions if "remove" in a)
+    readd = next(a["add"] for a in actions if "add" in a and a["add"]["path"] == remove["path"])
+    assert remove["deletionVector"]["cardinality"] == 7  # the old logical file, its DV named
+    assert readd["deletionVector"]["cardinality"] == 9 and json.loads(readd["stats"])["tightBounds"] is False
+    assert {"txn": {"appId": "app", "version": 7, "lastUpdated": actions[0]["commitInfo"]["timestamp"]}} in actions
+    assert DeltaTable(str(table)).transaction_version("app") == 7
+
+
+def test_copies_touched_files_when_deletion_vectors_are_disabled(tmp_path: pathlib.Path) -> None:
+    table = _copy(tmp_path)
+    first = json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[1])
+    first["metaData"]["configuration"]["delta.enableDeletionVectors"] = "false"
+    (table / "_delta_log" / f"{4:020d}.json").write_text(json.dumps({"commitInfo": {}}) + "\n" + json.dumps(first) + "\n")
+    assert own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 1)],
+                     info={}) == 5
+    assert _rows(table) == _expected()
+    assert not any("add" in a and a["add"].get("deletionVector") for a in _last_commit(table))
+
+
+def test_a_lost_race_commits_nothing_and_leaves_no_file(tmp_path: pathlib.Path) -> None:
+    table = _copy(tmp_path)
+    loaded = DeltaTable(str(table))
+    before = sorted(p.name for p in table.rglob("*") if p.is_file())
+    (table / "_delta_log" / f"{4:020d}.json").write_text(json.dumps({"commitInfo": {}}) + "\n")  # another writer
+    before.append(f"{4:020d}.json")
+    assert own_merge(loaded, str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 1)], info={}) is None
+    assert sorted(p.name for p in table.rglob("*") if p.is_file()) == sorted(before)
+
+
+def test_a_batch_that_changes_no_row_still_moves_the_offsets(tmp_path: pathlib.Path) -> None:
+    table = _copy(tmp_path)
+    stale = pa.table({"id": pa.array([9], pa.int64()), "v": ["old"], "__kg_seq": pa.array([1], pa.int64()),
+                      "__kg_delete": [False]})
+    assert own_merge(DeltaTable(str(table)), str(table), {}, stale, ["id"], ["id", "v"], [("app", 3)], info={}) == 4
+    assert [a for a in _last_commit(table) if "add" in a or "remove" in a] == []
+    assert DeltaTable(str(table)).transaction_version("app") == 3
+
+
+def _with(table: pathlib.Path, protocol: Dict[str, Any], configuration: Dict[str, str]) -> DeltaTable:
+    """``table`` with one more commit setting ``protocol`` and ``configuration``."""
+    meta = json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[1])
+    meta["metaData"]["configuration"].update(configuration)
+    lines = [{"commitInfo": {}}, meta, {"protocol": protocol}]
+    (table / "_delta_log" / f"{4:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in lines))
+    return DeltaTable(str(table))
+
+
+def test_refuses_what_it_does_not_honour_yet_with_the_reason(tmp_path: pathlib.Path) -> None:
+    import pytest
+
+    from kafka_group.delta.keyed_own_merge import needs_own_merge, own_merge_refusal
+    from kafka_group.errors import UnsupportedTableFeatureError
+
+    table = _copy(tmp_path)
+    loaded = DeltaTable(str(table))
+    assert needs_own_merge(loaded) and own_merge_refusal(loaded, 1) is None
+    assert "stored_as_scd_type=2" in (own_merge_refusal(loaded, 2) or "")
+    tracked = _with(table, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+                            "writerFeatures": ["deletionVectors", "rowTracking", "domainMetadata"]},
+                    {"delta.enableRowTracking": "true"})
+    assert "'rowTracking'" in (own_merge_refusal(tracked, 1) or "")
+    with pytest.raises(UnsupportedTableFeatureError, match="rowTracking.*Nothing was written"):
+        own_merge(tracked, str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 1)], info={})
+    assert not (table / "data").exists()
+
+
+def test_finds_the_live_add_in_a_checkpoint(tmp_path: pathlib.Path) -> None:
+    """delta-spark checkpoints every 10 commits: the DV descriptor of a file added before the
+    checkpoint comes from its ``add`` row (the commits before it may be gone)."""
+    table = _copy(tmp_path)
+    DeltaTable(str(table)).create_checkpoint()
+    for version in range(3):  # cleaned-up history: only the checkpoint knows the file
+        (table / "_delta_log" / f"{version:020d}.json").unlink()
+    assert own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 1)],
+                     info={}) == 4
+    assert _rows(table) == _expected()
+    remove = next(a["remove"] for a in _last_commit(table) if "remove" in a)
+    assert remove["deletionVector"]["cardinality"] == 7
+
+
+def test_the_sinks_prepare_step_filters_the_changes_the_own_merge_applies(tmp_path: pathlib.Path) -> None:
+    """The keyed store hands the own MERGE the change set after ``prepare`` (SCD1's tombstone filter),
+    as it hands it to delta-rs's: here ``prepare`` keeps only key 200, so 5, 3 and 8 stay as they were."""
+    from kafka_group.delta.keyed_commit import KeyedOffsetStore
+    from kafka_group.delta.keyed_rules import KeyedSpec
+    from kafka_group.offsets import OffsetRange, TopicPartition
+
+    table = _copy(tmp_path)
+    store = KeyedOffsetStore(str(table), "g")
+    spec = KeyedSpec.build(["id"], "seq", None, None, None, 1)
+    changes = _changes().append_column("__kg_offset", pa.array(range(6), pa.int64()))
+    store.merge_changes(changes, spec, ["id", "v"], [OffsetRange(TopicPartition("t", 0), 0, 6)],
+                        prepare=lambda c: c.filter(pa.compute.equal(c.column("id"), 200)))
+    expected = sorted([(i, str(i), i) for i in range(100) if i not in (3, 4, 7, 11, 18, 29, 50)] + [(200, "200", 1000)])
+    assert _rows(table) == expected
