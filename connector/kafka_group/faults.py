@@ -13,8 +13,10 @@ them in :data:`POINTS`, which every batch reaches), and ``delta.after_schema_mer
 (between the ``ADD COLUMN`` commit of ``DeltaSink(merge_schema=True)`` and the
 batch's data commit; reached only by a batch that adds columns). The keyed sink
 (``DeltaSink(keys=...)``) adds ``delta.after_create`` (its first batch created the empty table,
-nothing merged yet) and ``delta.before_merge`` (the offsets checked, the MERGE about to run and
-commit).
+nothing merged yet), ``delta.before_merge`` (the offsets checked, the MERGE about to run and
+commit) and, in SCD type 1, ``keyed.after_tombstones`` (a batch with deletes recorded their
+tombstones, its data and offsets not committed yet); its own MERGE (tables with deletion vectors)
+adds ``delta.own_merge_written`` (its data and deletion vector files written, its commit not).
 """
 
 from __future__ import annotations

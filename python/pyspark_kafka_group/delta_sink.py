@@ -33,13 +33,20 @@ commits the offsets to the Kafka group, for lag tools; losing that loses nothing
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.keyed_commit import KeyedOffsetStore
+from kafka_group.delta.keyed_commit import KeyedOffsetStore, refuse_null_keys
 from kafka_group.delta.keyed_rules import KeyedSpec
+from kafka_group.delta.keyed_tombstones import (
+    DEFAULT_RETENTION_SECONDS,
+    Tombstones,
+    retention_seconds,
+    tombstones_location,
+)
 from kafka_group.delta.table_names import ResolvedTable, check_location, parse_table_name
 from kafka_group.delta.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError, OffsetConflictError
@@ -138,6 +145,11 @@ class DeltaSink:
     stored_as_scd_type : {1, 2}, default 1
         Keyed mode: 1 keeps one row per live key, with its event's sequence in ``__SEQUENCE``;
         2 keeps every version with its validity ``[__START_AT, __END_AT)`` (``__END_AT`` NULL: current).
+    tombstone_retention : float or datetime.timedelta, default 7 days
+        Keyed mode, SCD type 1: how long a delete is remembered (seconds, or a ``timedelta``). Within
+        it, an event older than its key's delete that arrives in a later batch is ignored; after it
+        the tombstone is collected and such an event inserts the key again (docs/cdc.md). The default
+        is Kafka's default ``retention.ms`` (Databricks' AUTO CDC keeps 2 days).
     merge_schema : bool, default False
         Delta's ``mergeSchema``: columns a batch adds (top-level, or fields of structs) are added
         to the table's schema, and columns of the table a batch lacks are read as NULL for its
@@ -195,6 +207,7 @@ class DeltaSink:
         column_list: Optional[Sequence[str]] = None,
         except_column_list: Optional[Sequence[str]] = None,
         stored_as_scd_type: int = 1,
+        tombstone_retention: Union[float, datetime.timedelta, None] = None,
     ) -> None:
         if (path is None) == (table is None):
             raise ConfigError("DeltaSink takes the Delta table's location, DeltaSink('/lake/orders_bronze'), or its "
@@ -233,10 +246,18 @@ class DeltaSink:
                                   "leave merge_schema out, or add the columns with ALTER TABLE ... ADD COLUMNS")
             self.keyed = KeyedSpec.build(keys, sequence_by, apply_as_deletes, column_list, except_column_list,
                                          stored_as_scd_type)
-        elif (sequence_by, apply_as_deletes, column_list, except_column_list, stored_as_scd_type) != (
-                None, None, None, None, 1):
-            raise ConfigError("DeltaSink: sequence_by, apply_as_deletes, column_list, except_column_list and "
-                              "stored_as_scd_type belong to the keyed mode: give keys=[...] too")
+            if tombstone_retention is not None and self.keyed.scd_type != 1:
+                raise ConfigError("DeltaSink(tombstone_retention=...) belongs to stored_as_scd_type=1 (SCD type 2 "
+                                  "remembers deletes in its closed versions): leave it out")
+        elif (sequence_by, apply_as_deletes, column_list, except_column_list, stored_as_scd_type,
+              tombstone_retention) != (None, None, None, None, 1, None):
+            raise ConfigError("DeltaSink: sequence_by, apply_as_deletes, column_list, except_column_list, "
+                              "stored_as_scd_type and tombstone_retention belong to the keyed mode: give keys=[...] "
+                              "too")
+        #: Seconds a SCD1 delete is remembered (its tombstone's retention).
+        self.tombstone_retention = (DEFAULT_RETENTION_SECONDS if tombstone_retention is None
+                                    else retention_seconds(tombstone_retention))
+        self._tombstones: Optional[Tombstones] = None
 
     def __repr__(self) -> str:  # never the storage options: they hold credentials
         where = repr(self.path) if self.table is None else f"table={self.table!r}"
@@ -358,16 +379,31 @@ class DeltaSink:
         changes, stored = change_set(batch, self.transform, spec)
         if not ranges and changes.num_rows == 0:
             return
+        refuse_null_keys(changes, spec, store.table_path)
+        tombstones = self._tombstones_of(store.table_path, spec) if spec.scd_type == 1 else None
         partition_by = self.partition_by if self.partition_by is not None else (store.partition_columns() or [])
         missing = [c for c in partition_by if c not in stored]
         if missing:
             raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                               f"store (it stores {', '.join(stored)})")
         crash_point("sink.before_commit")
+        if tombstones is not None:  # before the commit: kafka_group.delta.keyed_tombstones says why
+            tombstones.record(tombstones.deletes(changes))
         store.merge_changes(changes, spec, stored, ranges, partition_by=partition_by,
                             metadata={"kafkaGroup.batchId": batch_id,
-                                      "kafkaGroup.ranges": ",".join(str(r) for r in ranges)})
+                                      "kafkaGroup.ranges": ",".join(str(r) for r in ranges)},
+                            prepare=None if tombstones is None else tombstones.apply)
         crash_point("sink.after_commit")
+        if tombstones is not None:
+            tombstones.collect_garbage()
+
+    def _tombstones_of(self, table_path: str, spec: KeyedSpec) -> Tombstones:
+        """SCD1's tombstones of the table (one object per location: it keeps the time of its last
+        garbage collection), with the running batch's storage options."""
+        if self._tombstones is None or self._tombstones.path != tombstones_location(table_path):
+            self._tombstones = Tombstones(table_path, self._batch_storage_options, spec, self.tombstone_retention)
+        self._tombstones.use_storage_options(self._batch_storage_options)
+        return self._tombstones
 
     @staticmethod
     def _land_nothing(store: DeltaOffsetStore, plan: BatchPlan, batch_id: int, why: str) -> None:

@@ -46,8 +46,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--record-reads", default=None,
                         help="append 'partition offset' of every record each batch read to this file")
     parser.add_argument("--keyed", type=int, default=None,
-                        help="the keyed sink of tests/cdc_support.py's events, SCD type 1 (Kafka offset sequence) "
-                             "or 2 (sequence_by seq)")
+                        help="the keyed sink of tests/cdc_support.py's events (sequence_by seq), SCD type 1 or 2")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -91,7 +90,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         sink = DeltaSink(args.table, transform=cdc_support.parse, storage_options=storage, keys=["id"],
                          apply_as_deletes="op = 'd'", column_list=["id", "v"], stored_as_scd_type=args.keyed,
-                         sequence_by="seq" if args.keyed == 2 else None)
+                         sequence_by="seq")
 
     def land(batch: Any, batch_id: int) -> None:
         if args.record_reads:

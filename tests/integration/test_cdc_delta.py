@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import Any, List
+from typing import Any, Dict, List
 
 import pytest
 from pyspark.sql import SparkSession
@@ -78,6 +78,18 @@ def test_scd1_applies_upserts_deletes_and_tombstones_once_through_replays_and_a_
     assert table_positions(table, group, topic, 3) == dict(enumerate(produced))
 
 
+def land_rounds_by_seq(spark: SparkSession, kafka: Cluster, topic: str, group: str, table: pathlib.Path,
+                       checkpoint: pathlib.Path, rounds: List[List[Event]]) -> None:
+    """Produce each round and land it as one batch with the SCD1 sink ordered by the events' ``seq``
+    (within a batch the latest sequence of a key wins whatever the order)."""
+    sink = DeltaSink(str(table), keys=["id"], sequence_by="seq", apply_as_deletes="op = 'd'", transform=parse,
+                     except_column_list=["seq", "op"])
+    for events in rounds:
+        produce_events(kafka.bootstrap_servers, topic, events)
+        land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=1000), sink,
+                           checkpoint)
+
+
 def test_scd1_out_of_order_sequences_never_move_a_row_back(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
@@ -87,16 +99,42 @@ def test_scd1_out_of_order_sequences_never_move_a_row_back(
     alive = scd1_oracle([first], by_offset=False)
     stale: List[Event] = [(int(k[2:]) % 2, k, {"v": -1, "seq": s - 1, "op": "u"}) for k, (_, s) in alive.items()]
     second = stale + [e for e in random_events(rng, 30, 100, 2, seq_from=1000, shuffle_seq=True) if e[2] is not None]
-    sink = DeltaSink(str(table), keys=["id"], sequence_by="seq", apply_as_deletes="op = 'd'", transform=parse,
-                     except_column_list=["seq", "op"])
-    for events in (first, second):
-        produce_events(kafka.bootstrap_servers, topic, events)
-        # One batch per round: within a batch the latest sequence of a key wins whatever the order
-        # (across batches a delete is not remembered: docs/cdc.md).
-        land_available_now(delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=1000), sink,
-                           tmp_path / "chk")
+    land_rounds_by_seq(spark, kafka, topic, group, table, tmp_path / "chk", [first, second])
     want = scd1_expected([first, second], by_offset=False)
     assert table_rows(table, SCD1) == want
+    assert spark_rows(spark, table, SCD1) == want
+
+
+def test_scd1_remembers_a_delete_against_older_events_of_later_batches(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """Issue 36: batch 1 inserts k (seq 1) and deletes it (seq 10); batch 2 brings k with seq 5, older
+    than the delete: k stays absent. A key deleted then upserted newer comes back; others update."""
+    topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
+    first: List[Event] = [(0, "k", {"v": 1, "seq": 1, "op": "u"}), (0, "k", {"v": 0, "seq": 10, "op": "d"}),
+                          (0, "back", {"v": 1, "seq": 1, "op": "u"}), (0, "back", {"v": 0, "seq": 10, "op": "d"}),
+                          (0, "kept", {"v": 1, "seq": 1, "op": "u"})]
+    second: List[Event] = [(0, "k", {"v": 5, "seq": 5, "op": "u"}), (0, "back", {"v": 12, "seq": 12, "op": "u"}),
+                           (0, "kept", {"v": 7, "seq": 7, "op": "u"})]
+    land_rounds_by_seq(spark, kafka, topic, group, table, tmp_path / "chk", [first, second])
+    want = [("back", 12, 12), ("kept", 7, 7)]
+    assert scd1_expected([first, second], by_offset=False) == want  # the oracle agrees
+    assert table_rows(table, SCD1) == want
+    assert spark_rows(spark, table, SCD1) == want
+    # The tombstones are a Delta table in the table's '_' folder: VACUUM (delta-spark, delta-rs) keeps it.
+    from deltalake import DeltaTable
+
+    tombstones = table / "_kafka_group_tombstones"
+    before = DeltaTable(str(tombstones)).to_pyarrow_dataset().to_table(columns=["id", "__SEQUENCE"]).to_pylist()
+    assert sorted(before, key=repr) == [{"id": "back", "__SEQUENCE": 10}, {"id": "k", "__SEQUENCE": 10}]
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{table}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    DeltaTable(str(table)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    after = DeltaTable(str(tombstones)).to_pyarrow_dataset().to_table(columns=["id", "__SEQUENCE"]).to_pylist()
+    assert sorted(after, key=repr) == sorted(before, key=repr)
     assert spark_rows(spark, table, SCD1) == want
 
 
@@ -184,14 +222,38 @@ def test_compacted_topic_read_from_the_start_gives_the_same_table(
     assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
 
 
+def crash_round(rng: random.Random, rounds: List[List[Event]], scd: int) -> List[Event]:
+    """The crash test's next round of events (no Kafka tombstones: both types order by ``seq``).
+
+    SCD2: sequences grow with the offsets (batches may cut a run anywhere without changing its oracle).
+    SCD1: sequences shuffled within the round (older events in later batches), even numbers; and, for
+    each key whose last event so far is a delete, an upsert one below that delete (odd: no ties), mixed
+    in: events older than an earlier delete, which must leave the key deleted (issue 36)."""
+    events = [e for e in random_events(rng, 25, 60, 3, seq_from=1000 * len(rounds), shuffle_seq=scd == 1)
+              if e[2] is not None]
+    if scd == 2:
+        return events
+    events = [(p, k, {**v, "seq": 2 * v["seq"]}) for p, k, v in events if v is not None]
+    last: Dict[str, Event] = {}
+    for e in (e for r in rounds for e in r):
+        assert e[2] is not None
+        if e[1] not in last or e[2]["seq"] > last[e[1]][2]["seq"]:  # type: ignore[index]
+            last[e[1]] = e
+    for p, k, v in last.values():
+        if v is not None and v["op"] == "d":
+            events.insert(rng.randrange(len(events) + 1), (p, k, {"v": -1, "seq": v["seq"] - 1, "op": "u"}))
+    return events
+
+
 @pytest.mark.crash
 @pytest.mark.parametrize("scd", [1, 2])
 def test_killed_during_merge_batches_lands_each_change_exactly_once(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, scd: int
 ) -> None:
-    """SIGKILL the whole query at each step of the keyed commit (before the change set, before and
-    inside the MERGE's commit path, after it: the two SCD types share that path and split the points),
-    then run to the end; the table then equals the oracle."""
+    """SIGKILL the whole query at each step of the keyed commit (before the change set, after SCD1's
+    tombstones, before and inside the MERGE's commit path, after it: the two SCD types share that path
+    and split the points), then run to the end; the table then equals the oracle. Both order by ``seq``;
+    SCD1's later rounds bring events older than earlier deletes (:func:`crash_round`)."""
     # Two kills per SCD type by default (CI's budget), at different points for the two types so the pair
     # covers all four; KAFKA_GROUP_CRASH_KILLS asks for more (each point in turn).
     kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "2"))
@@ -199,16 +261,17 @@ def test_killed_during_merge_batches_lands_each_change_exactly_once(
     topic, group, table, checkpoint = make_topic(3), unique_name("group"), tmp_path / "table", tmp_path / "chk"
     command = delta_query_command(kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
                                   "--max-offsets", "40", "--keyed", str(scd))
-    points = ["sink.before_write", "sink.before_commit", "delta.before_merge", "sink.after_commit"]
+    # The two types share the commit path and split its points; SCD1 adds its tombstones' (a batch's
+    # deletes recorded, its data and offsets not committed). sink.before_write with more kills only.
+    points = (["keyed.after_tombstones", "sink.before_commit"] if scd == 1 else
+              ["delta.before_merge", "sink.after_commit"]) + ["sink.before_write"]
     rounds: List[List[Event]] = []
     kills = runs = 0
     while kills < kills_wanted:
-        # SCD2 sequences grow with the offsets: batches may cut a run anywhere without changing the oracle.
-        events = [e for e in random_events(rng, 25, 60, 3, seq_from=1000 * len(rounds))
-                  if e[2] is not None or scd == 1]
+        events = crash_round(rng, rounds, scd)
         produce_events(kafka.bootstrap_servers, topic, events)
         rounds.append(events)
-        env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": points[(kills + 2 * (scd - 1)) % len(points)],
+        env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": points[kills % len(points)],
                "KAFKA_GROUP_FAULT_HIT": str(rng.randint(1, 2))}
         result = subprocess.run(command, cwd=REPO, env=env, start_new_session=True, capture_output=True, timeout=300)
         runs += 1
@@ -217,10 +280,10 @@ def test_killed_during_merge_batches_lands_each_change_exactly_once(
         assert runs < kills_wanted * 3, "the fault points are not being reached"
     result = subprocess.run(command, cwd=REPO, start_new_session=True, capture_output=True, timeout=300)
     assert result.returncode == 0, result.stderr.decode()[-3000:]
-    if scd == 1:  # default sequence: the Kafka offset
-        want: Any = [(k, v) for k, v, _ in scd1_expected(rounds, by_offset=True)]
-        assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
-        assert [(k, v) for k, v, _ in spark_rows(spark, table, SCD1)] == want
+    if scd == 1:  # sequence_by seq; the last event of each key by seq, deletes applied
+        want: Any = scd1_expected(rounds, by_offset=False)
+        assert table_rows(table, SCD1) == want
+        assert spark_rows(spark, table, SCD1) == want
     else:  # sequence_by seq
         want = scd2_oracle(rounds, by_offset=False)
         assert table_rows(table, SCD2) == want

@@ -19,7 +19,7 @@ Caller: :class:`~pyspark_kafka_group.delta_sink.DeltaSink` on the driver, one ba
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.keyed_rules import (
@@ -36,6 +36,8 @@ from kafka_group.delta.keyed_rules import (
     scd2_changes,
     scd2_clauses,
 )
+from kafka_group.delta.key_rows import rows_of_keys
+from kafka_group.delta.keyed_own_merge import needs_own_merge, own_merge, own_merge_refusal
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import merge_or_raise
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
@@ -43,9 +45,20 @@ from kafka_group.errors import OffsetConflictError, OffsetStoreError, Unsupporte
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 
-__all__ = ["KeyedOffsetStore", "table_schema"]
+__all__ = ["KeyedOffsetStore", "refuse_null_keys", "table_schema"]
 
 logger = logging.getLogger(__name__)
+
+
+def refuse_null_keys(changes: Any, spec: KeyedSpec, table_path: str) -> None:
+    """Refuse a change set with a NULL key (before anything of it is written, tombstones included)."""
+    for k in spec.keys:
+        nulls = changes.column(k).null_count
+        if nulls:
+            raise OffsetStoreError(
+                f"DeltaSink(keys={list(spec.keys)}): {nulls} change(s) of this batch have a NULL '{k}', and "
+                f"a key identifies a row of offsets.table '{table_path}'. Nothing of the batch landed and "
+                "no offset moved: fill or drop those rows in the transform, then restart the query")
 
 
 def table_schema(changes_schema: Any, spec: KeyedSpec, stored: Sequence[str]) -> Any:
@@ -70,9 +83,14 @@ class KeyedOffsetStore(DeltaOffsetStore):
         *,
         metadata: Optional[Mapping[str, Any]] = None,
         partition_by: Sequence[str] = (),
+        prepare: Optional[Callable[[Any], Any]] = None,
     ) -> int:
         """Apply ``changes`` (a pyarrow Table: ``stored`` columns, ``__kg_seq``, ``__kg_delete``,
         ``__kg_offset``) and advance ``ranges`` to their ``until``, in one Delta commit.
+
+        ``prepare`` (pyarrow Table in, pyarrow Table out: SCD1's tombstone filter,
+        :meth:`kafka_group.delta.keyed_tombstones.Tombstones.apply`) runs on ``changes`` at each attempt,
+        after the table version the MERGE commits on is loaded.
 
         Returns
         -------
@@ -87,20 +105,16 @@ class KeyedOffsetStore(DeltaOffsetStore):
         SchemaMismatchError
             The stored columns do not fit the table's.
         UnsupportedTableFeatureError
-            The table has deletion vectors, column mapping, ``delta.appendOnly`` or another writer
-            feature the MERGE is not known to honour (or one the append path refuses).
+            The table has column mapping, ``delta.appendOnly`` or another writer feature the MERGE
+            is not known to honour (or one the append path refuses). A table with deletion vectors
+            gets the connector's own MERGE (:mod:`kafka_group.delta.keyed_own_merge`, SCD1), which
+            refuses what it does not honour, the reason named.
         OffsetStoreError
             A key column holds NULL (nothing lands; fix the transform), or delta-rs failed.
         """
         import pyarrow as pa
 
-        for k in spec.keys:
-            nulls = changes.column(k).null_count
-            if nulls:
-                raise OffsetStoreError(
-                    f"DeltaSink(keys={list(spec.keys)}): {nulls} change(s) of this batch have a NULL '{k}', and "
-                    f"a key identifies a row of offsets.table '{self.table_path}'. Nothing of the batch landed and "
-                    "no offset moved: fill or drop those rows in the transform, then restart the query")
+        refuse_null_keys(changes, spec, self.table_path)
         schema = table_schema(changes.schema, spec, stored)
         self.check_conditional_put()
         txns = self._transactions(ranges)
@@ -116,7 +130,11 @@ class KeyedOffsetStore(DeltaOffsetStore):
                 continue
             self._check_owner(table)
             self._check_appendable(table)
-            _refuse_unmergeable(self.table_path, table)
+            own = needs_own_merge(table)
+            if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed_own_merge)
+                _refuse_own_unmergeable(self.table_path, table, spec.scd_type)
+            else:
+                _refuse_unmergeable(self.table_path, table)
             check = self._check_in(table, ranges)
             if check.conflicts or check.already_committed:
                 raise OffsetConflictError(
@@ -127,12 +145,21 @@ class KeyedOffsetStore(DeltaOffsetStore):
                     "batch is not landed and the query replans from the table's offsets")
             merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
             self.check_partition_columns(partition_by, table)
-            if changes.num_rows == 0:
+            batch = changes if prepare is None else prepare(changes)
+            if batch.num_rows == 0:
                 return self.commit([], schema, ranges, metadata=metadata, partition_by=partition_by)
+            if own:
+                crash_point("delta.before_merge")
+                done = own_merge(table, self.table_path, self._storage_options, batch.drop_columns([OFFSET]),
+                                 spec.keys, stored, [(t.app_id, t.version) for t in txns], info=custom)
+                if done is not None:
+                    return done
+                last_error = OffsetStoreError("another writer committed the version this MERGE was planned on")
+                continue
             if spec.scd_type == 1:
-                source, clauses = changes.drop_columns([OFFSET]), scd1_clauses(spec.keys, stored)
+                source, clauses = batch.drop_columns([OFFSET]), scd1_clauses(spec.keys, stored)
             else:
-                source, clauses = self._scd2_source(table, changes, spec, stored), scd2_clauses(spec.keys, stored)
+                source, clauses = self._scd2_source(table, batch, spec, stored), scd2_clauses(spec.keys, stored)
             properties = CommitProperties(app_transactions=txns, custom_metadata=custom, max_commit_retries=0)
             crash_point("delta.before_merge")
             try:
@@ -182,18 +209,12 @@ class KeyedOffsetStore(DeltaOffsetStore):
         files holding those keys only), then the versions to insert and the rows to close."""
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.dataset as ds
 
         first = spec.keys[0]
-        dataset = table.to_pyarrow_dataset()
-        wanted = pc.unique(changes.column(first)).cast(dataset.schema.field(first).type)
-        # Files are chosen by the min/max statistics delta-rs gives each fragment; the rows are then
-        # filtered here: delta-rs's MERGE writes string_view columns, which a pushed-down filter
-        # cannot compare with the statistics' strings (pyarrow 26: "no kernel matching").
         rows: List[Dict[str, Any]] = []
-        for fragment in dataset.get_fragments(filter=ds.field(first).isin(wanted)):
-            part = fragment.to_table(columns=list(spec.keys) + [START_COLUMN, END_COLUMN], schema=dataset.schema)
-            rows += part.filter(pc.is_in(part.column(first).cast(wanted.type), value_set=wanted)).to_pylist()
+        for part in rows_of_keys(table, first, pc.unique(changes.column(first)),
+                                 list(spec.keys) + [START_COLUMN, END_COLUMN]):
+            rows += part.to_pylist()
         latest = latest_sequences(rows, spec.keys)
         result = scd2_changes(changes.to_pylist(), spec.keys, stored, latest)
         schema = pa.schema([changes.schema.field(c) for c in stored]
@@ -212,10 +233,10 @@ _MERGEABLE_FEATURES = frozenset({"timestampNtz", "changeDataFeed"})
 
 
 def _refuse_unmergeable(table_path: str, table: Any) -> None:
-    """Refuse a table the keyed sink's MERGE could corrupt, whatever the append path accepts: deletion
-    vectors (delta-rs 1.6.6 writes none, and the sink has not verified that its MERGE honours those
-    delta-spark wrote when it rewrites a file), column mapping, ``delta.appendOnly``, and any writer
-    feature delta-rs's MERGE is not known here to honour (row tracking, identity columns...)."""
+    """Refuse a table delta-rs's MERGE could corrupt, whatever the append path accepts: column
+    mapping, ``delta.appendOnly``, and any writer feature delta-rs's MERGE is not known here to
+    honour (row tracking, identity columns...). Tables with deletion vectors (delta-rs 1.6.6 writes
+    none) never get here: :func:`~kafka_group.delta.keyed_own_merge.needs_own_merge`."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     problems = [f"the '{f}' table feature" for f in sorted(set(protocol.reader_features or [])
@@ -234,6 +255,17 @@ def _refuse_unmergeable(table_path: str, table: Any) -> None:
             "Land into a new table (the first batch creates one without them); for deletion vectors, with "
             "delta-spark: ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors' = false), REORG TABLE "
             "... APPLY (PURGE), ALTER TABLE ... DROP FEATURE deletionVectors")
+
+
+def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int) -> None:
+    """Refuse a table with deletion vectors that the own MERGE does not honour yet (the reason named)."""
+    why = own_merge_refusal(table, scd_type)
+    if why is not None:
+        raise UnsupportedTableFeatureError(
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors, which the "
+            f"connector's own MERGE writes, and {why}, which that MERGE does not honour yet. Nothing was written and "
+            "no offset moved. Land into a new table (the first batch creates one without them), or remove the "
+            "feature with delta-spark (ALTER TABLE ... DROP FEATURE)")
 
 
 def _merge(table: Any, source: Any, clauses: MergeClauses, properties: Any) -> Dict[str, Any]:

@@ -8,10 +8,9 @@ SCD type 1 (the table holds one row per live key)
     Within a batch, the event with the highest sequence of each key wins (ties: the higher Kafka
     offset). Across batches the table stores each row's sequence in :data:`SEQUENCE_COLUMN`, and an
     event whose sequence is not above it is ignored (:func:`scd1_clauses`): replayed and
-    out-of-order events never move a row back. A delete removes the row; its sequence is not kept,
-    so an event older than a delete that arrives in a later batch inserts the key again (with the
-    default sequence this cannot happen: a key lives in one partition, whose offsets only grow, and
-    a replay is refused by the offset check; see docs/cdc.md).
+    out-of-order events never move a row back. A delete removes the row and leaves a tombstone
+    (:mod:`kafka_group.delta.keyed_tombstones`), which drops a later batch's upserts of the key not
+    above the delete's sequence, for the tombstones' retention (docs/cdc.md).
 SCD type 2 (the table holds every version, valid in ``[__START_AT, __END_AT)``)
     Every event of a batch above the key's latest sequence in the table (the latest
     ``__END_AT`` or ``__START_AT`` of its rows, :func:`latest_sequences`) counts, in sequence

@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Seque
 from kafka_group.delta.conditional_put import check_conditional_put
 from kafka_group.delta.log_actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log_commit import own_commit_refusal
-from kafka_group.delta.table_location import DATA_FOLDER, local_table_path
+from kafka_group.delta.table_location import DATA_FOLDER, TOMBSTONES_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
@@ -268,7 +268,8 @@ class OffsetsTable:
                 f"offsets.table '{self.table_path}' is a file, not a Delta table folder: point it at a folder"
             )
         if os.path.isdir(local) and not os.path.isdir(os.path.join(local, "_delta_log")):
-            visible = [n for n in os.listdir(local) if not n.startswith(".") and n != DATA_FOLDER]
+            own = (DATA_FOLDER, TOMBSTONES_FOLDER)  # written before the first commit
+            visible = [n for n in os.listdir(local) if not n.startswith(".") and n not in own]
             if visible:
                 raise OffsetStoreError(
                     f"offsets.table '{self.table_path}' is not a Delta table (the folder has files but no "

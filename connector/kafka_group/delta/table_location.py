@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional, Tuple
 
 __all__ = [
     "DATA_FOLDER",
+    "TOMBSTONES_FOLDER",
     "local_table_path",
     "normalize_table_path",
     "same_table_location",
@@ -24,6 +25,9 @@ __all__ = [
 #: Files there that no commit references (a crash before the commit, a task attempt Spark
 #: retried) are invisible to readers; delta-spark's VACUUM removes them.
 DATA_FOLDER = "data"
+#: Folder, inside a keyed (SCD1) table, of the Delta table of its deletes' tombstones
+#: (:mod:`kafka_group.delta.keyed_tombstones`): ``_``-prefixed, so VACUUM and readers skip it.
+TOMBSTONES_FOLDER = "_kafka_group_tombstones"
 
 #: A URI scheme (RFC 3986): two characters at least, so a Windows drive letter (``C:``) is a path.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):(.*)$", re.DOTALL)
