@@ -13,6 +13,11 @@ task reads them (:func:`kafka_group.read.fetch.read_ranges`), best of ``--repeat
 * **avro**: the same read, then :func:`kafka_group.registry.decoding.decode_batch` into a typed
   ``value`` struct and ``value_schema_id`` (``valueFormat=avro``).
 
+With ``--read-path native`` the three contenders read by the compiled read path
+(:func:`kafka_group.read.native_fetch.read_ranges_native`): **raw**, **avro** decoded by the Python
+codec after it (as before issue 37 part 2) and **avro-rust**, decoded by the compiled Avro decoder
+(:mod:`kafka_group.registry.native_decoding`), interleaved in the one run.
+
 With ``--registry`` the writer schema is registered there and fetched by the decoder (once, then
 cached, as on an executor); without it, it is put in the process's cache as the registry would
 serve it, which is what every batch after the first sees anyway. The line printed at the end is
@@ -26,8 +31,9 @@ import io
 import json
 import os
 import sys
+import time
 import urllib.request
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from bench.baselines import python_read_path
 from bench.workload import Workload
@@ -86,9 +92,14 @@ def _produce(servers: str, workload: Workload, value: Callable[[int], bytes]) ->
     producer.flush(120)
 
 
-def _drain(servers: str, workload: Workload, decode: Optional[Callable[[Any], Any]]) -> float:
-    """Seconds to read ``workload`` through the executor read path (baseline (a2)), decoding each batch with ``decode``."""
-    return python_read_path(servers, workload, each_batch=decode)
+def _drain(servers: str, workload: Workload, decode: Optional[Callable[[Any], Any]],
+           native: Any = None) -> Tuple[float, float]:
+    """Seconds and this process's CPU seconds to read ``workload`` through the executor read path (baseline
+    (a2), or the compiled one with ``native``), decoding each batch with ``decode``. On a loaded machine the
+    CPU seconds are the steadier figure."""
+    cpu = time.process_time()
+    seconds = python_read_path(servers, workload, each_batch=decode, native=native)
+    return seconds, time.process_time() - cpu
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -99,6 +110,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--registry", default=None, help="a registry URL (Confluent API) to register the schema in")
+    parser.add_argument("--read-path", choices=("python", "native"), default="python",
+                        help="native: read by the compiled read path, and add Avro decoded by the compiled decoder")
     args = parser.parse_args(argv)
     import fastavro
 
@@ -121,18 +134,53 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         embedded.create_topic(workload.topic, workload.partitions)
         _produce(embedded.bootstrap_servers, workload, lambda i: _value(schema_id, i, args.value_bytes))
-        raw: List[float] = []
-        avro: List[float] = []
+        native = None
+        if args.read_path == "native":
+            from kafka_group.read.read_path import native_module
+
+            native = native_module()
+            if native is None:
+                raise SystemExit("--read-path native: kafka_group._native does not import (build it first)")
+        raw: List[Tuple[float, float]] = []
+        avro: List[Tuple[float, float]] = []
+        rust: List[Tuple[float, float]] = []
+        servers = embedded.bootstrap_servers
         for _ in range(args.repeat):  # interleaved, best of each
-            raw.append(_drain(embedded.bootstrap_servers, workload, None))
-            avro.append(_drain(embedded.bootstrap_servers, workload, lambda b: decode_batch(b, plan, schema)))
-        raw_rate, avro_rate = workload.records / min(raw), workload.records / min(avro)
-        print(f"{workload.describe()}: raw {raw_rate:,.0f} records/s, registry Avro decoded {avro_rate:,.0f} "
-              f"records/s ({avro_rate / raw_rate:.2f}x raw); schema fetched {client.fetch_count} time(s); "
-              f"load average {os.getloadavg()[0]:.1f}")
+            raw.append(_drain(servers, workload, None, native))
+            avro.append(_drain(servers, workload, lambda b: decode_batch(b, plan, schema), native))
+            if native is not None:
+                rust.append(_drain(servers, workload, lambda b: decode_batch(b, plan, schema, native), native))
+        n = workload.records
+
+        def figures(name: str, runs: List[Tuple[float, float]]) -> str:
+            rate, cpu = n / min(r[0] for r in runs), min(r[1] for r in runs) * 1e6 / n
+            if name == "raw":
+                return f"raw {rate:,.0f} records/s, {cpu:.2f} CPU s per million"
+            raw_rate, raw_cpu = n / min(r[0] for r in raw), min(r[1] for r in raw) * 1e6 / n
+            return (f"{name} {rate:,.0f} records/s ({rate / raw_rate:.2f}x raw), {cpu:.2f} CPU s per million "
+                    f"({raw_cpu / cpu:.2f}x raw's records per CPU second)")
+
+        parts = [figures("raw", raw), figures("registry Avro decoded (Python codec)", avro)]
+        if rust:
+            parts.append(figures("decoded by the compiled decoder", rust))
+        print(f"{workload.describe()}, {args.read_path} read path: " + "; ".join(parts)
+              + f"; schema fetched {client.fetch_count} time(s); load averages "
+              + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+        _write_results(args, workload, {"raw": raw, "python_codec": avro, "compiled_decoder": rust})
     finally:
         embedded.stop()
     return 0
+
+
+def _write_results(args: argparse.Namespace, workload: Workload,
+                   runs: Dict[str, List[Tuple[float, float]]]) -> None:
+    """Every run's (seconds, CPU seconds) per contender to ``bench/results/registry-<UTC>.json``."""
+    os.makedirs("bench/results", exist_ok=True)
+    path = f"bench/results/registry-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"workload": workload.to_json(), "read_path": args.read_path, "load_end": os.getloadavg(),
+                   "runs": {k: [{"seconds": w, "cpu": c} for w, c in v] for k, v in runs.items() if v}}, f, indent=1)
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+mod avro;
+mod avro_column;
 mod batch;
 mod client;
 mod gaps;
@@ -45,6 +47,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<message::Message>()?;
     m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(avro::avro_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(avro::frame_ids, m)?)?;
     m.add("KafkaProblem", m.py().get_type::<KafkaProblem>())?;
     m.add("ConfigProblem", m.py().get_type::<ConfigProblem>())?;
     m.add("RecordProblem", m.py().get_type::<RecordProblem>())?;

@@ -148,7 +148,8 @@ def read_task(partition: OffsetRangesPartition, options: SourceOptions,
               decode_plan: Optional["DecodePlan"]) -> Iterator[Any]:
     """A task's Arrow batches: its ranges read (by the compiled read path or the Python one, per option
     ``read.path``: :func:`kafka_group.read.read_path.choose_native`), then decoded by ``decode_plan`` when
-    there is one. Caller: an executor (streams and batch reads alike)."""
+    there is one (on the compiled path, Avro in Rust where exact: :mod:`kafka_group.registry.native_decoding`).
+    Caller: an executor (streams and batch reads alike)."""
     from kafka_group.log_setup import configure_from_env
     from kafka_group.read.read_path import READ_PATH_OPTION, choose_native
 
@@ -170,7 +171,8 @@ def read_task(partition: OffsetRangesPartition, options: SourceOptions,
     from kafka_group.registry.decoding import decode_batch, decoded_arrow_schema
 
     schema = decoded_arrow_schema(arrow_schema(options.include_headers), decode_plan)
-    return (decode_batch(batch, decode_plan, schema) for batch in batches)
+    # on the compiled read path, registry Avro is decoded in Rust where that is exact
+    return (decode_batch(batch, decode_plan, schema, native) for batch in batches)
 
 
 def read_settings(options: SourceOptions) -> "ReadSettings":

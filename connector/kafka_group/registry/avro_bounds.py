@@ -10,7 +10,10 @@ fastavro's work is bounded by a payload's bytes except in three cases, found by 
 * nesting deeper than fastavro's recursion can take (a recursive writer schema, or one nested very
   deep through its references): 100,000 nested nodes in 200 KB crashed the interpreter (SIGSEGV);
 * a ``decimal`` whose bytes are longer than its precision holds: fastavro's conversion is
-  quadratic in them (1 MB of a ``decimal(10, 2)`` took 96 s, then failed).
+  quadratic in them (1 MB of a ``decimal(10, 2)`` took 96 s, then failed);
+* array or map items that fill many Arrow slots in few bytes: a null of a 1,000-field record is
+  1 byte but a slot in each of its fields, so 20,004 bytes of them took 152 MiB in this codec and
+  154 MiB in the compiled decoder (avrobound review).
 
 For writer schemas with any of them (:func:`bounds_for`; other schemas are not scanned), each
 payload is first walked by :meth:`Bounds.check`, which reads its block counts, lengths and union
@@ -21,29 +24,41 @@ charged the nodes of its type's tree, counted once per type), when it nests deep
 :data:`MAX_NESTING`, or when a decimal's value needs more bits than its precision's digits (at most
 :data:`MAX_DECIMAL_DIGITS`, what Arrow's decimal256 holds; a value padded with sign bytes is
 read as Java reads it; for a writer checked for its decimals alone, payloads of
-:data:`DECIMALS_CHECKED_FROM` bytes or more). A ``fixed`` decimal of more than :data:`MAX_DECIMAL_BYTES` bytes is a
-ConfigError. Valid data within the bounds decodes as before.
+:data:`DECIMALS_CHECKED_FROM` bytes or more), or when its array and map items fill more than
+:data:`SLOTS_BASE` plus :data:`SLOTS_PER_BYTE` per byte Arrow slots (each item charged the leaf
+count of its type, a list or map counted as one, a map's key as one more). Only writers with items of
+more than SLOTS_PER_BYTE slots per byte they take at least are walked for their slots (no other
+payload can exceed the budget), and only payloads long enough to; the compiled decoder reads them
+(:attr:`Bounds.native`: it charges the same slots and hands back a record beyond them). A ``fixed``
+decimal of more than :data:`MAX_DECIMAL_BYTES` bytes is a ConfigError. Valid data within the bounds
+decodes as before.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from kafka_group.errors import ConfigError
-from kafka_group.registry.avro_names import Canonical, place, shown
+from kafka_group.registry.avro_decimals import MAX_DECIMAL_BYTES, MAX_DECIMAL_DIGITS, decimal_bits, decimal_problem
+from kafka_group.registry.avro_names import Canonical, place
 
 __all__ = ["Bounds", "bounds_for", "decimal_bits", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE",
+           "SLOTS_BASE", "SLOTS_PER_BYTE",
            "MAX_DECIMAL_DIGITS", "MAX_DECIMAL_BYTES",
            "DECIMALS_CHECKED_FROM"]
 
+#: Arrow slots one payload's array and map items may fill: this many (about 0.5 MiB of Arrow at the
+#: 8 bytes a slot takes), plus SLOTS_PER_BYTE per byte of it. Items of records of numbers, strings and
+#: nullable primitives fill at most about one slot per byte they take, so ordinary writers are far below
+#: it (and not walked); a payload within it costs at most ~64 bytes of Arrow per byte.
+SLOTS_BASE = 65_536
+SLOTS_PER_BYTE = 8
 #: The deepest nesting (records, unions, arrays, maps within each other) of one decoded payload.
 MAX_NESTING = 500
 #: Schema nodes one payload's zero-byte values may hold: this many, plus EMPTY_ITEMS_PER_BYTE per byte of it.
 EMPTY_ITEMS_BASE = 1024
 EMPTY_ITEMS_PER_BYTE = 8
-#: The most digits a decimal's value is checked against (Arrow's decimal256), and the largest fixed decimal.
-MAX_DECIMAL_DIGITS = 76
-MAX_DECIMAL_BYTES = 32
 #: Payloads shorter than this are not walked for their decimals alone: fastavro's conversion of a
 #: decimal this long costs microseconds (the walk would cost more than the decode), and a value
 #: wider than its precision is refused by Arrow record by record.
@@ -68,33 +83,13 @@ def bounds_for(writer: Canonical) -> Optional["Bounds"]:
     try:
         empty, decimals = shape.scan(writer.schema)
         if not empty and shape.depth(writer.schema) <= MAX_NESTING:
-            return Bounds(writer.schema, writer.named, shape, DECIMALS_CHECKED_FROM) if decimals else None
+            walked_from = DECIMALS_CHECKED_FROM if decimals else _UNBOUNDED
+            if shape.dense > SLOTS_PER_BYTE:  # payloads that may fill more slots than the budget
+                walked_from = min(walked_from, SLOTS_BASE // (shape.dense - SLOTS_PER_BYTE) + 1)
+            return Bounds(writer.schema, writer.named, shape, walked_from) if walked_from < _UNBOUNDED else None
     except RecursionError:  # nested deeper than Python's own stack: checked like a recursive type
         pass
     return Bounds(writer.schema, writer.named, shape)
-
-
-def decimal_bits(schema: Any) -> Optional[int]:
-    """The most bits a value of the decimal ``schema`` (bytes or fixed) may need, or None for no decimal.
-
-    Raises
-    ------
-    ConfigError
-        A ``fixed`` decimal larger than :data:`MAX_DECIMAL_BYTES` (no Spark decimal needs more).
-    """
-    if not isinstance(schema, dict) or schema.get("logicalType") != "decimal" \
-            or schema.get("type") not in ("bytes", "fixed"):
-        return None
-    precision = schema.get("precision")
-    if schema.get("type") == "fixed" and isinstance(schema.get("size"), int) and schema["size"] > MAX_DECIMAL_BYTES:
-        raise ConfigError(f"Avro fixed decimal {_shown(schema.get('name'))} has size {schema['size']:,}: more than the "
-                          f"{MAX_DECIMAL_BYTES} bytes any decimal here holds. Register it with a size its precision needs")
-    digits = precision if isinstance(precision, int) and 0 < precision <= MAX_DECIMAL_DIGITS else MAX_DECIMAL_DIGITS
-    return int((10 ** int(digits) - 1).bit_length())
-
-
-def _shown(name: Any) -> str:
-    return repr(shown(name)[:80]) if isinstance(name, str) else "(unnamed)"
 
 
 class _Shape:
@@ -105,7 +100,12 @@ class _Shape:
         self._empty: Dict[str, bool] = {}
         self._cost: Dict[str, int] = {}
         self._depth: Dict[str, int] = {}
+        self._slots: Dict[str, int] = {}
+        self._least: Dict[str, int] = {}
         self._seen: Set[int] = set()
+        self._pending: Dict[Tuple[int, int, str], int] = {}
+        #: The most slots per byte any array or map item of the scanned schema fills (set by :meth:`scan`).
+        self.dense = 0
 
     def deref(self, schema: Any) -> Any:
         return self._named.get(schema, schema) if isinstance(schema, str) else schema
@@ -131,20 +131,66 @@ class _Shape:
         return False
 
     def cost(self, schema: Any) -> int:
-        """The nodes of the tree of a zero-byte type (each named type counted once per use, computed once)."""
-        name = schema if isinstance(schema, str) else schema.get("name") if isinstance(schema, dict) else None
-        if isinstance(name, str) and name in self._named:
-            if name not in self._cost:
-                self._cost[name] = _UNBOUNDED  # while in progress: a zero-byte type within itself never ends
-                self._cost[name] = min(self._cost_of(self._named[name]), _UNBOUNDED)
-            return self._cost[name]
-        return self._cost_of(schema)
+        """The nodes of the tree of a zero-byte type (each named type counted once per use, computed once;
+        a zero-byte type within itself never ends)."""
+        return self._memo(schema, self._cost, self._cost_of, _UNBOUNDED)
 
     def _cost_of(self, schema: Any) -> int:
         kind = schema.get("type") if isinstance(schema, dict) else schema
         if kind in ("record", "error"):
             return min(1 + sum(self.cost(f["type"]) for f in schema.get("fields", [])), _UNBOUNDED)
         return 1
+
+    def _memo(self, schema: Any, memo: Dict[str, int], of: Callable[[Any], int], busy: int) -> int:
+        """``of(schema)``, computed once per named type; ``busy`` while in progress (a recursive type),
+        seen by this thread only (a walk of another thread on the shared codec never reads it)."""
+        name = schema if isinstance(schema, str) else schema.get("name") if isinstance(schema, dict) else None
+        if not (isinstance(name, str) and name in self._named):
+            return of(schema)
+        found = memo.get(name)
+        if found is None:
+            key = (threading.get_ident(), id(memo), name)
+            if key in self._pending:
+                return self._pending[key]
+            self._pending[key] = busy
+            try:
+                found = min(of(self._named[name]), _UNBOUNDED)
+            finally:
+                del self._pending[key]
+            memo[name] = found
+        return found
+
+    def slots(self, schema: Any) -> int:
+        """The Arrow slots one value of ``schema`` fills: 1, a record's fields' and its own, a union's
+        largest branch (a list or map is 1: its items are charged as they are read)."""
+        return self._memo(schema, self._slots, self._slots_of, 1)
+
+    def _slots_of(self, schema: Any) -> int:
+        if isinstance(schema, list):
+            return max((self.slots(b) for b in schema), default=1)
+        if isinstance(schema, dict) and schema.get("type") in ("record", "error"):
+            return min(1 + sum(self.slots(f["type"]) for f in schema.get("fields", [])), _UNBOUNDED)
+        return 1
+
+    def least(self, schema: Any) -> int:
+        """The fewest bytes a value of ``schema`` takes (a union: its branch index alone)."""
+        return self._memo(schema, self._least, self._least_of, 0)
+
+    def _least_of(self, schema: Any) -> int:
+        if isinstance(schema, list):
+            return 1
+        kind = schema.get("type") if isinstance(schema, dict) else schema
+        if kind in ("record", "error"):
+            return sum(self.least(f["type"]) for f in schema.get("fields", []))
+        if kind == "fixed":
+            size = schema.get("size")
+            return size if isinstance(size, int) and size > 0 else 0
+        return 0 if kind == "null" else _FIXED_SIZE.get(kind, 1) if isinstance(kind, str) else 1
+
+    def _density(self, items: Any, key: int) -> None:
+        """Records the slots per byte of an array's items (key 0) or a map's entries (key 1)."""
+        slots, least = self.slots(items) + key, self.least(items) + key
+        self.dense = max(self.dense, -(-slots // least) if least else _UNBOUNDED)
 
     def scan(self, schema: Any) -> Tuple[bool, bool]:
         """Whether ``schema`` reaches an array of zero-byte items or a zero-byte value of more than
@@ -165,8 +211,10 @@ class _Shape:
             elif node.get("type") == "array":
                 if self.empty(node["items"]):
                     return True, decimals
+                self._density(node["items"], 0)
                 stack.append(node["items"])
             elif node.get("type") == "map":
+                self._density(node["values"], 1)
                 stack.append(node["values"])
             elif node.get("type") in ("record", "error"):
                 stack.extend(f["type"] for f in node.get("fields", []))
@@ -210,6 +258,18 @@ class Bounds:
     def __init__(self, schema: Any, named: Mapping[str, Any], shape: _Shape, walked_from: int = 0) -> None:
         self._schema, self._named, self._shape, self._walked_from = schema, named, shape, walked_from
 
+    @property
+    def decimals_only(self) -> bool:
+        """Whether this writer is walked for its decimals alone (no zero-byte items, no deep nesting, no
+        items of more than :data:`SLOTS_PER_BYTE` slots per byte)."""
+        return self._walked_from == DECIMALS_CHECKED_FROM and self._shape.dense <= SLOTS_PER_BYTE
+
+    @property
+    def native(self) -> bool:
+        """Whether the compiled decoder may read this writer: it is walked for its decimals or its items'
+        slots alone, which that decoder checks itself (handing back a record beyond them)."""
+        return self._walked_from > 0
+
     def check(self, data: bytes) -> Optional[str]:
         """Why ``data`` is not decoded, or None when it is within the bounds (it may still not decode)."""
         if len(data) < self._walked_from:
@@ -228,6 +288,8 @@ class Bounds:
         end = len(data)
         budget = EMPTY_ITEMS_BASE + EMPTY_ITEMS_PER_BYTE * end
         empty = 0
+        slot_budget = SLOTS_BASE + SLOTS_PER_BYTE * end
+        slots = 0
         pos = 0
         # tasks: (schema, depth, where); ("blocks", items, is_map, depth, where); ("repeat", ...)
         stack: List[Tuple[Any, ...]] = [("value", self._schema, 0, "the top level")]
@@ -264,6 +326,9 @@ class Bounds:
                     continue
                 if count > end - pos:
                     raise _Bad(f"Avro payload of {end} bytes claims {count:,} items at {where}, more than its bytes hold")
+                slots += count * (self._shape.slots(items) + is_map)
+                if slots > slot_budget:
+                    raise _Bad(_too_wide(end, slot_budget, where))
                 stack.append(("repeat", items, is_map, count, depth, where))
                 continue
             if tag == "repeat":
@@ -300,12 +365,12 @@ class Bounds:
                 if size < 0 or size > end - pos:
                     raise _Bad(f"Avro payload of {end} bytes claims {size:,} bytes at {where}")
                 if kind == "bytes":
-                    _check_decimal(schema, data, pos, size, where)
+                    _check_decimal(decimal_problem(schema, data, pos, size, where))
                 pos += size
             elif kind == "fixed":
                 size = int(schema.get("size", 0))
                 if pos + size <= end:
-                    _check_decimal(schema, data, pos, size, where)
+                    _check_decimal(decimal_problem(schema, data, pos, size, where))
                 pos += size
             elif kind in ("record", "error"):
                 for field in reversed(schema.get("fields", [])):
@@ -324,9 +389,12 @@ def _too_many(end: int, budget: int, where: str) -> str:
             f"{EMPTY_ITEMS_PER_BYTE} per byte of the record, each value counted by the nodes of its type)")
 
 
-def _check_decimal(schema: Any, data: bytes, pos: int, size: int, where: str) -> None:
-    """A decimal's value within the bits its precision needs (read in time linear in its bytes)."""
-    bits = decimal_bits(schema)
-    if bits is not None and size and int.from_bytes(data[pos:pos + size], "big", signed=True).bit_length() > bits:
-        raise _Bad(f"Avro decimal at {where} holds a value of {size:,} bytes, wider than its precision "
-                   f"{schema.get('precision')!r} allows: not decoded")
+def _too_wide(end: int, budget: int, where: str) -> str:
+    return (f"Avro payload of {end} bytes has array or map items filling more than {budget:,} Arrow slots at "
+            f"{where}: not decoded (at most {SLOTS_BASE:,} plus {SLOTS_PER_BYTE} per byte of the record, each item "
+            "counted by the fields of its type: a null of a wide record is one byte but a slot in each field)")
+
+
+def _check_decimal(problem: Optional[str]) -> None:
+    if problem is not None:
+        raise _Bad(problem)

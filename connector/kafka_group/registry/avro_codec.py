@@ -36,6 +36,7 @@ from kafka_group.errors import ConfigError, DependencyError
 from kafka_group.registry.avro_bounds import Bounds, bounds_for
 from kafka_group.registry.avro_defaults import bytes_defaults
 from kafka_group.registry.avro_names import Canonical, canonical
+from kafka_group.registry.avro_native import PlanNode, native_plan
 from kafka_group.registry.avro_resolve import Aliases, pair_schemas
 from kafka_group.registry.avro_types import FINAL, NATIVE, PLAIN, avro_arrow_type, strip_logical
 from kafka_group.registry.codec import DecodedColumn, RegisteredSchema
@@ -73,6 +74,7 @@ class AvroCodec:
         self._types: Dict[_Key, Tuple[pa.DataType, pa.DataType, pa.DataType]] = {}
         self._plans: Dict[Tuple[_Key, _Key], Union[Tuple[pa.DataType, Aliases], str]] = {}
         self._pair_parsed: Dict[Tuple[_Key, Aliases], Any] = {}
+        self._native_plans: Dict[Tuple[_Key, _Key], Optional[List[PlanNode]]] = {}
 
     # -- the contract ------------------------------------------------------------------
 
@@ -117,6 +119,26 @@ class AvroCodec:
         except pa.ArrowException:
             values = _cast_each(values, steps, final, errors)
         return DecodedColumn(values, tuple(errors))
+
+    def native_plan(self, writer: RegisteredSchema, reader: RegisteredSchema) -> Optional[List[PlanNode]]:
+        """The compiled decoder's plan for payloads of ``writer`` read through ``reader``, or None when
+        :meth:`decode` is the only exact decoder for them (see :mod:`~kafka_group.registry.avro_native`;
+        made once per writer and reader). Caller: the Spark task's thread."""
+        wdocs, rdocs = _documents(writer), _documents(reader)
+        key = (wdocs.key, rdocs.key)
+        if key not in self._native_plans:
+            plan: Optional[List[PlanNode]] = None
+            if wdocs.key == rdocs.key:  # no resolution: the writer is the reader
+                try:
+                    self._stages(reader, rdocs)
+                    self._parse(writer, wdocs)
+                    bounds = self._bounds_of(writer, wdocs)
+                    if bounds is None or bounds.native:
+                        plan = native_plan(self._names(writer, wdocs))
+                except ConfigError:
+                    plan = None  # every record is the reference's error
+            self._native_plans[key] = plan
+        return self._native_plans[key]
 
     # -- schemas -------------------------------------------------------------------------
 

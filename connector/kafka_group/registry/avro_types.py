@@ -38,7 +38,7 @@ from typing import AbstractSet, Any, Dict, List, Mapping, Optional, Set, Tuple
 import pyarrow as pa
 
 from kafka_group.errors import ConfigError
-from kafka_group.registry.avro_bounds import MAX_DECIMAL_BYTES
+from kafka_group.registry.avro_decimals import MAX_DECIMAL_BYTES
 from kafka_group.registry.avro_names import place, shown
 
 __all__ = ["avro_arrow_type", "strip_logical", "FINAL", "NATIVE", "PLAIN", "MAX_FIELDS"]

@@ -22,54 +22,23 @@ quarantined; nothing is dropped.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kafka_group.errors import ConfigError, RecordError, SchemaAnswerError
-from kafka_group.redaction import scrub
+from kafka_group.errors import ConfigError, RecordError
 from kafka_group.registry import client
-from kafka_group.registry.codec import Codec, RegisteredSchema
+from kafka_group.registry.codec import RegisteredSchema
+from kafka_group.registry.codecs import codec_for, in_record_order, writer_of
 from kafka_group.registry.framing import split_frames
+from kafka_group.registry.native_decoding import decode_side_native
 from kafka_group.registry.settings import KEY, VALUE, RegistryOptions, SideDecoding
 
 __all__ = ["SidePlan", "DecodePlan", "plan_decoding", "decoded_arrow_schema", "decode_batch", "codec_for"]
-
-_codecs: Dict[str, Codec] = {}
-_codecs_lock = threading.Lock()
-
-
-def codec_for(schema_type: str) -> Codec:
-    """The process's codec of ``schema_type`` (``AVRO``, ``PROTOBUF``, ``JSON``): one per process, so
-    parsed schemas are kept across batches."""
-    codec = _codecs.get(schema_type)
-    if codec is None:
-        with _codecs_lock:
-            codec = _codecs.get(schema_type)
-            if codec is None:
-                codec = _new_codec(schema_type)
-                _codecs[schema_type] = codec
-    return codec
-
-
-def _new_codec(schema_type: str) -> Codec:
-    if schema_type == "AVRO":
-        from kafka_group.registry.avro_codec import AvroCodec
-
-        return AvroCodec()
-    if schema_type == "PROTOBUF":
-        from kafka_group.registry.protobuf_codec import ProtobufCodec
-
-        return ProtobufCodec()
-    if schema_type == "JSON":
-        from kafka_group.registry.json_schema_codec import JsonSchemaCodec
-
-        return JsonSchemaCodec()
-    raise ConfigError(f"schema type {schema_type!r} is not one the connector decodes (AVRO, PROTOBUF, JSON)")
-
 
 @dataclass(frozen=True)
 class SidePlan:
@@ -141,8 +110,13 @@ def decoded_arrow_schema(raw: pa.Schema, plan: DecodePlan) -> pa.Schema:
     return pa.schema(fields)
 
 
-def decode_batch(batch: pa.RecordBatch, plan: DecodePlan, schema: pa.Schema) -> pa.RecordBatch:
+def decode_batch(batch: pa.RecordBatch, plan: DecodePlan, schema: pa.Schema,
+                 native: Optional[ModuleType] = None) -> pa.RecordBatch:
     """``batch`` of the raw read with its decoded sides (see the module's notes). Caller: an executor.
+
+    With ``native`` (``kafka_group._native``, when the task reads by the compiled read path), Avro
+    payloads the compiled decoder reads exactly are decoded there, the others by the codec
+    (:mod:`kafka_group.registry.native_decoding`); the rows and errors are the same either way.
 
     Raises
     ------
@@ -156,11 +130,16 @@ def decode_batch(batch: pa.RecordBatch, plan: DecodePlan, schema: pa.Schema) -> 
     for side in plan.sides():
         name = side.decoding.side
         raw = columns[name]
-        values, ids, errors = _decode_side(plan.registry, side, raw.to_pylist(), budget)
+        ids: pa.Array
+        if native is not None and hasattr(native, "avro_decode") and raw.type == pa.binary():
+            values, ids, errors = decode_side_native(plan.registry, side.reader, side.arrow_type, raw, budget, native)
+        else:
+            values, id_list, errors = _decode_side(plan.registry, side, raw.to_pylist(), budget)
+            ids = pa.array(id_list, pa.int32())
         if errors and not plan.registry.quarantine:
             raise _record_error(batch, name, side, min(errors), errors[min(errors)])
         columns[name] = values
-        columns[f"{name}_schema_id"] = pa.array(ids, pa.int32())
+        columns[f"{name}_schema_id"] = ids
         if plan.registry.quarantine:
             error_column = pa.array([errors.get(i) for i in range(len(raw))], pa.string())
             # the bytes of the records that did not decode (null where the record did: they are in the struct)
@@ -174,25 +153,13 @@ def _decode_side(registry: RegistryOptions, side: SidePlan, raw: List[Optional[b
     frames = split_frames(raw)
     errors = dict(frames.errors)
     pieces: List[pa.Array] = []
-    where: List[int] = [-1] * len(raw)  # each record's position in the concatenated pieces (-1: null)
+    where = np.full(len(raw), -1, dtype=np.int64)  # each record's position in the concatenated pieces (-1: null)
     placed = 0
     for schema_id, indexes in frames.by_id.items():
-        try:
-            writer = client.schema_by_id(registry, schema_id, budget)
-        except client.UnknownSchemaId as exc:
-            reason = (str(exc) if isinstance(exc, client.NotAsked)
-                      else f"schema id {schema_id} is unknown to the Schema Registry at {scrub(registry.url)}")
+        writer = writer_of(registry, side.reader, schema_id, budget)
+        if isinstance(writer, str):
             for i in indexes:
-                errors[i] = reason
-            continue
-        except SchemaAnswerError as exc:  # the registry's unusable answer about this id: its records are bad
-            for i in indexes:
-                errors[i] = f"the writer schema of id {schema_id} is unusable: {exc}"
-            continue
-        if writer.schema_type != side.reader.schema_type:
-            for i in indexes:
-                errors[i] = (f"written with a {writer.schema_type} schema (id {schema_id}), read as "
-                             f"{side.reader.schema_type}")
+                errors[i] = writer
             continue
         column = codec_for(writer.schema_type).decode(writer, side.reader, frames.payloads[schema_id])
         for k, (i, error) in enumerate(zip(indexes, column.errors)):
@@ -201,11 +168,7 @@ def _decode_side(registry: RegistryOptions, side: SidePlan, raw: List[Optional[b
                 errors[i] = error
         pieces.append(column.values)
         placed += len(indexes)
-    pieces.append(pa.nulls(1, side.arrow_type))
-    all_values = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
-    positions = pa.array([placed if w < 0 else w for w in where], pa.int64())
-    values = pc.take(all_values, positions)
-    return values, frames.schema_ids, errors
+    return in_record_order(pieces, where, side.arrow_type), frames.schema_ids, errors
 
 
 def _record_error(batch: pa.RecordBatch, name: str, side: SidePlan, index: int, error: str) -> RecordError:

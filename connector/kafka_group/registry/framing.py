@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-__all__ = ["MAGIC_BYTE", "FRAME_HEADER", "Frames", "split_frames", "frame"]
+__all__ = ["MAGIC_BYTE", "FRAME_HEADER", "Frames", "split_frames", "frame", "not_framed"]
 
 #: The first byte of every framed record.
 MAGIC_BYTE = 0
@@ -61,7 +61,7 @@ def split_frames(values: Sequence[Optional[bytes]]) -> Frames:
         if value is None:
             continue
         if len(value) < FRAME_HEADER or value[0] != MAGIC_BYTE:
-            errors[i] = _not_framed(value)
+            errors[i] = not_framed(value)
             continue
         schema_id = int.from_bytes(value[1:5], "big", signed=True)
         ids[i] = schema_id
@@ -75,7 +75,8 @@ def split_frames(values: Sequence[Optional[bytes]]) -> Frames:
     return frames
 
 
-def _not_framed(value: bytes) -> str:
+def not_framed(value: bytes) -> str:
+    """Why ``value`` (not null) is not registry-framed."""
     if len(value) < FRAME_HEADER:
         return (f"not registry-framed: {len(value)} bytes, shorter than the 5-byte frame "
                 "(magic byte 0 and a 4-byte schema id)")

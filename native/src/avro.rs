@@ -1,0 +1,381 @@
+//! Registry-framed Avro payloads decoded into one Arrow column, driven by a plan made in Python.
+//!
+//! The Python codec (`kafka_group.registry.avro_codec`) stays the reference: `kafka_group.registry.
+//! avro_native` builds a plan (a table of schema nodes) only for the writer and reader schemas it
+//! knows this decoder reads exactly, and this module decodes a payload only when every value in it
+//! is one the reference decodes to the same Arrow value. Anything else — a payload that ends early
+//! or late, an out-of-range union branch or enum index, invalid UTF-8, a number wider than its
+//! type, a decimal beyond its precision, a duplicate map key, a count larger than the bytes
+//! left — makes that record a *fallback*: its partial values are truncated away, it is a null here,
+//! and Python decodes it with the reference codec (its value or its error, exactly as today).
+//!
+//! Bounds: nothing is allocated from a count in a payload (a count above the bytes left is a
+//! fallback; each item of an array or map takes at least one byte, which the plan guarantees), and
+//! the recursion is the plan's depth, which is a non-recursive schema's (at most [`MAX_DEPTH`]).
+//! The Arrow slots a payload's array and map items fill are charged before they are read, each item
+//! the leaf count of its type (a map entry one more for its key), against the budget Python's
+//! `avro_bounds` gives (`SLOTS_BASE` plus `SLOTS_PER_BYTE` per payload byte): a record beyond it is
+//! handed back (Python's walk then makes it a bad record), so no column grows past it for a record.
+
+use std::collections::HashSet;
+
+use arrow_array::{Array, BinaryArray, PrimitiveArray};
+use arrow_array::types::Int32Type;
+use arrow_data::ArrayData;
+use arrow_pyarrow::{PyArrowType, ToPyArrow};
+use arrow_schema::DataType;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::avro_column::{new_column, slots_of, Col, Column};
+
+/// The deepest plan accepted (the Python side plans only schemas of at most 500 levels).
+pub const MAX_DEPTH: usize = 600;
+
+/// One node of a plan, as Python sends it: (kind, a, b, c, children, names).
+pub type PlanNode = (String, i64, i64, i64, Vec<usize>, Vec<String>);
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Kind {
+    Bool,
+    Int,
+    Long,
+    Float,
+    Double,
+    Str,
+    Bytes,
+    Fixed(usize),
+    Enum,
+    Date,
+    /// A timestamp in microseconds after reading: (is UTC, is millis on the wire).
+    Ts(bool, bool),
+    /// precision, scale, fixed size (0: bytes)
+    Dec(u8, i8, usize),
+    Array,
+    Map,
+    Record,
+    /// [null, T]: the null branch's index
+    Nullable(i64),
+}
+
+pub struct Node {
+    pub kind: Kind,
+    pub children: Vec<usize>,
+    pub names: Vec<String>,
+}
+
+fn parse_plan(plan: Vec<PlanNode>) -> Result<Vec<Node>, String> {
+    let n = plan.len();
+    let mut nodes = Vec::with_capacity(n);
+    for (kind, a, b, c, children, names) in plan {
+        let want = |k: usize| if children.len() == k { Ok(()) } else { Err(format!("node {kind} wants {k} children")) };
+        let kind = match kind.as_str() {
+            "boolean" => Kind::Bool,
+            "int" => Kind::Int,
+            "long" => Kind::Long,
+            "float" => Kind::Float,
+            "double" => Kind::Double,
+            "string" => Kind::Str,
+            "bytes" => Kind::Bytes,
+            "fixed" if (1..=1 << 20).contains(&a) => Kind::Fixed(a as usize),
+            "enum" if !names.is_empty() => Kind::Enum,
+            "date" => Kind::Date,
+            "timestamp" => Kind::Ts(a != 0, b != 0),
+            "decimal" if (1..=38).contains(&a) && (0..=a).contains(&b) && (0..=16).contains(&c) => {
+                Kind::Dec(a as u8, b as i8, c as usize)
+            }
+            "array" => {
+                want(1)?;
+                Kind::Array
+            }
+            "map" => {
+                want(1)?;
+                Kind::Map
+            }
+            "record" if !children.is_empty() && children.len() == names.len() => Kind::Record,
+            "nullable" if a == 0 || a == 1 => {
+                want(1)?;
+                Kind::Nullable(a)
+            }
+            other => return Err(format!("plan node {other:?} is not one this decoder reads")),
+        };
+        if children.iter().any(|&c| c >= n) {
+            return Err("plan node refers past the plan".into());
+        }
+        nodes.push(Node { kind, children, names });
+    }
+    if nodes.is_empty() {
+        return Err("empty plan".into());
+    }
+    Ok(nodes)
+}
+
+/// A payload being read; every failure is `Err(())`: the record goes to the reference decoder.
+struct Payload<'a> {
+    data: &'a [u8],
+    pos: usize,
+    /// The Arrow slots its items may still fill.
+    slots_left: u64,
+}
+
+type Step = Result<(), ()>;
+
+impl<'a> Payload<'a> {
+    fn left(&self) -> usize {
+        self.data.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ()> {
+        if n > self.left() {
+            return Err(());
+        }
+        let out = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    /// A zigzag varint of at most 64 bits (a longer one is wider than any Arrow integer here).
+    fn long(&mut self) -> Result<i64, ()> {
+        let mut result: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let byte = *self.data.get(self.pos).ok_or(())?;
+            self.pos += 1;
+            if shift == 63 && byte > 1 {
+                return Err(());
+            }
+            result |= u64::from(byte & 0x7F) << shift;
+            if byte < 0x80 {
+                return Ok((result >> 1) as i64 ^ -((result & 1) as i64));
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(());
+            }
+        }
+    }
+
+    fn int(&mut self) -> Result<i32, ()> {
+        i32::try_from(self.long()?).map_err(|_| ())
+    }
+
+    fn length(&mut self) -> Result<usize, ()> {
+        let n = self.long()?;
+        if n < 0 || n as u64 > self.left() as u64 {
+            return Err(());
+        }
+        Ok(n as usize)
+    }
+
+    /// A block's item count, its items charged `slots` each (a negative count is followed by the
+    /// block's size in bytes).
+    fn block(&mut self, slots: u64) -> Result<usize, ()> {
+        let mut n = self.long()?;
+        if n < 0 {
+            n = n.checked_neg().ok_or(())?;
+            self.long()?;
+        }
+        // Each item takes at least one byte: a count above the bytes left is corrupt (nothing is
+        // allocated from it).
+        if n as u64 > self.left() as u64 {
+            return Err(());
+        }
+        let charge = (n as u64).checked_mul(slots).ok_or(())?;
+        self.slots_left = self.slots_left.checked_sub(charge).ok_or(())?;
+        Ok(n as usize)
+    }
+}
+
+fn push_bytes(off: &mut Vec<i32>, data: &mut Vec<u8>, value: &[u8]) -> Step {
+    data.extend_from_slice(value);
+    off.push(i32::try_from(data.len()).map_err(|_| ())?);
+    Ok(())
+}
+
+fn decode(nodes: &[Node], slots: &[u64], index: usize, p: &mut Payload<'_>, out: &mut Column) -> Step {
+    let node = &nodes[index];
+    if let Kind::Nullable(null_branch) = node.kind {
+        let branch = p.long()?;
+        if branch == null_branch {
+            out.push_null();
+            return Ok(());
+        }
+        if branch != 1 - null_branch {
+            return Err(());
+        }
+        return decode(nodes, slots, node.children[0], p, out);
+    }
+    match (&node.kind, &mut out.col) {
+        (Kind::Bool, Col::Bool(v)) => v.push(p.take(1)?[0] != 0),
+        (Kind::Int, Col::I32(v, _)) | (Kind::Date, Col::I32(v, _)) => v.push(p.int()?),
+        (Kind::Long, Col::I64(v, _)) => v.push(p.long()?),
+        (Kind::Ts(_, millis), Col::I64(v, _)) => {
+            let n = p.long()?;
+            v.push(if *millis { n.checked_mul(1000).ok_or(())? } else { n });
+        }
+        (Kind::Float, Col::F32(v)) => {
+            let x = f32::from_le_bytes(p.take(4)?.try_into().map_err(|_| ())?);
+            if x.is_nan() {
+                return Err(()); // NaN payload bits: left to the reference's own round trip
+            }
+            v.push(x);
+        }
+        (Kind::Double, Col::F64(v)) => v.push(f64::from_le_bytes(p.take(8)?.try_into().map_err(|_| ())?)),
+        (Kind::Str, Col::Bytes(off, data, _)) => {
+            let n = p.length()?;
+            let s = p.take(n)?;
+            std::str::from_utf8(s).map_err(|_| ())?;
+            push_bytes(off, data, s)?;
+        }
+        (Kind::Bytes, Col::Bytes(off, data, _)) => {
+            let n = p.length()?;
+            push_bytes(off, data, p.take(n)?)?;
+        }
+        (Kind::Fixed(size), Col::Bytes(off, data, _)) => push_bytes(off, data, p.take(*size)?)?,
+        (Kind::Enum, Col::Bytes(off, data, _)) => {
+            let i = p.long()?;
+            let symbol = usize::try_from(i).ok().and_then(|i| node.names.get(i)).ok_or(())?;
+            push_bytes(off, data, symbol.as_bytes())?;
+        }
+        (Kind::Dec(precision, _, size), Col::Dec(v, _, _)) => {
+            let n = if *size > 0 { *size } else { p.length()? };
+            let bytes = p.take(n)?;
+            v.push(decimal(bytes, *precision)?);
+        }
+        (Kind::Array, Col::List(off, kid)) => {
+            let mut total = kid.len();
+            loop {
+                let n = p.block(slots[node.children[0]])?;
+                if n == 0 {
+                    break;
+                }
+                for _ in 0..n {
+                    decode(nodes, slots, node.children[0], p, kid)?;
+                }
+                total += n;
+            }
+            off.push(i32::try_from(total).map_err(|_| ())?);
+        }
+        (Kind::Map, Col::Map(off, keys, values)) => {
+            let start = keys.len();
+            loop {
+                let n = p.block(slots[node.children[0]].saturating_add(1))?;
+                if n == 0 {
+                    break;
+                }
+                for _ in 0..n {
+                    decode(nodes_key(), &[1], 0, p, keys)?;
+                    decode(nodes, slots, node.children[0], p, values)?;
+                }
+            }
+            if let Col::Bytes(koff, kdata, _) = &keys.col {
+                let count = keys.len() - start;
+                if count > 1 {
+                    // A duplicate key: the reference keeps the last value at the first key's place.
+                    let mut seen = HashSet::with_capacity(count);
+                    for k in start..keys.len() {
+                        if !seen.insert(&kdata[koff[k] as usize..koff[k + 1] as usize]) {
+                            return Err(());
+                        }
+                    }
+                }
+            }
+            off.push(i32::try_from(keys.len()).map_err(|_| ())?);
+        }
+        (Kind::Record, Col::Struct(_, kids)) => {
+            for (&child, kid) in node.children.iter().zip(kids.iter_mut()) {
+                decode(nodes, slots, child, p, kid)?;
+            }
+        }
+        _ => return Err(()),
+    }
+    out.valid.push(true);
+    Ok(())
+}
+
+fn nodes_key() -> &'static [Node] {
+    static KEY: std::sync::OnceLock<Vec<Node>> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| vec![Node { kind: Kind::Str, children: Vec::new(), names: Vec::new() }])
+}
+
+/// A big-endian two's complement decimal that fits its precision (empty bytes are 0, as the reference reads them).
+fn decimal(bytes: &[u8], precision: u8) -> Result<i128, ()> {
+    if bytes.len() > 16 {
+        return Err(());
+    }
+    let mut value: i128 = if bytes.first().is_some_and(|b| b & 0x80 != 0) { -1 } else { 0 };
+    for &b in bytes {
+        value = (value << 8) | i128::from(b);
+    }
+    if value.unsigned_abs() >= 10u128.pow(u32::from(precision)) {
+        return Err(());
+    }
+    Ok(value)
+}
+
+/// Each value's schema id (null for a null value and for a value that is not registry-framed:
+/// shorter than 5 bytes, or a first byte other than 0). Caller: the Spark task's thread.
+#[pyfunction]
+pub fn frame_ids<'py>(py: Python<'py>, values: PyArrowType<ArrayData>) -> PyResult<Bound<'py, PyAny>> {
+    let data = values.0;
+    if data.data_type() != &DataType::Binary {
+        return Err(PyValueError::new_err(format!("a binary column is framed, not {}", data.data_type())));
+    }
+    let values = BinaryArray::from(data);
+    let ids: PrimitiveArray<Int32Type> = values
+        .iter()
+        .map(|v| v.filter(|v| v.len() >= 5 && v[0] == 0).map(|v| i32::from_be_bytes([v[1], v[2], v[3], v[4]])))
+        .collect();
+    ids.to_data().to_pyarrow(py)
+}
+
+/// Decode the values of `values` (a binary column of registry-framed records) whose frame has
+/// `schema_id`, in record order, through `plan`; returns the column (one value per such record) and
+/// the positions in it of the records left to the reference decoder (null here). `slots` is the
+/// budget of Arrow slots of one payload's items: (base, per payload byte).
+///
+/// Caller: the Spark task's thread (an executor); the GIL is released while decoding.
+#[pyfunction]
+pub fn avro_decode<'py>(
+    py: Python<'py>,
+    values: PyArrowType<ArrayData>,
+    schema_id: i32,
+    plan: Vec<PlanNode>,
+    slots: (u64, u64),
+) -> PyResult<(Bound<'py, PyAny>, Vec<usize>)> {
+    let nodes = parse_plan(plan).map_err(PyValueError::new_err)?;
+    let item_slots = slots_of(&nodes);
+    let (base, per_byte) = slots;
+    let mut out = new_column(&nodes, 0, 0).map_err(PyValueError::new_err)?;
+    let data = values.0;
+    if data.data_type() != &DataType::Binary {
+        return Err(PyValueError::new_err(format!("a binary column is decoded, not {}", data.data_type())));
+    }
+    let values = BinaryArray::from(data);
+    // A panic (a bug) becomes a ValueError: the Python codec then decodes these records.
+    let done = py.detach(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let mut fallback = Vec::new();
+            out.reserve(values.len());
+            let id = schema_id.to_be_bytes();
+            for value in values.iter().flatten() {
+                if value.len() < 5 || value[0] != 0 || value[1..5] != id {
+                    continue;
+                }
+                let before = out.len();
+                let size = (value.len() - 5) as u64;
+                let budget = base.saturating_add(per_byte.saturating_mul(size));
+                let mut payload = Payload { data: &value[5..], pos: 0, slots_left: budget };
+                let done = decode(&nodes, &item_slots, 0, &mut payload, &mut out);
+                if done.is_err() || payload.left() != 0 {
+                    out.truncate(before);
+                    out.push_null();
+                    fallback.push(before);
+                }
+            }
+            (out.finish().1, fallback)
+        }))
+    });
+    let (array, fallback) = done.map_err(|_| PyValueError::new_err("the compiled Avro decoder failed (a bug)"))?;
+    Ok((array.to_data().to_pyarrow(py)?, fallback))
+}
