@@ -5,11 +5,13 @@ Python read path to Arrow, (a2n) the compiled read path to Arrow; CPU seconds pe
 of each (this process's CPU, librdkafka's threads included; (K): its JVM's). With ``--spark``: the
 drain into ``noop`` of Spark's ``format("kafka")`` (S1) and of ``kafka-group`` with ``read.path``
 ``native`` and ``python``, with the CPU of every process but the broker per million records.
-Best of ``--repeat`` interleaved rounds. Figures printed as ratios; JSON to
+Best of ``--repeat`` interleaved rounds; the Spark contenders run in the reverse order every other
+round, so none always runs right after the same one. Figures printed as ratios; JSON to
 ``bench/results/native-<UTC timestamp>.json``.
 
     python -m bench.native_read                       # 8 partitions, 100 B and 1 KiB, in one process
     python -m bench.native_read --spark --partitions 8,64
+    python -m bench.native_read --spark --partitions 1000 --sizes 1024 --repeat 3
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def _spark_runs(servers: str, w: Workload, repeat: int, broker_pids: List[int]) 
     spark = _spark(2)
     out: Dict[str, List[Dict[str, float]]] = {"S1": [], "native": [], "python": []}
     with tempfile.TemporaryDirectory(prefix="bench-native-") as workdir:
-        for _ in range(repeat):
-            for key in out:
+        for round_number in range(repeat):
+            for key in (list(out) if round_number % 2 == 0 else list(reversed(out))):
                 if key == "S1":
                     run = run_query(spark, servers, w.topic, workdir, sink="noop", source_format="kafka",
                                     extra_options={"kafka.fetch.max.wait.ms": "10"}, broker_pids=broker_pids)
@@ -91,6 +93,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--partitions", default="8")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--spark", action="store_true", help="also the Spark drains into noop")
+    parser.add_argument("--sizes", default="100,1024", help="value sizes in bytes (1 KiB and up: a fifth of the records)")
     args = parser.parse_args(argv)
     from kafka_group.read.read_path import native_module
     from kafka_group_devbroker import start_cluster
@@ -106,7 +109,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         servers = cluster.bootstrap_servers
         broker_pids = list(getattr(cluster, "pids", []))
         for partitions in [int(p) for p in args.partitions.split(",")]:
-            for value_bytes, records in ((100, args.records), (1024, args.records // 5)):
+            for value_bytes in [int(v) for v in args.sizes.split(",")]:
+                records = args.records if value_bytes < 1024 else args.records // 5
                 w = Workload(f"native-{partitions}p-{value_bytes}b-{os.getpid()}", partitions, records,
                              value_bytes=value_bytes)
                 cluster.create_topic(w.topic, partitions)
