@@ -171,3 +171,46 @@ def test_the_sinks_prepare_step_filters_the_changes_the_own_merge_applies(tmp_pa
                         prepare=lambda c: c.filter(pa.compute.equal(c.column("id"), 200)))
     expected = sorted([(i, str(i), i) for i in range(100) if i not in (3, 4, 7, 11, 18, 29, 50)] + [(200, "200", 1000)])
     assert _rows(table) == expected
+
+
+def _commit_put(monkeypatch: Any, after: Any) -> None:
+    """The commit's conditional PUT lands, then ``after`` says what its caller hears (an S3 answer lost on the
+    way back, or a PUT the S3 client retried after its first attempt had landed); other PUTs are untouched."""
+    import kafka_group.delta.keyed_own_merge as module
+    from kafka_group.delta.log_commit import put_if_absent as real
+    from kafka_group.delta.log_snapshot import commit_path
+
+    def put(table_path: str, storage_options: Any, path: str, body: bytes) -> bool:
+        created = real(table_path, storage_options, path, body)
+        return after() if created and path == commit_path(4) else created
+
+    monkeypatch.setattr(module, "put_if_absent", put)
+
+
+def test_a_commit_whose_answer_was_lost_keeps_the_files_it_references(tmp_path: pathlib.Path,
+                                                                      monkeypatch: Any) -> None:
+    from kafka_group.errors import OffsetStoreError
+
+    def lost() -> bool:
+        raise OffsetStoreError("the store could not be reached. The commit may or may not have landed")
+
+    table = _copy(tmp_path)
+    _commit_put(monkeypatch, lost)
+    try:
+        own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)], info={})
+    except OffsetStoreError:
+        pass
+    else:
+        raise AssertionError("the lost answer was not reported")
+    assert DeltaTable(str(table)).version() == 4
+    assert _rows(table) == _expected()  # every file version 4 references is still there
+
+
+def test_a_retried_commit_put_that_finds_its_own_first_attempt_has_landed(tmp_path: pathlib.Path,
+                                                                         monkeypatch: Any) -> None:
+    table = _copy(tmp_path)
+    _commit_put(monkeypatch, lambda: False)  # the retry's If-None-Match answered 412: the object exists
+    assert own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)],
+                     info={}) == 4
+    assert _rows(table) == _expected()
+    assert DeltaTable(str(table)).transaction_version("app") == 7
