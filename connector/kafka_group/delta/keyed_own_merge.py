@@ -116,15 +116,19 @@ def own_merge(
     Returns
     -------
     int or None
-        The version created; None when another writer created it first (nothing of this attempt
-        is visible; its files are deleted; the caller checks the offsets again and replans).
+        The version created (a conditional PUT that the S3 client retried after its first attempt
+        landed counts: the commit read back is this one); None when another writer created it first
+        (nothing of this attempt is visible; its files are deleted; the caller checks the offsets
+        again and replans), or when that commit could not be read back (its files are kept).
 
     Raises
     ------
     UnsupportedTableFeatureError
         The table has what this MERGE does not honour (:func:`own_merge_refusal`).
     OffsetStoreError
-        A file or deletion vector could not be read or written (nothing is committed).
+        A file or deletion vector could not be read or written (nothing is committed), or the
+        store failed the commit's PUT, which may have landed: the files are kept, and the next
+        run's offset check lands the batch or skips it.
     """
     from kafka_group.delta.delta_files import write_partitioned
 
@@ -156,10 +160,10 @@ def own_merge(
                 continue
             if with_dvs:
                 readd, dv_file, body = _with_new_dv(f)
-                written.append(dv_file)
-                if not put_if_absent(table_path, storage_options, dv_file.path, body):
+                if not put_if_absent(table_path, storage_options, dv_file.path, body):  # never another's to delete
                     raise OffsetStoreError(f"the deletion vector file {dv_file.path} exists already (a UUID collision); "
                                            "nothing was committed, the next attempt names another")
+                written.append(dv_file)
                 readds.append(readd)
             else:  # copy-on-write: the file's live rows that this MERGE does not touch
                 import pyarrow as pa
@@ -194,7 +198,22 @@ def own_merge(
             "insertedRows": str(plan.inserted)}})
         actions[1:1] = [{"remove": r} for r in removes] + [{"add": a} for a in readds]
         crash_point("delta.own_merge_written")
-        if put_if_absent(table_path, storage_options, commit_path(version + 1), encode_actions(actions)):
+        body = encode_actions(actions)
+        try:
+            landed = put_if_absent(table_path, storage_options, commit_path(version + 1), body)
+        except OffsetStoreError:
+            written = []  # the commit may have landed and reference them: kept (VACUUM removes them if not)
+            raise
+        # False is another writer's commit, or this one's: the S3 client retries a PUT whose answer it lost,
+        # and the retry's If-None-Match then finds the first attempt's object
+        ours = landed or _holds(fs, version + 1, body)
+        if ours is None:  # unreadable: it may be this commit, whose files must stay
+            logger.warning("could not read version %d of %s to tell whose commit it is; keeping this MERGE's %d "
+                           "files (VACUUM removes them if no version references them)", version + 1, table_path,
+                           len(written))
+            written = []
+            return None
+        if ours:
             written = []
             checkpoint_if_due(table, table_path, config, version + 1)
             logger.info("merged version %d of %s (own MERGE%s): %d deleted, %d updated, %d inserted", version + 1,
@@ -207,6 +226,16 @@ def own_merge(
     finally:
         if written:
             delete_files(table_path, storage_options, written)
+
+
+def _holds(fs: Any, version: int, body: bytes) -> Optional[bool]:
+    """Whether commit ``version`` is ``body`` (the commit this MERGE wrote), None when it cannot be read."""
+    try:
+        with fs.open_input_stream(commit_path(version)) as stream:
+            return bool(stream.read() == body)
+    except OSError as exc:
+        logger.debug("could not read commit %d: %s", version, exc)
+        return None
 
 
 def pa_schema(table: Any) -> Any:
