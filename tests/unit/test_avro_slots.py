@@ -93,3 +93,34 @@ def test_rust_decodes_a_payload_at_the_budget_and_hands_back_one_item_more(conta
     errors = errors_of(batch)
     assert decoded_here == 1 and errors[0] is None and "Arrow slots" in (errors[1] or "")
     assert len(batch.column("value").to_pylist()[0]["xs"]) == n
+
+
+def of_enums(symbol_bytes: int) -> Dict[str, Any]:
+    """An array of an enum whose first symbol is ``symbol_bytes`` long: each 1-byte item is that many bytes of Arrow."""
+    kind = {"type": "enum", "name": "E", "symbols": ["S" * symbol_bytes, "T"]}
+    return {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
+                                                      {"name": "xs", "type": {"type": "array", "items": kind}}]}
+
+
+def enum_items(n: int) -> bytes:
+    return zigzag(1) + zigzag(n) + zigzag(0) * n + zigzag(0)  # n items of the long symbol, 1 byte each
+
+
+def test_an_enum_item_is_charged_the_slots_of_its_longest_symbol() -> None:
+    """A 1-byte enum item copies its symbol into the column: an array of them is as dense as its longest symbol
+    (800 bytes: 100 slots of 8 bytes), so 5,000 of them (4 MB of Arrow from 5 KB) are beyond the budget."""
+    doc = of_enums(800)
+    bounds = bounds_for(canonical(doc))
+    assert bounds is not None and not bounds.decimals_only
+    column = AvroCodec().decode(registered(doc), registered(doc), [enum_items(5_000), enum_items(3)])
+    assert column.values.to_pylist() == [None, {"id": 1, "xs": ["S" * 800] * 3}]
+    assert "Arrow slots" in (column.errors[0] or "") and column.errors[1] is None
+
+
+def test_rust_charges_an_enum_item_its_longest_symbol_and_hands_back_one_item_more() -> None:
+    doc = of_enums(800)  # 100 slots an item
+    n = max(k for k in range(1, 5_000) if k * 100 <= SLOTS_BASE + SLOTS_PER_BYTE * len(enum_items(k)))
+    batch, decoded_here = both(doc, {1: doc}, [frame(1, enum_items(n)), frame(1, enum_items(n + 1))])
+    errors = errors_of(batch)
+    assert decoded_here == 1 and errors[0] is None and "Arrow slots" in (errors[1] or "")
+    assert len(batch.column("value").to_pylist()[0]["xs"]) == n
