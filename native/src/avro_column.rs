@@ -92,7 +92,8 @@ fn min_bytes(nodes: &[Node], index: usize, depth: usize) -> usize {
 }
 
 /// The Arrow slots one value of each node fills (as `avro_bounds` counts them: 1, a record's own
-/// and its fields', a nullable's value's; a list or map is 1, its items charged as they are read).
+/// and its fields', a nullable's value's, an enum's longest symbol's bytes in slots of 8; a list or map is
+/// 1, its items charged as they are read).
 pub fn slots_of(nodes: &[Node]) -> Vec<u64> {
     fn count(nodes: &[Node], index: usize, depth: usize, memo: &mut Vec<Option<u64>>) -> u64 {
         if let Some(n) = memo[index] {
@@ -108,6 +109,9 @@ pub fn slots_of(nodes: &[Node]) -> Vec<u64> {
                     .children
                     .iter()
                     .fold(1u64, |sum, &c| sum.saturating_add(count(nodes, c, depth + 1, memo))),
+                // its symbol is copied into the column: the longest one's bytes in slots of 8
+                // (kafka_group.registry.avro_bounds.enum_slots charges the same)
+                Kind::Enum => (node.names.iter().map(|s| s.len() as u64).max().unwrap_or(0)).div_ceil(8).max(1),
                 _ => 1,
             }
         };

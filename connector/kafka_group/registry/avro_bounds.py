@@ -26,7 +26,8 @@ charged the nodes of its type's tree, counted once per type), when it nests deep
 read as Java reads it; for a writer checked for its decimals alone, payloads of
 :data:`DECIMALS_CHECKED_FROM` bytes or more), or when its array and map items fill more than
 :data:`SLOTS_BASE` plus :data:`SLOTS_PER_BYTE` per byte Arrow slots (each item charged the leaf
-count of its type, a list or map counted as one, a map's key as one more). Only writers with items of
+count of its type, a list or map counted as one, a map's key as one more, an enum as its longest
+symbol's bytes in slots of 8). Only writers with items of
 more than SLOTS_PER_BYTE slots per byte they take at least are walked for their slots (no other
 payload can exceed the budget), and only payloads long enough to; the compiled decoder reads them
 (:attr:`Bounds.native`: it charges the same slots and hands back a record beyond them). A ``fixed``
@@ -43,7 +44,7 @@ from kafka_group.errors import ConfigError
 from kafka_group.registry.avro_decimals import MAX_DECIMAL_BYTES, MAX_DECIMAL_DIGITS, decimal_bits, decimal_problem
 from kafka_group.registry.avro_names import Canonical, place
 
-__all__ = ["Bounds", "bounds_for", "decimal_bits", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE",
+__all__ = ["Bounds", "bounds_for", "decimal_bits", "enum_slots", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE",
            "SLOTS_BASE", "SLOTS_PER_BYTE",
            "MAX_DECIMAL_DIGITS", "MAX_DECIMAL_BYTES",
            "DECIMALS_CHECKED_FROM"]
@@ -90,6 +91,15 @@ def bounds_for(writer: Canonical) -> Optional["Bounds"]:
     except RecursionError:  # nested deeper than Python's own stack: checked like a recursive type
         pass
     return Bounds(writer.schema, writer.named, shape)
+
+
+def enum_slots(symbols: Any) -> int:
+    """The slots an enum value fills: its longest symbol's UTF-8 bytes in slots of 8 bytes, 1 at least
+    (its symbol is copied into the column: a 1-byte item of a long symbol is many bytes of Arrow).
+    The compiled decoder charges the same (``native/src/avro_column.rs``, ``slots_of``)."""
+    longest = max((len(s.encode("utf-8")) for s in symbols if isinstance(s, str)), default=0) \
+        if isinstance(symbols, list) else 0
+    return max(1, -(-longest // 8))
 
 
 class _Shape:
@@ -162,7 +172,8 @@ class _Shape:
 
     def slots(self, schema: Any) -> int:
         """The Arrow slots one value of ``schema`` fills: 1, a record's fields' and its own, a union's
-        largest branch (a list or map is 1: its items are charged as they are read)."""
+        largest branch, an enum's longest symbol's (:func:`enum_slots`; a list or map is 1: its items
+        are charged as they are read)."""
         return self._memo(schema, self._slots, self._slots_of, 1)
 
     def _slots_of(self, schema: Any) -> int:
@@ -170,6 +181,8 @@ class _Shape:
             return max((self.slots(b) for b in schema), default=1)
         if isinstance(schema, dict) and schema.get("type") in ("record", "error"):
             return min(1 + sum(self.slots(f["type"]) for f in schema.get("fields", [])), _UNBOUNDED)
+        if isinstance(schema, dict) and schema.get("type") == "enum":
+            return enum_slots(schema.get("symbols"))
         return 1
 
     def least(self, schema: Any) -> int:
