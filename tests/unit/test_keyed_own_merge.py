@@ -214,3 +214,17 @@ def test_a_retried_commit_put_that_finds_its_own_first_attempt_has_landed(tmp_pa
                      info={}) == 4
     assert _rows(table) == _expected()
     assert DeltaTable(str(table)).transaction_version("app") == 7
+
+
+def test_a_string_maximum_delta_spark_may_have_truncated_never_prunes_a_file() -> None:
+    """delta-spark keeps 32 characters of a string statistic; some of its releases cut a maximum before a
+    character outside the BMP without widening it, leaving it below the file's real maximum."""
+    from kafka_group.delta.keyed_own_plan import _candidates
+
+    key = "k" * 32 + "\U0001F600"  # in the file; its maximum was written as the bare 32-character prefix
+    adds = pa.table({"min.id": ["k" * 32, "a"], "max.id": ["k" * 32, "b"]})
+    source = pa.table({"id": [key]})
+    assert _candidates(adds, source, ["id"], []) == [True, False]
+    emoji = "\U0001F600" * 16  # 32 UTF-16 units in 16 characters: a prefix as long as delta-spark keeps
+    adds = pa.table({"min.id": [emoji], "max.id": [emoji]})
+    assert _candidates(adds, pa.table({"id": [emoji + "z"]}), ["id"], []) == [True]
