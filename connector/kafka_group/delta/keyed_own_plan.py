@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.column_mapping import ColumnMapping
 from kafka_group.delta.deletion_vectors import DeletionVector, read_deleted_rows
+from kafka_group.delta.key_rows import maximum_may_be_cut
 from kafka_group.delta.keyed_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
 from kafka_group.delta.log_files import live_adds
 from kafka_group.errors import OffsetStoreError
@@ -116,17 +117,11 @@ def plan_scd1(table: Any, fs: Any, table_uri: str, changes: Any, keys: Sequence[
     return Scd1Plan(plans, new_rows, deleted, updated, len(inserts_idx))
 
 
-#: The characters (UTF-16 units) of a string statistic delta-spark keeps (``dataSkippingStringPrefixLength``).
-_STRING_PREFIX = 32
-
-
 def _candidates(adds: Any, source: Any, keys: Sequence[str], partition_columns: Sequence[str]) -> List[bool]:
     """Per file: whether its key statistics can hold one of the changed keys (no statistics: yes).
     Pruned on integer, date and string keys only, whose bounds are exact or widened by delta-spark
     (a timestamp's maximum is truncated to milliseconds, below its true value). A string maximum
-    of :data:`_STRING_PREFIX` characters or more bounds nothing: delta-spark keeps that many of a
-    statistic, and some of its releases cut a maximum before a character outside the BMP without
-    widening it (a minimum cut short stays below the value)."""
+    that may have been cut short bounds nothing (:func:`~kafka_group.delta.key_rows.maximum_may_be_cut`)."""
     import pyarrow as pa
 
     keep = [True] * adds.num_rows
@@ -141,9 +136,7 @@ def _candidates(adds: Any, source: Any, keys: Sequence[str], partition_columns: 
             if low is None or high is None or not keep[i]:
                 continue
             at = bisect.bisect_left(values, low)
-            # delta-spark counts a statistic's characters in UTF-16 units (Java's)
-            unbounded = isinstance(high, str) and len(high.encode("utf-16-le")) // 2 >= _STRING_PREFIX
-            keep[i] = at < len(values) and (unbounded or values[at] <= high)
+            keep[i] = at < len(values) and (maximum_may_be_cut(high) or values[at] <= high)
     return keep
 
 
