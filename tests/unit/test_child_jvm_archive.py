@@ -78,3 +78,13 @@ def test_the_childrens_environment_names_the_archive_only_when_it_is_ours(archiv
     _create(archive)
     assert child_env({"X": "1"})["JDK_JAVA_OPTIONS"].split() == [
         CHILD_JAVA_OPTIONS, f"-XX:SharedArchiveFile={archive}", "-Xlog:cds*=off"]
+
+
+@pytest.mark.parametrize("mode, usable", [(0o777, False), (0o775, False), (0o1777, True), (0o755, True)])
+def test_an_archive_below_a_folder_others_may_write_is_not_mapped(archive: Path, mode: int, usable: bool) -> None:
+    """Who may write a folder above the archive's may rename the archive's folder and put theirs in its place between
+    the check and the JVM's start (a sticky folder lets nobody rename what is not theirs)."""
+    _create(archive)
+    cache = archive.parent.parent.parent  # $XDG_CACHE_HOME
+    cache.chmod(mode)
+    assert (usable_class_archive() == archive) is usable
