@@ -100,13 +100,33 @@ def _ours(path: Path, kind: int) -> bool:
             and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
+def _safe_above(folder: Path) -> bool:
+    """Whether nobody but this user and root may rename what lies below ``folder``: each folder above it, as
+    written and as resolved (links followed), is this user's or root's, and writable by nobody else
+    unless sticky (where only an entry's owner may rename it)."""
+    for chain in (folder.parents, Path(os.path.realpath(folder)).parents):
+        for above in chain:
+            try:
+                info = above.lstat()
+            except OSError:
+                return False
+            if info.st_uid not in (0, os.getuid()):
+                return False
+            if stat.S_ISDIR(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) \
+                    and not info.st_mode & stat.S_ISVTX:
+                return False
+    return True
+
+
 def usable_class_archive() -> Optional[Path]:
-    """:func:`class_archive` if it exists and it and its folder are this user's alone (a JVM maps what it
-    holds as its own classes), else None. No whitespace in its path (Spark splits the JVM options on it)."""
+    """:func:`class_archive` if it exists and it and its folder are this user's alone, below folders where
+    nobody else may swap them (a JVM maps what it holds as its own classes), else None. No whitespace in
+    its path (Spark splits the JVM options on it)."""
     archive = class_archive()
     if archive is None or any(c.isspace() for c in str(archive)):
         return None
-    return archive if _ours(archive.parent, stat.S_IFDIR) and _ours(archive, stat.S_IFREG) else None
+    return archive if (_ours(archive.parent, stat.S_IFDIR) and _ours(archive, stat.S_IFREG)
+                       and _safe_above(archive.parent)) else None
 
 
 def child_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
