@@ -228,3 +228,19 @@ def test_a_string_maximum_delta_spark_may_have_truncated_never_prunes_a_file() -
     emoji = "\U0001F600" * 16  # 32 UTF-16 units in 16 characters: a prefix as long as delta-spark keeps
     adds = pa.table({"min.id": [emoji], "max.id": [emoji]})
     assert _candidates(adds, pa.table({"id": [emoji + "z"]}), ["id"], []) == [True]
+
+
+def test_a_retried_deletion_vector_put_that_finds_its_own_first_attempt_goes_on(tmp_path: pathlib.Path,
+                                                                               monkeypatch: Any) -> None:
+    import kafka_group.delta.keyed_own_merge as module
+    from kafka_group.delta.log_commit import put_if_absent as real
+
+    def put(table_path: str, storage_options: Any, path: str, body: bytes) -> bool:
+        created = real(table_path, storage_options, path, body)
+        return False if created and path.startswith("deletion_vector_") else created  # the retry answered 412
+
+    monkeypatch.setattr(module, "put_if_absent", put)
+    table = _copy(tmp_path)
+    assert own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)],
+                     info={}) == 4
+    assert _rows(table) == _expected()
