@@ -160,7 +160,9 @@ def own_merge(
                 continue
             if with_dvs:
                 readd, dv_file, body = _with_new_dv(f)
-                if not put_if_absent(table_path, storage_options, dv_file.path, body):  # never another's to delete
+                # False: a UUID collision, or the S3 client's retry of this PUT found its first attempt
+                if not (put_if_absent(table_path, storage_options, dv_file.path, body)
+                        or _holds(fs, dv_file.path, body)):  # never another's to delete
                     raise OffsetStoreError(f"the deletion vector file {dv_file.path} exists already (a UUID collision); "
                                            "nothing was committed, the next attempt names another")
                 written.append(dv_file)
@@ -206,7 +208,7 @@ def own_merge(
             raise
         # False is another writer's commit, or this one's: the S3 client retries a PUT whose answer it lost,
         # and the retry's If-None-Match then finds the first attempt's object
-        ours = landed or _holds(fs, version + 1, body)
+        ours = landed or _holds(fs, commit_path(version + 1), body)
         if ours is None:  # unreadable: it may be this commit, whose files must stay
             logger.warning("could not read version %d of %s to tell whose commit it is; keeping this MERGE's %d "
                            "files (VACUUM removes them if no version references them)", version + 1, table_path,
@@ -228,13 +230,14 @@ def own_merge(
             delete_files(table_path, storage_options, written)
 
 
-def _holds(fs: Any, version: int, body: bytes) -> Optional[bool]:
-    """Whether commit ``version`` is ``body`` (the commit this MERGE wrote), None when it cannot be read."""
+def _holds(fs: Any, path: str, body: bytes) -> Optional[bool]:
+    """Whether ``path`` (relative to the table) holds ``body`` (what this MERGE wrote: its names carry a
+    UUID), None when it cannot be read."""
     try:
-        with fs.open_input_stream(commit_path(version)) as stream:
+        with fs.open_input_stream(path) as stream:
             return bool(stream.read() == body)
     except OSError as exc:
-        logger.debug("could not read commit %d: %s", version, exc)
+        logger.debug("could not read %s: %s", path, exc)
         return None
 
 
