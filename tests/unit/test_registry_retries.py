@@ -21,7 +21,8 @@ SCHEMA = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}}
 
 
 class Registry:
-    """Answers each request with the next status of ``statuses`` (200 with the schema when they run out)."""
+    """Answers each request with the next status of ``statuses`` (200 with the schema when they run out; 0: no
+    answer, the connection closed)."""
 
     def __init__(self) -> None:
         self.statuses: List[int] = []
@@ -32,6 +33,9 @@ class Registry:
             def do_GET(self) -> None:  # noqa: N802
                 registry.requests += 1
                 status = registry.statuses.pop(0) if registry.statuses else 200
+                if status == 0:  # the connection closed with no answer (a registry restarting or overloaded)
+                    self.close_connection = True
+                    return
                 body = (json.dumps({"schema": SCHEMA, "schemaType": "JSON"}) if status == 200
                         else json.dumps({"error_code": status * 100 + 3 if status == 404 else status,
                                          "message": "no"})).encode()
@@ -92,3 +96,10 @@ def test_a_refusal_is_not_retried(registry: Registry, status: int, error: type) 
 def test_retry_options_are_checked() -> None:
     with pytest.raises(ConfigError, match="schemaRegistry.max.retries"):
         _options("http://r:1", **{"schemaRegistry.max.retries": "-1"})
+
+
+def test_a_connection_closed_with_no_answer_is_asked_again(registry: Registry) -> None:
+    """Seen from Apicurio under CI's load: 'Remote end closed connection without response' on a GET."""
+    registry.statuses = [0]
+    assert client.schema_by_id(_options(registry.url), 1).text == SCHEMA
+    assert registry.requests == 2
