@@ -725,7 +725,7 @@ def _retry_count(name: str, raw: str) -> int:
 
 SCHEMA_REGISTRY_MAX_RETRIES: OptionSpec[int] = OptionSpec(
     'schemaRegistry.max.retries', 'integer', '`3`',
-    "How many times a registry request that may pass (the registry unreachable, HTTP 429 or 5xx, no answer in time) is sent again, waiting longer each time; all of them within the lookup's one deadline (120 s). A refusal, a redirect or an unknown id is not retried. `0` sends each request once.",
+    "How many times a registry request that may pass (the registry unreachable, a connection closed with no answer, HTTP 429 or 5xx, no answer in time) is sent again, waiting longer each time; all of them within the lookup's one deadline (120 s). A refusal, a redirect or an unknown id is not retried. `0` sends each request once.",
     parser=_retry_count, default='3',
 )
 SCHEMA_REGISTRY_RETRIES_WAIT_MS: OptionSpec[int] = OptionSpec(

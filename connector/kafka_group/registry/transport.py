@@ -228,6 +228,10 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
         _too_big(where, max_bytes)
     except (_Late, TimeoutError):
         _late(where, timeout_s)
+    except http.client.RemoteDisconnected:  # closed with no answer at all: a registry restarting or overloaded
+        raise SchemaRegistryUnavailable(
+            f"the Schema Registry at {scrub(base)} closed the connection with no answer (GET {path}); the task is "
+            "retried as Spark retries tasks. Check the registry's load and 'schemaRegistryAddress'") from None
     except (http.client.HTTPException, ValueError) as exc:  # ValueError: http.client's bad chunk size
         _not_http(base, path, exc)
     except (urllib.error.URLError, OSError) as exc:
