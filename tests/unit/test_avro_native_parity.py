@@ -32,6 +32,7 @@ from kafka_group.registry.codec import RegisteredSchema, SchemaReference  # noqa
 from kafka_group.registry.decoding import decode_batch, decoded_arrow_schema, plan_decoding  # noqa: E402
 from kafka_group.registry.framing import frame  # noqa: E402
 from kafka_group.registry.settings import RegistryOptions, SideDecoding  # noqa: E402
+from tests.unit.test_avro_hostile import encode  # noqa: E402
 
 SLOTS = (SLOTS_BASE, SLOTS_PER_BYTE)
 URL = "http://127.0.0.1:1/apis/ccompat/v7"  # nothing listens on port 1: an id not cached is unknown
@@ -43,12 +44,6 @@ def empty_cache() -> Iterator[None]:
     client.clear_cache()
     yield
     client.clear_cache()
-
-
-def encode(doc: Any, record: Any) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(doc), record)
-    return out.getvalue()
 
 
 def zigzag(n: int) -> bytes:
