@@ -43,7 +43,7 @@ from kafka_group_devbroker.schema_registry import SchemaRegistry
 from kafka_group_devbroker.secured_kafka import SecuredKafka
 from tests.hostile_registry import hostile_registry  # noqa: F401 (a fixture: a hostile Schema Registry)
 from tests.support import BROKER_ENGINE, REPO, RUN_CLUSTER, RUN_SLOW, Cluster, S3Server, create_topic, mock
-from tests.support_child_jvm import class_archive
+from tests.support_child_jvm import CHILD_JAVA_OPTIONS, class_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,10 +53,34 @@ _log = logging.getLogger(__name__)
 _clusters: Dict[Tuple[str, int], Cluster] = {}
 
 
+#: The integration files that took longest in CI (``--durations``, November 2026), longest first. A run
+#: starts with them and ends with the unit tests, so that two workers (``scripts/test.sh``) finish together:
+#: whichever is free last takes small files, never a long one alone at the end.
+LONGEST_FILES = (
+    "test_exactly_once_delta.py", "test_cdc_delta.py", "test_catalog_tables.py", "test_cdc_deletion_vectors.py",
+    "test_delta_writer_features.py", "test_examples.py", "test_delta_spark.py", "test_group_protocols.py",
+    "test_chaos.py", "test_broker_faults.py", "test_delta_mapped_and_checked_tables.py",
+    "test_broker_disk_full.py", "test_group_membership.py", "test_group_failover_delta.py", "test_retention.py",
+    "test_revoke_waits_for_running_batch.py", "test_delta_commit_failure.py", "test_schema_evolution.py",
+    "test_object_store.py", "test_available_now_after_crash.py", "test_cluster_view_faults.py",
+    "test_cluster_sizing.py",
+)
+
+
+def _run_order(item: pytest.Item) -> int:
+    """Where ``item``'s file runs: :data:`LONGEST_FILES` in their order, the other integration files, then
+    the rest (the unit tests). Within a file, and among equals, pytest's own order stays."""
+    name = item.path.name
+    if name in LONGEST_FILES:
+        return LONGEST_FILES.index(name)
+    return len(LONGEST_FILES) + (0 if item.path.parent.name == "integration" else 1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Skip the ``slow`` tier unless ``KAFKA_GROUP_SLOW_TESTS=1``, and the ``cluster`` tier unless
-    ``KAFKA_GROUP_CLUSTER_TESTS=1`` (it runs in a pytest process of its own, ``scripts/test-cluster.sh``:
-    a process holds one SparkContext, and the rest of the suite's is ``local[2]``)."""
+    """Order the run by :func:`_run_order`; skip the ``slow`` tier unless ``KAFKA_GROUP_SLOW_TESTS=1``, and the
+    ``cluster`` tier unless ``KAFKA_GROUP_CLUSTER_TESTS=1`` (it runs in a pytest process of its own,
+    ``scripts/test-cluster.sh``: a process holds one SparkContext, and the rest of the suite's is ``local[2]``)."""
+    items.sort(key=_run_order)  # stable: a file's tests keep their order
     skip_slow = pytest.mark.skip(reason="long tier: set KAFKA_GROUP_SLOW_TESTS=1 to run it")
     skip_cluster = pytest.mark.skip(reason="standalone-cluster tier: bash scripts/test-cluster.sh runs it")
     for item in items:
@@ -145,7 +169,8 @@ def _spark_session() -> Iterator["SparkSession"]:
 
     Spark's own Kafka source (``format("kafka")``, for the parity tests) and delta-spark (for
     ``test_delta_spark.py``: its SQL extension and catalog, as users configure them) are on its
-    classpath, their jars fetched by Maven on first use. One JVM for the run keeps the suite fast;
+    classpath, their jars fetched by Maven on first use. One JVM for the run keeps the suite fast
+    (its JVM compiles with C1 only, like the child drivers': :data:`CHILD_JAVA_OPTIONS`);
     delta-spark's catalog hands every non-Delta table to Spark's own, and the sink writes its
     Parquet files with ``DataFrame.write.parquet``, which delta-spark does not touch.
     """
@@ -165,6 +190,10 @@ def _spark_session() -> Iterator["SparkSession"]:
                 # delta-spark rebuilds a snapshot's state in 50 tasks by default; the tests' tables
                 # hold a few files, which 2 tasks (local[2]) read with the same result for less CPU.
                 "spark.databricks.delta.snapshotPartitions": "2",
+                # C1 only: the run's queries are small, and C2 kept a core half busy compiling for
+                # them. Measured on test_cdc_delta.py and test_stream_source.py together (18 tests,
+                # November 2026): 566 CPU-seconds instead of 637, 421 s instead of 436.
+                "spark.driver.extraJavaOptions": CHILD_JAVA_OPTIONS,
             },
         )
     else:
