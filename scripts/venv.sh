@@ -31,14 +31,13 @@ done
 spec="$root"
 if [ "${#extras[@]}" -gt 0 ]; then spec="$root[$(IFS=,; echo "${extras[*]}")]"; fi
 # One install at a time per checkout (CI runs the newest-pyspark tier beside the suite): each builds in the
-# checkout's build/ folders, which the next one removes first.
-exec {install_lock}>"$root/.install.lock"
-flock "$install_lock"
+# checkout's build/ folders, which the next one removes first. flock holds the lock (-o: the commands it runs
+# do not inherit it, so nothing they start can keep it).
 # setuptools reuses build/ across installs: a module deleted from the tree would still ship.
-rm -rf "$root/build" "$root/devbroker/build"
 # One pip call: the dev package's dependency on pyspark-kafka-group is the checkout's.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" "$root/devbroker" \
+flock -o "$root/.install.lock" bash -c 'rm -rf "$1" "$2" && shift 2 && exec "$@"' _ \
+  "$root/build" "$root/devbroker/build" \
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" "$root/devbroker" \
   ${requirements[@]+"${requirements[@]}"}
-exec {install_lock}>&-
 export PYSPARK_PYTHON="$venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$venv/bin/python"

@@ -70,10 +70,10 @@ LONGEST_FILES = (
 def _run_order(item: pytest.Item) -> int:
     """Where ``item``'s file runs: :data:`LONGEST_FILES` in their order, the other integration files, then
     the rest (the unit tests). Within a file, and among equals, pytest's own order stays."""
+    if item.path.parent.name != "integration":
+        return len(LONGEST_FILES) + 1
     name = item.path.name
-    if name in LONGEST_FILES:
-        return LONGEST_FILES.index(name)
-    return len(LONGEST_FILES) + (0 if item.path.parent.name == "integration" else 1)
+    return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
