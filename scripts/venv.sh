@@ -35,9 +35,16 @@ if [ "${#extras[@]}" -gt 0 ]; then spec="$root[$(IFS=,; echo "${extras[*]}")]"; 
 # do not inherit it, so nothing they start can keep it).
 # setuptools reuses build/ across installs: a module deleted from the tree would still ship.
 # One pip call: the dev package's dependency on pyspark-kafka-group is the checkout's.
-flock -o "$root/.install.lock" bash -c 'rm -rf "$1" "$2" && shift 2 && exec "$@"' _ \
-  "$root/build" "$root/devbroker/build" \
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" "$root/devbroker" \
-  ${requirements[@]+"${requirements[@]}"}
+# KAFKA_GROUP_INSTALLED=1 (CI's second lane, on a virtualenv the suite installed and is running from):
+# install nothing, only wait for an install in progress to end; reinstalling would replace the package's
+# files under the running suite.
+if [ "${KAFKA_GROUP_INSTALLED:-}" = 1 ]; then
+  flock -o "$root/.install.lock" true
+else
+  flock -o "$root/.install.lock" bash -c 'rm -rf "$1" "$2" && shift 2 && exec "$@"' _ \
+    "$root/build" "$root/devbroker/build" \
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" "$root/devbroker" \
+    ${requirements[@]+"${requirements[@]}"}
+fi
 export PYSPARK_PYTHON="$venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$venv/bin/python"
