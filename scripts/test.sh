@@ -18,9 +18,10 @@ fi
 # Two pytest-xdist workers by default (KAFKA_GROUP_TEST_WORKERS=0: one process), one test file per worker at
 # a time, each with its own brokers and SparkSession, the longest files first and the unit tests last
 # (tests/conftest.py orders them; --no-loadscope-reorder keeps that order). One process left a core idle
-# a fifth to a third of the time (waiting for a group, a broker or a child driver). Measured here with the
-# JVMs on C1 only (November 2026), test_cdc_deletion_vectors.py and test_delta_writer_features.py took
-# 498 s on two workers against 567 s in one process (cores 96% busy against 80%).
+# a fifth to a third of the time (waiting for a group, a broker or a child driver). Measured here (November
+# 2026): test_cdc_deletion_vectors.py and test_delta_writer_features.py took 498 s on two workers against 567 s
+# in one process (cores 96% busy against 80%); the whole suite took 4612 s on two workers with CI's
+# newest-pyspark tier (862 s alone) running beside it, against 4760 s in one process without it.
 # --durations: CI's log shows where the time goes (the default run must stay inside its budget).
 exec "$venv/bin/python" -m pytest -q -n "${KAFKA_GROUP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
   --durations=30 "$@"

@@ -43,7 +43,7 @@ from kafka_group_devbroker.schema_registry import SchemaRegistry
 from kafka_group_devbroker.secured_kafka import SecuredKafka
 from tests.hostile_registry import hostile_registry  # noqa: F401 (a fixture: a hostile Schema Registry)
 from tests.support import BROKER_ENGINE, REPO, RUN_CLUSTER, RUN_SLOW, Cluster, S3Server, create_topic, mock
-from tests.support_child_jvm import CHILD_JAVA_OPTIONS, class_archive
+from tests.support_child_jvm import class_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -169,8 +169,7 @@ def _spark_session() -> Iterator["SparkSession"]:
 
     Spark's own Kafka source (``format("kafka")``, for the parity tests) and delta-spark (for
     ``test_delta_spark.py``: its SQL extension and catalog, as users configure them) are on its
-    classpath, their jars fetched by Maven on first use. One JVM for the run keeps the suite fast
-    (its JVM compiles with C1 only, like the child drivers': :data:`CHILD_JAVA_OPTIONS`);
+    classpath, their jars fetched by Maven on first use. One JVM for the run keeps the suite fast;
     delta-spark's catalog hands every non-Delta table to Spark's own, and the sink writes its
     Parquet files with ``DataFrame.write.parquet``, which delta-spark does not touch.
     """
@@ -190,10 +189,10 @@ def _spark_session() -> Iterator["SparkSession"]:
                 # delta-spark rebuilds a snapshot's state in 50 tasks by default; the tests' tables
                 # hold a few files, which 2 tasks (local[2]) read with the same result for less CPU.
                 "spark.databricks.delta.snapshotPartitions": "2",
-                # C1 only: the run's queries are small, and C2 kept a core half busy compiling for
-                # them. Measured on test_cdc_delta.py and test_stream_source.py together (18 tests,
-                # November 2026): 566 CPU-seconds instead of 637, 421 s instead of 436.
-                "spark.driver.extraJavaOptions": CHILD_JAVA_OPTIONS,
+                # The JVM's default compilers (C2 included), unlike the short-lived children's C1 only:
+                # over a whole run on two workers with C1 only (November 2026), the tests that work in
+                # this session took 2.7x to 4.5x their one-process C2 times (delta-spark's OPTIMIZE and
+                # VACUUM 681 s against 151), the child-driver tests 1.6x.
             },
         )
     else:
