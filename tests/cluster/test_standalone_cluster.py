@@ -126,7 +126,7 @@ def test_executor_killed_mid_batch_is_rescheduled_and_nothing_is_lost_or_repeate
              .load().writeStream.foreachBatch(DeltaSink(str(table), transform=gated))
              .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
     try:
-        wait_for(lambda: list(gate_folder.glob("task-*")), "a task of batch 0 to start on an executor", 120)
+        wait_for(lambda: list(gate_folder.glob("task-*")), "a task of batch 0 to start on an executor")
         task_pid = int(next(gate_folder.glob("task-*")).read_text())
         victim = _executor_of(task_pid, before)
         assert victim is not None, f"python worker {task_pid} is not under an executor of {app}: {before}"
@@ -139,7 +139,7 @@ def test_executor_killed_mid_batch_is_rescheduled_and_nothing_is_lost_or_repeate
         query.stop()
     assert table_offsets(table) == Counter((p, o) for p in range(4) for o in range(150))
     # Spark's master replaced the lost executor: the application has two again, one of them new.
-    wait_for(lambda: len(standalone.executor_pids(app)) == 2, "the master to start a replacement executor", 120)
+    wait_for(lambda: len(standalone.executor_pids(app)) == 2, "the master to start a replacement executor")
     assert {e.executor_id for e in standalone.executor_pids(app)} - set(before.values())
 
 
