@@ -189,6 +189,10 @@ def _spark_session() -> Iterator["SparkSession"]:
                 # delta-spark rebuilds a snapshot's state in 50 tasks by default; the tests' tables
                 # hold a few files, which 2 tasks (local[2]) read with the same result for less CPU.
                 "spark.databricks.delta.snapshotPartitions": "2",
+                # delta-spark's VACUUM lists the table's folder in as many tasks as this setting
+                # (10,000 by default, read from its VacuumCommand): on local[2], for tables of a few
+                # files, one VACUUM took 80 to 131 s under CI's load, and 23 to 27 s with 2 (November 2026).
+                "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
                 # The JVM's default compilers (C2 included), unlike the short-lived children's C1 only:
                 # over a whole run on two workers with C1 only (November 2026), the tests that work in
                 # this session took 2.7x to 4.5x their one-process C2 times (delta-spark's OPTIMIZE and

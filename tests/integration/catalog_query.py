@@ -43,6 +43,8 @@ def main() -> int:
         # delta-spark rebuilds a snapshot's state in 50 tasks by default: for these tables of a few
         # files, 2 (local[2]) read the same log with a fraction of the tasks.
         "spark.databricks.delta.snapshotPartitions": "2",
+        # VACUUM lists the table's folder in this many tasks (10,000 by default): see tests/conftest.py.
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     })
     jars = classpath("delta-spark")
     if command["mode"] == "connect":
