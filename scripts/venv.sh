@@ -45,12 +45,12 @@ else
     "$root/build" "$root/devbroker/build" \
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec" "$root/devbroker" \
     ${requirements[@]+"${requirements[@]}"}
-fi
-# The test virtualenvs' Python workers import pyspark from site-packages, not from Spark's pyspark.zip
-# (tests/site/kafka_group_tests_site.py says why: compiled at every worker start, a CPU-second or more each).
-if [ "${#requirements[@]}" -gt 0 ] && [ "${KAFKA_GROUP_INSTALLED:-}" != 1 ]; then
-  purelib="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-  cp "$root/tests/site/kafka_group_tests_site.py" "$root/tests/site/kafka-group-tests-site.pth" "$purelib/"
+  # The test virtualenvs' Python workers import pyspark from site-packages, not from Spark's pyspark.zip
+  # (tests/site/kafka_group_tests_site.py says why: compiled at every worker start, a CPU-second or more each).
+  if [ "${#requirements[@]}" -gt 0 ]; then
+    purelib="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+    cp "$root/tests/site/kafka_group_tests_site.py" "$root/tests/site/kafka-group-tests-site.pth" "$purelib/"
+  fi
 fi
 export PYSPARK_PYTHON="$venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$venv/bin/python"

@@ -42,7 +42,9 @@ from kafka_group_devbroker import EmbeddedKafka
 from kafka_group_devbroker.schema_registry import SchemaRegistry
 from kafka_group_devbroker.secured_kafka import SecuredKafka
 from tests.hostile_registry import hostile_registry  # noqa: F401 (a fixture: a hostile Schema Registry)
-from tests.support import BROKER_ENGINE, REPO, RUN_CLUSTER, RUN_SLOW, Cluster, S3Server, create_topic, mock
+from tests.support import (
+    BROKER_ENGINE, DELTA_SPARK_CONF, REPO, RUN_CLUSTER, RUN_SLOW, Cluster, S3Server, create_topic, mock,
+)
 from tests.support_child_jvm import class_archive
 
 if TYPE_CHECKING:
@@ -184,15 +186,7 @@ def _spark_session() -> Iterator["SparkSession"]:
             "pyspark-kafka-group-tests",
             extra_jars=classpath("spark-kafka") + classpath("delta-spark"),
             extra_conf={
-                "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-                "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-                # delta-spark rebuilds a snapshot's state in 50 tasks by default; the tests' tables
-                # hold a few files, which 2 tasks (local[2]) read with the same result for less CPU.
-                "spark.databricks.delta.snapshotPartitions": "2",
-                # delta-spark's VACUUM lists the table's folder in as many tasks as this setting
-                # (10,000 by default, read from its VacuumCommand): on local[2], for tables of a few
-                # files, one VACUUM took 80 to 131 s under CI's load, and 23 to 27 s with 2 (November 2026).
-                "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+                **DELTA_SPARK_CONF,
                 # The JVM's default compilers (C2 included), unlike the short-lived children's C1 only:
                 # over a whole run on two workers with C1 only (November 2026), the tests that work in
                 # this session took 2.7x to 4.5x their one-process C2 times (delta-spark's OPTIMIZE and

@@ -28,6 +28,7 @@ def main() -> int:
     from kafka_group_devbroker.jars import classpath
     from pyspark_kafka_group import DeltaSink, resolve_table
     from pyspark_kafka_group.spark_session import local_connect_session, local_session
+    from tests.support import DELTA_SPARK_CONF
     from tests.support_child_jvm import short_lived_driver_conf
 
     work = command["work"]
@@ -37,14 +38,8 @@ def main() -> int:
         "spark.hadoop.javax.jdo.option.ConnectionURL":
             f"jdbc:derby:;databaseName={os.path.join(work, 'metastore_db')};create=true",
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={work}",
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        **DELTA_SPARK_CONF,
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-        # delta-spark rebuilds a snapshot's state in 50 tasks by default: for these tables of a few
-        # files, 2 (local[2]) read the same log with a fraction of the tasks.
-        "spark.databricks.delta.snapshotPartitions": "2",
-        # VACUUM lists the table's folder in this many tasks (10,000 by default): see tests/conftest.py.
-        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     })
     jars = classpath("delta-spark")
     if command["mode"] == "connect":

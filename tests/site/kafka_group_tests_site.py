@@ -27,7 +27,9 @@ def drop_own_pyspark_zip(path: List[str], site_packages: str) -> None:
     :func:`site.getsitepackages` still names the base interpreter's folder, not the virtualenv's.
     """
     own = os.path.realpath(os.path.join(site_packages, "pyspark", "python", "lib", "pyspark.zip"))
-    path[:] = [entry for entry in path if os.path.realpath(entry) != own]
+    # Every interpreter of the virtualenv runs this: only entries named pyspark.zip pay for realpath.
+    path[:] = [entry for entry in path
+               if not (entry.endswith("pyspark.zip") and os.path.realpath(entry) == own)]
 
 
 drop_own_pyspark_zip(sys.path, os.path.dirname(os.path.abspath(__file__)))

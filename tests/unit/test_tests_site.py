@@ -56,4 +56,4 @@ def test_installed_by_venv_sh_a_worker_started_as_spark_starts_it_imports_pyspar
     found = subprocess.run(
         [sys.executable, "-c", "import pyspark.worker_util as m; print(m.__file__)"],
         env={**os.environ, "PYTHONPATH": str(spark_zip)}, capture_output=True, text=True, check=True)
-    assert found.stdout.strip() == str(site_packages / "pyspark" / "worker_util.py"), found.stdout
+    assert pathlib.Path(found.stdout.strip()).resolve() == site_packages / "pyspark" / "worker_util.py", found.stdout
