@@ -7,9 +7,11 @@
 # virtualenv packed with venv-pack and shipped with spark.archives). Its own pytest process: a Python
 # process holds one SparkContext, and the rest of the suite's is local[2]. Same virtualenv as
 # scripts/test.sh. Extra arguments go to pytest.
+# -v prints each test's name as it starts; a test running longer than 600 s prints the traceback of every
+# thread of this process (faulthandler), so a CI run stopped at its time limit shows where it waited.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh test
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\", \"schema-registry\"])" > /dev/null
 export KAFKA_GROUP_CLUSTER_TESTS=1
-exec "$venv/bin/python" -m pytest -q -m cluster --durations=15 tests/cluster "$@"
+exec "$venv/bin/python" -m pytest -v -o faulthandler_timeout=600 -m cluster --durations=15 tests/cluster "$@"

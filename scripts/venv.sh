@@ -35,9 +35,8 @@ if [ "${#extras[@]}" -gt 0 ]; then spec="$root[$(IFS=,; echo "${extras[*]}")]"; 
 # do not inherit it, so nothing they start can keep it).
 # setuptools reuses build/ across installs: a module deleted from the tree would still ship.
 # One pip call: the dev package's dependency on pyspark-kafka-group is the checkout's.
-# KAFKA_GROUP_INSTALLED=1 (CI's second lane, on a virtualenv the suite installed and is running from):
-# install nothing, only wait for an install in progress to end; reinstalling would replace the package's
-# files under the running suite.
+# KAFKA_GROUP_INSTALLED=1 (CI's suite, on the .venv its standalone-cluster tier installed just before):
+# install nothing, only wait for an install in progress to end.
 if [ "${KAFKA_GROUP_INSTALLED:-}" = 1 ]; then
   flock -o "$root/.install.lock" true
 else
