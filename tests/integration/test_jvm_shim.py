@@ -31,6 +31,7 @@ QUERY = "shim_metrics"
 PARTITIONS = {0: 200, 1: 100, 2: 40}
 MAX_OFFSETS = 100
 _REPO = pathlib.Path(__file__).resolve().parents[2]
+_SOURCES = _REPO / "jvm-shim" / "src" / "main" / "java"
 
 
 def _free_port() -> int:
@@ -81,7 +82,11 @@ def test_prometheus_serves_lag_owned_and_generation_of_a_kafka_group_query(
         "checkpoint": str(tmp_path / "checkpoint"), "cache_dir": str(tmp_path / "jar-cache"),
         "ui_port": _free_port(), "result": str(result_path),
     }
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    # The checkout's sources, compiled on first use: whether the installed package also holds a jar compiled
+    # when its wheel was built depends on the install (setup.py compiles one only where pyspark's jars were
+    # already there), and that jar would be used instead (test_a_runtime_without_javac_... tests that path).
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYSPARK_KAFKA_GROUP_SHIM_SOURCES=str(_SOURCES))
     env.pop("PYSPARK_KAFKA_GROUP_SHIM_JAR", None)
     result = _run_child(args, env, tmp_path / "child.log")
     assert list((tmp_path / "jar-cache").glob("jvm-shim-*.jar")), "the shim jar was not built into the cache"
@@ -170,6 +175,7 @@ def test_building_the_shim_without_javac_names_what_is_missing(
     from pyspark_kafka_group.metrics import shim_jar
 
     monkeypatch.delenv("PYSPARK_KAFKA_GROUP_SHIM_JAR", raising=False)
+    monkeypatch.setenv("PYSPARK_KAFKA_GROUP_SHIM_SOURCES", str(_SOURCES))  # compile, even beside a wheel's jar
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jre-only"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     with pytest.raises(JavaRuntimeError, match=r"no 'javac' is on PATH: install a JDK"):
