@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pathlib
 from collections import Counter
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 from deltalake import DeltaTable
@@ -127,21 +127,34 @@ def test_optimize_and_vacuum_by_delta_spark_keep_every_record_once_and_the_fenci
     assert spark_offsets(spark, table) == once({0: 60, 1: 60})
 
     # While the sink lands batches: OPTIMIZE and VACUUM (default retention) commit between its commits.
+    # Each OPTIMIZE waits for the round before it to land, so it finds at least two files to rewrite (the last
+    # OPTIMIZE's and that round's; with fewer it commits nothing), and runs while the sink lands the next round.
     produced = {0: 60, 1: 60}
     query = (delta_source(spark, kafka, topic, group, table, maxOffsetsPerTrigger=40).writeStream
              .foreachBatch(DeltaSink(str(table), transform=keep_columns))
              .option("checkpointLocation", str(chk)).trigger(processingTime="500 milliseconds").start())
+
+    def landed(expected: Dict[int, int]) -> Callable[[], bool]:
+        def check() -> bool:
+            assert query.isActive, f"the query stopped: {query.exception()}"
+            return table_positions(table, group, topic, 2) == expected
+        return check
+
+    def produce_a_round() -> Dict[int, int]:
+        produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20}, start=produced[0])
+        return {0: produced[0] + 20, 1: produced[1] + 20}
+
     try:
+        produced = produce_a_round()
         while produced[0] < 120:
-            produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20}, start=produced[0])
-            produced = {0: produced[0] + 20, 1: produced[1] + 20}
+            wait_for(landed(produced), f"the sink to land offset {produced[0]} of each partition")
+            produced = produce_a_round()
             spark.sql(f"OPTIMIZE delta.`{table}`").collect()
             if produced[0] == 100:  # once: each VACUUM lists the whole table folder
                 spark.sql(f"VACUUM delta.`{table}`").collect()
-        # More records after the last OPTIMIZE: the sink commits on top of it.
-        produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20}, start=produced[0])
-        produced = {0: produced[0] + 20, 1: produced[1] + 20}
-        wait_for(lambda: table_positions(table, group, topic, 2) == produced, "the sink to land every record")
+        # More records after the last OPTIMIZE and the VACUUM: the sink commits on top of them.
+        produced = produce_a_round()
+        wait_for(landed(produced), "the sink to land every record")
     finally:
         query.stop()
     assert query.exception() is None
