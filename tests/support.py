@@ -23,6 +23,7 @@ outside pytest.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import json
 import os
@@ -34,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -67,6 +68,16 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 BROKER_ENGINE = os.environ.get("KAFKA_GROUP_TEST_BROKER", "kafka")
 if BROKER_ENGINE not in ("kafka", "mock"):
     raise RuntimeError(f"KAFKA_GROUP_TEST_BROKER={BROKER_ENGINE!r}: use 'kafka' (Apache Kafka) or 'mock'")
+
+
+def load_build_native() -> ModuleType:
+    """``native/build_native.py`` loaded by its path (it is not in a package: ``setup.py`` loads it the same way)."""
+    spec = importlib.util.spec_from_file_location("_kafka_group_build_native", REPO / "native" / "build_native.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 #: The long tier: ``KAFKA_GROUP_SLOW_TESTS=1`` runs the tests marked ``slow`` too (CI's suite stays
 #: well inside its time budget on 2 cores without them).

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import configparser
 import email
-import importlib.util
 import json
 import os
 import pathlib
@@ -22,6 +21,8 @@ import zipfile
 from typing import Dict, List, Optional
 
 import pytest
+
+from tests.support import load_build_native
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: The folders the repository's own code lives in (no virtualenvs or build output).
@@ -151,11 +152,7 @@ NATIVE_MODULE = "kafka_group/_native.abi3.so"
 
 
 def _find_cargo() -> Optional[str]:
-    spec = importlib.util.spec_from_file_location("_native_build", ROOT / "native" / "build_native.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.find_cargo()  # type: ignore[no-any-return]
+    return load_build_native().find_cargo()  # type: ignore[no-any-return]
 
 
 def test_the_connector_wheel_carries_the_compiled_read_path(connector_wheel_dir: pathlib.Path,
