@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export KAFKA_GROUP_VENV="${KAFKA_GROUP_VENV:-$PWD/.venv-newest}"
 source scripts/venv.sh "spark,connect,test-base"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pyspark[sql,connect]>=4.2"
+install_newest pyspark "pyspark[sql,connect]>=4.2"
 "$venv/bin/python" -c "import pyspark, pandas, pyarrow; print(f'newest-pyspark tier: pyspark {pyspark.__version__}, pandas {pandas.__version__}, pyarrow {pyarrow.__version__}')"
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\"])" > /dev/null
 exec "$venv/bin/python" -m pytest -q --durations=10 tests/unit --ignore=tests/unit/test_packaging.py \
