@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${KAFKA_GROUP_VENV:-$PWD/.venv}"
 if [ ! -x "$venv/bin/python" ]; then "${PYTHON:-python3}" -m venv "$venv"; fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r docs/requirements.txt
+source scripts/installer.sh
+"${install_command[@]}" -r docs/requirements.txt
 NO_MKDOCS_2_WARNING=1 exec "$venv/bin/python" -m mkdocs build --strict --site-dir "${1:-site}"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sourced by scripts/venv.sh and scripts/docs.sh with $venv set (the virtualenv to install into): defines
+# $install_command (the installer, into $venv), $rebuild_local (what makes it rebuild the checkout's two local
+# packages) and install_newest.
+# The installer is uv (astral-sh/uv, the version below): it resolves, unpacks and links in parallel and compiles
+# no bytecode ahead of time (Python writes a module's .pyc when something first imports it). Measured here
+# (November 2026, 2 cores, caches warm), the test virtualenv: 40 s with uv, 187 s with pip (165 CPU-s in pip
+# itself, most of them compiling every module of pyspark, pandas and the rest). uv is kept in a folder of its own
+# in ~/.cache (pip puts it there once), never in the virtualenv, which holds only what was asked for. Where it
+# cannot be installed (no wheel for the platform, no index) pip installs, as KAFKA_GROUP_INSTALLER=pip asks.
+# uv rebuilds the two local packages every time (--reinstall-package: it would otherwise reuse a wheel it built
+# before from a tree whose setup.py did not change).
+uv_version=0.13.9
+uv_home="${XDG_CACHE_HOME:-$HOME/.cache}/pyspark-kafka-group/uv-$uv_version"
+if [ "${KAFKA_GROUP_INSTALLER:-uv}" = uv ] && [ ! -x "$uv_home/bin/uv" ]; then
+  mkdir -p "$(dirname "$uv_home")"
+  flock -o "$uv_home.lock" bash -c '[ -x "$1/bin/uv" ] && exit; rm -rf "$1.part" &&
+    "$2" -m pip install --quiet --disable-pip-version-check --target "$1.part" "uv==$3" && mv "$1.part" "$1"' \
+    _ "$uv_home" "$venv/bin/python" "$uv_version" ||
+    echo "scripts/installer.sh: could not install uv $uv_version into $uv_home: pip installs instead" >&2
+fi
+if [ "${KAFKA_GROUP_INSTALLER:-uv}" = uv ] && [ -x "$uv_home/bin/uv" ]; then
+  install_command=("$uv_home/bin/uv" pip install --quiet --python "$venv/bin/python")
+  rebuild_local=(--reinstall-package pyspark-kafka-group --reinstall-package kafka-group-devbroker)
+else
+  install_command=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  rebuild_local=()  # pip always rebuilds a local folder
+fi
+install_newest() {  # install_newest <name> <requirement>: the newest <name> it allows, the rest moved only as needed
+  if [ "${install_command[0]}" = "$uv_home/bin/uv" ]; then "${install_command[@]}" --upgrade-package "$1" "$2"
+  else "${install_command[@]}" --upgrade "$2"; fi
+}
