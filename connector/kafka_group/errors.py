@@ -7,11 +7,17 @@ Each class says whether retrying the same call can succeed (``retriable``).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Self, Tuple
-
-from confluent_kafka import KafkaError, KafkaException
+import sys
+from typing import TYPE_CHECKING, Any, Optional, Self, Tuple
 
 from kafka_group.redaction import scrub
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+
+# confluent_kafka is not imported here: this module is imported by every Python worker that looks the data
+# source up (through the Spark version check), and confluent_kafka's import (asyncio, ssl) is 40 to 80 ms of
+# CPU at every start. A Kafka client error can exist only once something else has imported it.
 
 # BaseException's own descriptors of the exception chain, which KafkaGroupError's properties wrap.
 _CAUSE: Any = BaseException.__dict__["__cause__"]
@@ -154,8 +160,11 @@ def kafka_error_details(cause: BaseException | KafkaError) -> Tuple[Optional[int
 
     Returns ``(None, None)`` for anything else.
     """
-    error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else cause
-    if not isinstance(error, KafkaError):
+    client = sys.modules.get("confluent_kafka")
+    if client is None:  # no Kafka client error can exist before the client is imported
+        return None, None
+    error = cause.args[0] if isinstance(cause, client.KafkaException) and cause.args else cause
+    if not isinstance(error, client.KafkaError):
         return None, None
     return int(error.code()), str(error.name())
 

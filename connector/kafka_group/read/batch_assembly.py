@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Message
 
 from kafka_group.errors import RecordError
-from kafka_group.read.record_schema import HEADER_TYPE, TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema
+from kafka_group.read.record_schema import TIMESTAMP_TYPE_BY_LIBRDKAFKA, arrow_schema, header_type
 
 __all__ = [
     "MixedBatchBuilder",
@@ -190,7 +190,7 @@ class MixedBatchBuilder:
             timestamp_types,
         ]
         if self._include_headers:
-            columns.append(pa.array(self._headers, HEADER_TYPE))
+            columns.append(pa.array(self._headers, header_type()))
         batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
         self._reset()
         return batch

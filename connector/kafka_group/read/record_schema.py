@@ -7,9 +7,16 @@ column nullable, as Spark's Kafka source declares them).
 
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
-__all__ = ["spark_ddl", "arrow_schema", "TIMESTAMP_TYPE_BY_LIBRDKAFKA"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# pyarrow is imported where a schema is built, not here: Spark's data source lookup imports the data source
+# module in Python workers that never see a record (lookup, creation), and pyarrow is a tenth of a second of
+# CPU at every such start.
+
+__all__ = ["spark_ddl", "arrow_schema", "header_type", "TIMESTAMP_TYPE_BY_LIBRDKAFKA"]
 
 _BASE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -21,7 +28,12 @@ _HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 #: not available -> -1, create time -> 0, log append time -> 1.
 TIMESTAMP_TYPE_BY_LIBRDKAFKA = {0: -1, 1: 0, 2: 1}
 
-HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+def header_type() -> pa.DataType:
+    """The Arrow type of the ``headers`` column: a list of (string key, binary value) structs."""
+    import pyarrow as pa
+
+    return pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
 
 def spark_ddl(include_headers: bool) -> str:
@@ -37,6 +49,8 @@ def spark_ddl(include_headers: bool) -> str:
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
     """The Arrow schema of the record batches returned to Spark."""
+    import pyarrow as pa
+
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
@@ -47,5 +61,5 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
         pa.field("timestampType", pa.int32()),
     ]
     if include_headers:
-        fields.append(pa.field("headers", HEADER_TYPE))
+        fields.append(pa.field("headers", header_type()))
     return pa.schema(fields)
