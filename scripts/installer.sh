@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sourced by scripts/venv.sh and scripts/docs.sh with $venv set (the virtualenv to install into): defines
-# $installer (uv or pip), $install_command (the installer, into $venv), $rebuild_local (what makes it rebuild the checkout's two local
-# packages) and install_newest.
+# $installer (uv or pip), $install_command (the installer, into $venv), $rebuild_local (what makes it rebuild
+# the checkout's two local packages) and install_newest.
 # The installer is uv (astral-sh/uv, the version below): it resolves, unpacks, links and compiles bytecode in
 # parallel. Measured here (November 2026, 2 cores, caches warm), the test virtualenv: 81 s with uv, 187 s with
-# pip (165 CPU-s in pip itself, most of them compiling every module of pyspark, pandas and the rest one by one). uv is kept in a folder of its own
-# in ~/.cache (pip puts it there once), never in the virtualenv, which holds only what was asked for. Where it
+# pip (165 CPU-s in pip itself, most of them compiling every module of pyspark, pandas and the rest one by one).
+# uv is kept in a folder of its own in ~/.cache (pip puts it there once), never in the virtualenv, which holds
+# only what was asked for. Where it
 # cannot be installed (no wheel for the platform, no index) pip installs, as KAFKA_GROUP_INSTALLER=pip asks.
 # uv rebuilds the two local packages every time (--reinstall-package: it would otherwise reuse a wheel it built
 # before from a tree whose setup.py did not change).

@@ -7,6 +7,7 @@ column nullable, as Spark's Kafka source declares them).
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,8 +30,10 @@ _HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 TIMESTAMP_TYPE_BY_LIBRDKAFKA = {0: -1, 1: 0, 2: 1}
 
 
+@functools.cache
 def header_type() -> pa.DataType:
-    """The Arrow type of the ``headers`` column: a list of (string key, binary value) structs."""
+    """The Arrow type of the ``headers`` column: a list of (string key, binary value) structs (built once: the
+    batch builders ask for it at every batch)."""
     import pyarrow as pa
 
     return pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
