@@ -7,18 +7,21 @@ Used by ``setup.py`` when a wheel is built (``pip install .``), and by hand in a
 Cargo's target folder is ``$CARGO_TARGET_DIR`` when set, else
 ``~/.cache/pyspark-kafka-group/cargo-target``: a second build (another ``pip install .``, a CI run
 that keeps ``~/.cache``) recompiles only what changed. The build always runs (``--locked``: the
-dependencies of ``native/Cargo.lock``); a cached folder only makes it shorter.
+dependencies of ``native/Cargo.lock``); a cached folder only makes it shorter. Builds that share the
+folder take turns (its ``.kafka-group-build.lock``): cargo locks it only while it runs, and each build copies
+``lib_native.so`` out after that, when another build's cargo may be relinking it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import time
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional
 
 HERE = pathlib.Path(__file__).resolve().parent
 #: The module's file name inside the ``kafka_group`` package (abi3: one build serves every CPython >= 3.10).
@@ -57,6 +60,19 @@ def cargo_env(target: pathlib.Path, python: str = sys.executable) -> Dict[str, s
     return dict(os.environ, CARGO_TARGET_DIR=str(target), PYO3_PYTHON=os.path.realpath(python))
 
 
+@contextlib.contextmanager
+def _builds_take_turns(target: pathlib.Path) -> Iterator[None]:
+    """Hold ``target``'s build lock (``flock``; where there is none, as on Windows, builds do not take turns)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(target / ".kafka-group-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def build(dest_dir: pathlib.Path) -> pathlib.Path:
     """Build the extension in release mode and copy it into ``dest_dir``; return its path.
 
@@ -72,17 +88,20 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
     env = cargo_env(target)
     command = [cargo, "build", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
     started = time.monotonic()
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
-    if done.returncode != 0:
-        raise NativeBuildError(f"'cargo build' failed (exit {done.returncode}):\n{done.stdout[-4000:]}")
-    built = target / "release" / "lib_native.so"
-    if not built.is_file():
-        raise NativeBuildError(f"'cargo build' made no {built}")
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / MODULE_FILE
-    tmp = dest.with_suffix(".tmp")
-    shutil.copyfile(built, tmp)
-    os.replace(tmp, dest)
+    target.mkdir(parents=True, exist_ok=True)
+    with _builds_take_turns(target):
+        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              check=False)
+        if done.returncode != 0:
+            raise NativeBuildError(f"'cargo build' failed (exit {done.returncode}):\n{done.stdout[-4000:]}")
+        built = target / "release" / "lib_native.so"
+        if not built.is_file():
+            raise NativeBuildError(f"'cargo build' made no {built}")
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / MODULE_FILE
+        tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
+        shutil.copyfile(built, tmp)
+        os.replace(tmp, dest)
     sys.stderr.write(f"built kafka_group._native in {time.monotonic() - started:.0f} s ({target})\n")
     return dest
 
