@@ -3,8 +3,8 @@
 # get it; scripts/test.sh runs everything on the pinned 4.2.0 that delta-spark supports).
 # Installs the connector with its 'spark' and 'connect' extras and the test tools into
 # .venv-newest ($KAFKA_GROUP_VENV if set; .ci/run reuses the demo's fresh one), upgrading
-# pyspark to the newest release, then runs the unit tests (not the packaging tests: they build
-# their own virtualenvs, whatever pyspark this one holds) and the integration tests of
+# pyspark to the newest release, then runs the unit tests that reach pyspark (not the packaging tests:
+# they build their own virtualenvs, whatever pyspark this one holds) and the integration tests of
 # reading (stream and batch, transactions, gaps, large records, refused ACLs, transient metadata
 # errors: CI runs them here on the Python read path, KAFKA_GROUP_READ_PATH=python, and on the
 # compiled one in scripts/test.sh) and Spark Connect. The demo, which CI runs first in this same
@@ -20,7 +20,12 @@ source scripts/venv.sh "spark,connect,test-base"
 install_newest pyspark "pyspark[sql,connect]>=4.2"
 "$venv/bin/python" -c "import pyspark, pandas, pyarrow; print(f'newest-pyspark tier: pyspark {pyspark.__version__}, pandas {pandas.__version__}, pyarrow {pyarrow.__version__}')"
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\"])" > /dev/null
-exec "$venv/bin/python" -m pytest -q --durations=10 tests/unit --ignore=tests/unit/test_packaging.py \
+# The unit tests that reach pyspark (tests/import_graph.py says why the others, which scripts/test.sh runs with
+# the same libraries, are left out here).
+mapfile -t unit_tests < <("$venv/bin/python" -m tests.import_graph tests/unit | grep -v '^tests/unit/test_packaging.py$')
+[ "${#unit_tests[@]}" -gt 0 ] || { echo "newest-pyspark tier: no unit test reaches pyspark?" >&2; exit 1; }
+echo "newest-pyspark tier: ${#unit_tests[@]} unit test files reach pyspark"
+exec "$venv/bin/python" -m pytest -q --durations=10 "${unit_tests[@]}" \
   tests/integration/test_stream_source.py tests/integration/test_spark_connect.py \
   tests/integration/test_transactions.py tests/integration/test_fetch_gaps.py tests/integration/test_large_records.py \
   tests/integration/test_reader_access_errors.py tests/integration/test_transient_metadata_errors.py "$@"

@@ -1,64 +1,20 @@
 """The packages' import graph has no cycle: each concern imports only what lies below it.
 
 The graph is read with :mod:`ast` from the sources of ``connector/kafka_group`` and
-``python/pyspark_kafka_group`` (every ``import`` and ``from ... import``, at module level or
-inside a function), one node per module. ``from package import name`` counts as an import
-of ``package.name`` when that is a module, else of ``package``. That the core never imports
-pyspark is ``test_core_imports_no_pyspark.py``'s.
+``python/pyspark_kafka_group`` (``tests/import_graph.py``: every ``import`` and ``from ... import``, at
+module level or inside a function), one node per module. That the core never imports pyspark is
+``test_core_imports_no_pyspark.py``'s. Also here: the newest-pyspark tier's choice of unit tests, which reads
+the same graph over the whole repository.
 """
 
 from __future__ import annotations
 
-import ast
 import pathlib
 from typing import Dict, List, Optional, Set, Tuple
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PACKAGES = {"kafka_group": ROOT / "connector" / "kafka_group",
-            "pyspark_kafka_group": ROOT / "python" / "pyspark_kafka_group"}
+import pytest
 
-
-def _modules() -> Dict[str, pathlib.Path]:
-    found: Dict[str, pathlib.Path] = {}
-    for package, folder in PACKAGES.items():
-        for path in folder.rglob("*.py"):
-            parts = path.relative_to(folder).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            found[".".join((package,) + parts)] = path
-    return found
-
-
-def _imports(name: str, path: pathlib.Path, modules: Dict[str, pathlib.Path]) -> Set[str]:
-    """The package modules ``name`` imports."""
-    is_package = path.name == "__init__.py"
-    targets: Set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            candidates = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".") if is_package else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            candidates = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                          for alias in node.names]
-        else:
-            continue
-        for candidate in candidates:
-            # "import a.b.c" imports a.b.c; keep the longest prefix that is one of ours
-            while candidate and candidate not in modules:
-                candidate = candidate.rpartition(".")[0]
-            if candidate and candidate != name:
-                targets.add(candidate)
-    return targets
-
-
-def import_graph() -> Dict[str, Set[str]]:
-    """Each module of the two packages and the modules of the two packages it imports."""
-    modules = _modules()
-    return {name: _imports(name, path, modules) for name, path in modules.items()}
+from tests.import_graph import import_graph, reaching_pyspark, unit_tests_for_spark
 
 
 def find_cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
@@ -144,3 +100,44 @@ def test_core_subpackages_import_each_other_one_way_only() -> None:
     import each other, though no single module does either (``test_no_import_cycle``)."""
     pairs = two_way_units(import_graph())
     assert pairs == [], "two-way imports between kafka_group's units:\n" + "\n".join(pairs)
+
+
+def _write(folder: pathlib.Path, files: Dict[str, str]) -> None:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_pyspark_is_reached_through_a_chain_a_parent_package_and_a_function_body(tmp_path: pathlib.Path) -> None:
+    _write(tmp_path / "app", {
+        "__init__.py": "",
+        "glue/__init__.py": "def load():\n    import pyspark.sql\n",
+        "glue/reader.py": "X = 1\n",            # its parent package imports pyspark in a function
+        "core.py": "import json\n",
+        "middle.py": "from app import core\nfrom .glue.reader import X\n",
+        "top.py": "from app.middle import X\n",
+    })
+    reach = reaching_pyspark({"app": tmp_path / "app"})
+    assert reach == {"app.glue", "app.glue.reader", "app.middle", "app.top"}
+
+
+def test_the_newest_tier_runs_the_unit_tests_that_reach_pyspark_or_name_it() -> None:
+    from tests import import_graph
+
+    folder = import_graph.ROOT / "tests" / "unit"
+    chosen = {path.name for path in unit_tests_for_spark(folder)}
+    everything = {path.name for path in folder.glob("test_*.py")}
+    # the session helpers and the option catalog reach pyspark; the core's codecs and planners do not
+    assert {"test_spark_session.py", "test_option_catalog.py", "test_no_jvm_under_connect.py"} <= chosen, chosen
+    assert {"test_avro_codec.py", "test_offsets_and_planning.py", "test_positioning_rules.py"}.isdisjoint(chosen)
+    assert chosen < everything
+
+
+def test_the_newest_tier_list_is_printed_relative_to_the_repository(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests import import_graph
+
+    assert import_graph.main(["tests/unit"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "tests/unit/test_spark_session.py" in lines and all(line.startswith("tests/unit/test_") for line in lines)
+    assert import_graph.main(["no-such-folder"]) == 2
