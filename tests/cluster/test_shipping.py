@@ -32,8 +32,10 @@ from tests.support import REPO, Cluster, MakeTopic, produce, table_offsets, uniq
 
 pytestmark = pytest.mark.cluster
 
+#: Not copied: what runs and builds leave, and the compiled module next to the sources (``_native*``: CI's unit
+#: tests may be replacing it, through a temporary file, while this tier copies the checkout).
 _NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache",
-                                      ".pytest_cache", "demo-output", "spark-warehouse", "metastore_db")
+                                      ".pytest_cache", "demo-output", "spark-warehouse", "metastore_db", "_native*")
 #: What the submitting shell must not carry: this checkout's paths and this run's interpreter.
 _NOT_PASSED = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME", "VIRTUAL_ENV")
 

@@ -32,7 +32,7 @@ DEVBROKER_MODULES = ("apache_kafka", "broker_host", "cluster", "jars", "librdkaf
 #: What setuptools would reuse or what runs leave behind: never part of a build's input.
 _NOT_SOURCES = shutil.ignore_patterns(
     ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache",
-    "demo-output", "spark-warehouse", "metastore_db", "derby.log", "target", "_native*.so", ".install.lock",
+    "demo-output", "spark-warehouse", "metastore_db", "derby.log", "target", "_native*", ".install.lock",
 )
 
 
