@@ -22,7 +22,8 @@ install_newest pyspark "pyspark[sql,connect]>=4.2"
 "$venv/bin/python" -c "from kafka_group_devbroker.jars import main; main([\"kafka\"])" > /dev/null
 # The unit tests that reach pyspark (tests/import_graph.py says why the others, which scripts/test.sh runs with
 # the same libraries, are left out here).
-mapfile -t unit_tests < <("$venv/bin/python" -m tests.import_graph tests/unit | grep -v '^tests/unit/test_packaging.py$')
+chosen="$("$venv/bin/python" -m tests.import_graph tests/unit)"  # a failure stops the script here
+mapfile -t unit_tests < <(grep -v '^tests/unit/test_packaging.py$' <<< "$chosen")
 [ "${#unit_tests[@]}" -gt 0 ] || { echo "newest-pyspark tier: no unit test reaches pyspark?" >&2; exit 1; }
 echo "newest-pyspark tier: ${#unit_tests[@]} unit test files reach pyspark"
 exec "$venv/bin/python" -m pytest -q --durations=10 "${unit_tests[@]}" \

@@ -7,10 +7,13 @@ Every ``import`` and ``from ... import`` counts, at module level or inside a fun
 - ``tests/unit/test_import_graph.py``: the shipped packages' layers (:func:`import_graph` of
   :data:`PACKAGES`);
 - ``scripts/test-newest.sh`` (``python -m tests.import_graph tests/unit``): the unit test files that
-  reach pyspark, the only ones whose outcome the newest pyspark can change (:func:`reaching_pyspark`).
+  reach Spark, the only ones whose outcome the newest pyspark can change (:func:`reaching_pyspark`).
   The other unit tests run there with the same libraries as in ``scripts/test.sh``, where they run too:
-  both virtualenvs are resolved by the same installer the same day, and pyspark, pinned in one and the
-  newest in the other, is the one package they differ in (pyspark's own requirements are lower bounds).
+  both virtualenvs are resolved by the same installer the same day, and what they differ in is Spark's side:
+  pyspark (pinned in one, the newest in the other), the py4j it pins, and delta-spark (the pinned one's
+  only); pyspark's other requirements are lower bounds. A test file reaches Spark when it or a module it
+  imports (through any chain) imports one of :data:`SPARK_SIDE`, when its text names one, or when it asks
+  for one of the Spark session fixtures (:data:`SPARK_FIXTURES`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ PACKAGES: Dict[str, pathlib.Path] = {"kafka_group": ROOT / "connector" / "kafka_
 ALL_PACKAGES: Dict[str, pathlib.Path] = {**PACKAGES,
                                          "kafka_group_devbroker": ROOT / "devbroker" / "kafka_group_devbroker",
                                          "tests": ROOT / "tests"}
-SPARK = "pyspark"
+#: The top-level modules the two test virtualenvs differ in: pyspark, py4j, delta-spark's ``delta``.
+SPARK_SIDE = frozenset({"pyspark", "py4j", "delta"})
+#: Names that, in a test file's text, mean it runs something of Spark's side (a subprocess, a module path).
+SPARK_NAMES = ("pyspark", "py4j", "delta-spark", "delta_spark")
+#: The fixtures (``tests/conftest.py``, ``tests/cluster/conftest.py``) that hand a test a Spark session.
+SPARK_FIXTURES = frozenset({"spark", "_spark_session", "cluster_spark", "cluster_spark_holder"})
 
 
 def modules(packages: Mapping[str, pathlib.Path]) -> Dict[str, pathlib.Path]:
@@ -83,7 +91,8 @@ def import_graph(packages: Mapping[str, pathlib.Path] = PACKAGES) -> Dict[str, S
 
 
 def reaching_pyspark(packages: Mapping[str, pathlib.Path] = ALL_PACKAGES) -> Set[str]:
-    """The modules of ``packages`` that import pyspark, or import (through any chain) one that does.
+    """The modules of ``packages`` that import one of :data:`SPARK_SIDE`, or import (through any chain) one that
+    does.
 
     Importing ``a.b.c`` runs ``a`` and ``a.b`` first: a module reaches what its parent packages reach."""
     known = modules(packages)
@@ -93,7 +102,7 @@ def reaching_pyspark(packages: Mapping[str, pathlib.Path] = ALL_PACKAGES) -> Set
         targets, outside = imports(name, path, known)
         parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
         edges[name] = targets | {parent for parent in parents if parent in known}
-        if SPARK in outside:
+        if outside & SPARK_SIDE:
             reach.add(name)
     importers: Dict[str, Set[str]] = {}
     for name, targets in edges.items():
@@ -108,14 +117,28 @@ def reaching_pyspark(packages: Mapping[str, pathlib.Path] = ALL_PACKAGES) -> Set
     return reach
 
 
+def asks_for_a_session(source: str) -> bool:
+    """Whether a function in ``source`` takes a parameter named after one of :data:`SPARK_FIXTURES`, or a string
+    in it is one (``request.getfixturevalue("spark")``, ``usefixtures``)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            if any(argument.arg in SPARK_FIXTURES for argument in arguments):
+                return True
+        elif isinstance(node, ast.Constant) and node.value in SPARK_FIXTURES:
+            return True
+    return False
+
+
 def unit_tests_for_spark(folder: pathlib.Path, reach: Optional[Iterable[str]] = None) -> List[pathlib.Path]:
-    """The test files (``test_*.py``) in ``folder`` that reach pyspark (:func:`reaching_pyspark`) or name it in
-    their text (a subprocess, a module path in a string), sorted."""
+    """The test files (``test_*.py``) in ``folder`` that reach Spark's side (:func:`reaching_pyspark`), name it
+    in their text (a subprocess, a module path in a string) or ask for a Spark session fixture, sorted."""
     reach = set(reaching_pyspark() if reach is None else reach)
     chosen = []
     for path in sorted(folder.resolve().glob("test_*.py")):
-        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        if name in reach or SPARK in path.read_text(encoding="utf-8"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts) if path.is_relative_to(ROOT) else path.stem
+        text = path.read_text(encoding="utf-8")
+        if name in reach or any(word in text for word in SPARK_NAMES) or asks_for_a_session(text):
             chosen.append(path)
     return chosen
 

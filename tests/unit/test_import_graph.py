@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
 
-from tests.import_graph import import_graph, reaching_pyspark, unit_tests_for_spark
+from tests.import_graph import asks_for_a_session, import_graph, reaching_pyspark, unit_tests_for_spark
 
 
 def find_cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
@@ -141,3 +141,13 @@ def test_the_newest_tier_list_is_printed_relative_to_the_repository(capsys: pyte
     lines = capsys.readouterr().out.splitlines()
     assert "tests/unit/test_spark_session.py" in lines and all(line.startswith("tests/unit/test_") for line in lines)
     assert import_graph.main(["no-such-folder"]) == 2
+
+
+def test_a_test_that_asks_for_a_spark_session_fixture_is_chosen_without_naming_pyspark(tmp_path: pathlib.Path) -> None:
+    assert asks_for_a_session("def test_x(tmp_path, spark):\n    pass\n")
+    assert asks_for_a_session("def test_x(request):\n    request.getfixturevalue('cluster_spark')\n")
+    assert not asks_for_a_session("def test_x(tmp_path):\n    sparkle = 1\n")
+    (tmp_path / "test_session.py").write_text("def test_x(spark):\n    pass\n", encoding="utf-8")
+    (tmp_path / "test_bridge.py").write_text("import py4j\n", encoding="utf-8")
+    (tmp_path / "test_plain.py").write_text("import json\n", encoding="utf-8")
+    assert [path.name for path in unit_tests_for_spark(tmp_path, reach=())] == ["test_bridge.py", "test_session.py"]
