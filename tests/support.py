@@ -368,6 +368,12 @@ def table_records(table: pathlib.Path) -> Records:
                        data.column("offset").to_pylist()))
 
 
+def table_folder_files(table: pathlib.Path) -> Set[str]:
+    """Every file under ``table`` outside ``_delta_log``, relative to it: what a refused batch must not add."""
+    return {str(path.relative_to(table)) for path in table.rglob("*")
+            if path.is_file() and "_delta_log" not in path.relative_to(table).parts}
+
+
 def table_offsets(table: pathlib.Path) -> Counter[Tuple[int, int]]:
     """How often each (partition, offset) is in the Delta table at ``table`` (empty before its first commit)."""
     from deltalake import DeltaTable
