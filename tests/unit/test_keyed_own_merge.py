@@ -244,3 +244,30 @@ def test_a_retried_deletion_vector_put_that_finds_its_own_first_attempt_goes_on(
     assert own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)],
                      info={}) == 4
     assert _rows(table) == _expected()
+
+
+def test_a_deletion_vector_of_more_rows_than_its_file_holds_is_refused(tmp_path: pathlib.Path) -> None:
+    """A table log's deletion vector is checked against the file before its rows are expanded: 16
+    run containers (1,048,576 rows in a vector of 246 bytes) for the 100-row file."""
+    import uuid
+
+    import numpy as np
+    import pytest
+
+    from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap
+    from kafka_group.errors import OffsetStoreError
+
+    table = _copy(tmp_path)
+    bitmap = serialize_bitmap(np.arange(16 * 65536, dtype=np.int64))
+    assert len(bitmap) < 300
+    dv = new_file_descriptor(uuid.uuid4(), bitmap, 16 * 65536)
+    (table / dv.relative_path()).write_bytes(dv_file_bytes(bitmap))
+    log = table / "_delta_log" / f"{3:020d}.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    for action in actions:
+        if "add" in action:
+            action["add"]["deletionVector"] = dv.to_json()
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    with pytest.raises(OffsetStoreError, match="deletion vector's bucket 0 holds rows from 983040 on, past the file's last row 99"):
+        own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)], info={})
+    assert not (table / "_delta_log" / f"{4:020d}.json").exists()

@@ -54,7 +54,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.column_mapping import column_mapping_of
 from kafka_group.delta.commit_files import DataFile, delete_files
-from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap
+from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap, union_rows
 from kafka_group.delta.keyed_own_plan import FilePlan, plan_scd1, read_file
 from kafka_group.delta.log_actions import TableState, commit_actions, encode_actions, protocol_refusal
 from kafka_group.delta.log_commit import checkpoint_if_due, own_commit_refusal, put_if_absent
@@ -155,7 +155,7 @@ def own_merge(
         removes, readds = [], []
         for f in plan.files:
             removes.append(_remove(f.add, now_ms))
-            remaining = f.num_records - len(f.old_deleted | _bitmap(f.newly_deleted))
+            remaining = f.num_records - len(_deleted_after(f))
             if remaining == 0:
                 continue
             if with_dvs:
@@ -168,14 +168,14 @@ def own_merge(
                 written.append(dv_file)
                 readds.append(readd)
             else:  # copy-on-write: the file's live rows that this MERGE does not touch
+                import numpy as np
                 import pyarrow as pa
                 import pyarrow.compute as pc
 
                 path = urllib.parse.unquote(f.add["path"])
                 whole = read_file(fs, path, schema, f.add, None, mapping)
-                gone = f.old_deleted | _bitmap(f.newly_deleted)
-                mask = pc.invert(pc.is_in(pa.array(range(whole.num_rows), pa.int64()),
-                                          value_set=pa.array(list(gone), pa.int64())))
+                mask = pc.invert(pc.is_in(pa.array(np.arange(whole.num_rows, dtype=np.int64)),
+                                          value_set=pa.array(_deleted_after(f))))
                 rows.append(whole.filter(mask).cast(schema))
         _refuse_nulls(table_path, plan.new_rows, pa_schema(table))
         try:
@@ -259,10 +259,10 @@ def _refuse_nulls(table_path: str, rows: Any, schema: Any) -> None:
                 "landed and no offset moved: store the column (column_list) and fill it in the transform")
 
 
-def _bitmap(rows: Sequence[int]) -> Any:
-    from pyroaring import BitMap64
-
-    return BitMap64(rows)
+def _deleted_after(f: FilePlan) -> Any:
+    """The rows of ``f`` deleted after this MERGE: its old deletion vector's and this MERGE's (a sorted
+    numpy ``int64`` array)."""
+    return union_rows(f.old_deleted, f.newly_deleted)
 
 
 def _remove(add: Mapping[str, Any], now_ms: int) -> Dict[str, Any]:
@@ -279,7 +279,7 @@ def _remove(add: Mapping[str, Any], now_ms: int) -> Dict[str, Any]:
 def _with_new_dv(f: FilePlan) -> Tuple[Dict[str, Any], DataFile, bytes]:
     """The re-``add`` of ``f`` with its new DV (old rows and this MERGE's), and the DV file to write
     (its description and bytes)."""
-    rows = f.old_deleted | _bitmap(f.newly_deleted)
+    rows = _deleted_after(f)
     bitmap = serialize_bitmap(rows)
     dv = new_file_descriptor(uuid.uuid4(), bitmap, len(rows))
     body = dv_file_bytes(bitmap)

@@ -40,7 +40,7 @@ class FilePlan:
     num_records: int
     """Its physical row count."""
     old_deleted: Any
-    """The rows its current deletion vector deletes (a pyroaring ``BitMap64``)."""
+    """The rows its current deletion vector deletes (a sorted numpy ``int64`` array of positions)."""
     newly_deleted: List[int] = field(default_factory=list)
     """The rows this MERGE deletes or replaces (physical positions)."""
 
@@ -62,6 +62,7 @@ def plan_scd1(table: Any, fs: Any, table_uri: str, changes: Any, keys: Sequence[
     """Plan the SCD1 MERGE of ``changes`` (stored columns, ``__kg_seq``, ``__kg_delete``; one event
     per key) into ``table``'s loaded version (``fs`` rooted at the table; ``mapping``: its column
     mapping, under whose physical names its files and partition values are read)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -87,13 +88,18 @@ def plan_scd1(table: Any, fs: Any, table_uri: str, changes: Any, keys: Sequence[
         if "://" in path or path.startswith("/") or ".." in path.split("/"):
             raise OffsetStoreError(f"the table's file {path!r} is not inside the table's folder (a shallow clone?): "
                                    "the keyed sink merges only into files of the table itself")
-        old = read_deleted_rows(DeletionVector.of(add.get("deletionVector")), fs, table_uri)
         target = read_file(fs, path, schema, add, [c for c in keys] + [SEQUENCE_COLUMN], mapping)
         physical_rows = target.num_rows  # every row of the file, before its deletion vector
-        positions = pa.array(range(physical_rows), pa.int64())
+        try:  # counted against the file before a row is expanded
+            old = read_deleted_rows(DeletionVector.of(add.get("deletionVector")), fs, table_uri,
+                                    num_records=physical_rows)
+        except OffsetStoreError as exc:
+            raise OffsetStoreError(f"the table's file {path!r}: {exc}. The keyed sink wrote nothing and moved no "
+                                   "offset: the table's log or that deletion vector is corrupt") from None
+        positions = pa.array(np.arange(physical_rows, dtype=np.int64))
         target = target.append_column("__t_pos", positions)
         if len(old):
-            target = target.filter(pc.invert(pc.is_in(positions, value_set=pa.array(list(old), pa.int64()))))
+            target = target.filter(pc.invert(pc.is_in(positions, value_set=pa.array(old))))
         joined = target.join(source, keys=list(keys), join_type="inner")
         if joined.num_rows == 0:
             continue

@@ -7,11 +7,11 @@
   40402 version); any other 404 (a wrong path, a proxy's page) is a :class:`SchemaRegistryError`
   naming the URL: records must not become bad records because the address is wrong.
 * The whole exchange (connection, TLS handshake, request, status line, headers, body, chunked
-  trailers) ends by one deadline and reads at most ``max_bytes``: the socket's every read waits
-  only until the deadline and is counted (:class:`_Meter`), so a registry that trickles its headers
-  a byte at a time, or sends trailer lines for ever, ends in a :class:`SchemaRegistryError`.
-  Not bounded: the name lookup of the registry's host (the system resolver's own timeouts), and
-  the answer of an HTTP proxy to ``CONNECT`` (each read of it waits at most the deadline).
+  trailers) ends by one deadline and reads at most ``max_bytes`` (:func:`kafka_group.bounded_http.fetch`),
+  so a registry that trickles its headers a byte at a time, or sends trailer lines for ever, ends
+  in a :class:`SchemaRegistryError`. Not bounded: the name lookup of the registry's host (the
+  system resolver's own timeouts), and the answer of an HTTP proxy to ``CONNECT`` (each read of
+  it waits at most the deadline).
 * Whatever the answer holds (a broken status line, a body that is not JSON or nested without end,
   an error page echoing the request's headers) is a :class:`SchemaRegistryError` whose text is
   scrubbed of secrets before it is shortened (a secret cut in half would not be recognised).
@@ -21,15 +21,13 @@ Caller: any thread; each call has its own connection and meter.
 
 from __future__ import annotations
 
-import functools
 import http.client
-import io
 import ssl
-import time
 import urllib.error
 import urllib.request
 from typing import Any, FrozenSet, NoReturn, Optional
 
+from kafka_group.bounded_http import Late, Redirected, TooBig, fetch
 from kafka_group.errors import AuthenticationError, SchemaRegistryError, SchemaRegistryUnavailable
 from kafka_group.json_text import NotJson, parse_json
 from kafka_group.redaction import scrub
@@ -41,26 +39,11 @@ SCHEMA_NOT_FOUND: FrozenSet[int] = frozenset({40403})
 #: Confluent's ``error_code`` of a 404 for an unknown subject (40401) or version (40402).
 SUBJECT_OR_VERSION_NOT_FOUND: FrozenSet[int] = frozenset({40401, 40402, 40403})
 
-_CHUNK = 64 * 1024
 _ERROR_BODY_BYTES = 4096
 
 
 class UnknownSchemaId(LookupError):
     """The registry does not know a record's schema id (the record is a bad record)."""
-
-
-class _Redirected(Exception):
-    def __init__(self, code: int, target: str) -> None:
-        super().__init__(code, target)
-        self.code, self.target = code, target
-
-
-class _Late(TimeoutError):
-    """The exchange's deadline passed."""
-
-
-class _TooBig(Exception):
-    """The exchange received more than its byte budget (not an OSError: urllib must not wrap it)."""
 
 
 def excerpt(text: str, limit: int = 200, *, quote: bool = True) -> str:
@@ -70,118 +53,6 @@ def excerpt(text: str, limit: int = 200, *, quote: bool = True) -> str:
     shown = scrub(text)
     shown = shown if len(shown) <= limit else shown[:limit] + "..."
     return repr(shown) if quote else shown
-
-
-class _Meter:
-    """The bounds of one exchange: a deadline and a byte budget (one thread)."""
-
-    def __init__(self, timeout_s: float, max_bytes: int) -> None:
-        self.deadline = time.monotonic() + timeout_s
-        self.left = max_bytes
-
-    def remaining(self) -> float:
-        """Seconds until the deadline; :class:`_Late` when it has passed."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise _Late()
-        return left
-
-    def count(self, n: int) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise _TooBig()
-
-
-class _MeteredReader(io.RawIOBase):
-    """The socket's bytes, each read waiting at most until the deadline and counted."""
-
-    def __init__(self, sock: Any, meter: _Meter) -> None:
-        super().__init__()
-        self._sock, self._meter = sock, meter
-        self._raw = sock.makefile("rb", buffering=0)  # holds the socket open until this reader closes
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        self._sock.settimeout(self._meter.remaining())
-        n = self._raw.readinto(buffer)
-        if n:
-            self._meter.count(n)
-        return int(n or 0)
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
-
-
-class _MeteredSocket:
-    """What :mod:`http.client` sees of the connection: sends and reads bounded by the meter."""
-
-    def __init__(self, sock: Any, meter: _Meter) -> None:
-        self._sock, self._meter = sock, meter
-
-    def sendall(self, data: bytes) -> None:
-        self._sock.settimeout(self._meter.remaining())  # sendall's timeout bounds the whole call
-        self._sock.sendall(data)
-
-    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
-        return io.BufferedReader(_MeteredReader(self._sock, self._meter))
-
-    def close(self) -> None:
-        self._sock.close()
-
-
-class _Metered:
-    """Connects within the deadline (connect and TLS handshake wait at most what is left), then meters."""
-
-    _meter: _Meter
-    timeout: Optional[float]
-    sock: Any
-
-    def connect(self) -> None:
-        self.timeout = self._meter.remaining()
-        super().connect()  # type: ignore[misc]
-        self.sock = _MeteredSocket(self.sock, self._meter)
-
-
-class _MeteredHTTP(_Metered, http.client.HTTPConnection):
-    def __init__(self, *args: Any, meter: _Meter, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._meter = meter
-
-
-class _MeteredHTTPS(_Metered, http.client.HTTPSConnection):
-    def __init__(self, *args: Any, meter: _Meter, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._meter = meter
-
-
-class _HTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, meter: _Meter) -> None:
-        super().__init__()
-        self._meter = meter
-
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_MeteredHTTP, meter=self._meter), req)  # type: ignore[arg-type]
-
-
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, meter: _Meter, context: Optional[ssl.SSLContext]) -> None:
-        super().__init__(context=context)
-        self._meter = meter
-        self._tls = context
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_MeteredHTTPS, meter=self._meter), req,  # type: ignore[arg-type]
-                            context=self._tls)
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> Optional[urllib.request.Request]:
-        fp.close()
-        raise _Redirected(code, newurl)
 
 
 def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[int],  # type: ignore[type-arg]
@@ -212,21 +83,18 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
     request = urllib.request.Request(url, data=data,
                                      headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json",
                                               **headers})
-    meter = _Meter(timeout_s, max_bytes)
-    opener = urllib.request.build_opener(_RefuseRedirects(), _HTTPHandler(meter), _HTTPSHandler(meter, ssl_context))
     try:
-        with opener.open(request, timeout=timeout_s) as response:
-            body = _read(response, where)
-    except _Redirected as exc:
+        body = fetch(request, timeout_s=timeout_s, max_bytes=max_bytes, ssl_context=ssl_context)
+    except Redirected as exc:
         raise SchemaRegistryError(
             f"the Schema Registry at {scrub(base)} answered GET {path} with a redirect (HTTP {exc.code}) to "
             f"{excerpt(exc.target)}; the connector does not follow redirects (the credentials would go to that "
             "address): give the final URL in 'schemaRegistryAddress'") from None
     except urllib.error.HTTPError as exc:
         _http_error(exc, base, path, where, unknown_codes)
-    except _TooBig:
+    except TooBig:
         _too_big(where, max_bytes)
-    except (_Late, TimeoutError):
+    except (Late, TimeoutError):
         _late(where, timeout_s)
     except http.client.RemoteDisconnected:  # closed with no answer at all: a registry restarting or overloaded
         raise SchemaRegistryUnavailable(
@@ -251,20 +119,6 @@ def get_json(base: str, path: str, headers: dict, *, unknown_codes: FrozenSet[in
         raise SchemaRegistryError(
             f"the Schema Registry at {scrub(base)} answered GET {path} with no JSON the connector reads ({exc}): "
             f"{excerpt(body[:4096].decode('utf-8', 'replace'))}") from None
-
-
-def _read(response: Any, where: str) -> bytes:
-    """The body, a chunk at a time (the meter bounds time and bytes); an answer cut short is refused."""
-    chunks = []
-    while True:
-        chunk = response.read1(_CHUNK)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    left = getattr(response, "length", None)
-    if isinstance(left, int) and left > 0:
-        raise http.client.IncompleteRead(b"", left)
-    return b"".join(chunks)
 
 
 def _tls_refused(base: str, path: str, reason: ssl.SSLError) -> NoReturn:
@@ -301,7 +155,7 @@ def _http_error(exc: urllib.error.HTTPError, base: str, path: str, where: str,
                 unknown_codes: FrozenSet[int]) -> NoReturn:
     try:
         raw = exc.read(_ERROR_BODY_BYTES)
-    except (OSError, http.client.HTTPException, ValueError, _TooBig):
+    except (OSError, http.client.HTTPException, ValueError, TooBig):
         raw = b""
     finally:
         exc.close()
