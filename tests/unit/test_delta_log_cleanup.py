@@ -10,33 +10,19 @@ checkpoint follows the V2 spec (a ``checkpointMetadata`` action).
 
 from __future__ import annotations
 
-import json
 import pathlib
-import uuid
-from typing import Dict, List
+from typing import List
 
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.offsets import TopicPartition
-from tests.unit.test_delta_own_commit import _batch, _write_log
+from tests.unit.test_delta_own_commit import _batch, _tracked_table
 
 _EXPIRED_AT_ONCE = {"delta.enableInCommitTimestamps": "true", "delta.checkpointInterval": "2",
                     "delta.logRetentionDuration": "interval 0 seconds",
                     "delta.deletedFileRetentionDuration": "interval 0 seconds"}
-
-
-def _table(root: pathlib.Path, protocol: Dict[str, object], configuration: Dict[str, str]) -> None:
-    fields = [{"name": n, "type": t, "nullable": True, "metadata": {}}
-              for n, t in (("value", "string"), ("partition", "integer"), ("offset", "long"))]
-    _write_log(root, 0, [
-        {"commitInfo": {"timestamp": 0, "inCommitTimestamp": 4_000_000_000_000, "operation": "CREATE TABLE"}},
-        {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-                      "schemaString": json.dumps({"type": "struct", "fields": fields}), "partitionColumns": [],
-                      "configuration": configuration, "createdTime": 0}},
-        {"protocol": protocol},
-    ])
 
 
 def _land(root: pathlib.Path, batches: int) -> DeltaOffsetStore:
@@ -51,8 +37,7 @@ def _log(root: pathlib.Path) -> List[str]:
 
 
 def test_own_commits_remove_the_expired_log_files_a_checkpoint_covers(tmp_path: pathlib.Path) -> None:
-    _table(tmp_path, {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]},
-           _EXPIRED_AT_ONCE)
+    _tracked_table(tmp_path, ["inCommitTimestamp"], _EXPIRED_AT_ONCE)
     store = _land(tmp_path, 5)
     # Checkpoints at 2 and 4; then everything before the newest checkpoint is expired (retention 0):
     # its commit file stays (PROTOCOL.md, "Metadata Cleanup"), as does every commit after it.
@@ -64,17 +49,15 @@ def test_own_commits_remove_the_expired_log_files_a_checkpoint_covers(tmp_path: 
 
 
 def test_expired_log_cleanup_off_keeps_every_log_file(tmp_path: pathlib.Path) -> None:
-    _table(tmp_path, {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]},
-           {**_EXPIRED_AT_ONCE, "delta.enableExpiredLogCleanup": "false"})
+    _tracked_table(tmp_path, ["inCommitTimestamp"], {**_EXPIRED_AT_ONCE, "delta.enableExpiredLogCleanup": "false"})
     _land(tmp_path, 5)
     assert _log(tmp_path) == sorted([f"{v:020d}.json" for v in range(6)]
                                     + [f"{v:020d}.checkpoint.parquet" for v in (2, 4)])
 
 
 def test_a_v2_checkpoint_policy_gets_v2_spec_checkpoints(tmp_path: pathlib.Path) -> None:
-    _table(tmp_path, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"],
-                      "writerFeatures": ["v2Checkpoint", "inCommitTimestamp"]},
-           {**_EXPIRED_AT_ONCE, "delta.checkpointPolicy": "v2"})
+    _tracked_table(tmp_path, ["v2Checkpoint", "inCommitTimestamp"], {**_EXPIRED_AT_ONCE, "delta.checkpointPolicy": "v2"},
+                   reader_features=["v2Checkpoint"])
     _land(tmp_path, 2)
     checkpoint = tmp_path / "_delta_log" / f"{2:020d}.checkpoint.parquet"
     assert checkpoint.exists(), _log(tmp_path)
