@@ -1,8 +1,10 @@
 """What a delta-spark table asks of its writer, honoured by DeltaSink; and Delta streaming readers downstream.
 
 Tables created by delta-spark with ``delta.targetFileSize``, ``delta.dataSkippingStatsColumns``,
-``delta.checkpointInterval`` and ``delta.logRetentionDuration``, written by the sink from real
-Kafka; a ``spark.readStream.format("delta")`` query downstream of the sink's table.
+``delta.checkpointInterval``, ``delta.logRetentionDuration``, ``delta.enableExpiredLogCleanup`` and
+``delta.checkpointPolicy`` (on both commit paths: delta-rs's, and the connector's own for tables with
+row tracking or in-commit timestamps), written by the sink from real Kafka; a
+``spark.readStream.format("delta")`` query downstream of the sink's table.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import Counter
 from typing import Any, Dict, List, Tuple
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -94,6 +97,57 @@ def test_checkpoints_and_log_cleanup_follow_the_tables_properties(
     assert version >= 3 and checkpoint >= 2, (version, checkpoint)
     assert not (log / "00000000000000000000.json").exists(), sorted(os.listdir(log))
     assert rows(spark, table) == Counter((0, o) for o in range(15))
+
+
+def _log_versions(table: pathlib.Path, suffix: str) -> List[int]:
+    """The versions of the table's commit (``.json``) or classic checkpoint (``.checkpoint.parquet``) files."""
+    return sorted(int(p.name[:20]) for p in (table / "_delta_log").glob("[0-9]" * 20 + suffix))
+
+
+def _commit_engine(table: pathlib.Path, version: int) -> str:
+    for line in (table / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
+        if '"commitInfo"' in line:
+            return str(json.loads(line)["commitInfo"].get("engineInfo"))
+    return ""
+
+
+def test_the_own_commit_checkpoints_and_removes_expired_log_files_as_the_tables_properties_say(
+        spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
+    """Tables whose appends the connector commits itself (row tracking, in-commit timestamps): a checkpoint
+    every ``delta.checkpointInterval`` versions (V2 spec under ``delta.checkpointPolicy = v2``), then the
+    log files older than ``delta.logRetentionDuration`` that it covers removed, unless
+    ``delta.enableExpiredLogCleanup`` is false; delta-spark reads the table, its row ids and its history."""
+    topic = make_topic(1)
+    produce(kafka.bootstrap_servers, topic, {0: 6})
+    expiring = {"delta.checkpointInterval": "2", "delta.logRetentionDuration": "interval 0 seconds",
+                "delta.deletedFileRetentionDuration": "interval 0 seconds"}
+    cleaned, kept = tmp_path / "cleaned", tmp_path / "kept"
+    create(spark, cleaned, {**expiring, "delta.enableRowTracking": "true", "delta.checkpointPolicy": "v2"})
+    create(spark, kept, {**expiring, "delta.enableInCommitTimestamps": "true", "delta.enableExpiredLogCleanup": "false"})
+    for table in (cleaned, kept):  # three batches of two records each: versions 1-3 at least
+        land_available_now(delta_source(spark, kafka, topic, unique_name("log"), table, startingOffsets="earliest",
+                                        maxOffsetsPerTrigger=2),
+                           DeltaSink(str(table), transform=keep_columns), tmp_path / f"c-{table.name}")
+        assert rows(spark, table) == Counter((0, o) for o in range(6))
+
+    version = DeltaTable(str(cleaned)).version()
+    newest = version - version % 2
+    assert version >= 3 and _commit_engine(cleaned, version) == "pyspark-kafka-group", version
+    # Everything before the newest checkpoint expired at once; its commit file and the later ones stay.
+    listed = sorted(os.listdir(cleaned / "_delta_log"))
+    assert _log_versions(cleaned, ".json") == list(range(newest, version + 1)), listed
+    assert _log_versions(cleaned, ".checkpoint.parquet") == [newest], listed
+    checkpoint = pq.read_table(cleaned / "_delta_log" / f"{newest:020d}.checkpoint.parquet")
+    assert [m for m in checkpoint.column("checkpointMetadata").to_pylist() if m] == [{"version": newest}]
+    history = [r.version for r in spark.sql(f"DESCRIBE HISTORY delta.`{cleaned}`").collect()]
+    assert history == list(range(version, newest - 1, -1))
+    row_ids = [r.row_id for r in spark.read.format("delta").load(str(cleaned)).select("_metadata.row_id").collect()]
+    assert sorted(row_ids) == list(range(6))
+
+    version = DeltaTable(str(kept)).version()
+    assert version >= 3 and _commit_engine(kept, version) == "pyspark-kafka-group", version
+    assert _log_versions(kept, ".json") == list(range(version + 1))
+    assert _log_versions(kept, ".checkpoint.parquet") == list(range(2, version + 1, 2))
 
 
 def test_a_delta_stream_downstream_sees_every_batch_once(

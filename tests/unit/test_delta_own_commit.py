@@ -12,7 +12,7 @@ import json
 import os
 import pathlib
 import uuid
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -128,7 +128,8 @@ def test_the_high_water_mark_is_read_from_the_newest_commit_then_the_checkpoint(
     assert row_id_high_water_mark(fs, 4) == 17
 
 
-def _tracked_table(root: pathlib.Path, writer_features: List[str], configuration: Dict[str, str]) -> None:
+def _tracked_table(root: pathlib.Path, writer_features: List[str], configuration: Dict[str, str],
+                   reader_features: Optional[List[str]] = None) -> None:
     fields = [{"name": n, "type": t, "nullable": True, "metadata": {}}
               for n, t in (("value", "string"), ("partition", "integer"), ("offset", "long"))]
     _write_log(root, 0, [
@@ -136,7 +137,9 @@ def _tracked_table(root: pathlib.Path, writer_features: List[str], configuration
         {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
                       "schemaString": json.dumps({"type": "struct", "fields": fields}), "partitionColumns": [],
                       "configuration": configuration, "createdTime": 0}},
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": writer_features}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": writer_features}
+         if reader_features is None else {"minReaderVersion": 3, "minWriterVersion": 7,
+                                          "readerFeatures": reader_features, "writerFeatures": writer_features}},
     ])
 
 

@@ -18,6 +18,7 @@ Caller: :class:`~pyspark_kafka_group.delta_sink.DeltaSink` on the driver, one ba
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -40,6 +41,7 @@ from kafka_group.delta.key_rows import rows_of_keys
 from kafka_group.delta.keyed_own_merge import needs_own_merge, own_merge, own_merge_refusal
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import merge_or_raise
+from kafka_group.delta.table_rules import table_rules
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
 from kafka_group.errors import OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
@@ -230,31 +232,43 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
 #: Writer features a delta-rs MERGE honours on its own, as this sink has seen it do (plain Parquet rewrites).
 _MERGEABLE_FEATURES = frozenset({"timestampNtz", "changeDataFeed"})
+#: Writer features delta-spark lists on every table-features protocol it writes (a table with the change data
+#: feed enabled, say), in use or not: merged into while not in use (``delta.appendOnly`` unset or false, no
+#: invariant in the schema), refused with their own fix otherwise.
+_LISTED_WHEN_UNUSED = frozenset({"appendOnly", "invariants"})
 
 
 def _refuse_unmergeable(table_path: str, table: Any) -> None:
     """Refuse a table delta-rs's MERGE could corrupt, whatever the append path accepts: column
-    mapping, ``delta.appendOnly``, and any writer feature delta-rs's MERGE is not known here to
-    honour (row tracking, identity columns...). Tables with deletion vectors (delta-rs 1.6.6 writes
-    none) never get here: :func:`~kafka_group.delta.keyed_own_merge.needs_own_merge`."""
+    mapping, ``delta.appendOnly``, column invariants, and any writer feature delta-rs's MERGE is not
+    known here to honour (row tracking, identity columns...). Tables with deletion vectors (delta-rs
+    1.6.6 writes none) never get here: :func:`~kafka_group.delta.keyed_own_merge.needs_own_merge`."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     problems = [f"the '{f}' table feature" for f in sorted(set(protocol.reader_features or [])
                                                             | set(protocol.writer_features or []))
-                if f not in _MERGEABLE_FEATURES]
+                if f not in _MERGEABLE_FEATURES | _LISTED_WHEN_UNUSED]
+    fixes = ["land into a new table (the first batch creates one without them), or remove a feature with "
+             "delta-spark (ALTER TABLE ... DROP FEATURE)"] if problems else []
     if protocol.min_writer_version in (5, 6):
         problems.append(f"writer version {protocol.min_writer_version} (column mapping, identity columns)")
     if str(config.get("delta.columnMapping.mode", "none")).lower() != "none":
         problems.append("column mapping")
+    if problems and not fixes:
+        fixes.append("land into a new table (the first batch creates one without them)")
     if str(config.get("delta.appendOnly", "false")).lower() == "true":
-        problems.append("delta.appendOnly = true")
+        problems.append("delta.appendOnly = true (a keyed batch updates and deletes rows, which it forbids)")
+        fixes.append("if the table may change, with delta-spark: ALTER TABLE ... SET TBLPROPERTIES "
+                     "('delta.appendOnly' = 'false'); else land into another table")
+    invariants = [r.name for r in table_rules(json.loads(table.schema().to_json()), {}) if r.kind == "invariant"]
+    if invariants:
+        problems.append(f"column invariants (on {', '.join(invariants)})")
+        fixes.append("land into a table without invariants")
     if problems:
         raise UnsupportedTableFeatureError(
             f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has " + ", ".join(problems)
             + ", which the keyed sink's delta-rs MERGE does not honour. Nothing was written and no offset moved. "
-            "Land into a new table (the first batch creates one without them); for deletion vectors, with "
-            "delta-spark: ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors' = false), REORG TABLE "
-            "... APPLY (PURGE), ALTER TABLE ... DROP FEATURE deletionVectors")
+            "To go on: " + "; ".join(fixes))
 
 
 def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int) -> None:
