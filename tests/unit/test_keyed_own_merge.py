@@ -244,3 +244,26 @@ def test_a_retried_deletion_vector_put_that_finds_its_own_first_attempt_goes_on(
     assert own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)],
                      info={}) == 4
     assert _rows(table) == _expected()
+
+
+def test_a_delta_rs_merge_that_changes_no_row_still_moves_the_offsets(tmp_path: pathlib.Path) -> None:
+    """The twin of the own MERGE's test above, on a plain table (delta-rs's MERGE): a batch whose events
+    are all older than the table's rows changes nothing, and its offsets move all the same."""
+    from deltalake import write_deltalake
+
+    from kafka_group.delta.keyed_commit import KeyedOffsetStore
+    from kafka_group.delta.keyed_rules import KeyedSpec
+    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.offsets import OffsetRange, TopicPartition
+
+    table = tmp_path / "plain"
+    write_deltalake(str(table), pa.table({"id": pa.array([1], pa.int64()), "v": ["one"],
+                                          "__SEQUENCE": pa.array([5], pa.int64())}))
+    store = KeyedOffsetStore(str(table), "g")
+    spec = KeyedSpec.build(["id"], "seq", None, None, None, 1)
+    stale = pa.table({"id": pa.array([1], pa.int64()), "v": ["old"], "__kg_seq": pa.array([3], pa.int64()),
+                      "__kg_delete": [False], "__kg_offset": pa.array([0], pa.int64())})
+    store.merge_changes(stale, spec, ["id", "v"], [OffsetRange(TopicPartition("t", 0), 0, 1)])
+    loaded = DeltaTable(str(table))
+    assert loaded.transaction_version(transaction_id("g", TopicPartition("t", 0))) == 1
+    assert loaded.to_pyarrow_dataset().to_table().to_pylist() == [{"id": 1, "v": "one", "__SEQUENCE": 5}]

@@ -172,7 +172,14 @@ class KeyedOffsetStore(DeltaOffsetStore):
             except (pa.ArrowInvalid, ValueError, TypeError) as exc:
                 raise OffsetStoreError(f"merging the batch into offsets.table '{self.table_path}' failed: {exc}. "
                                        "Nothing of it is visible and no offset moved") from exc
-            version = int(self._load(refresh=True).version())
+            merged = self._load(refresh=True)
+            if ranges and any(merged.transaction_version(t.app_id) != t.version for t in txns[:-1]):
+                # delta-rs commits nothing for a MERGE that changes no row (every event older than the
+                # table's): the offsets alone, as for a batch the tombstones emptied
+                logger.info("the MERGE into %s changed no row and committed nothing; committing the offsets",
+                            self.table_path)
+                return self.commit([], schema, ranges, metadata=metadata, partition_by=partition_by)
+            version = int(merged.version())
             logger.info("merged version %d of %s: %s; %s", version, self.table_path,
                         {k: v for k, v in metrics.items() if k.startswith("num_")},
                         ", ".join(str(r) for r in ranges) or "no ranges")
