@@ -114,6 +114,17 @@ def test_a_batch_that_changes_no_row_still_moves_the_offsets(tmp_path: pathlib.P
     assert DeltaTable(str(table)).transaction_version("app") == 3
 
 
+def test_an_event_of_the_rows_own_sequence_replaces_it(tmp_path: pathlib.Path) -> None:
+    """A tie: the row's event came in an earlier batch (an earlier offset of the key's partition), so
+    the change is the later event and wins, as within a batch (keyed_rules.scd1_clauses)."""
+    table = _copy(tmp_path)
+    ties = pa.table({"id": pa.array([6, 9, 10], pa.int64()), "v": ["six", "old", None],
+                     "__kg_seq": pa.array([6, 8, 10], pa.int64()), "__kg_delete": [False, False, True]})
+    assert own_merge(DeltaTable(str(table)), str(table), {}, ties, ["id"], ["id", "v"], [("app", 1)], info={}) == 4
+    rows = {r[0]: r for r in _rows(table)}
+    assert rows[6] == (6, "six", 6) and rows[9] == (9, "9", 9) and 10 not in rows
+
+
 def _with(table: pathlib.Path, protocol: Dict[str, Any], configuration: Dict[str, str]) -> DeltaTable:
     """``table`` with one more commit setting ``protocol`` and ``configuration``."""
     meta = json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[1])

@@ -213,7 +213,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
     def _scd2_source(self, table: Any, changes: Any, spec: KeyedSpec, stored: Sequence[str]) -> Any:
         """SCD2's MERGE source: the table's latest sequence of each changed key (read from the
-        files holding those keys only), then the versions to insert and the rows to close."""
+        files holding those keys only), then the versions to insert and the rows to close or drop."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -232,6 +232,9 @@ class KeyedOffsetStore(DeltaOffsetStore):
         for key, at in result.closes:
             out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: None,
                         END_COLUMN: None, ACTION: "close", CLOSE_AT: at})
+        for key, start in result.drops:  # a tie with the key's current version: the later event replaces it
+            out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: start,
+                        END_COLUMN: None, ACTION: "drop", CLOSE_AT: None})
         return pa.Table.from_pylist(out, schema=schema)
 
 

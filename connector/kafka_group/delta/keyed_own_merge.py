@@ -6,9 +6,10 @@ rows it leaves are those of the delta-rs path's :func:`~kafka_group.delta.keyed_
 (tests/integration/test_cdc_deletion_vectors.py compares both on the same change batches):
 
 - a change's key matches a live target row when every key column is equal (NULL matches nothing);
-- a matched row whose ``__SEQUENCE`` is below the change's sequence is deleted (a delete event) or
-  replaced (an upsert: the stored columns and ``__SEQUENCE`` from the change, the table's other
-  columns kept); a row with a NULL ``__SEQUENCE`` or a newer one is left as it is;
+- a matched row whose ``__SEQUENCE`` is NULL, below or equal to the change's sequence (a tie: the
+  change is the later event) is deleted (a delete event) or replaced (an upsert: the stored columns
+  and ``__SEQUENCE`` from the change, the table's other columns kept); a row with a newer one is left
+  as it is;
 - an upsert whose key matches no live row is inserted.
 
 Plan (:func:`~kafka_group.delta.keyed_own_plan.plan_scd1`): the change set (one event per key, in memory) against the target's files
