@@ -4,13 +4,15 @@ delta-rs and delta-spark).
 Events of one key with equal sequences must give the same table whether they land in one batch or
 in two (the later Kafka offset wins, docs/cdc.md), for SCD1 through delta-rs's MERGE, SCD1 through
 the connector's own MERGE (a table with deletion vectors) and SCD2. Rows a snapshot loaded without
-the sink's sequence (NULL ``__SEQUENCE``, ``__START_AT``) take the key's next event.
+the sink's sequence (NULL ``__SEQUENCE``, ``__START_AT``) take the key's next event. A nested
+invariant the own MERGE does not evaluate refuses the table.
 """
 
 from __future__ import annotations
 
+import json
 import pathlib
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 from pyspark.errors import StreamingQueryException
@@ -93,3 +95,37 @@ def test_equal_sequences_and_snapshot_rows_give_one_table_whatever_the_batches(
     assert results == want
     assert _deletion_vectors_added_by_the_sink(tmp_path / "scd1-dvs-two") > 0  # the own MERGE ran
 
+
+def test_a_nested_invariant_refuses_the_own_merge_before_anything_lands(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """A table with deletion vectors (the own MERGE) and a legacy invariant on a nested field, which
+    delta-spark enforces: a batch whose row breaks it must not land."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    topic, group, table = make_topic(1), unique_name("group"), tmp_path / "table"
+    invariant = {"delta.invariants": json.dumps({"expression": {"expression": "s.x < 100"}})}
+    schema = StructType([StructField("id", StringType()),
+                         StructField("s", StructType([StructField("x", LongType(), True, invariant)])),
+                         StructField("__SEQUENCE", LongType())])
+    spark.createDataFrame([], schema).write.format("delta").save(str(table))
+    spark.sql(f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    with pytest.raises(Exception, match="s.x < 100"):  # delta-spark itself refuses such a row
+        spark.sql(f"INSERT INTO delta.`{table}` VALUES ('z', named_struct('x', 500), 1)").collect()
+
+    def nested(df: Any) -> Any:
+        return parse(df).select("__kafka", "id", F.struct(F.col("v").alias("x")).alias("s"), "seq")
+
+    produce_events(kafka.bootstrap_servers, topic, [(0, "k", _u(500, 1))])
+    sink = DeltaSink(str(table), keys=["id"], sequence_by="seq", transform=nested, column_list=["id", "s"])
+    failure: Optional[BaseException] = None
+    try:
+        land_available_now(delta_source(spark, kafka, topic, group, table), sink, tmp_path / "chk")
+    except StreamingQueryException as exc:
+        failure = exc
+    landed = spark.read.format("delta").load(str(table)).count()
+    assert failure is not None, f"the batch landed {landed} row(s) breaking the invariant s.x < 100"
+    assert "invariant" in str(failure) and "s.x" in str(failure), str(failure)[-3000:]
+    assert landed == 0
+    assert table_positions(table, group, topic, 1)[0] in (None, 0)  # at most the batch's start: no offset moved

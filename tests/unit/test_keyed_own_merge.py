@@ -153,6 +153,22 @@ def test_refuses_what_it_does_not_honour_yet_with_the_reason(tmp_path: pathlib.P
     assert not (table / "data").exists()
 
 
+def test_legacy_invariants_are_found_at_any_depth() -> None:
+    from kafka_group.delta.keyed_own_merge import invariant_columns
+
+    def f(name: str, kind: Any, invariant: bool = False) -> Dict[str, Any]:
+        meta = {"delta.invariants": json.dumps({"expression": {"expression": "true"}})} if invariant else {}
+        return {"name": name, "type": kind, "nullable": True, "metadata": meta}
+
+    inner = {"type": "struct", "fields": [f("x", "long", True), f("y", "long")]}
+    schema = {"type": "struct", "fields": [
+        f("n", "long", True), f("s", inner), f("plain", "string"),
+        f("items", {"type": "array", "elementType": inner, "containsNull": True}),
+        f("m", {"type": "map", "keyType": "string", "valueType": inner, "valueContainsNull": True})]}
+    assert invariant_columns(schema) == ["n", "s.x", "items[].x", "m{}.x"]
+    assert invariant_columns({"type": "struct", "fields": [f("s", {"type": "struct", "fields": [f("y", "long")]})]}) == []
+
+
 def test_finds_the_live_add_in_a_checkpoint(tmp_path: pathlib.Path) -> None:
     """delta-spark checkpoints every 10 commits: the DV descriptor of a file added before the
     checkpoint comes from its ``add`` row (the commits before it may be gone)."""
