@@ -129,9 +129,9 @@ class DeltaSink:
         The keyed (CDC) mode: the columns (after ``transform``) that identify a row. Each batch's
         change events are then MERGEd into the table with its offsets in one Delta commit: upserts,
         deletes (a Kafka tombstone, a record whose value is NULL, deletes its key; so does
-        ``apply_as_deletes``), the latest event per key by ``sequence_by`` winning, and events not
-        newer than what the table holds for their key ignored (docs/cdc.md). Without ``keys`` the
-        sink appends, as before.
+        ``apply_as_deletes``), the latest event per key by ``sequence_by`` winning (equal sequences:
+        the later Kafka offset, in one batch or across batches), and events older than what the table
+        holds for their key ignored (docs/cdc.md). Without ``keys`` the sink appends, as before.
     sequence_by : str, optional
         Keyed mode: a SQL expression (a column name, or such as ``"source.lsn"``) ordering the events
         of a key: a number, string, date or timestamp. Default: the Kafka offset, which orders a key's

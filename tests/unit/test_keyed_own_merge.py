@@ -114,6 +114,17 @@ def test_a_batch_that_changes_no_row_still_moves_the_offsets(tmp_path: pathlib.P
     assert DeltaTable(str(table)).transaction_version("app") == 3
 
 
+def test_an_event_of_the_rows_own_sequence_replaces_it(tmp_path: pathlib.Path) -> None:
+    """A tie: the row's event came in an earlier batch (an earlier offset of the key's partition), so
+    the change is the later event and wins, as within a batch (keyed_rules.scd1_clauses)."""
+    table = _copy(tmp_path)
+    ties = pa.table({"id": pa.array([6, 9, 10], pa.int64()), "v": ["six", "old", None],
+                     "__kg_seq": pa.array([6, 8, 10], pa.int64()), "__kg_delete": [False, False, True]})
+    assert own_merge(DeltaTable(str(table)), str(table), {}, ties, ["id"], ["id", "v"], [("app", 1)], info={}) == 4
+    rows = {r[0]: r for r in _rows(table)}
+    assert rows[6] == (6, "six", 6) and rows[9] == (9, "9", 9) and 10 not in rows
+
+
 def _with(table: pathlib.Path, protocol: Dict[str, Any], configuration: Dict[str, str]) -> DeltaTable:
     """``table`` with one more commit setting ``protocol`` and ``configuration``."""
     meta = json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[1])
@@ -140,6 +151,22 @@ def test_refuses_what_it_does_not_honour_yet_with_the_reason(tmp_path: pathlib.P
     with pytest.raises(UnsupportedTableFeatureError, match="rowTracking.*Nothing was written"):
         own_merge(tracked, str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 1)], info={})
     assert not (table / "data").exists()
+
+
+def test_legacy_invariants_are_found_at_any_depth() -> None:
+    from kafka_group.delta.keyed_own_merge import invariant_columns
+
+    def f(name: str, kind: Any, invariant: bool = False) -> Dict[str, Any]:
+        meta = {"delta.invariants": json.dumps({"expression": {"expression": "true"}})} if invariant else {}
+        return {"name": name, "type": kind, "nullable": True, "metadata": meta}
+
+    inner = {"type": "struct", "fields": [f("x", "long", True), f("y", "long")]}
+    schema = {"type": "struct", "fields": [
+        f("n", "long", True), f("s", inner), f("plain", "string"),
+        f("items", {"type": "array", "elementType": inner, "containsNull": True}),
+        f("m", {"type": "map", "keyType": "string", "valueType": inner, "valueContainsNull": True})]}
+    assert invariant_columns(schema) == ["n", "s.x", "items[].x", "m{}.x"]
+    assert invariant_columns({"type": "struct", "fields": [f("s", {"type": "struct", "fields": [f("y", "long")]})]}) == []
 
 
 def test_finds_the_live_add_in_a_checkpoint(tmp_path: pathlib.Path) -> None:
@@ -271,3 +298,26 @@ def test_a_deletion_vector_of_more_rows_than_its_file_holds_is_refused(tmp_path:
     with pytest.raises(OffsetStoreError, match="deletion vector's bucket 0 holds rows from 983040 on, past the file's last row 99"):
         own_merge(DeltaTable(str(table)), str(table), {}, _changes(), ["id"], ["id", "v"], [("app", 7)], info={})
     assert not (table / "_delta_log" / f"{4:020d}.json").exists()
+
+
+def test_a_delta_rs_merge_that_changes_no_row_still_moves_the_offsets(tmp_path: pathlib.Path) -> None:
+    """The twin of the own MERGE's test above, on a plain table (delta-rs's MERGE): a batch whose events
+    are all older than the table's rows changes nothing, and its offsets move all the same."""
+    from deltalake import write_deltalake
+
+    from kafka_group.delta.keyed_commit import KeyedOffsetStore
+    from kafka_group.delta.keyed_rules import KeyedSpec
+    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.offsets import OffsetRange, TopicPartition
+
+    table = tmp_path / "plain"
+    write_deltalake(str(table), pa.table({"id": pa.array([1], pa.int64()), "v": ["one"],
+                                          "__SEQUENCE": pa.array([5], pa.int64())}))
+    store = KeyedOffsetStore(str(table), "g")
+    spec = KeyedSpec.build(["id"], "seq", None, None, None, 1)
+    stale = pa.table({"id": pa.array([1], pa.int64()), "v": ["old"], "__kg_seq": pa.array([3], pa.int64()),
+                      "__kg_delete": [False], "__kg_offset": pa.array([0], pa.int64())})
+    store.merge_changes(stale, spec, ["id", "v"], [OffsetRange(TopicPartition("t", 0), 0, 1)])
+    loaded = DeltaTable(str(table))
+    assert loaded.transaction_version(transaction_id("g", TopicPartition("t", 0))) == 1
+    assert loaded.to_pyarrow_dataset().to_table().to_pylist() == [{"id": 1, "v": "one", "__SEQUENCE": 5}]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -11,10 +11,12 @@ from kafka_group.delta.keyed_rules import (
     OFFSET,
     SEQ,
     KeyedSpec,
+    KeyLatest,
     latest_sequences,
     quote,
     scd1_clauses,
     scd2_changes,
+    scd2_clauses,
 )
 from kafka_group.errors import ConfigError
 
@@ -53,11 +55,13 @@ def test_stored_columns_follow_column_list_or_except_column_list_and_never_the_s
     assert spec(stored_as_scd_type=2).system_columns() == ("__START_AT", "__END_AT")
 
 
-def test_scd1_merge_applies_only_newer_events_and_quotes_names() -> None:
+def test_scd1_merge_applies_events_not_older_than_the_row_and_quotes_names() -> None:
     clauses = scd1_clauses(["id", "we`ird"], ["id", "we`ird", "v"])
     assert clauses.predicate == "t.`id` = s.`id` AND t.`we``ird` = s.`we``ird`"
-    assert clauses.delete_when == f"s.{DELETE_COLUMN} AND s.{SEQ} > t.`__SEQUENCE`"
-    assert clauses.update_when == f"NOT s.{DELETE_COLUMN} AND s.{SEQ} > t.`__SEQUENCE`"
+    # a tie goes to the change (the later event); a row without a sequence takes any event
+    newer = f"(s.{SEQ} >= t.`__SEQUENCE` OR t.`__SEQUENCE` IS NULL)"
+    assert clauses.delete_when == f"s.{DELETE_COLUMN} AND {newer}"
+    assert clauses.update_when == f"NOT s.{DELETE_COLUMN} AND {newer}"
     assert clauses.updates == {"`v`": "s.`v`", "`__SEQUENCE`": f"s.{SEQ}"}  # keys are never updated
     assert clauses.inserts == {"`id`": "s.`id`", "`we``ird`": "s.`we``ird`", "`v`": "s.`v`",
                                "`__SEQUENCE`": f"s.{SEQ}"}
@@ -75,7 +79,7 @@ def test_scd2_versions_close_in_sequence_order_and_ignore_what_the_table_has_see
     latest = latest_sequences([{"id": "a", "__START_AT": 1, "__END_AT": None},
                                {"id": "b", "__START_AT": 2, "__END_AT": 4},
                                {"id": "b", "__START_AT": 0, "__END_AT": 2}], ["id"])
-    assert latest == {("a",): 1, ("b",): 4}
+    assert latest == {("a",): KeyLatest(1, True), ("b",): KeyLatest(4, False)}
     changes = scd2_changes(events, ["id"], ["id", "v"], latest)
     assert sorted(changes.inserts, key=lambda r: (r["id"], r["__START_AT"])) == [
         {"id": "a", "v": 30, "__START_AT": 3, "__END_AT": 5},
@@ -84,6 +88,33 @@ def test_scd2_versions_close_in_sequence_order_and_ignore_what_the_table_has_see
         {"id": "c", "v": 71, "__START_AT": 7, "__END_AT": None},
     ]
     assert sorted(changes.closes) == [(("a",), 3), (("c",), 7)]
+
+
+def test_scd2_an_event_at_the_keys_latest_sequence_replaces_what_made_it() -> None:
+    """A tie with the table: the table's event came in an earlier batch (an earlier offset), so the
+    batch's event wins, as it would within one batch."""
+    rows: List[Dict[str, Any]] = [{"id": "open", "__START_AT": 1, "__END_AT": 5},
+                                  {"id": "open", "__START_AT": 5, "__END_AT": None},
+                                  {"id": "gone", "__START_AT": 1, "__END_AT": 5},  # deleted at 5
+                                  {"id": "snap", "__START_AT": None, "__END_AT": None}]  # no sequence
+    latest = latest_sequences(rows, ["id"])
+    assert latest == {("open",): KeyLatest(5, True), ("gone",): KeyLatest(5, False)}
+    events = [event("open", 5, 51, 10), event("open", 4, 40, 11),  # below the latest: ignored
+              event("gone", 5, 52, 12), event("gone", 7, None, 13),
+              event("snap", 3, 30, 14)]
+    changes = scd2_changes(events, ["id"], ["id", "v"], latest)
+    assert sorted(changes.inserts, key=lambda r: (r["id"], r["__START_AT"])) == [
+        {"id": "gone", "v": 52, "__START_AT": 5, "__END_AT": 7},
+        {"id": "open", "v": 51, "__START_AT": 5, "__END_AT": None},
+        {"id": "snap", "v": 30, "__START_AT": 3, "__END_AT": None},
+    ]
+    assert changes.drops == [(("open",), 5)]  # the version the earlier event opened at 5
+    assert sorted(changes.closes) == [(("gone",), 5), (("snap",), 3)]  # 'gone' has none to close; 'open''s goes
+    deleted = scd2_changes([event("open", 5, None, 10)], ["id"], ["id", "v"], latest)
+    assert (deleted.inserts, deleted.closes, deleted.drops) == ([], [], [(("open",), 5)])
+    clauses = scd2_clauses(["id"], ["id", "v"])
+    assert clauses.delete_when == "s.__kg_action = 'drop'" and clauses.update_when == "s.__kg_action = 'close'"
+    assert "t.`__START_AT` = s.`__START_AT`" in clauses.predicate
 
 
 def test_tables_a_merge_could_corrupt_are_refused_before_anything_is_written(tmp_path: Any) -> None:

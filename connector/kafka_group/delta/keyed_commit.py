@@ -174,7 +174,14 @@ class KeyedOffsetStore(DeltaOffsetStore):
             except (pa.ArrowInvalid, ValueError, TypeError) as exc:
                 raise OffsetStoreError(f"merging the batch into offsets.table '{self.table_path}' failed: {exc}. "
                                        "Nothing of it is visible and no offset moved") from exc
-            version = int(self._load(refresh=True).version())
+            merged = self._load(refresh=True)
+            if ranges and any(merged.transaction_version(t.app_id) != t.version for t in txns[:-1]):
+                # delta-rs commits nothing for a MERGE that changes no row (every event older than the
+                # table's): the offsets alone, as for a batch the tombstones emptied
+                logger.info("the MERGE into %s changed no row and committed nothing; committing the offsets",
+                            self.table_path)
+                return self.commit([], schema, ranges, metadata=metadata, partition_by=partition_by)
+            version = int(merged.version())
             logger.info("merged version %d of %s: %s; %s", version, self.table_path,
                         {k: v for k, v in metrics.items() if k.startswith("num_")},
                         ", ".join(str(r) for r in ranges) or "no ranges")
@@ -208,7 +215,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
     def _scd2_source(self, table: Any, changes: Any, spec: KeyedSpec, stored: Sequence[str]) -> Any:
         """SCD2's MERGE source: the table's latest sequence of each changed key (read from the
-        files holding those keys only), then the versions to insert and the rows to close."""
+        files holding those keys only), then the versions to insert and the rows to close or drop."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -227,6 +234,9 @@ class KeyedOffsetStore(DeltaOffsetStore):
         for key, at in result.closes:
             out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: None,
                         END_COLUMN: None, ACTION: "close", CLOSE_AT: at})
+        for key, start in result.drops:  # a tie with the key's current version: the later event replaces it
+            out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: start,
+                        END_COLUMN: None, ACTION: "drop", CLOSE_AT: None})
         return pa.Table.from_pylist(out, schema=schema)
 
 

@@ -6,9 +6,10 @@ rows it leaves are those of the delta-rs path's :func:`~kafka_group.delta.keyed_
 (tests/integration/test_cdc_deletion_vectors.py compares both on the same change batches):
 
 - a change's key matches a live target row when every key column is equal (NULL matches nothing);
-- a matched row whose ``__SEQUENCE`` is below the change's sequence is deleted (a delete event) or
-  replaced (an upsert: the stored columns and ``__SEQUENCE`` from the change, the table's other
-  columns kept); a row with a NULL ``__SEQUENCE`` or a newer one is left as it is;
+- a matched row whose ``__SEQUENCE`` is NULL, below or equal to the change's sequence (a tie: the
+  change is the later event) is deleted (a delete event) or replaced (an upsert: the stored columns
+  and ``__SEQUENCE`` from the change, the table's other columns kept); a row with a newer one is left
+  as it is;
 - an upsert whose key matches no live row is inserted.
 
 Plan (:func:`~kafka_group.delta.keyed_own_plan.plan_scd1`): the change set (one event per key, in memory) against the target's files
@@ -37,7 +38,8 @@ the new files written under the physical names (with field ids), partition value
 keyed by them (:mod:`kafka_group.delta.column_mapping`, as the append path writes them).
 
 Refused here (:func:`own_merge_refusal`, with the reason): SCD2, row tracking, column mapping with
-nested columns, the change data feed enabled, invariants, and any feature outside
+nested columns, the change data feed enabled, legacy invariants at any depth (nested fields'
+included: :func:`invariant_columns`), and any feature outside
 :data:`_OWN_MERGE_FEATURES`.
 
 Caller: :class:`~kafka_group.delta.keyed_commit.KeyedOffsetStore` on the driver, one batch at a time.
@@ -63,7 +65,7 @@ from kafka_group.delta.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 
-__all__ = ["needs_own_merge", "own_merge", "own_merge_refusal"]
+__all__ = ["invariant_columns", "needs_own_merge", "own_merge", "own_merge_refusal"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +97,37 @@ def own_merge_refusal(table: Any, scd_type: int) -> Optional[str]:
         problems.append("delta.appendOnly = true")
     if str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true":
         problems.append("the change data feed enabled (the own MERGE writes no _change_data files)")
-    if any("delta.invariants" in dict(f.metadata or {}) for f in table.schema().fields):
-        problems.append("column invariants")
+    invariants = invariant_columns(json.loads(table.schema().to_json()))
+    if invariants:  # legacy invariants, at any depth: this MERGE does not evaluate them
+        problems.append(f"legacy invariants (delta.invariants) on {', '.join(invariants)}")
     return ", ".join(problems) or None
+
+
+def invariant_columns(schema_json: Mapping[str, Any]) -> List[str]:
+    """The columns of a Delta schema (its JSON as a dict) that carry a legacy invariant
+    (``delta.invariants`` in the field's metadata), at any depth: ``n``, ``s.x``, ``items[].x``,
+    ``m{}.x``."""
+    found: List[str] = []
+
+    def walk(kind: Any, path: str) -> None:
+        if not isinstance(kind, Mapping):
+            return
+        if kind.get("type") == "struct":
+            for f in kind.get("fields") or []:
+                if not isinstance(f, Mapping):
+                    continue
+                here = f"{path}.{f.get('name')}" if path else str(f.get("name"))
+                if isinstance(f.get("metadata"), Mapping) and "delta.invariants" in f["metadata"]:
+                    found.append(here)
+                walk(f.get("type"), here)
+        elif kind.get("type") == "array":
+            walk(kind.get("elementType"), path + "[]")
+        elif kind.get("type") == "map":
+            walk(kind.get("keyType"), path + "{key}")
+            walk(kind.get("valueType"), path + "{}")
+
+    walk(schema_json, "")
+    return found
 
 
 def own_merge(

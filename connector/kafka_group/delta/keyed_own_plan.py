@@ -8,9 +8,9 @@ only for the rows an upsert replaces. Each file is read honouring its existing d
 (:mod:`kafka_group.delta.deletion_vectors`; positions are the rows' physical indexes, PROTOCOL.md
 "Deletion Vectors") and under the column mapping's physical names ("Column Mapping"). The rules are
 :func:`~kafka_group.delta.keyed_rules.scd1_clauses`'s: a key matches a live row when every key column
-is equal (NULL matches nothing); a matched row with a lower ``__SEQUENCE`` than the change is deleted
-(a delete) or replaced (an upsert: stored columns and ``__SEQUENCE`` from the change, the others
-kept); a NULL or newer ``__SEQUENCE`` leaves it; an upsert matching no live row is inserted.
+is equal (NULL matches nothing); a matched row whose ``__SEQUENCE`` is NULL or not above the change's is
+deleted (a delete) or replaced (an upsert: stored columns and ``__SEQUENCE`` from the change, the
+others kept); a newer ``__SEQUENCE`` leaves it; an upsert matching no live row is inserted.
 
 Caller: :func:`~kafka_group.delta.keyed_own_merge.own_merge` on the driver.
 """
@@ -104,7 +104,8 @@ def plan_scd1(table: Any, fs: Any, table_uri: str, changes: Any, keys: Sequence[
         if joined.num_rows == 0:
             continue
         matched_sources.update(joined.column("__s_idx").to_pylist())
-        newer = pc.fill_null(pc.greater(joined.column("__s_seq"), joined.column(SEQUENCE_COLUMN)), False)
+        # at or above the row's sequence (the later event of a tie wins), or the row has none: keyed_rules.scd1_clauses
+        newer = pc.fill_null(pc.greater_equal(joined.column("__s_seq"), joined.column(SEQUENCE_COLUMN)), True)
         fired = joined.filter(newer)
         if fired.num_rows == 0:
             continue

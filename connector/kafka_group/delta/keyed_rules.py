@@ -7,20 +7,25 @@ Kafka offset) and is an upsert or a delete (a Kafka tombstone, or ``apply_as_del
 SCD type 1 (the table holds one row per live key)
     Within a batch, the event with the highest sequence of each key wins (ties: the higher Kafka
     offset). Across batches the table stores each row's sequence in :data:`SEQUENCE_COLUMN`, and an
-    event whose sequence is not above it is ignored (:func:`scd1_clauses`): replayed and
-    out-of-order events never move a row back. A delete removes the row and leaves a tombstone
-    (:mod:`kafka_group.delta.keyed_tombstones`), which drops a later batch's upserts of the key not
-    above the delete's sequence, for the tombstones' retention (docs/cdc.md).
+    event whose sequence is below it is ignored (:func:`scd1_clauses`): out-of-order events never
+    move a row back. An event of the row's own sequence replaces it: a partition's later offsets
+    land in later batches, so the later offset wins a tie however the batches are cut. A row whose
+    sequence is NULL (loaded by another tool) takes any event. A delete removes the row and leaves a
+    tombstone (:mod:`kafka_group.delta.keyed_tombstones`), which drops a later batch's upserts of the
+    key below the delete's sequence, for the tombstones' retention (docs/cdc.md).
 SCD type 2 (the table holds every version, valid in ``[__START_AT, __END_AT)``)
-    Every event of a batch above the key's latest sequence in the table (the latest
-    ``__END_AT`` or ``__START_AT`` of its rows, :func:`latest_sequences`) counts, in sequence
-    order: an upsert opens a version and closes the one before; a delete closes it. Events at or
-    below the key's latest sequence are ignored (deletes are remembered: a closed row keeps them).
+    Every event of a batch at or above the key's latest sequence in the table (the latest
+    ``__END_AT`` or ``__START_AT`` of its rows, :func:`latest_sequences`; NULLs are below any)
+    counts, in sequence order: an upsert opens a version and closes the one before; a delete closes
+    it. An event at the key's latest sequence is a tie with the event that made it, and as within a
+    batch the later one wins: the current version opened at that sequence is dropped, and the event
+    applies in its place. Events below the key's latest sequence are ignored (deletes are
+    remembered: a closed row keeps them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.errors import ConfigError
@@ -34,6 +39,7 @@ __all__ = [
     "SEQ",
     "SEQUENCE_COLUMN",
     "START_COLUMN",
+    "KeyLatest",
     "Scd2Changes",
     "latest_sequences",
     "quote",
@@ -146,12 +152,14 @@ class MergeClauses:
 
 
 def scd1_clauses(keys: Sequence[str], stored: Sequence[str]) -> MergeClauses:
-    """SCD1: a newer delete removes the row, a newer upsert replaces it, an unknown key's upsert is inserted.
+    """SCD1: a delete at or above the row's sequence removes it, such an upsert replaces it, an unknown
+    key's upsert is inserted.
 
     ``stored`` are the change set's data columns (keys included); the change set holds one event
     per key, with :data:`SEQ` and :data:`DELETE_COLUMN`.
     """
-    newer = f"s.{SEQ} > t.{quote(SEQUENCE_COLUMN)}"
+    # at or above the row's: the later event of a tie wins (docstring); a NULL sequence takes any event
+    newer = f"(s.{SEQ} >= t.{quote(SEQUENCE_COLUMN)} OR t.{quote(SEQUENCE_COLUMN)} IS NULL)"
     values = {quote(c): f"s.{quote(c)}" for c in stored}
     values[quote(SEQUENCE_COLUMN)] = f"s.{SEQ}"
     return MergeClauses(
@@ -165,14 +173,17 @@ def scd1_clauses(keys: Sequence[str], stored: Sequence[str]) -> MergeClauses:
 
 
 def scd2_clauses(keys: Sequence[str], stored: Sequence[str]) -> MergeClauses:
-    """SCD2: a 'close' row ends the key's current version; an 'insert' row (it never matches) adds one."""
+    """SCD2: a 'close' row ends the key's current version; a 'drop' row deletes the key's current
+    version opened at its ``__START_AT`` (a tie the later event wins); an 'insert' row (it never
+    matches) adds one."""
     values = {quote(c): f"s.{quote(c)}" for c in stored}
     values[quote(START_COLUMN)] = f"s.{quote(START_COLUMN)}"
     values[quote(END_COLUMN)] = f"s.{quote(END_COLUMN)}"
     return MergeClauses(
-        predicate=f"{key_predicate(keys)} AND t.{quote(END_COLUMN)} IS NULL AND s.{ACTION} = 'close'",
-        delete_when=None,
-        update_when=None,
+        predicate=f"{key_predicate(keys)} AND t.{quote(END_COLUMN)} IS NULL AND (s.{ACTION} = 'close' OR "
+                  f"(s.{ACTION} = 'drop' AND t.{quote(START_COLUMN)} = s.{quote(START_COLUMN)}))",
+        delete_when=f"s.{ACTION} = 'drop'",
+        update_when=f"s.{ACTION} = 'close'",
         updates={quote(END_COLUMN): f"s.{CLOSE_AT}"},
         insert_when=f"s.{ACTION} = 'insert'",
         inserts=values,
@@ -182,28 +193,46 @@ def scd2_clauses(keys: Sequence[str], stored: Sequence[str]) -> MergeClauses:
 Key = Tuple[Hashable, ...]
 
 
-def latest_sequences(rows: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> Dict[Key, Any]:
+@dataclass(frozen=True)
+class KeyLatest:
+    """SCD2: a key's latest sequence in the table, and whether its current version opened there."""
+
+    sequence: Any
+    """The highest ``__END_AT``, else ``__START_AT``, of its rows (NULLs left out)."""
+    opened: bool
+    """Its current version (``__END_AT`` NULL) starts at :attr:`sequence`: an event of that sequence
+    replaces it."""
+
+
+def latest_sequences(rows: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> Dict[Key, KeyLatest]:
     """SCD2: each key's latest sequence in the table, from its rows (the highest ``__END_AT``, else
-    ``__START_AT``): events at or below it are ignored, deleted keys' included."""
+    ``__START_AT``): events below it are ignored, deleted keys' included. A key whose rows have no
+    sequence (a snapshot loaded by another tool) is left out: every event of it counts."""
     latest: Dict[Key, Any] = {}
+    current: Dict[Key, Any] = {}
     for row in rows:
         key = tuple(row[k] for k in keys)
+        if row[END_COLUMN] is None:
+            current[key] = row[START_COLUMN]
         seq = row[END_COLUMN] if row[END_COLUMN] is not None else row[START_COLUMN]
-        if key not in latest or seq > latest[key]:
+        if seq is not None and (key not in latest or seq > latest[key]):
             latest[key] = seq
-    return latest
+    return {key: KeyLatest(seq, key in current and current[key] is not None and current[key] == seq)
+            for key, seq in latest.items()}
 
 
 @dataclass(frozen=True)
 class Scd2Changes:
-    """SCD2's MERGE source: versions to insert, and the current versions to close (key, at)."""
+    """SCD2's MERGE source: versions to insert, the current versions to close (key, at), and those to
+    drop (key, their ``__START_AT``)."""
 
     inserts: List[Dict[str, Any]]
     closes: List[Tuple[Key, Any]]
+    drops: List[Tuple[Key, Any]] = field(default_factory=list)
 
 
 def scd2_changes(events: Iterable[Mapping[str, Any]], keys: Sequence[str], stored: Sequence[str],
-                 latest: Mapping[Key, Any]) -> Scd2Changes:
+                 latest: Mapping[Key, KeyLatest]) -> Scd2Changes:
     """The versions a batch's events make (see the module docstring).
 
     ``events`` carry the ``stored`` columns, :data:`SEQ`, :data:`DELETE_COLUMN` and :data:`OFFSET` (the
@@ -213,11 +242,12 @@ def scd2_changes(events: Iterable[Mapping[str, Any]], keys: Sequence[str], store
     by_key: Dict[Key, List[Mapping[str, Any]]] = {}
     for e in events:
         key = tuple(e[k] for k in keys)
-        if key in latest and not e[SEQ] > latest[key]:
-            continue  # older than what the table holds: replayed or out of order
+        if key in latest and e[SEQ] < latest[key].sequence:
+            continue  # older than what the table holds: out of order
         by_key.setdefault(key, []).append(e)
     inserts: List[Dict[str, Any]] = []
     closes: List[Tuple[Key, Any]] = []
+    drops: List[Tuple[Key, Any]] = []
     for key, evs in by_key.items():
         evs.sort(key=lambda e: (e[SEQ], e[OFFSET]))
         deduped: List[Mapping[str, Any]] = []
@@ -226,10 +256,17 @@ def scd2_changes(events: Iterable[Mapping[str, Any]], keys: Sequence[str], store
                 deduped[-1] = e
             else:
                 deduped.append(e)
-        closes.append((key, deduped[0][SEQ]))
+        first = deduped[0][SEQ]
+        if key in latest and first == latest[key].sequence and latest[key].opened:
+            # A tie with the event that opened the key's current version, from an earlier batch (so an
+            # earlier offset of the key's partition): this one wins. That version goes; the one before it
+            # is already closed at this sequence.
+            drops.append((key, first))
+        else:  # (a tie with a delete: the key has no current version, and the close matches nothing)
+            closes.append((key, first))
         for i, e in enumerate(deduped):
             if e[DELETE_COLUMN]:
                 continue
             end = deduped[i + 1][SEQ] if i + 1 < len(deduped) else None
             inserts.append({**{c: e[c] for c in stored}, START_COLUMN: e[SEQ], END_COLUMN: end})
-    return Scd2Changes(inserts, closes)
+    return Scd2Changes(inserts, closes, drops)

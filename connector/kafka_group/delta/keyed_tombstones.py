@@ -17,7 +17,7 @@ conflicts with another writer's; a key's tombstone is the highest sequence of it
 one twice changes nothing. :meth:`Tombstones.apply` is then a step on the change set (pyarrow Table
 in, pyarrow Table out) that every MERGE engine runs at each commit attempt, on the table version it
 commits on: it reads the tombstones of the batch's keys only (files chosen by their statistics, rows
-filtered in pyarrow: no key value reaches SQL) and drops the upserts whose sequence is not above
+filtered in pyarrow: no key value reaches SQL) and drops the upserts whose sequence is below
 their key's tombstone. Reading them after that version is loaded closes a race: a query whose
 delete committed in between recorded its tombstone before its commit, so the MERGE that follows it
 sees the tombstone (and one planned before it never commits: the commit must be the next version).
@@ -28,7 +28,7 @@ Why the tombstones are written BEFORE the batch's data-and-offsets commit, in a 
   stays true whatever happens to the batch: a crash after it and before the commit replays the same
   events (the offsets did not move), which record the same tombstone again (idempotent); the batch's
   own deletes pass the filter (a delete is never dropped), and its upserts are dropped only by a
-  delete at or above their sequence, which the oracle (the last event per key by sequence, deletes
+  delete above their sequence, which the oracle (the last event per key by sequence, deletes
   applied) says wins anyway;
 - a batch refused at the commit (another member committed its partitions meanwhile; a stale owner)
   recorded deletes that are still events of the topic, at the offsets the new owner lands: they
@@ -162,8 +162,10 @@ class Tombstones:
     def apply(self, changes: Any) -> Any:
         """The change set without the upserts a tombstone outdates (pyarrow Table in, pyarrow Table out).
 
-        An upsert whose sequence is not above its key's tombstone is dropped; deletes are kept (one at or
-        below the tombstone changes nothing the tombstone's own delete does not). Run on the table version
+        An upsert whose sequence is below its key's tombstone is dropped (one equal to it is the later
+        event of a tie, which wins, as in :func:`~kafka_group.delta.keyed_rules.scd1_clauses`); deletes
+        are kept (one at or below the tombstone changes nothing the tombstone's own delete does not). Run
+        on the table version
         the MERGE commits on top of (:meth:`~kafka_group.delta.keyed_commit.KeyedOffsetStore.merge_changes`
         calls it at each attempt): every tombstone of an earlier commit was recorded before that commit, so
         it is read here, whichever query recorded it.
@@ -189,13 +191,13 @@ class Tombstones:
         index = changes.select(list(self.keys)).append_column(_ROW, pa.array(range(changes.num_rows), pa.int64()))
         joined = index.join(known, list(self.keys), join_type="left outer").sort_by(_ROW)
         tomb = joined.column(_TOMB_SEQ)
-        keep = pc.or_kleene(pc.or_kleene(pc.is_null(tomb), pc.greater(changes.column(SEQ), tomb)),
+        keep = pc.or_kleene(pc.or_kleene(pc.is_null(tomb), pc.greater_equal(changes.column(SEQ), tomb)),
                             changes.column(DELETE_COLUMN))
         keep = pc.fill_null(keep, True)
         dropped = changes.num_rows - pc.sum(pc.cast(keep, pa.int64())).as_py()
         if not dropped:
             return changes
-        logger.info("%d upsert(s) of this batch are not newer than their key's tombstone in %s: ignored",
+        logger.info("%d upsert(s) of this batch are older than their key's tombstone in %s: ignored",
                     dropped, self.path)
         return changes.filter(keep)
 
