@@ -4,7 +4,9 @@ An event is ``(partition, id, value)``: ``value`` None is a Kafka tombstone, els
 ``{"v": int, "seq": int, "op": "u"|"d"}`` produced as JSON with key ``id``. The oracles never look at
 the sink: SCD1 is the last event of each key by sequence (deletes applied), SCD2 the intervals
 between a key's events in sequence order; an event not newer than what an earlier round left for its
-key is ignored (rounds are landed one after another).
+key is ignored (rounds are landed one after another). The events made here never tie: a key's
+sequences are distinct (:func:`random_events`), so the oracles need no rule for equal sequences, which
+``tests/integration/test_cdc_ties.py`` checks on its own (the later offset wins, in one batch or several).
 """
 
 from __future__ import annotations
