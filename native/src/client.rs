@@ -48,6 +48,8 @@ pub struct Client {
     states: Vec<RangeState>,
     index: HashMap<(String, i32), usize>,
     builder: Builder,
+    /// Test hook: messages `fill` takes before it panics (see `_test_panic_in_fill`); None in use.
+    panic_after: Option<usize>,
 }
 
 fn kafka_problem(code: i32, reason: String) -> PyErr {
@@ -126,6 +128,7 @@ impl Client {
             states: Vec::new(),
             index: HashMap::new(),
             builder: Builder::new(include_headers, max_bytes),
+            panic_after: None,
         })
     }
 
@@ -268,6 +271,13 @@ impl Client {
         let mut earliest: HashMap<usize, Option<i64>> = HashMap::new();
         for &ptr in &buf[..n] {
             let view = MessageView(ptr as *mut rd::rd_kafka_message_t);
+            if let Some(left) = self.panic_after {
+                if left == 0 {
+                    self.panic_after = None;
+                    panic!("test hook: a panic in the fill loop");
+                }
+                self.panic_after = Some(left - 1);
+            }
             if failure.is_some() {
                 unsafe { rd::rd_kafka_message_destroy(view.0) };
                 continue;
@@ -356,6 +366,12 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// Test hook: make `fill` panic once it has taken `after` more messages, holding the rest (the
+    /// tests of the panic boundary: no record makes the read path panic on purpose).
+    fn _test_panic_in_fill(&mut self, after: usize) {
+        self.panic_after = Some(after);
     }
 
     /// Records in the batch being built.

@@ -1,0 +1,124 @@
+"""Header bytes count against the batch byte cap, and a Rust panic of the compiled read path fails the task.
+
+Only keys and values counted against the byte cap, so with ``includeHeaders`` a batch of records with large
+headers outgrew it: 70 records of one 32 MiB header each (zstd on the wire) put more than 2 GiB in the
+headers' ``value`` column. The compiled path panicked (arrow's ``byte array offset overflow``) while it held
+librdkafka messages it never destroyed; the panic reached Python as pyo3's ``PanicException`` (a
+``BaseException``), the reader pool closed the client, and ``rd_kafka_destroy`` waited for ever for those
+messages: the Spark task neither failed nor finished. The Python path failed with a ``TypeError`` about a
+``ChunkedArray``.
+
+Reproducing 2 GiB is beyond this machine's test budget: a lowered byte cap shows the accounting on real
+records of both read paths, and a test hook of the extension (``Client._test_panic_in_fill``) makes the fill
+loop panic while it holds messages, to show the panic boundary and the close after it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+
+from kafka_group.config.client_config import reader_config
+from kafka_group.errors import FetchError
+from kafka_group.offsets import OffsetRange, TopicPartition
+from kafka_group.read.native_client import NativeConsumer
+from kafka_group.read.native_fetch import read_ranges_native
+from kafka_group.read.read_path import native_module
+from kafka_group.read.read_settings import ReadSettings
+from kafka_group.read.reader_pool import ReaderPool
+from tests.support import Cluster, create_topic, read_planned
+
+pytestmark = pytest.mark.integration
+
+RECORDS, HEADER_BYTES, CAP = 12, 200_000, 500_000
+
+
+def _settings(servers: str, max_bytes: int) -> ReadSettings:
+    return ReadSettings(client_config=reader_config({"bootstrap.servers": servers}, None), include_headers=True,
+                        fail_on_data_loss=True, poll_timeout_ms=60_000, max_records_per_batch=20_000,
+                        max_bytes_per_batch=max_bytes)
+
+
+def _produce_large_headers(kafka: Cluster) -> str:
+    topic = create_topic(kafka, 1, "large-headers")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "compression.type": "zstd", "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(topic, partition=0, key=b"k%d" % i, value=b"v%d" % i,
+                         headers=[("big", bytes([i]) * HEADER_BYTES), ("small", b"s")])
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return topic
+
+
+def _batch_bytes(batch: pa.RecordBatch) -> int:
+    """Key, value, header key and header value bytes of a batch."""
+    size = sum(len(v or b"") for v in batch.column("key").to_pylist())
+    size += sum(len(v or b"") for v in batch.column("value").to_pylist())
+    for headers in batch.column("headers").to_pylist():
+        size += sum(len(h["key"].encode()) + len(h["value"] or b"") for h in headers or [])
+    return size
+
+
+@pytest.mark.parametrize("read_path", ["python", "native"])
+def test_header_bytes_count_against_the_batch_byte_cap(kafka: Cluster, read_path: str) -> None:
+    if read_path == "native" and native_module() is None:
+        pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
+    topic = _produce_large_headers(kafka)
+    settings = _settings(kafka.bootstrap_servers, CAP)
+    batches = list(read_planned([OffsetRange(TopicPartition(topic, 0), 0, RECORDS)], settings, read_path))
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(RECORDS))
+    sizes = [(b.num_rows, _batch_bytes(b)) for b in batches]
+    assert all(size <= CAP or rows == 1 for rows, size in sizes), sizes
+    big = [h["value"] for b in batches for hs in b.column("headers").to_pylist() for h in hs if h["key"] == "big"]
+    assert big == [bytes([i]) * HEADER_BYTES for i in range(RECORDS)]
+
+
+class _ArmedPool(ReaderPool):
+    """A pool of compiled reader clients whose fill panics after ``after`` messages (the extension's test hook)."""
+
+    def __init__(self, native: Any, after: int) -> None:
+        def armed(config: Dict[str, str]) -> NativeConsumer:
+            consumer = NativeConsumer(native, config)
+            consumer.client._test_panic_in_fill(after)
+            return consumer
+
+        super().__init__(armed, start_reaper=False)
+
+
+def test_a_panic_in_the_fill_loop_fails_the_task_with_the_connectors_error_and_the_client_closes(
+        kafka: Cluster) -> None:
+    native = native_module()
+    if native is None:
+        pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
+    topic = create_topic(kafka, 1, "native-panic")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
+    for i in range(200):
+        producer.produce(topic, partition=0, value=b"%d" % i)
+    assert producer.flush(60) == 0
+    pool = _ArmedPool(native, after=3)  # the fill that takes the 4th message panics holding the rest
+    settings = _settings(kafka.bootstrap_servers, 256 << 20)
+    outcome: List[Optional[BaseException]] = []
+
+    def read() -> None:
+        try:
+            list(read_ranges_native([OffsetRange(TopicPartition(topic, 0), 0, 200)], settings, native, pool=pool))
+            outcome.append(None)
+        except BaseException as exc:  # noqa: B036 - a PanicException is what the old code raised
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, name="panicking-read", daemon=True)
+    reader.start()
+    reader.join(120)  # a close that waits for leaked messages never returns
+    assert not reader.is_alive(), "the read task hangs: closing its client waits for messages it never destroyed"
+    assert len(outcome) == 1
+    error = outcome[0]
+    assert isinstance(error, FetchError), repr(error)
+    assert "compiled read path" in str(error) and "read.path" in str(error)
+    assert "test hook" in str(error)
+    stats = pool.stats()
+    assert (stats.closed, stats.in_use, stats.idle) == (1, 0, 0)
