@@ -31,7 +31,7 @@ Several ranges of one partition in a task: adjacent pieces (``[a, b)`` and
 
 Batches hold records of several partitions (Spark needs no batch to hold one):
 one builder for the task, flushed at ``maxRecordsPerBatch`` records or at
-:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES` of keys and values,
+:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES` of keys, values and headers,
 whichever comes first, so memory is bounded by the batch size whatever the number of
 partitions, and no column outgrows what Arrow's ``binary`` holds (2 GiB). Records of one
 partition stay in offset order; across partitions the order is the arrival order.
