@@ -122,3 +122,27 @@ def test_a_panic_in_the_fill_loop_fails_the_task_with_the_connectors_error_and_t
     assert "test hook" in str(error)
     stats = pool.stats()
     assert (stats.closed, stats.in_use, stats.idle) == (1, 0, 0)
+
+
+def test_a_record_cap_in_the_billions_reads_as_the_python_path_reads(kafka: Cluster) -> None:
+    # fill(want) allocated a buffer of `want` message pointers, want being the records left in the ranges up
+    # to fetch.maxRecordsPerBatch: a plan past the partition's end with such a cap made it ask for 2^62
+    # pointers (a panic: capacity overflow; at a billion, 8 GB a call).
+    if native_module() is None:
+        pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
+    topic = create_topic(kafka, 1, "record-cap")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    for i in range(10):
+        producer.produce(topic, partition=0, value=b"%d" % i)
+    assert producer.flush(60) == 0
+    settings = ReadSettings(client_config=reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None),
+                            include_headers=False, fail_on_data_loss=True, poll_timeout_ms=5_000,
+                            max_records_per_batch=2 ** 62)
+    ranges = [OffsetRange(TopicPartition(topic, 0), 0, 2 ** 62)]
+    errors: Dict[str, BaseException] = {}
+    for path in ("python", "native"):
+        with pytest.raises(BaseException) as raised:  # noqa: B017 - the old code raised a PanicException
+            list(read_planned(ranges, settings, path))
+        errors[path] = raised.value
+    assert type(errors["native"]) is type(errors["python"]), errors
+    assert str(errors["native"]) == str(errors["python"])
