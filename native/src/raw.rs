@@ -68,10 +68,16 @@ pub struct OwnedMessage(NonNull<rd::rd_kafka_message_t>);
 // A librdkafka message may be read and destroyed from any thread; one owner at a time holds it.
 unsafe impl Send for OwnedMessage {}
 
-/// Consume up to `max` messages of `queue`, waiting up to `timeout_ms` for the first; each is owned
-/// from the moment librdkafka hands it over.
+/// Messages one consume call takes at most, whatever the caller asks: the pointer buffer is
+/// allocated in full, and a caller's bound (records left in the ranges, up to
+/// `fetch.maxRecordsPerBatch`) may be in the billions. The caller loops anyway (and bounds its
+/// ask the same way: `kafka_group.read.fetch._MAX_CONSUME`).
+pub const MAX_CONSUME: usize = 100_000;
+
+/// Consume up to `max` messages (at most [`MAX_CONSUME`]) of `queue`, waiting up to `timeout_ms`
+/// for the first; each is owned from the moment librdkafka hands it over.
 pub fn consume_batch(queue: *mut rd::rd_kafka_queue_t, timeout_ms: i32, max: usize) -> Vec<OwnedMessage> {
-    let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); max.max(1)];
+    let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); max.clamp(1, MAX_CONSUME)];
     let n = unsafe { rd::rd_kafka_consume_batch_queue(queue, timeout_ms, buf.as_mut_ptr(), buf.len()) };
     let n = (n.max(0) as usize).min(buf.len());
     buf[..n].iter().filter_map(|&ptr| NonNull::new(ptr).map(OwnedMessage)).collect()

@@ -30,7 +30,7 @@ import pyarrow as pa
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.offsets import OffsetRange
-from kafka_group.read.fetch import _stalled, _take_one_by_one, _unpartitioned
+from kafka_group.read.fetch import _MAX_CONSUME, _stalled, _take_one_by_one, _unpartitioned
 from kafka_group.read.native_client import NativeConsumer, internal_error, kafka_error, record_error
 from kafka_group.read.passes import PassState, read_passes
 from kafka_group.read.read_settings import ReadSettings
@@ -162,7 +162,7 @@ def _read_pass(consumer: NativeConsumer, ranges: Sequence[OffsetRange], settings
     timeout_s = settings.poll_timeout_ms / 1000
     deadline = time.monotonic() + timeout_s
     while reading.pending:
-        want = max(1, min(cap - client.batch_len(), reading.remaining))
+        want = max(1, min(cap - client.batch_len(), reading.remaining, _MAX_CONSUME))
         moves, others = client.fill(want, _CONSUME_WAIT_MS)
         consumer.raise_reported()
         progressed = False
