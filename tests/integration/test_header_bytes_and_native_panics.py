@@ -15,7 +15,11 @@ loop panic while it holds messages, to show the panic boundary and the close aft
 
 from __future__ import annotations
 
+import gc
+import os
+import signal
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
@@ -149,3 +153,38 @@ def test_a_record_cap_in_the_millions_or_more_reads_on_both_paths(kafka: Cluster
     assert isinstance(errors["python"], DataLossError), repr(errors["python"])  # offsets [10, 2^62) are not there
     assert type(errors["native"]) is type(errors["python"]), errors
     assert str(errors["native"]) == str(errors["python"])
+
+
+def test_a_compiled_client_closed_in_a_forked_child_does_not_wait_for_the_parents_threads(kafka: Cluster) -> None:
+    # PySpark's daemon forks its workers. librdkafka's threads are not copied into a child: rd_kafka_destroy
+    # there waited for ever for them. The reader pool never closes an inherited client, but the client's
+    # own close (or its destructor at exit) must not hang either.
+    native = native_module()
+    if native is None:
+        pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
+    topic = create_topic(kafka, 1, "fork-close")
+    consumer = NativeConsumer(native, reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None))
+    try:
+        consumer.client.watermarks(topic, 0, 30_000)  # connected: librdkafka's broker threads run
+        pid = os.fork()
+        if pid == 0:  # the child: close, drop, and leave without Python's exit handlers
+            try:
+                consumer.client.close()
+                del consumer
+                gc.collect()
+            finally:
+                os._exit(0)
+        deadline = time.monotonic() + 60
+        status: Optional[int] = None
+        while status is None and time.monotonic() < deadline:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = code
+            else:
+                time.sleep(0.1)
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        assert status == 0, "the forked child hangs closing the client it inherited"
+    finally:
+        consumer.close()
