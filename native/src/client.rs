@@ -34,6 +34,24 @@ pub struct RangeState {
 struct Handle {
     rk: *mut rd::rd_kafka_t,
     queue: *mut rd::rd_kafka_queue_t,
+    /// The process that made the client: librdkafka's threads live there only.
+    pid: u32,
+}
+
+impl Handle {
+    /// Destroy the client, in the process that made it. In a forked child librdkafka's threads are not
+    /// there and `rd_kafka_destroy` would wait for them for ever: the handle is forgotten instead (the
+    /// parent's client is not the child's to close).
+    fn destroy(self) {
+        if self.pid != std::process::id() {
+            return;
+        }
+        unsafe {
+            rd::rd_kafka_queue_destroy(self.queue);
+            rd::rd_kafka_consumer_close(self.rk);
+            rd::rd_kafka_destroy(self.rk);
+        }
+    }
 }
 
 // librdkafka handles are thread-safe; the client is used by one Python thread at a time.
@@ -140,7 +158,7 @@ impl Client {
         unsafe { rd::rd_kafka_poll_set_consumer(rk) };
         let queue = unsafe { rd::rd_kafka_queue_get_consumer(rk) };
         Ok(Client {
-            handle: Some(Handle { rk, queue }),
+            handle: Some(Handle { rk, queue, pid: std::process::id() }),
             sink,
             states: Vec::new(),
             index: HashMap::new(),
@@ -437,30 +455,21 @@ impl Client {
         })
     }
 
-    /// Leave (no group) and destroy the client; later calls fail.
+    /// Leave (no group) and destroy the client; later calls fail. In a forked child, only forget it.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         guarded("close", || {
             if let Some(handle) = self.handle.take() {
-                let (rk, queue) = (handle.rk as usize, handle.queue as usize);
-                py.detach(move || destroy(rk as *mut rd::rd_kafka_t, queue as *mut rd::rd_kafka_queue_t));
+                py.detach(move || handle.destroy());
             }
             Ok(())
         })
     }
 }
 
-fn destroy(rk: *mut rd::rd_kafka_t, queue: *mut rd::rd_kafka_queue_t) {
-    unsafe {
-        rd::rd_kafka_queue_destroy(queue);
-        rd::rd_kafka_consumer_close(rk);
-        rd::rd_kafka_destroy(rk);
-    }
-}
-
 impl Drop for Client {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
-            destroy(handle.rk, handle.queue);
+            handle.destroy();
         }
     }
 }

@@ -15,7 +15,6 @@ loop panic while it holds messages, to show the panic boundary and the close aft
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import threading
@@ -163,15 +162,16 @@ def test_a_compiled_client_closed_in_a_forked_child_does_not_wait_for_the_parent
     if native is None:
         pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
     topic = create_topic(kafka, 1, "fork-close")
-    consumer = NativeConsumer(native, reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None))
+    config = reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None)
+    closed, dropped = NativeConsumer(native, config), NativeConsumer(native, config)
     try:
-        consumer.client.watermarks(topic, 0, 30_000)  # connected: librdkafka's broker threads run
+        for consumer in (closed, dropped):
+            consumer.client.watermarks(topic, 0, 30_000)  # connected: librdkafka's broker threads run
         pid = os.fork()
-        if pid == 0:  # the child: close, drop, and leave without Python's exit handlers
+        if pid == 0:  # the child: close one, drop the other (its destructor), leave without exit handlers
             try:
-                consumer.client.close()
-                del consumer
-                gc.collect()
+                closed.client.close()
+                dropped.client = None
             finally:
                 os._exit(0)
         deadline = time.monotonic() + 60
@@ -187,4 +187,5 @@ def test_a_compiled_client_closed_in_a_forked_child_does_not_wait_for_the_parent
             os.waitpid(pid, 0)
         assert status == 0, "the forked child hangs closing the client it inherited"
     finally:
-        consumer.close()
+        closed.close()
+        dropped.close()
