@@ -270,15 +270,20 @@ mod tests {
         assert_eq!(record_size(&bare, true), (0, 0));
     }
 
-    #[test]
-    fn a_batch_is_cut_before_a_record_whose_headers_take_it_past_the_cap() {
+    /// The batches of five records of one 400-byte header each, under a cap of 1000 bytes.
+    fn five_with_large_headers(include_headers: bool) -> Vec<RecordBatch> {
         let big = vec![0u8; 400];
-        let mut builder = Builder::new(true, 1000);
+        let mut builder = Builder::new(include_headers, 1000);
         for offset in 0..5 {
             let rec = record(offset, b"k", b"v", Some(vec![(&b"h"[..], Some(&big[..]))]));
             assert!(builder.add("t", 0, &rec).is_ok());
         }
-        let made = batches(&mut builder);
+        batches(&mut builder)
+    }
+
+    #[test]
+    fn a_batch_is_cut_before_a_record_whose_headers_take_it_past_the_cap() {
+        let made = five_with_large_headers(true);
         // 403 bytes a record: two fit under 1000, the third does not.
         assert_eq!(offsets(&made), vec![vec![0, 1], vec![2, 3], vec![4]]);
         let headers = made[0].column(7).as_any().downcast_ref::<ListArray>().expect("headers");
@@ -287,13 +292,7 @@ mod tests {
 
     #[test]
     fn without_the_headers_column_headers_count_nothing() {
-        let big = vec![0u8; 400];
-        let mut builder = Builder::new(false, 1000);
-        for offset in 0..5 {
-            let rec = record(offset, b"k", b"v", Some(vec![(&b"h"[..], Some(&big[..]))]));
-            assert!(builder.add("t", 0, &rec).is_ok());
-        }
-        assert_eq!(offsets(&batches(&mut builder)), vec![vec![0, 1, 2, 3, 4]]);
+        assert_eq!(offsets(&five_with_large_headers(false)), vec![vec![0, 1, 2, 3, 4]]);
     }
 
     #[test]

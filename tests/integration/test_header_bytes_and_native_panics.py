@@ -33,7 +33,7 @@ from kafka_group.read.native_fetch import read_ranges_native
 from kafka_group.read.read_path import native_module
 from kafka_group.read.read_settings import ReadSettings
 from kafka_group.read.reader_pool import ReaderPool
-from tests.support import Cluster, create_topic, read_planned
+from tests.support import Cluster, create_topic, produce, read_planned
 
 pytestmark = pytest.mark.integration
 
@@ -99,10 +99,7 @@ def test_a_panic_in_the_fill_loop_fails_the_task_with_the_connectors_error_and_t
     if native is None:
         pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
     topic = create_topic(kafka, 1, "native-panic")
-    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
-    for i in range(200):
-        producer.produce(topic, partition=0, value=b"%d" % i)
-    assert producer.flush(60) == 0
+    produce(kafka.bootstrap_servers, topic, {0: 200})
     pool = _ArmedPool(native, after=3)  # the fill that takes the 4th message panics holding the rest
     settings = _settings(kafka.bootstrap_servers, 256 << 20)
     outcome: List[Optional[BaseException]] = []
@@ -136,10 +133,7 @@ def test_a_record_cap_in_the_millions_or_more_reads_on_both_paths(kafka: Cluster
     if native_module() is None:
         pytest.skip("the compiled read path is not built here (python native/build_native.py --inplace)")
     topic = create_topic(kafka, 1, "record-cap")
-    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
-    for i in range(10):
-        producer.produce(topic, partition=0, value=b"%d" % i)
-    assert producer.flush(60) == 0
+    produce(kafka.bootstrap_servers, topic, {0: 10})
     settings = ReadSettings(client_config=reader_config({"bootstrap.servers": kafka.bootstrap_servers}, None),
                             include_headers=False, fail_on_data_loss=True, poll_timeout_ms=5_000,
                             max_records_per_batch=cap)
