@@ -317,6 +317,10 @@ fn decimal(bytes: &[u8], precision: u8) -> Result<i128, ()> {
 /// shorter than 5 bytes, or a first byte other than 0). Caller: the Spark task's thread.
 #[pyfunction]
 pub fn frame_ids<'py>(py: Python<'py>, values: PyArrowType<ArrayData>) -> PyResult<Bound<'py, PyAny>> {
+    crate::guarded("frame_ids", || frame_ids_of(py, values))
+}
+
+fn frame_ids_of<'py>(py: Python<'py>, values: PyArrowType<ArrayData>) -> PyResult<Bound<'py, PyAny>> {
     let data = values.0;
     if data.data_type() != &DataType::Binary {
         return Err(PyValueError::new_err(format!("a binary column is framed, not {}", data.data_type())));
@@ -337,6 +341,16 @@ pub fn frame_ids<'py>(py: Python<'py>, values: PyArrowType<ArrayData>) -> PyResu
 /// Caller: the Spark task's thread (an executor); the GIL is released while decoding.
 #[pyfunction]
 pub fn avro_decode<'py>(
+    py: Python<'py>,
+    values: PyArrowType<ArrayData>,
+    schema_id: i32,
+    plan: Vec<PlanNode>,
+    slots: (u64, u64),
+) -> PyResult<(Bound<'py, PyAny>, Vec<usize>)> {
+    crate::guarded("avro_decode", || decode_column(py, values, schema_id, plan, slots))
+}
+
+fn decode_column<'py>(
     py: Python<'py>,
     values: PyArrowType<ArrayData>,
     schema_id: i32,

@@ -19,8 +19,8 @@ use rdkafka_sys as rd;
 use crate::batch::{Builder, Record, Refusal};
 use crate::gaps::benign_gap;
 use crate::message::Message;
-use crate::raw::{cstring, err_name, err_str, on_error, on_log, ErrorSink, MessageView, PartitionList};
-use crate::{ConfigProblem, KafkaProblem, RecordProblem};
+use crate::raw::{consume_batch, cstring, err_name, err_str, on_error, on_log, ErrorSink, PartitionList};
+use crate::{guarded, ConfigProblem, KafkaProblem, RecordProblem};
 
 /// The read state of one range of the pass.
 pub struct RangeState {
@@ -34,6 +34,24 @@ pub struct RangeState {
 struct Handle {
     rk: *mut rd::rd_kafka_t,
     queue: *mut rd::rd_kafka_queue_t,
+    /// The process that made the client: librdkafka's threads live there only.
+    pid: u32,
+}
+
+impl Handle {
+    /// Destroy the client, in the process that made it. In a forked child librdkafka's threads are not
+    /// there and `rd_kafka_destroy` would wait for them for ever: the handle is forgotten instead (the
+    /// parent's client is not the child's to close).
+    fn destroy(self) {
+        if self.pid != std::process::id() {
+            return;
+        }
+        unsafe {
+            rd::rd_kafka_queue_destroy(self.queue);
+            rd::rd_kafka_consumer_close(self.rk);
+            rd::rd_kafka_destroy(self.rk);
+        }
+    }
 }
 
 // librdkafka handles are thread-safe; the client is used by one Python thread at a time.
@@ -48,6 +66,8 @@ pub struct Client {
     states: Vec<RangeState>,
     index: HashMap<(String, i32), usize>,
     builder: Builder,
+    /// Test hook: messages `fill` takes before it panics (see `_test_panic_in_fill`); None in use.
+    panic_after: Option<usize>,
 }
 
 fn kafka_problem(code: i32, reason: String) -> PyErr {
@@ -64,6 +84,9 @@ fn refusal_error(py: Python<'_>, refusal: Refusal, topic: &str, partition: i32, 
             offset,
             PyBytes::new(py, &bytes).unbind(),
         )),
+        Refusal::TooLarge(bytes, entries) => {
+            RecordProblem::new_err(("too_large", topic.to_string(), partition, offset, (bytes, entries)))
+        }
     }
 }
 
@@ -86,14 +109,28 @@ impl Client {
         let code = code as i32;
         if code == 0 { Ok(()) } else { Err(kafka_problem(code, err_str(code))) }
     }
+
+    /// [`guarded`] for a call that changes the read state or the batch: after a panic both may be
+    /// half-changed, so they are reset (the read that called fails, and the pool closes the client).
+    fn guarded_mut<T>(&mut self, call: &'static str, body: impl FnOnce(&mut Self) -> PyResult<T>) -> PyResult<T> {
+        let mut panicked = true;
+        let result = guarded(call, || {
+            let result = body(self);
+            panicked = false;
+            result
+        });
+        if panicked {
+            self.states.clear();
+            self.index.clear();
+            self.builder = self.builder.fresh();
+        }
+        result
+    }
 }
 
-#[pymethods]
 impl Client {
-    /// A consumer of `config` (librdkafka settings as strings), reading into batches with or
-    /// without the headers column, cut at `max_bytes` of keys and values.
-    #[new]
-    fn new(config: Vec<(String, String)>, include_headers: bool, max_bytes: usize) -> PyResult<Self> {
+    /// The constructor's work (see [`Client::new`]).
+    fn create(config: Vec<(String, String)>, include_headers: bool, max_bytes: usize) -> PyResult<Self> {
         let sink = Box::new(ErrorSink { errors: Mutex::new(Vec::new()), logs: Mutex::new(Vec::new()) });
         let conf = unsafe { rd::rd_kafka_conf_new() };
         let mut errstr = vec![0 as c_char; 512];
@@ -121,185 +158,71 @@ impl Client {
         unsafe { rd::rd_kafka_poll_set_consumer(rk) };
         let queue = unsafe { rd::rd_kafka_queue_get_consumer(rk) };
         Ok(Client {
-            handle: Some(Handle { rk, queue }),
+            handle: Some(Handle { rk, queue, pid: std::process::id() }),
             sink,
             states: Vec::new(),
             index: HashMap::new(),
             builder: Builder::new(include_headers, max_bytes),
+            panic_after: None,
         })
     }
 
-    /// Replace the assignment with `partitions` `(topic, partition, offset)`.
-    fn assign(&self, partitions: Vec<(String, i32, i64)>) -> PyResult<()> {
-        let entries: Vec<_> = partitions.into_iter().map(|(t, p, o)| (t, p, Some(o))).collect();
-        let list = PartitionList::new(&entries);
-        Self::check_code(unsafe { rd::rd_kafka_assign(self.handle()?.rk, list.0) })
-    }
-
-    /// Add `partitions` `(topic, partition, offset)` to the assignment.
-    fn incremental_assign(&self, partitions: Vec<(String, i32, i64)>) -> PyResult<()> {
-        let entries: Vec<_> = partitions.into_iter().map(|(t, p, o)| (t, p, Some(o))).collect();
-        let list = PartitionList::new(&entries);
-        Self::check_error(unsafe { rd::rd_kafka_incremental_assign(self.handle()?.rk, list.0) })
-    }
-
-    /// Remove `partitions` `(topic, partition)` from the assignment.
-    fn incremental_unassign(&self, partitions: Vec<(String, i32)>) -> PyResult<()> {
-        let entries: Vec<_> = partitions.into_iter().map(|(t, p)| (t, p, None)).collect();
-        let list = PartitionList::new(&entries);
-        Self::check_error(unsafe { rd::rd_kafka_incremental_unassign(self.handle()?.rk, list.0) })
-    }
-
-    /// Drop the whole assignment.
-    fn unassign(&self) -> PyResult<()> {
-        Self::check_code(unsafe { rd::rd_kafka_assign(self.handle()?.rk, std::ptr::null()) })
-    }
-
-    /// The partition's `(low, high)` watermarks from the broker.
-    fn watermarks(&self, py: Python<'_>, topic: String, partition: i32, timeout_ms: i32) -> PyResult<(i64, i64)> {
-        let rk = self.handle()?.rk as usize;
-        let name = cstring(&topic);
-        let (code, low, high) = py.detach(move || {
-            let (mut low, mut high) = (0i64, 0i64);
-            let code = unsafe {
-                rd::rd_kafka_query_watermark_offsets(rk as *mut rd::rd_kafka_t, name.as_ptr(), partition, &mut low, &mut high, timeout_ms)
-            };
-            (code, low, high)
-        });
-        Self::check_code(code)?;
-        Ok((low, high))
-    }
-
-    /// Ask the cluster for `topic`'s metadata (refreshing the client's view of it).
-    fn refresh_metadata(&self, py: Python<'_>, topic: String, timeout_ms: i32) -> PyResult<()> {
-        let rk = self.handle()?.rk as usize;
-        let name = cstring(&topic);
-        let code = py.detach(move || unsafe {
-            let rk = rk as *mut rd::rd_kafka_t;
-            let rkt = rd::rd_kafka_topic_new(rk, name.as_ptr(), std::ptr::null_mut());
-            let mut md: *const rd::rd_kafka_metadata = std::ptr::null();
-            let code = rd::rd_kafka_metadata(rk, 0, rkt, &mut md, timeout_ms);
-            if !md.is_null() {
-                rd::rd_kafka_metadata_destroy(md);
-            }
-            if !rkt.is_null() {
-                rd::rd_kafka_topic_destroy(rkt);
-            }
-            code
-        });
-        Self::check_code(code)
-    }
-
-    /// Consume and drop up to `max_messages` queued messages without waiting; return how many.
-    fn drain(&self, py: Python<'_>, max_messages: usize) -> PyResult<usize> {
-        let queue = self.handle()?.queue as usize;
-        Ok(py.detach(move || {
-            let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); max_messages.max(1)];
-            let n = unsafe { rd::rd_kafka_consume_batch_queue(queue as *mut rd::rd_kafka_queue_t, 0, buf.as_mut_ptr(), buf.len()) };
-            let n = n.max(0) as usize;
-            for msg in &buf[..n] {
-                unsafe { rd::rd_kafka_message_destroy(*msg) };
-            }
-            n
-        }))
-    }
-
-    /// Errors librdkafka reported through its error callback since the last call.
-    fn take_errors(&self) -> Vec<(i32, String, String)> {
-        let mut errors = self.sink.errors.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
-        errors.drain(..).map(|(code, reason)| (code, err_name(code), reason)).collect()
-    }
-
-    /// librdkafka's log lines since the last call: `(syslog level, facility, client name, message)`.
-    fn take_logs(&self) -> Vec<(i32, String, String, String)> {
-        self.sink.logs.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
-    }
-
-    /// Start a pass: its ranges `(topic, partition, from, until)`, one per partition.
-    fn begin_pass(&mut self, ranges: Vec<(String, i32, i64, i64)>) {
-        self.states.clear();
-        self.index.clear();
-        for (topic, partition, from, until) in ranges {
-            self.index.insert((topic.clone(), partition), self.states.len());
-            self.states.push(RangeState { topic, partition, next: from, until, done: from >= until });
-        }
-    }
-
-    /// Move a range to `next` (after Python dealt with what `fill` handed it).
-    fn set_next(&mut self, topic: String, partition: i32, next: i64) {
-        if let Some(&i) = self.index.get(&(topic, partition)) {
-            let state = &mut self.states[i];
-            if next > state.next {
-                state.next = next;
-            }
-            if state.next >= state.until {
-                state.done = true;
-            }
-        }
-    }
-
-    /// Consume up to `want` messages (waiting up to `timeout_ms` for the first), append the plain
-    /// records of pending ranges to the batch, and return `(moves, others)`: the ranges that moved,
-    /// `(topic, partition, next offset)`, and the messages left for the caller, in arrival order.
-    fn fill<'py>(
+    /// The work of [`Client::fill`].
+    fn fill_batch<'py>(
         &mut self,
         py: Python<'py>,
         want: usize,
         timeout_ms: i32,
     ) -> PyResult<(Vec<(String, i32, i64)>, Bound<'py, PyList>)> {
-        let queue = self.handle()?.queue as usize;
-        let want = want.max(1);
-        let mut buf: Vec<usize> = vec![0; want];
-        let n = py.detach(|| {
-            let ptr = buf.as_mut_ptr() as *mut *mut rd::rd_kafka_message_t;
-            unsafe { rd::rd_kafka_consume_batch_queue(queue as *mut rd::rd_kafka_queue_t, timeout_ms, ptr, want) }
-        });
-        let n = n.max(0) as usize;
+        let handle = self.handle()?;
+        let (queue, rk) = (handle.queue as usize, handle.rk as usize);
+        // Owned from the moment librdkafka hands them over: every way out of this function (a return, an
+        // error, a panic) destroys what is not taken yet; `rd_kafka_destroy` would wait for ever for it.
+        let messages = py.detach(move || consume_batch(queue as *mut rd::rd_kafka_queue_t, timeout_ms, want));
         let others = PyList::empty(py);
         let mut moved: Vec<usize> = Vec::new();
         // Partitions sent to the caller in this call: their later messages follow, in order.
         let mut aside: Vec<usize> = Vec::new();
         let mut last: (usize, i32, Option<usize>) = (0, -2, None); // (topic handle, partition, state)
-        let mut failure: Option<PyErr> = None;
         let want_headers = self.builder.include_headers();
-        let rk = self.handle()?.rk as usize;
         // The broker's earliest offset per range, asked at its first gap in this call: the messages came in
         // one fetch, so one answer tells for every gap among them (as kafka_group.read.fetch does).
         let mut earliest: HashMap<usize, Option<i64>> = HashMap::new();
-        for &ptr in &buf[..n] {
-            let view = MessageView(ptr as *mut rd::rd_kafka_message_t);
-            if failure.is_some() {
-                unsafe { rd::rd_kafka_message_destroy(view.0) };
-                continue;
+        for message in messages {
+            if let Some(left) = self.panic_after {
+                if left == 0 {
+                    self.panic_after = None;
+                    panic!("test hook: a panic in the fill loop");
+                }
+                self.panic_after = Some(left - 1);
             }
-            let partition = view.partition();
-            let rkt = view.topic_handle() as usize;
+            let partition = message.partition();
+            let rkt = message.topic_handle() as usize;
             let state_index = if rkt == 0 || partition < 0 {
                 None
             } else if last.0 == rkt && last.1 == partition {
                 last.2
             } else {
-                let found = view.topic().and_then(|t| self.index.get(&(t, partition)).copied());
+                let found = message.topic().and_then(|t| self.index.get(&(t, partition)).copied());
                 last = (rkt, partition, found);
                 found
             };
-            let plain = view.err() == 0 && state_index.map_or(false, |i| !aside.contains(&i));
+            let plain = message.err() == 0 && state_index.map_or(false, |i| !aside.contains(&i));
             if !plain {
-                if view.err() != 0 || state_index.is_some() {
+                if message.err() != 0 || state_index.is_some() {
                     if let Some(i) = state_index {
                         if !aside.contains(&i) {
                             aside.push(i);
                         }
                     }
-                    others.append(Bound::new(py, Message::copy(&view))?)?;
+                    others.append(Bound::new(py, Message::copy(&message))?)?;
                 }
                 // else: a record of no planned range (an earlier assignment): dropped, as the Python path does.
-                unsafe { rd::rd_kafka_message_destroy(view.0) };
                 continue;
             }
             let i = state_index.expect("plain records have a state");
             let state = &mut self.states[i];
-            let offset = view.offset();
+            let offset = message.offset();
             if state.done || offset < state.next {
                 // The rest of a finished range's partition, or a record read already.
             } else if offset >= state.until {
@@ -310,30 +233,24 @@ impl Client {
                 // A gap the broker's earliest offset does not explain away (data loss), or one it could
                 // not be asked about: the caller decides, as the Python read path does.
                 aside.push(i);
-                others.append(Bound::new(py, Message::copy(&view))?)?;
+                others.append(Bound::new(py, Message::copy(&message))?)?;
             } else {
                 let record = Record {
-                    key: view.key(),
-                    value: view.value(),
+                    key: message.key(),
+                    value: message.value(),
                     offset,
-                    timestamp: view.timestamp(),
-                    headers: if want_headers { view.headers() } else { None },
+                    timestamp: message.timestamp(),
+                    headers: if want_headers { message.headers() } else { None },
                 };
-                match self.builder.add(&state.topic, state.partition, &record) {
-                    Ok(()) => {
-                        state.next = offset + 1;
-                        if state.next >= state.until {
-                            state.done = true;
-                        }
-                        moved.push(i);
-                    }
-                    Err(refusal) => failure = Some(refusal_error(py, refusal, &state.topic, state.partition, offset)),
+                if let Err(refusal) = self.builder.add(&state.topic, state.partition, &record) {
+                    return Err(refusal_error(py, refusal, &state.topic, state.partition, offset));
                 }
+                state.next = offset + 1;
+                if state.next >= state.until {
+                    state.done = true;
+                }
+                moved.push(i);
             }
-            unsafe { rd::rd_kafka_message_destroy(view.0) };
-        }
-        if let Some(err) = failure {
-            return Err(err);
         }
         moved.sort_unstable();
         moved.dedup();
@@ -346,16 +263,170 @@ impl Client {
             .collect();
         Ok((moves, others))
     }
+}
+
+/// Every method runs inside [`guarded`]: a panic fails the call with `InternalProblem`, never pyo3's
+/// `PanicException`.
+#[pymethods]
+impl Client {
+    /// A consumer of `config` (librdkafka settings as strings), reading into batches with or
+    /// without the headers column, cut at `max_bytes` of keys, values and headers.
+    #[new]
+    fn new(config: Vec<(String, String)>, include_headers: bool, max_bytes: usize) -> PyResult<Self> {
+        guarded("Client", || Self::create(config, include_headers, max_bytes))
+    }
+
+    /// Replace the assignment with `partitions` `(topic, partition, offset)`.
+    fn assign(&self, partitions: Vec<(String, i32, i64)>) -> PyResult<()> {
+        guarded("assign", || {
+            let entries: Vec<_> = partitions.into_iter().map(|(t, p, o)| (t, p, Some(o))).collect();
+            let list = PartitionList::new(&entries);
+            Self::check_code(unsafe { rd::rd_kafka_assign(self.handle()?.rk, list.0) })
+        })
+    }
+
+    /// Add `partitions` `(topic, partition, offset)` to the assignment.
+    fn incremental_assign(&self, partitions: Vec<(String, i32, i64)>) -> PyResult<()> {
+        guarded("incremental_assign", || {
+            let entries: Vec<_> = partitions.into_iter().map(|(t, p, o)| (t, p, Some(o))).collect();
+            let list = PartitionList::new(&entries);
+            Self::check_error(unsafe { rd::rd_kafka_incremental_assign(self.handle()?.rk, list.0) })
+        })
+    }
+
+    /// Remove `partitions` `(topic, partition)` from the assignment.
+    fn incremental_unassign(&self, partitions: Vec<(String, i32)>) -> PyResult<()> {
+        guarded("incremental_unassign", || {
+            let entries: Vec<_> = partitions.into_iter().map(|(t, p)| (t, p, None)).collect();
+            let list = PartitionList::new(&entries);
+            Self::check_error(unsafe { rd::rd_kafka_incremental_unassign(self.handle()?.rk, list.0) })
+        })
+    }
+
+    /// Drop the whole assignment.
+    fn unassign(&self) -> PyResult<()> {
+        guarded("unassign", || Self::check_code(unsafe { rd::rd_kafka_assign(self.handle()?.rk, std::ptr::null()) }))
+    }
+
+    /// The partition's `(low, high)` watermarks from the broker.
+    fn watermarks(&self, py: Python<'_>, topic: String, partition: i32, timeout_ms: i32) -> PyResult<(i64, i64)> {
+        guarded("watermarks", || {
+            let rk = self.handle()?.rk as usize;
+            let name = cstring(&topic);
+            let (code, low, high) = py.detach(move || {
+                let (mut low, mut high) = (0i64, 0i64);
+                let code = unsafe {
+                    rd::rd_kafka_query_watermark_offsets(rk as *mut rd::rd_kafka_t, name.as_ptr(), partition, &mut low, &mut high, timeout_ms)
+                };
+                (code, low, high)
+            });
+            Self::check_code(code)?;
+            Ok((low, high))
+        })
+    }
+
+    /// Ask the cluster for `topic`'s metadata (refreshing the client's view of it).
+    fn refresh_metadata(&self, py: Python<'_>, topic: String, timeout_ms: i32) -> PyResult<()> {
+        guarded("refresh_metadata", || {
+            let rk = self.handle()?.rk as usize;
+            let name = cstring(&topic);
+            let code = py.detach(move || unsafe {
+                let rk = rk as *mut rd::rd_kafka_t;
+                let rkt = rd::rd_kafka_topic_new(rk, name.as_ptr(), std::ptr::null_mut());
+                let mut md: *const rd::rd_kafka_metadata = std::ptr::null();
+                let code = rd::rd_kafka_metadata(rk, 0, rkt, &mut md, timeout_ms);
+                if !md.is_null() {
+                    rd::rd_kafka_metadata_destroy(md);
+                }
+                if !rkt.is_null() {
+                    rd::rd_kafka_topic_destroy(rkt);
+                }
+                code
+            });
+            Self::check_code(code)
+        })
+    }
+
+    /// Consume and drop up to `max_messages` queued messages without waiting; return how many.
+    fn drain(&self, py: Python<'_>, max_messages: usize) -> PyResult<usize> {
+        guarded("drain", || {
+            let queue = self.handle()?.queue as usize;
+            // Each message is destroyed as the vector drops.
+            Ok(py.detach(move || consume_batch(queue as *mut rd::rd_kafka_queue_t, 0, max_messages).len()))
+        })
+    }
+
+    /// Errors librdkafka reported through its error callback since the last call.
+    fn take_errors(&self) -> PyResult<Vec<(i32, String, String)>> {
+        guarded("take_errors", || {
+            let mut errors = self.sink.errors.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+            Ok(errors.drain(..).map(|(code, reason)| (code, err_name(code), reason)).collect())
+        })
+    }
+
+    /// librdkafka's log lines since the last call: `(syslog level, facility, client name, message)`.
+    fn take_logs(&self) -> PyResult<Vec<(i32, String, String, String)>> {
+        guarded("take_logs", || Ok(self.sink.logs.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()))
+    }
+
+    /// Start a pass: its ranges `(topic, partition, from, until)`, one per partition.
+    fn begin_pass(&mut self, ranges: Vec<(String, i32, i64, i64)>) -> PyResult<()> {
+        self.guarded_mut("begin_pass", |client| {
+            client.states.clear();
+            client.index.clear();
+            for (topic, partition, from, until) in ranges {
+                client.index.insert((topic.clone(), partition), client.states.len());
+                client.states.push(RangeState { topic, partition, next: from, until, done: from >= until });
+            }
+            Ok(())
+        })
+    }
+
+    /// Move a range to `next` (after Python dealt with what `fill` handed it).
+    fn set_next(&mut self, topic: String, partition: i32, next: i64) -> PyResult<()> {
+        self.guarded_mut("set_next", |client| {
+            if let Some(&i) = client.index.get(&(topic, partition)) {
+                let state = &mut client.states[i];
+                if next > state.next {
+                    state.next = next;
+                }
+                if state.next >= state.until {
+                    state.done = true;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Consume up to `want` messages (waiting up to `timeout_ms` for the first), append the plain
+    /// records of pending ranges to the batch, and return `(moves, others)`: the ranges that moved,
+    /// `(topic, partition, next offset)`, and the messages left for the caller, in arrival order.
+    fn fill<'py>(
+        &mut self,
+        py: Python<'py>,
+        want: usize,
+        timeout_ms: i32,
+    ) -> PyResult<(Vec<(String, i32, i64)>, Bound<'py, PyList>)> {
+        self.guarded_mut("fill", |client| client.fill_batch(py, want, timeout_ms))
+    }
 
     /// Append records `fill` handed over (checked by the caller) to the batch.
     fn add_messages(&mut self, py: Python<'_>, topic: String, partition: i32, messages: Vec<PyRef<'_, Message>>) -> PyResult<()> {
-        for message in messages {
-            let record = message.record();
-            if let Err(refusal) = self.builder.add(&topic, partition, &record) {
-                return Err(refusal_error(py, refusal, &topic, partition, message.offset));
+        self.guarded_mut("add_messages", |client| {
+            for message in messages {
+                let record = message.record();
+                if let Err(refusal) = client.builder.add(&topic, partition, &record) {
+                    return Err(refusal_error(py, refusal, &topic, partition, message.offset));
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
+    }
+
+    /// Test hook: make `fill` panic once it has taken `after` more messages, holding the rest (the
+    /// tests of the panic boundary: no record makes the read path panic on purpose).
+    fn _test_panic_in_fill(&mut self, after: usize) {
+        self.panic_after = Some(after);
     }
 
     /// Records in the batch being built.
@@ -365,41 +436,40 @@ impl Client {
 
     /// The batches the byte cap completed since the last call, oldest first (pyarrow RecordBatches).
     fn take_full<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let full = std::mem::take(&mut self.builder.full);
-        full.iter().map(|b| b.to_pyarrow(py)).collect()
+        self.guarded_mut("take_full", |client| {
+            let full = std::mem::take(&mut client.builder.full);
+            full.iter().map(|b| b.to_pyarrow(py)).collect()
+        })
     }
 
     /// The batch being built, as a pyarrow RecordBatch; the builder starts a new one.
     fn build<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.builder.build().to_pyarrow(py)
+        self.guarded_mut("build", |client| client.builder.build().to_pyarrow(py))
     }
 
     /// Start batches anew with these settings (a reused client's next task may differ).
-    fn reset_batches(&mut self, include_headers: bool, max_bytes: usize) {
-        self.builder = Builder::new(include_headers, max_bytes);
+    fn reset_batches(&mut self, include_headers: bool, max_bytes: usize) -> PyResult<()> {
+        self.guarded_mut("reset_batches", |client| {
+            client.builder = Builder::new(include_headers, max_bytes);
+            Ok(())
+        })
     }
 
-    /// Leave (no group) and destroy the client; later calls fail.
-    fn close(&mut self, py: Python<'_>) {
-        if let Some(handle) = self.handle.take() {
-            let (rk, queue) = (handle.rk as usize, handle.queue as usize);
-            py.detach(move || destroy(rk as *mut rd::rd_kafka_t, queue as *mut rd::rd_kafka_queue_t));
-        }
-    }
-}
-
-fn destroy(rk: *mut rd::rd_kafka_t, queue: *mut rd::rd_kafka_queue_t) {
-    unsafe {
-        rd::rd_kafka_queue_destroy(queue);
-        rd::rd_kafka_consumer_close(rk);
-        rd::rd_kafka_destroy(rk);
+    /// Leave (no group) and destroy the client; later calls fail. In a forked child, only forget it.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        guarded("close", || {
+            if let Some(handle) = self.handle.take() {
+                py.detach(move || handle.destroy());
+            }
+            Ok(())
+        })
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
-            destroy(handle.rk, handle.queue);
+            handle.destroy();
         }
     }
 }

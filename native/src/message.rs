@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::batch::Record;
-use crate::raw::MessageView;
+use crate::raw::OwnedMessage;
 
 /// What `fill` could not take as a plain record, copied out of librdkafka: an error event, or a
 /// record after a gap (or of a partition already off the plain path in that call).
@@ -46,7 +46,7 @@ impl Message {
 }
 
 impl Message {
-    pub fn copy(view: &MessageView) -> Self {
+    pub fn copy(view: &OwnedMessage) -> Self {
         let err = view.err();
         Message {
             err,

@@ -2,6 +2,7 @@
 
 use std::ffi::{c_void, CStr, CString};
 use std::os::raw::{c_char, c_int};
+use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use rdkafka_sys as rd;
@@ -59,31 +60,61 @@ impl Drop for PartitionList {
     }
 }
 
-/// A borrowed view of one message of librdkafka (valid until it is destroyed).
-pub struct MessageView(pub *mut rd::rd_kafka_message_t);
+/// One message of librdkafka, owned: destroyed when dropped, whichever way its holder ends (a
+/// return, an error, a panic unwinding). `rd_kafka_destroy` waits for every message still held, so
+/// a message that is never destroyed makes closing its client wait for ever.
+pub struct OwnedMessage(NonNull<rd::rd_kafka_message_t>);
 
-impl MessageView {
+// A librdkafka message may be read and destroyed from any thread; one owner at a time holds it.
+unsafe impl Send for OwnedMessage {}
+
+/// Messages one consume call takes at most, whatever the caller asks: the pointer buffer is
+/// allocated in full, and a caller's bound (records left in the ranges, up to
+/// `fetch.maxRecordsPerBatch`) may be in the billions. The caller loops anyway (and bounds its
+/// ask the same way: `kafka_group.read.fetch._MAX_CONSUME`).
+pub const MAX_CONSUME: usize = 100_000;
+
+/// Consume up to `max` messages (at most [`MAX_CONSUME`]) of `queue`, waiting up to `timeout_ms`
+/// for the first; each is owned from the moment librdkafka hands it over.
+pub fn consume_batch(queue: *mut rd::rd_kafka_queue_t, timeout_ms: i32, max: usize) -> Vec<OwnedMessage> {
+    let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); max.clamp(1, MAX_CONSUME)];
+    let n = unsafe { rd::rd_kafka_consume_batch_queue(queue, timeout_ms, buf.as_mut_ptr(), buf.len()) };
+    let n = (n.max(0) as usize).min(buf.len());
+    buf[..n].iter().filter_map(|&ptr| NonNull::new(ptr).map(OwnedMessage)).collect()
+}
+
+impl Drop for OwnedMessage {
+    fn drop(&mut self) {
+        unsafe { rd::rd_kafka_message_destroy(self.0.as_ptr()) };
+    }
+}
+
+impl OwnedMessage {
+    fn raw(&self) -> &rd::rd_kafka_message_t {
+        unsafe { self.0.as_ref() }
+    }
     pub fn err(&self) -> i32 {
-        unsafe { (*self.0).err as i32 }
+        self.raw().err as i32
     }
     pub fn partition(&self) -> i32 {
-        unsafe { (*self.0).partition }
+        self.raw().partition
     }
     pub fn offset(&self) -> i64 {
-        unsafe { (*self.0).offset }
+        self.raw().offset
     }
     /// The topic handle (an identity for the topic while the client lives), maybe null.
     pub fn topic_handle(&self) -> *mut rd::rd_kafka_topic_t {
-        unsafe { (*self.0).rkt }
+        self.raw().rkt
     }
     pub fn topic(&self) -> Option<String> {
         let rkt = self.topic_handle();
         if rkt.is_null() {
             return None;
         }
-        Some(unsafe { CStr::from_ptr(rd::rd_kafka_topic_name(rkt)) }.to_string_lossy().into_owned())
+        Some(text(unsafe { rd::rd_kafka_topic_name(rkt) }))
     }
-    fn bytes(ptr: *mut c_void, len: usize) -> Option<&'static [u8]> {
+    /// `len` bytes at `ptr`, borrowed from the message (they live as long as it does).
+    fn bytes(&self, ptr: *const c_void, len: usize) -> Option<&[u8]> {
         if ptr.is_null() {
             None
         } else {
@@ -92,21 +123,21 @@ impl MessageView {
     }
     /// The value: None for a null value (the payload of an error event is its reason instead).
     pub fn value(&self) -> Option<&[u8]> {
-        unsafe { Self::bytes((*self.0).payload, (*self.0).len) }
+        self.bytes(self.raw().payload, self.raw().len)
     }
     pub fn key(&self) -> Option<&[u8]> {
-        unsafe { Self::bytes((*self.0).key, (*self.0).key_len) }
+        self.bytes(self.raw().key, self.raw().key_len)
     }
     /// `(librdkafka timestamp type, ms)`: type 0 not available, 1 create time, 2 log append time.
     pub fn timestamp(&self) -> (i32, i64) {
         let mut kind: rd::rd_kafka_timestamp_type_t = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
-        let ms = unsafe { rd::rd_kafka_message_timestamp(self.0, &mut kind) };
+        let ms = unsafe { rd::rd_kafka_message_timestamp(self.0.as_ptr(), &mut kind) };
         (kind as i32, ms)
     }
     /// The headers as `(key bytes, value)`; None when the record has none.
     pub fn headers(&self) -> Option<Vec<(&[u8], Option<&[u8]>)>> {
         let mut hdrs: *mut rd::rd_kafka_headers_t = std::ptr::null_mut();
-        let err = unsafe { rd::rd_kafka_message_headers(self.0, &mut hdrs) };
+        let err = unsafe { rd::rd_kafka_message_headers(self.0.as_ptr(), &mut hdrs) };
         if err as i32 != 0 || hdrs.is_null() {
             return None;
         }
@@ -120,9 +151,9 @@ impl MessageView {
             if err as i32 != 0 {
                 break;
             }
-            let key = unsafe { CStr::from_ptr(name) }.to_bytes();
-            let value = Self::bytes(value as *mut c_void, size);
-            out.push((key, value));
+            // librdkafka keeps a header's name NUL-terminated (it cannot hold a NUL byte); never null.
+            let key: &[u8] = if name.is_null() { b"" } else { unsafe { CStr::from_ptr(name) }.to_bytes() };
+            out.push((key, self.bytes(value, size)));
             idx += 1;
         }
         Some(out)

@@ -99,3 +99,40 @@ def test_a_header_key_that_is_not_utf8_fails_naming_the_record_and_the_fix(monke
     builder = MixedBatchBuilder(include_headers=True)
     with pytest.raises(RecordError, match=r"t-0 at offset 5 has a header key that is not UTF-8.*'includeHeaders'"):
         builder.add_run("t", 0, [big(4, 1), bad])
+
+
+def with_header(offset: int, header_bytes: int, partition: int = 0) -> Message:
+    return Message(topic="t", partition=partition, offset=offset, key=b"k" * 10, value=b"v",
+                   headers=[("hé", b"h" * header_bytes), ("n", None)], timestamp=(1, 1000))
+
+
+def header_sizes(batch: pa.RecordBatch) -> int:
+    return sizes(batch) + sum(len(h["key"].encode()) + len(h["value"] or b"")
+                              for hs in batch.column("headers").to_pylist() for h in hs or [])
+
+
+def test_header_keys_and_values_count_against_the_byte_cap() -> None:
+    # 10 + 1 + 3 ("hé" in UTF-8) + 400 + 1 ("n") = 415 bytes a record: two per batch of 1000. Headers were
+    # not counted: 70 records of a 32 MiB header each overflowed the headers' value column (2 GiB).
+    builder = MixedBatchBuilder(include_headers=True, max_bytes=1000)
+    builder.add_run("t", 0, [with_header(o, 400) for o in range(5)])  # crosses the cap: cut record by record
+    builder.add_run("t", 1, [with_header(0, 400, partition=1)])  # fits whole, as a run
+    batches = builder.take_full() + [builder.build()]
+    assert [b.column("offset").to_pylist() for b in batches] == [[0, 1], [2, 3], [4, 0]]
+    assert all(header_sizes(b) <= 1000 for b in batches)
+    assert [h["value"] for b in batches for hs in b.column("headers").to_pylist() for h in hs][:2] == \
+        [b"h" * 400, None]
+
+
+def test_a_record_whose_headers_alone_pass_the_cap_is_a_batch_of_its_own() -> None:
+    builder = MixedBatchBuilder(include_headers=True, max_bytes=1000)
+    builder.add_run("t", 0, [with_header(0, 10), with_header(1, 5000), with_header(2, 10)])
+    batches = builder.take_full() + [builder.build()]
+    assert [b.column("offset").to_pylist() for b in batches] == [[0], [1], [2]]
+
+
+def test_without_the_headers_column_headers_count_nothing() -> None:
+    builder = MixedBatchBuilder(include_headers=False, max_bytes=1000)
+    builder.add_run("t", 0, [with_header(o, 400) for o in range(5)])
+    assert builder.take_full() == []
+    assert builder.build().num_rows == 5

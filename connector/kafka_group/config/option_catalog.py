@@ -590,7 +590,7 @@ CONTROL_DIR: OptionSpec[Optional[str]] = OptionSpec(
 )
 FETCH_MAX_RECORDS_PER_BATCH: OptionSpec[int] = OptionSpec(
     'fetch.maxRecordsPerBatch', 'positive int', '20000',
-    'Records per Arrow batch returned by an executor; a batch is also cut at 256 MiB of keys and values, so large records never overflow a column (Arrow `binary` holds 2 GiB).',
+    'Records per Arrow batch returned by an executor; a batch is also cut at 256 MiB of keys, values and headers, so large records and headers never overflow a column (Arrow `binary` holds 2 GiB).',
     parser=positive_int,
     default='20000',
 )

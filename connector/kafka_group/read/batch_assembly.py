@@ -37,12 +37,15 @@ _PARTITION = Message.partition
 _TOPIC = Message.topic
 
 _TIMESTAMP_ARROW = pa.timestamp("us", tz="UTC")
+#: A record's headers as confluent-kafka returns them.
+_Headers = Optional[List[Tuple[str, Optional[bytes]]]]
 #: The largest record time (ms, either sign) whose microseconds fit Spark's 64-bit timestamp.
 _MAX_TIMESTAMP_MS = (2 ** 63 - 1) // 1000
 
-#: Key and value bytes at which a batch is cut, whatever its record count: well below the
-#: 2 GiB a ``binary`` column holds (20,000 records of 110 kB overflowed it: ``TypeError: Cannot
-#: convert pyarrow.lib.ChunkedArray`` on every replay), so records of any size Kafka takes read.
+#: Bytes of keys, values and headers (with ``includeHeaders``) at which a batch is cut, whatever its
+#: record count: well below the 2 GiB a ``binary`` column holds (20,000 records of 110 kB overflowed
+#: it: ``TypeError: Cannot convert pyarrow.lib.ChunkedArray`` on every replay; so did 70 records of a
+#: 32 MiB header each while headers were not counted), so records of any size Kafka takes read.
 DEFAULT_MAX_BATCH_BYTES = 256 << 20
 #: librdkafka's ``TIMESTAMP_NOT_AVAILABLE``.
 _TIMESTAMP_NOT_AVAILABLE = 0
@@ -59,18 +62,19 @@ class MixedBatchBuilder:
     repeated scalar when all records share a type (they do unless the topic mixes
     them).
 
-    A run that would take the batch past ``max_bytes`` of keys and values is cut: the
-    records that fit complete the batch, which is built at once and kept for
-    :meth:`take_full`, and the rest start the next (a record above ``max_bytes`` is a
-    batch of its own). The sizes come from C-level ``len`` over the run, checked once per
-    run; records are only measured one by one when a run crosses the cap.
+    A run that would take the batch past ``max_bytes`` of keys, values and (with
+    ``include_headers``) header keys and values is cut: the records that fit complete the
+    batch, which is built at once and kept for :meth:`take_full`, and the rest start the next
+    (a record above ``max_bytes`` is a batch of its own). The sizes come from C-level ``len``
+    over the run (headers: one Python call per record), checked once per run; records are
+    only measured one by one when a run crosses the cap.
 
     Parameters
     ----------
     include_headers : bool
         Whether to build the ``headers`` column.
     max_bytes : int
-        Key and value bytes at which a batch is cut.
+        Bytes of keys, values and headers at which a batch is cut.
     """
 
     def __init__(self, include_headers: bool, max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> None:
@@ -85,7 +89,7 @@ class MixedBatchBuilder:
         self._values: List[Optional[bytes]] = []
         self._offsets: List[int] = []
         self._stamps: List[Tuple[int, int]] = []
-        self._headers: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
+        self._headers: List[_Headers] = []
         # One (topic, partition, count) per run; consecutive runs of one partition share an entry.
         self._runs: List[List[Any]] = []
         self._bytes = 0
@@ -122,18 +126,24 @@ class MixedBatchBuilder:
         if not messages:
             return
         keys = list(map(_KEY, messages))
-        # len(Message) is its value's length (0 for none); C-level loops, no Python frame per record.
+        headers = _headers_of(topic, partition, messages) if self._include_headers else None
+        # len(Message) is its value's length (0 for none); C-level loops, no Python frame per record
+        # (but one per record with headers).
         size = sum(map(len, messages)) + sum(map(len, filter(None, keys)))
+        if headers is not None:
+            size += sum(map(_header_bytes, headers))
         if self._bytes + size <= self._max_bytes:
             self._bytes += size
-            self._append(topic, partition, messages, keys, offsets)
+            self._append(topic, partition, messages, keys, headers, offsets)
             return
-        self._add_cut(topic, partition, messages, keys, offsets)
+        self._add_cut(topic, partition, messages, keys, headers, offsets)
 
     def _add_cut(self, topic: str, partition: int, messages: Sequence[Message], keys: List[Optional[bytes]],
-                 offsets: Optional[Sequence[int]]) -> None:
+                 headers: Optional[List[_Headers]], offsets: Optional[Sequence[int]]) -> None:
         """Add a run that crosses the byte cap: record by record sizes, a batch completed at each crossing."""
         sizes = [len(m) + (len(k) if k else 0) for m, k in zip(messages, keys)]
+        if headers is not None:
+            sizes = [size + _header_bytes(h) for size, h in zip(sizes, headers)]
         start = 0
         while start < len(messages):
             end, used = start, self._bytes
@@ -145,16 +155,17 @@ class MixedBatchBuilder:
             if end > start:
                 self._bytes = used
                 self._append(topic, partition, messages[start:end], keys[start:end],
+                             None if headers is None else headers[start:end],
                              None if offsets is None else offsets[start:end])
             if end < len(messages):
                 self._full.append(self.build())
             start = end
 
     def _append(self, topic: str, partition: int, messages: Sequence[Message], keys: List[Optional[bytes]],
-                offsets: Optional[Sequence[int]]) -> None:
+                headers: Optional[List[_Headers]], offsets: Optional[Sequence[int]]) -> None:
         n = len(messages)
-        if self._include_headers:
-            self._headers.extend(_headers_of(topic, partition, messages))
+        if headers is not None:
+            self._headers.extend(headers)
         self._keys.extend(keys)
         self._values.extend(map(_VALUE, messages))
         self._offsets.extend(map(_OFFSET, messages) if offsets is None else offsets)
@@ -212,8 +223,15 @@ class MixedBatchBuilder:
         )
 
 
-def _headers_of(topic: str, partition: int,
-                messages: Sequence[Message]) -> List[Optional[List[Tuple[str, Optional[bytes]]]]]:
+def _header_bytes(headers: _Headers) -> int:
+    """Bytes of a record's header keys (UTF-8) and values, which count against the byte cap as the compiled
+    path counts them (``native/src/batch.rs``, ``record_size``)."""
+    if not headers:
+        return 0
+    return sum(len(key.encode("utf-8")) + (len(value) if value else 0) for key, value in headers)
+
+
+def _headers_of(topic: str, partition: int, messages: Sequence[Message]) -> List[_Headers]:
     """Each message's headers; a header key confluent-kafka cannot decode fails naming the record.
 
     confluent-kafka decodes header keys as strict UTF-8 and has no way to hand over their
@@ -221,7 +239,7 @@ def _headers_of(topic: str, partition: int,
     U+FFFD for bad bytes); failing with the record's place beats a bare
     ``UnicodeDecodeError`` on every retry.
     """
-    out: List[Optional[List[Tuple[str, Optional[bytes]]]]] = []
+    out: List[_Headers] = []
     try:
         out.extend(map(_HEADERS, messages))  # what was decoded before a failure stays in ``out``
     except UnicodeDecodeError as exc:

@@ -31,7 +31,7 @@ Several ranges of one partition in a task: adjacent pieces (``[a, b)`` and
 
 Batches hold records of several partitions (Spark needs no batch to hold one):
 one builder for the task, flushed at ``maxRecordsPerBatch`` records or at
-:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES` of keys and values,
+:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES` of keys, values and headers,
 whichever comes first, so memory is bounded by the batch size whatever the number of
 partitions, and no column outgrows what Arrow's ``binary`` holds (2 GiB). Records of one
 partition stay in offset order; across partitions the order is the arrival order.
@@ -74,6 +74,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _CONSUME_WAIT_S = 0.5
+#: Messages one ``consume()`` asks for at most, whatever ``fetch.maxRecordsPerBatch`` is (a positive int with
+#: no upper bound): confluent-kafka refuses more than 1,000,000 (``ValueError``) and reads nothing when asked
+#: for 2^32 or more. The loop asks again; the compiled path has the same bound (``native/src/raw.rs``).
+_MAX_CONSUME = 100_000
 _TOPIC = Message.topic
 
 
@@ -188,7 +192,7 @@ def _read_pass(consumer: Consumer, ranges: Sequence[OffsetRange], settings: Read
     timeout_s = settings.poll_timeout_ms / 1000
     deadline = time.monotonic() + timeout_s
     while reading.pending:
-        want = max(1, min(cap - len(builder), reading.remaining))
+        want = max(1, min(cap - len(builder), reading.remaining, _MAX_CONSUME))
         messages = consumer.consume(num_messages=want, timeout=_CONSUME_WAIT_S)
         progressed = False
         for partition, run in partition_runs(messages):

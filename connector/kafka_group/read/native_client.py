@@ -25,12 +25,12 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.access_errors import raising_error_callback
 from kafka_group.auth.clients import librdkafka_logger
-from kafka_group.errors import ConfigError, RecordError
+from kafka_group.errors import ConfigError, FetchError, RecordError
 from kafka_group.read.batch_assembly import DEFAULT_MAX_BATCH_BYTES
 from kafka_group.read.record_schema import TIMESTAMP_TYPE_BY_LIBRDKAFKA
 from kafka_group.redaction import register_client_secrets
 
-__all__ = ["NativeConsumer", "kafka_error", "record_error"]
+__all__ = ["NativeConsumer", "internal_error", "kafka_error", "record_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,13 @@ def record_error(args: Sequence[Any]) -> RecordError:
             f"(|ms| <= {_MAX_TIMESTAMP_MS}); Spark's own Kafka source fails on it too. Fix the producer's "
             "timestamp, or start the query past this offset (startingOffsets, or the offsets of the group or table)"
         )
+    if kind == "too_large":
+        size, entries = detail
+        return RecordError(
+            f"the record of {topic}-{partition} at offset {offset} holds {size} bytes of key, value and headers "
+            f"in {entries} headers, more than one Arrow batch holds (2 GiB, 2^31 headers). Set option "
+            "'includeHeaders' to 'false' if its headers are the cause, or start the query past this offset"
+        )
     try:
         bytes(detail).decode("utf-8")
         reason, start = "invalid UTF-8", 0
@@ -69,6 +76,16 @@ def record_error(args: Sequence[Any]) -> RecordError:
         "'includeHeaders' to 'false' to read the records without their headers, fix the producer, or "
         "start the query past this offset"
     )
+
+
+def internal_error(args: Sequence[Any]) -> FetchError:
+    """The connector's error for the extension's ``InternalProblem(call, detail)``: a Rust panic (a bug of the
+    compiled read path), caught where Python called in."""
+    call, detail = args
+    return FetchError(
+        f"the compiled read path failed inside its call '{call}' ({detail}): a bug of the connector, please "
+        "report it. The task fails and its Kafka client is closed; set option 'read.path' to 'python' to read "
+        "with confluent-kafka instead")
 
 
 class NativeConsumer:
@@ -94,6 +111,8 @@ class NativeConsumer:
         self._on_error = raising_error_callback(self._config, client="reader")
         try:
             self.client: Any = native.Client(sorted(self._config.items()), False, DEFAULT_MAX_BATCH_BYTES)
+        except native.InternalProblem as exc:
+            raise internal_error(exc.args) from None
         except native.ConfigProblem as exc:
             key, reason = exc.args
             named = f"setting '{key}'" if key else "the settings"
@@ -126,6 +145,8 @@ class NativeConsumer:
         except self._native.KafkaProblem as exc:
             code, _name, reason = exc.args
             raise KafkaException(kafka_error(code, reason)) from None
+        except self._native.InternalProblem as exc:
+            raise internal_error(exc.args) from None
         finally:
             self.raise_reported()
         return result

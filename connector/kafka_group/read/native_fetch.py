@@ -30,8 +30,8 @@ import pyarrow as pa
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_group.offsets import OffsetRange
-from kafka_group.read.fetch import _stalled, _take_one_by_one, _unpartitioned
-from kafka_group.read.native_client import NativeConsumer, kafka_error, record_error
+from kafka_group.read.fetch import _MAX_CONSUME, _stalled, _take_one_by_one, _unpartitioned
+from kafka_group.read.native_client import NativeConsumer, internal_error, kafka_error, record_error
 from kafka_group.read.passes import PassState, read_passes
 from kafka_group.read.read_settings import ReadSettings
 from kafka_group.read.reader_pool import ReaderPool
@@ -120,7 +120,8 @@ def read_ranges_native(offset_ranges: Sequence[OffsetRange], settings: ReadSetti
     Raises
     ------
     DataLossError, FetchError, RecordError, AuthenticationError, AuthorizationError
-        As the Python read path raises them.
+        As the Python read path raises them; a Rust panic (a bug) as :class:`FetchError`
+        (:func:`~kafka_group.read.native_client.internal_error`), its client closed.
 
     Notes
     -----
@@ -130,17 +131,20 @@ def read_ranges_native(offset_ranges: Sequence[OffsetRange], settings: ReadSetti
     if not passes:
         return
     source = native_pool(native) if pool is None else pool
-    with source.client(settings.client_config, idle_timeout_ms=settings.client_idle_timeout_ms) as consumer:
-        client = consumer.client
-        client.reset_batches(settings.include_headers, settings.max_bytes_per_batch)
-        try:
+    # An error leaves the checkout's block, which closes the client rather than park it.
+    try:
+        with source.client(settings.client_config, idle_timeout_ms=settings.client_idle_timeout_ms) as consumer:
+            client = consumer.client
+            client.reset_batches(settings.include_headers, settings.max_bytes_per_batch)
             for ranges in passes:
                 yield from _read_pass(consumer, ranges, settings, native)
             yield from client.take_full()
             if client.batch_len():
                 yield client.build()
-        except native.RecordProblem as exc:
-            raise record_error(exc.args) from None
+    except native.RecordProblem as exc:
+        raise record_error(exc.args) from None
+    except native.InternalProblem as exc:
+        raise internal_error(exc.args) from None
 
 
 def _read_pass(consumer: NativeConsumer, ranges: Sequence[OffsetRange], settings: ReadSettings,
@@ -158,7 +162,7 @@ def _read_pass(consumer: NativeConsumer, ranges: Sequence[OffsetRange], settings
     timeout_s = settings.poll_timeout_ms / 1000
     deadline = time.monotonic() + timeout_s
     while reading.pending:
-        want = max(1, min(cap - client.batch_len(), reading.remaining))
+        want = max(1, min(cap - client.batch_len(), reading.remaining, _MAX_CONSUME))
         moves, others = client.fill(want, _CONSUME_WAIT_MS)
         consumer.raise_reported()
         progressed = False

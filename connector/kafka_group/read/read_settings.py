@@ -28,7 +28,7 @@ class ReadSettings:
     max_records_per_batch : int
         Records per returned Arrow batch.
     max_bytes_per_batch : int
-        Key and value bytes at which a returned batch is cut (:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES`).
+        Bytes of keys, values and (with ``include_headers``) headers at which a returned batch is cut (:data:`~kafka_group.read.batch_assembly.DEFAULT_MAX_BATCH_BYTES`).
     client_idle_timeout_ms : int
         How long the reader's client stays open in the process's pool after its
         task, for the next task to reuse (``kafkaConsumer.cacheTimeoutMs``).

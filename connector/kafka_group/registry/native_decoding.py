@@ -106,7 +106,8 @@ def _decode_id(raw: pa.Array, indexes: Any, schema_id: int, writer: RegisteredSc
     if plan is not None:
         try:
             decoded, handed_back = native.avro_decode(raw, schema_id, plan, (SLOTS_BASE, SLOTS_PER_BYTE))
-        except (ValueError, TypeError) as exc:  # a plan it refuses, its bug, a stale build: the codec decodes
+        # A plan it refuses, its bug (a panic: InternalProblem), a stale build: the codec decodes.
+        except (ValueError, TypeError, getattr(native, "InternalProblem", ValueError)) as exc:
             _warn_once(f"the compiled Avro decoder failed on schema id {schema_id} ({exc}): decoded in Python")
             decoded = None
         if decoded is not None and (decoded.type != arrow_type or len(decoded) != len(indexes)):
