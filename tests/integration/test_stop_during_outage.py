@@ -1,0 +1,69 @@
+"""A query stopped while its brokers are down leaves no process behind (classic session).
+
+Seen after a run: the driver-side streaming source runner of a query stopped while its Kafka cluster was
+gone still ran 30 minutes later, its parent gone, SIGTERM ignored: its SIGTERM handler was leaving the
+group, inside a synchronous offset commit that waits for a coordinator for ever. Here, as a user meets it:
+records flow into Delta, the cluster stops answering (its broker's JVM stopped with SIGSTOP: connections
+stay open, nothing answers), the user stops the query and the session, the cluster goes away (SIGKILL);
+every process the query's driver started must end within a bound. The same under Spark Connect:
+``tests/integration/test_spark_connect.py``. A broker that is killed outright, not frozen, refuses
+connections, and the client gives up by itself: the frozen one is the case that hung.
+
+The cluster is this test's own Apache Kafka (the run's ``kafka`` fixture must stay up for the other tests).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from kafka_group_devbroker import ApacheKafka
+from tests.support import (ENDED_WITHIN_S, REPO, delta_query_command, freeze, kill_survivors, produce,
+                           source_runners, still_running, table_offsets, unique_name, wait_for)
+from tests.support_child_jvm import child_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
+
+
+def test_a_query_stopped_while_its_brokers_are_down_leaves_no_process(tmp_path: pathlib.Path) -> None:
+    topic, group, table = unique_name("outage"), unique_name("group"), tmp_path / "table"
+    cluster = ApacheKafka(1, {topic: 3}).start()
+    runners: dict[int, str] = {}
+    stop_file = tmp_path / "stop"
+    log = open(tmp_path / "query.log", "wb")
+    command = delta_query_command(cluster.bootstrap_servers, topic, group, table, tmp_path / "chk",
+                                  "--run-seconds", "600", "--stop-file", str(stop_file))
+    driver = subprocess.Popen(command, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=log,
+                              env=child_env({"KAFKA_GROUP_LOG_LEVEL": "INFO"}))
+    try:
+        produce(cluster.bootstrap_servers, topic, {p: 20 for p in range(3)})
+        wait_for(lambda: len(table_offsets(table)) == 60 or driver.poll() is not None, "the first records", 240)
+        assert driver.poll() is None, (tmp_path / "query.log").read_text()[-3000:]
+        runners.update(source_runners(driver.pid))
+        assert len(runners) == 1, runners  # the query's one source runner, a child of the driver's JVM
+        freeze(cluster)  # the cluster stops answering while the query runs
+        stop_file.touch()  # the user stops the query and the session
+        try:
+            driver.wait(180)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the driver did not end within 180 s of query.stop() and spark.stop()")
+        cluster.broker_down(1)  # the cluster goes away
+        try:
+            ended = time.monotonic()
+            wait_for(lambda: not still_running(runners), "the stopped query's source runner to end", ENDED_WITHIN_S)
+            print(f"the stopped query's source runner ended {time.monotonic() - ended:.0f} s after its driver "
+                  "and cluster")
+        except AssertionError:
+            left = still_running(runners)
+            pytest.fail(f"{len(left)} process(es) of the stopped query still run {ENDED_WITHIN_S} s after it ended "
+                        f"(classic): {sorted(left)}; driver log: {(tmp_path / 'query.log').read_text()[-2000:]}")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait(30)
+        kill_survivors(runners)
+        log.close()
+        cluster.stop()
