@@ -14,7 +14,8 @@ per thing the tests repeat.
   :func:`keep_columns`, :func:`delta_query_command` (a DeltaSink query as its own process).
 - Several queries of one group as processes: :class:`BackgroundProducer`, :class:`GroupQueries`.
 - The processes a child driver's JVM started: :func:`source_runners`, :func:`still_running`,
-  :func:`kill_survivors`; a cluster that stops answering: :func:`freeze`.
+  :func:`kill_survivors`, :func:`wait_until_stopped_query_ended`; a cluster that stops answering:
+  :func:`freeze`.
 - A rebalance listener that records to a file: :func:`record_rebalance`, :func:`recorded`.
 
 Third-party imports sit inside the helpers that need them: Spark's Python runner
@@ -775,6 +776,19 @@ def still_running(processes: Mapping[int, str]) -> Dict[int, str]:
     (a pid the system gave to another process since is not theirs)."""
     table = _process_table()
     return {pid: cmdline for pid, cmdline in processes.items() if pid in table and table[pid][1] == cmdline}
+
+
+def wait_until_stopped_query_ended(processes: Mapping[int, str], session: str, log: pathlib.Path) -> None:
+    """Wait, at most :data:`ENDED_WITHIN_S`, until none of a stopped query's ``processes`` (``pid: command line``)
+    runs; fail naming those left (``session``: classic or connect) with the end of the driver's ``log``."""
+    ended = time.monotonic()
+    try:
+        wait_for(lambda: not still_running(processes), "the stopped query's source runner to end", ENDED_WITHIN_S)
+    except AssertionError:
+        left = still_running(processes)
+        raise AssertionError(f"{len(left)} process(es) of the stopped query still run {ENDED_WITHIN_S} s after it "
+                             f"ended ({session}): {sorted(left)}; driver log: {log.read_text()[-2000:]}") from None
+    print(f"the stopped query's source runner ended {time.monotonic() - ended:.0f} s after its driver and cluster")
 
 
 def freeze(cluster: ApacheKafka) -> None:

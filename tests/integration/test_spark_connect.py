@@ -15,16 +15,15 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from typing import IO, Any, Dict, Iterator, List, Tuple
 
 import pytest
 
 from kafka_group_devbroker import ApacheKafka
-from tests.support import (BROKER_ENGINE, ENDED_WITHIN_S, Cluster, MakeTopic, describe_group, expected, freeze,
-                           group_committed, kill_survivors, listening_addresses, produce, source_runners,
-                           still_running, table_offsets, table_records, unique_name, wait_for)
+from tests.support import (BROKER_ENGINE, Cluster, MakeTopic, describe_group, expected, freeze, group_committed,
+                           kill_survivors, listening_addresses, produce, source_runners, table_offsets, table_records,
+                           unique_name, wait_for, wait_until_stopped_query_ended)
 
 pytestmark = pytest.mark.integration
 
@@ -274,15 +273,7 @@ def test_a_query_stopped_while_its_brokers_are_down_leaves_no_process_over_conne
         client.call(op="stop", query=query)  # the user stops the query (its answer does not matter here)
         client.close()  # and the session
         cluster.broker_down(1)  # the cluster goes away
-        try:
-            ended = time.monotonic()
-            wait_for(lambda: not still_running(found), "the stopped query's source runner to end", ENDED_WITHIN_S)
-            print(f"the stopped query's source runner ended {time.monotonic() - ended:.0f} s after its session "
-                  "and cluster")
-        except AssertionError:
-            left = still_running(found)
-            pytest.fail(f"{len(left)} process(es) of the stopped query still run {ENDED_WITHIN_S} s after it ended "
-                        f"(connect): {sorted(left)}; client log: {(tmp_path / 'client.log').read_text()[-2000:]}")
+        wait_until_stopped_query_ended(found, "connect", tmp_path / "client.log")
     finally:
         client.close()
         kill_survivors(found)

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
-import time
 
 import pytest
 
 from kafka_group_devbroker import ApacheKafka
-from tests.support import (ENDED_WITHIN_S, REPO, delta_query_command, freeze, kill_survivors, produce,
-                           source_runners, still_running, table_offsets, unique_name, wait_for)
+from tests.support import (REPO, delta_query_command, freeze, kill_survivors, produce, source_runners,
+                           table_offsets, unique_name, wait_for, wait_until_stopped_query_ended)
 from tests.support_child_jvm import child_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -51,15 +50,7 @@ def test_a_query_stopped_while_its_brokers_are_down_leaves_no_process(tmp_path: 
         except subprocess.TimeoutExpired:
             pytest.fail("the driver did not end within 180 s of query.stop() and spark.stop()")
         cluster.broker_down(1)  # the cluster goes away
-        try:
-            ended = time.monotonic()
-            wait_for(lambda: not still_running(runners), "the stopped query's source runner to end", ENDED_WITHIN_S)
-            print(f"the stopped query's source runner ended {time.monotonic() - ended:.0f} s after its driver "
-                  "and cluster")
-        except AssertionError:
-            left = still_running(runners)
-            pytest.fail(f"{len(left)} process(es) of the stopped query still run {ENDED_WITHIN_S} s after it ended "
-                        f"(classic): {sorted(left)}; driver log: {(tmp_path / 'query.log').read_text()[-2000:]}")
+        wait_until_stopped_query_ended(runners, "classic", tmp_path / "query.log")
     finally:
         if driver.poll() is None:
             driver.kill()
