@@ -20,11 +20,15 @@ import subprocess
 import pytest
 
 from kafka_group_devbroker import ApacheKafka
-from tests.support import (REPO, delta_query_command, freeze, kill_survivors, produce, source_runners,
+from tests.support import (BROKER_ENGINE, REPO, delta_query_command, freeze, kill_survivors, produce, source_runners,
                            table_offsets, unique_name, wait_for, wait_until_stopped_query_ended)
 from tests.support_child_jvm import child_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.crash]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.crash,
+    pytest.mark.skipif(BROKER_ENGINE != "kafka", reason="freezes and kills a real Apache Kafka node"),
+]
 
 
 def test_a_query_stopped_while_its_brokers_are_down_leaves_no_process(tmp_path: pathlib.Path) -> None:
