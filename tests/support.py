@@ -13,6 +13,9 @@ per thing the tests repeat.
 - Delta: :func:`table_records`, :func:`table_offsets`, :func:`table_positions`, :func:`expected`,
   :func:`keep_columns`, :func:`delta_query_command` (a DeltaSink query as its own process).
 - Several queries of one group as processes: :class:`BackgroundProducer`, :class:`GroupQueries`.
+- The processes a child driver's JVM started: :func:`source_runners`, :func:`still_running`,
+  :func:`kill_survivors`, :func:`wait_until_stopped_query_ended`; a cluster that stops answering:
+  :func:`freeze`.
 - A rebalance listener that records to a file: :func:`record_rebalance`, :func:`recorded`.
 
 Third-party imports sit inside the helpers that need them: Spark's Python runner
@@ -728,3 +731,83 @@ def bin_without_javac(folder: pathlib.Path) -> pathlib.Path:
                 link.symlink_to(command)
     assert (folder / "java").exists() and not (folder / "javac").exists()
     return folder
+
+
+# -- processes a Spark driver started --------------------------------------------------------------------------------
+
+#: How long a stopped query's processes may take to end once its driver has: the close's own bound
+#: (``kafka_group.group.sigterm``) and a loaded machine's margin, well under the minutes a stuck one lives.
+ENDED_WITHIN_S = 90
+
+#: The module of the process in which Spark runs a Python streaming source's planning calls (one per query).
+SOURCE_RUNNER_MODULE = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def _process_table() -> Dict[int, Tuple[int, str]]:
+    """Every process's ``pid: (parent pid, command line)`` (Linux ``/proc``)."""
+    table: Dict[int, Tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = pathlib.Path(f"/proc/{entry}/stat").read_text(errors="replace")
+            cmdline = pathlib.Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields and fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), cmdline.replace(b"\0", b" ").decode("utf-8", "replace"))
+    return table
+
+
+def source_runners(root: int) -> Dict[int, str]:
+    """The streaming source runners (:data:`SOURCE_RUNNER_MODULE`) among the descendants of process ``root``
+    (a test's child driver: its JVM starts them), ``pid: command line``."""
+    table = _process_table()
+    found: Dict[int, str] = {}
+    for pid, (_, cmdline) in table.items():
+        ancestor = pid
+        while ancestor > 1 and ancestor in table:
+            ancestor = table[ancestor][0]
+            if ancestor == root:
+                if SOURCE_RUNNER_MODULE in cmdline:
+                    found[pid] = cmdline
+                break
+    return found
+
+
+def still_running(processes: Mapping[int, str]) -> Dict[int, str]:
+    """Those of ``processes`` (``pid: command line``) that still run: same pid, same command line, not a zombie
+    (a pid the system gave to another process since is not theirs)."""
+    table = _process_table()
+    return {pid: cmdline for pid, cmdline in processes.items() if pid in table and table[pid][1] == cmdline}
+
+
+def wait_until_stopped_query_ended(processes: Mapping[int, str], session: str, log: pathlib.Path) -> None:
+    """Wait, at most :data:`ENDED_WITHIN_S`, until none of a stopped query's ``processes`` (``pid: command line``)
+    runs; fail naming those left (``session``: classic or connect) with the end of the driver's ``log``."""
+    ended = time.monotonic()
+    try:
+        wait_for(lambda: not still_running(processes), "the stopped query's source runner to end", ENDED_WITHIN_S)
+    except AssertionError:
+        left = still_running(processes)
+        raise AssertionError(f"{len(left)} process(es) of the stopped query still run {ENDED_WITHIN_S} s after it "
+                             f"ended ({session}): {sorted(left)}; driver log: {log.read_text()[-2000:]}") from None
+    print(f"the stopped query's source runner ended {time.monotonic() - ended:.0f} s after its driver and cluster")
+
+
+def freeze(cluster: ApacheKafka) -> None:
+    """Freeze every node of ``cluster`` (SIGSTOP): its connections stay open and nothing answers, the outage
+    that left a stopped query's process behind (a node killed outright refuses connections, and the client
+    gives up by itself). Ending the cluster (``broker_down``, ``stop``: SIGKILL reaches a frozen process)
+    ends them."""
+    for pid in cluster.pids:
+        os.kill(pid, signal.SIGSTOP)
+
+
+def kill_survivors(processes: Mapping[int, str]) -> None:
+    """SIGKILL those of ``processes`` (this test's, ``pid: command line``) that still run."""
+    for pid in still_running(processes):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

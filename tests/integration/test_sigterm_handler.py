@@ -11,6 +11,7 @@ holds a plain lock while a second SIGTERM arrives.
 
 from __future__ import annotations
 
+import pathlib
 import signal
 import subprocess
 import sys
@@ -124,3 +125,69 @@ def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka:
     finally:
         consumer.close()
     assert committed[0].offset == 7, err[-2000:]  # the last positions reached the group before the process ended
+
+
+_STUCK_CHILD = textwrap.dedent("""
+    import os, signal, sys, threading
+    from kafka_group.group.sigterm import leave_group_on_sigterm
+
+    def close():                          # a client call the cluster never answers
+        sys.stdout.write("closing\\n")
+        sys.stdout.flush()
+        threading.Event().wait()
+
+    leave_group_on_sigterm(close, bound_s=2)
+    os.kill(os.getpid(), signal.SIGTERM)
+    threading.Event().wait(120)
+    sys.stdout.write("still alive\\n")
+""")
+
+
+def test_sigterm_ends_the_process_within_its_bound_when_leaving_the_group_never_returns() -> None:
+    """A query stopped while its brokers did not answer left its source runner behind its JVM: the handler's
+    close waited for ever in a Kafka client call. Whatever close waits for, the process ends."""
+    child = subprocess.Popen([sys.executable, "-c", _STUCK_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        out, err = child.communicate(timeout=60)  # the bound is 2 s; 60 s is the test's own bound
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        pytest.fail(f"the process outlived its close's bound; stdout {out!r} stderr {err[-2000:]!r}")
+    assert out == "closing\n", err[-2000:]
+    assert child.returncode == 128 + signal.SIGTERM
+    assert "did not finish within 2 s" in err
+
+
+_ORPHAN = textwrap.dedent("""
+    import sys, threading
+    from kafka_group.group.sigterm import leave_group_on_sigterm
+
+    leave_group_on_sigterm(lambda: None, bound_s=2)
+    sys.stdout.write("ready\\n")
+    sys.stdout.flush()
+    threading.Event().wait(120)           # stuck, say in a client call, when its JVM ends without SIGTERM
+""")
+
+_PARENT = textwrap.dedent("""
+    import os, subprocess, sys
+    runner = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    assert runner.stdout.readline() == "ready\\n"
+    sys.stdout.write(f"{runner.pid}\\n")
+    sys.stdout.flush()
+    os._exit(0)                           # the JVM ends without a word to its runner
+""")
+
+
+def test_a_runner_whose_jvm_is_gone_ends_whatever_its_main_thread_waits_for() -> None:
+    """The process exits when its JVM is gone, also when nobody sent it SIGTERM and its main thread is stuck."""
+    from tests.support import kill_survivors, still_running, wait_for
+
+    parent = subprocess.run([sys.executable, "-c", _PARENT, _ORPHAN], capture_output=True, text=True, timeout=60)
+    pid = int(parent.stdout)
+    runner = {pid: pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()}
+    try:
+        wait_for(lambda: not still_running(runner), "the orphaned runner to end", 60)  # its bound is 2 s
+    finally:
+        kill_survivors(runner)

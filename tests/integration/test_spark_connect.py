@@ -20,8 +20,10 @@ from typing import IO, Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from tests.support import (BROKER_ENGINE, Cluster, MakeTopic, describe_group, expected, group_committed,
-                           listening_addresses, produce, table_offsets, table_records, unique_name, wait_for)
+from kafka_group_devbroker import ApacheKafka
+from tests.support import (BROKER_ENGINE, Cluster, MakeTopic, describe_group, expected, freeze, group_committed,
+                           kill_survivors, listening_addresses, produce, source_runners, table_offsets, table_records,
+                           unique_name, wait_for, wait_until_stopped_query_ended)
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +49,11 @@ class ConnectClient:
         for line in stream:
             self._answers.put(line)
         self._answers.put("")
+
+    @property
+    def pid(self) -> int:
+        """The client's process (its Connect server's JVM is a child of it)."""
+        return self._process.pid
 
     def ready(self, timeout_s: float = 180) -> None:
         """Wait for the client's Connect server to be up (its port is then :attr:`port`)."""
@@ -243,3 +250,32 @@ def test_an_available_now_run_over_connect_leaves_its_last_batch_in_the_groups_o
     if BROKER_ENGINE == "kafka":  # Kafka's own lag tool agrees
         rows = describe_group(kafka.bootstrap_servers, group)
         assert {p: (rows[p]["CURRENT-OFFSET"], rows[p]["LAG"]) for p in rows} == {0: ("1500", "0"), 1: ("1500", "0")}
+
+
+@pytest.mark.crash
+@pytest.mark.skipif(BROKER_ENGINE != "kafka", reason="freezes and kills a real Apache Kafka node")
+def test_a_query_stopped_while_its_brokers_are_down_leaves_no_process_over_connect(tmp_path: pathlib.Path) -> None:
+    """A query stopped under Connect while its cluster does not answer, then its session, then the cluster gone:
+    its source runner (a child of the Connect server's JVM) must end, as under a classic session
+    (``tests/integration/test_stop_during_outage.py``, which says how it hung). Its own client and cluster: the
+    module's clients keep their sessions, the run's ``kafka`` its brokers."""
+    topic, group, table = unique_name("outage"), unique_name("group"), tmp_path / "table"
+    cluster = ApacheKafka(1, {topic: 3}).start()
+    client = ConnectClient("connect-outage", tmp_path / "client.log")
+    found: Dict[int, str] = {}
+    try:
+        client.ready()
+        produce(cluster.bootstrap_servers, topic, {p: 20 for p in range(3)})
+        query = client.ok(op="start", **query_command(cluster, topic, group, table, tmp_path / "chk"))["query"]
+        wait_for(lambda: len(table_offsets(table)) == 60, "the first records", 240)
+        found.update(source_runners(client.pid))
+        assert len(found) == 1, found  # the query's one source runner, a child of the Connect server's JVM
+        freeze(cluster)  # the cluster stops answering
+        client.call(op="stop", query=query)  # the user stops the query (its answer does not matter here)
+        client.close()  # and the session
+        cluster.broker_down(1)  # the cluster goes away
+        wait_until_stopped_query_ended(found, "connect", tmp_path / "client.log")
+    finally:
+        client.close()
+        kill_survivors(found)
+        cluster.stop()

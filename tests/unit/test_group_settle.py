@@ -35,8 +35,8 @@ class _RefusedLogin:
 
 
 class _Unanswered(_RefusedLogin):
-    """A synchronous commit whose coordinator never answers (it ignores ``timeout_s``, as
-    GroupOffsetCommitter's does)."""
+    """A synchronous commit whose coordinator never answers (it ignores ``timeout_s``: the caller's wait must be
+    bounded by itself)."""
 
     def __init__(self) -> None:
         self.release = threading.Event()

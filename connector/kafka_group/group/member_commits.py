@@ -28,9 +28,15 @@ from kafka_group.group.offset_commits import AwaitedCommit, commit_positions, de
 from kafka_group.group.pending_commits import PendingCommits
 from kafka_group.offsets import TopicPartition
 
-__all__ = ["MemberCommits"]
+__all__ = ["FLUSH_TIMEOUT_S", "MemberCommits"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a closing member waits for the answers to its last offset commits (:meth:`MemberCommits.flush`).
+FLUSH_TIMEOUT_S = 10.0
+
+#: Seconds of each poll while :meth:`MemberCommits.flush` waits.
+_FLUSH_POLL_S = 0.1
 
 #: Seconds before the first retry of an awaited commit a rebalance refused, and the most between two.
 _RETRY_BACKOFF_S = (0.1, 1.0)
@@ -67,8 +73,6 @@ class MemberCommits:
         self._state = state
         self._owned = owned
         self._thread = polling_thread
-        # Asynchronous commits (see commit()) report here, in the polling thread.
-        self._last_async_commit: Optional[List[KafkaTopicPartition]] = None
         # Commits queued by other threads for the polling thread (guarded by the state lock).
         self.pending = PendingCommits(group_id)
         # Awaited commits sent and not answered yet (polling thread only).
@@ -85,7 +89,7 @@ class MemberCommits:
         without waiting between two polls: waiting, or even taking the consumer lock, there would make
         planning wait on the coordinator (issue 13, finding 10) or on a revoke callback that waits for the
         running batch to land. Its outcome is logged when the polling thread next polls; a commit still
-        unanswered when the member closes is repeated synchronously (:meth:`flush`).
+        unanswered when the member closes is waited for, within a bound (:meth:`flush`).
         """
         if threading.current_thread() is self._thread:
             return commit_positions(self._consumer, self._lock, self.group_id, positions)
@@ -184,7 +188,6 @@ class MemberCommits:
         except KafkaException as exc:
             logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
             return
-        self._last_async_commit = offsets
         self._async_commits_unanswered += 1
 
     def on_commit(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> None:
@@ -204,22 +207,40 @@ class MemberCommits:
             logger.debug("committed offsets to group '%s': %s", self.group_id,
                          ", ".join(f"{p.topic}-{p.partition}@{p.offset}" for p in partitions))
 
-    def flush(self) -> None:
-        """Send what is queued, and repeat synchronously the last asynchronous commit still unanswered:
-        the last positions must reach the group before it forgets the member.
+    def flush(self, timeout_s: float = FLUSH_TIMEOUT_S) -> bool:
+        """Send what is queued, and wait, at most ``timeout_s``, for the answers to every commit still
+        unanswered: the last positions should reach the group before it forgets the member.
+
+        The wait polls the client (which serves the answers, :meth:`on_commit`); it never makes a synchronous
+        commit, which has no bound (with the coordinator gone it waited for ever, and a stopped query's
+        process outlived its JVM).
 
         Caller: the thread closing the member, once the polling thread has stopped (or is that thread).
+
+        Returns
+        -------
+        bool
+            Whether every commit was answered (accepted or refused: a refusal is logged and loses nothing).
         """
+        deadline = time.monotonic() + timeout_s
         with self._lock:
             self.send_queued()
-            last, unanswered = self._last_async_commit, self._async_commits_unanswered
-        if last is not None and unanswered:
-            with self._lock:
+            if threading.current_thread() is self._thread:
+                # Inside poll() (a callback): the answers come at a later poll, not inside this one.
+                return not (self._async_commits_unanswered or self._acks_sent)
+            while self._async_commits_unanswered or self._acks_sent:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    logger.warning("group '%s' did not answer the last offset commits within %g s (the group "
+                                   "coordinator is unreachable; nothing is lost): leaving without them",
+                                   self.group_id, timeout_s)
+                    return False
                 try:
-                    self._consumer.commit(offsets=last, asynchronous=False)
-                except KafkaException as exc:
-                    logger.warning("committing offsets to group '%s' failed (nothing is lost): %s",
-                                   self.group_id, exc)
+                    self._consumer.poll(min(left, _FLUSH_POLL_S))  # the member's partitions are paused: no record
+                except Exception as exc:  # poll() also raises a bare KafkaError when a rebalance callback fails
+                    logger.warning("waiting for the answers of group '%s' failed: %s", self.group_id, exc)
+                    return False
+        return True
 
     def abandon(self) -> None:
         """Answer every awaited commit still waiting: the member is leaving the group.

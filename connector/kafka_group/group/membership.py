@@ -27,6 +27,7 @@ from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.group.member_commits import MemberCommits
+from kafka_group.group.offset_commits import CLIENT_CLOSE_TIMEOUT_S, close_within
 from kafka_group.offsets import TopicPartition
 from kafka_group.rebalance_event import RebalanceEvent
 
@@ -223,7 +224,13 @@ class GroupMember:
     # -- lifecycle ----------------------------------------------------------------
 
     def close(self) -> None:
-        """Leave the group (the others rebalance at once) and release the client."""
+        """Leave the group (the others rebalance at once) and release the client.
+
+        Each step is bounded, whatever the cluster does: the polling thread's end (5 s), the answers to the
+        last commits (:data:`~kafka_group.group.member_commits.FLUSH_TIMEOUT_S`), the client's close, which
+        leaves the group (:data:`~kafka_group.group.offset_commits.CLIENT_CLOSE_TIMEOUT_S`; librdkafka's own
+        close has no bound: with the brokers not answering it waited for minutes).
+        """
         if self._closed.is_set():
             return
         self._closed.set()
@@ -232,11 +239,9 @@ class GroupMember:
         self._commits.flush()
         with self._lock:
             self._commits.abandon()
-            try:
-                self._consumer.close()
-            except (KafkaException, RuntimeError) as exc:
-                logger.warning("closing the member of group '%s' failed: %s", self.group_id, exc)
-        logger.info("left consumer group '%s'", self.group_id)
+            left = close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S, f"the member of group '{self.group_id}'")
+        if left:
+            logger.info("left consumer group '%s'", self.group_id)
 
     # -- internals ----------------------------------------------------------------
 

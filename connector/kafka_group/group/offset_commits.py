@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, List, Mapping, Optional
+import time
+from typing import Any, List, Mapping, Optional, Set, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -15,8 +16,8 @@ from kafka_group.config.client_config import member_config
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.offsets import TopicPartition
 
-__all__ = ["AwaitedCommit", "GroupOffsetCommitter", "RETRIABLE_COMMIT_ERRORS", "commit_positions",
-           "describe_positions"]
+__all__ = ["AwaitedCommit", "CLIENT_CLOSE_TIMEOUT_S", "COMMITTER_TIMEOUT_S", "GroupOffsetCommitter",
+           "RETRIABLE_COMMIT_ERRORS", "close_within", "commit_positions", "describe_positions"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,16 @@ RETRIABLE_COMMIT_ERRORS = frozenset({
     KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT,
     KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._WAIT_COORD, KafkaError._ASSIGNMENT_LOST,
 })
+
+
+#: Seconds a group client may take to close (a member leaves the group then) before its owner goes on without it.
+CLIENT_CLOSE_TIMEOUT_S = 10.0
+
+#: An ``on_commit`` answer: the error of the whole commit, if any, and the partitions with their own.
+_Answer = Tuple[Optional[KafkaError], List[KafkaTopicPartition]]
+
+#: Seconds a :class:`GroupOffsetCommitter` waits for the coordinator's answer to one commit.
+COMMITTER_TIMEOUT_S = 10.0
 
 
 def describe_positions(positions: Mapping[TopicPartition, int]) -> str:
@@ -95,7 +106,10 @@ class GroupOffsetCommitter:
     Callers: Spark's planning calls and the SIGTERM handler, both on the runner's main thread.
 
     Kafka accepts such commits while the group has no active members; lag tools
-    then show this query's progress under the group's name.
+    then show this query's progress under the group's name. Each commit waits for
+    the coordinator's answer at most :data:`COMMITTER_TIMEOUT_S` (librdkafka's
+    synchronous commit has no bound: with the coordinator gone it could wait for
+    ever, in the SIGTERM handler too).
     """
 
     def __init__(self, client_config: Mapping[str, str], group_id: str) -> None:
@@ -104,38 +118,93 @@ class GroupOffsetCommitter:
         # SIGTERM handler (leave_group_on_sigterm) runs close() on that same thread, possibly
         # between two bytecodes of commit()'s locked block; it must not wait on its own thread.
         self._lock = threading.RLock()
+        # The answers to this committer's commits (on_commit, served by poll() under the lock).
+        self._answers: List[_Answer] = []
         # The connector's error callback: a refused login or a missing ACL raises its own error
         # (served by the poll() before each commit), not a commit "Waiting for coordinator".
         self._config = member_config(client_config, group_id)
-        self._consumer = new_consumer(self._config, client="committer", group=group_id)
+        self._consumer = new_consumer(self._config, client="committer", group=group_id, on_commit=self._on_commit)
 
-    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None) -> bool:
-        """Commit ``positions``; a failure is logged and loses nothing. ``generation`` is ignored: this
-        committer owns no assignment (``assign`` fixes the partitions)."""
+    def commit(self, positions: Mapping[TopicPartition, int], generation: Optional[int] = None,
+               timeout_s: float = COMMITTER_TIMEOUT_S) -> bool:
+        """Commit ``positions`` and wait for the answer, at most ``timeout_s``; a failure, or no answer in
+        time, is logged and loses nothing. ``generation`` is ignored: this committer owns no assignment
+        (``assign`` fixes the partitions)."""
         with self._lock:
             self._consumer.poll(0)  # serves the error callback: a refused login or ACL raises here
-        done = commit_positions(self._consumer, self._lock, self.group_id, positions)
-        if not done:  # a commit that waited for a coordinator it could not log in to: say why
-            with self._lock:
-                self._consumer.poll(0)
-        return done
+            if not positions:
+                return True
+            offsets = [KafkaTopicPartition(tp.topic, tp.partition, pos) for tp, pos in sorted(positions.items())]
+            self._answers.clear()
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id, exc)
+                return False
+            deadline = time.monotonic() + timeout_s
+            mine = {(o.topic, o.partition, o.offset) for o in offsets}
+            while not self._answered(mine):  # the poll also serves the error callback: a refused login raises here
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    logger.warning("group '%s' did not answer the commit of %s within %g s (the group coordinator "
+                                   "is unreachable; nothing is lost)", self.group_id, describe_positions(positions),
+                                   timeout_s)
+                    return False
+                self._consumer.poll(min(left, 0.1))
+            error, answered = self._answered(mine)[0]
+        errors = [error] if error is not None else [p.error for p in answered if p.error is not None]
+        if errors:
+            logger.warning("committing offsets to group '%s' failed (nothing is lost): %s", self.group_id,
+                           errors[0].str())
+            return False
+        return True
+
+    def _answered(self, offsets: Set[Tuple[str, int, int]]) -> List[_Answer]:
+        """The answers to the commit of ``offsets`` (an earlier commit given up on may answer meanwhile)."""
+        return [(error, answered) for error, answered in self._answers
+                if {(p.topic, p.partition, p.offset) for p in answered} == offsets]
+
+    def _on_commit(self, error: Optional[KafkaError], partitions: List[KafkaTopicPartition]) -> None:
+        # Inside poll(), under the lock, on the thread that commits.
+        self._answers.append((error, partitions))
 
     def commit_and_wait(self, positions: Mapping[TopicPartition, int], generation: Optional[int],
                         timeout_s: float) -> None:
-        """Commit ``positions`` synchronously (``timeout_s`` unused: the client bounds it).
+        """Commit ``positions``, waiting for the answer at most ``timeout_s``.
 
         Raises
         ------
         GroupMembershipError
-            The commit failed.
+            The commit failed or was not answered in time.
         """
-        if not self.commit(positions):
-            raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)}")
+        if not self.commit(positions, timeout_s=timeout_s):
+            raise GroupMembershipError(f"group '{self.group_id}' refused the commit of {describe_positions(positions)} "
+                                       f"or did not answer it within {int(timeout_s * 1000)} ms")
 
-    def close(self) -> None:
-        """Release the client."""
+    def close(self, timeout_s: float = CLIENT_CLOSE_TIMEOUT_S) -> None:
+        """Release the client, within ``timeout_s`` (with a commit the coordinator never answered, librdkafka's
+        close waited for the group's session timeout, 45 s by default)."""
         with self._lock:
-            try:
-                self._consumer.close()
-            except KafkaGroupError as exc:  # the error callback, served by close(): told at the commit already
-                logger.debug("closing the committer of group '%s': %s", self.group_id, exc)
+            close_within(self._consumer, timeout_s, f"the committer of group '{self.group_id}'")
+
+
+def close_within(client: Any, timeout_s: float, what: str) -> bool:
+    """``client.close()``, given at most ``timeout_s``: it runs on a daemon thread of its own, left behind when
+    the bound passes (the process is ending: see :mod:`kafka_group.group.sigterm`). Returns whether it
+    finished; a failure or the bound passing is logged. Caller: the thread closing ``what``."""
+    def run() -> None:
+        try:
+            client.close()
+        except KafkaGroupError as exc:  # the error callback, served by close(): told at a commit already
+            logger.debug("closing %s: %s", what, exc)
+        except (KafkaException, RuntimeError) as exc:
+            logger.warning("closing %s failed: %s", what, exc)
+
+    closing = threading.Thread(target=run, name="kafka-group-client-close", daemon=True)
+    closing.start()
+    closing.join(timeout_s)
+    if closing.is_alive():
+        logger.warning("closing %s did not finish within %g s (the Kafka cluster does not answer): going on "
+                       "without it; the group drops this member when its session times out", what, timeout_s)
+        return False
+    return True
