@@ -420,40 +420,106 @@ def delta_query_command(servers: str, topic: str, group: str, table: "pathlib.Pa
 
 
 class BackgroundProducer:
-    """Produces ``per_tick`` records to each partition every half second, counting what it sent."""
+    """Produces ``per_tick`` records to each partition every half second (once :meth:`start` ran) with one
+    idempotent producer (``acks=all``, no duplicates in Kafka when a send is retried), counting what
+    Kafka acknowledged: :meth:`expected` is exactly the acknowledged records, never a record whose
+    delivery failed or is still in flight. Broker faults do not stop the thread: a send retries until
+    ``message.timeout.ms`` passes, and a record that fails is counted in :meth:`failed`. ``topic``: the
+    topic it writes to."""
 
     def __init__(self, servers: str, topic: str, partitions: int, per_tick: int) -> None:
-        self._servers, self._topic, self._per_tick = servers, topic, per_tick
-        self._produced: Dict[int, int] = {p: 0 for p in range(partitions)}
+        from confluent_kafka import Producer
+
+        self.topic, self._per_tick, self._partitions = topic, per_tick, partitions
+        self._producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "acks": "all",
+                                   "linger.ms": 5})
+        self._sent = 0
+        self._acked: Set[Tuple[int, int]] = set()
+        self._failed: List[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._error: Optional[BaseException] = None
 
     def produce(self, per_partition: int) -> None:
-        """Produce ``per_partition`` records to each partition now."""
-        with self._lock:
-            produce(self._servers, self._topic, {p: per_partition for p in self._produced})
-            for p in self._produced:
-                self._produced[p] += per_partition
+        """Produce ``per_partition`` records to each partition now and wait (at most 30 s) until all are
+        acknowledged (fails otherwise). Thread: the test's; the background thread sends with :meth:`_send`."""
+        self._send(per_partition)
+        deadline = time.monotonic() + 30
+        while self.in_flight() and time.monotonic() < deadline:
+            with self._lock:
+                self._producer.poll(0.1)
+        assert not self.in_flight(), f"{self.in_flight()} records were not acknowledged in 30 s"
+        assert not self._failed, f"deliveries failed: {self._failed[:5]}"
 
     def start(self) -> None:
         """Start producing every half second."""
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop producing (waits for the thread)."""
+        """Stop producing and wait (at most 5 min, librdkafka's delivery timeout) for the records in flight
+        to be acknowledged or fail; fails if the thread died or records are still in flight."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(30)
+        assert not self._thread.is_alive(), "the producer thread did not stop in 30 s"
+        deadline = time.monotonic() + 310
+        while self.in_flight() and time.monotonic() < deadline:
+            with self._lock:
+                self._producer.poll(0.5)
+        assert not self.in_flight(), f"{self.in_flight()} records neither acknowledged nor failed"
+        assert self._error is None, f"the producer thread failed: {self._error!r}"
+
+    def sent(self) -> int:
+        """How many records were handed to the producer so far."""
+        with self._lock:
+            return self._sent
+
+    def in_flight(self) -> int:
+        """Records sent but neither acknowledged nor failed yet."""
+        with self._lock:
+            return self._sent - len(self._acked) - len(self._failed)
+
+    def failed(self) -> List[str]:
+        """The errors of the records whose delivery failed (not expected anywhere; they may still be in Kafka
+        if only the acknowledgement was lost)."""
+        with self._lock:
+            return list(self._failed)
 
     def expected(self) -> Counter[Tuple[int, int]]:
-        """Every (partition, offset) produced so far, once."""
+        """Every (partition, offset) Kafka acknowledged so far, once."""
         with self._lock:
-            return Counter((p, o) for p, n in self._produced.items() for o in range(n))
+            return Counter(self._acked)
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        # Called by librdkafka inside poll()/produce(), which run under self._lock.
+        if error is None:
+            self._acked.add((message.partition(), message.offset()))
+        else:
+            self._failed.append(str(error))
+
+    def _send(self, per_partition: int) -> None:
+        with self._lock:
+            for partition in range(self._partitions):
+                for _ in range(per_partition):
+                    i = self._sent
+                    while True:
+                        try:
+                            self._producer.produce(self.topic, key=f"k{partition}-{i}".encode(),
+                                                   value=f'{{"n":{i},"p":{partition}}}'.encode(),
+                                                   partition=partition, on_delivery=self._delivered)
+                            break
+                        except BufferError:  # the local queue is full: serve delivery reports, then retry
+                            self._producer.poll(0.1)
+                    self._sent += 1
+            self._producer.poll(0)
 
     def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            self.produce(self._per_tick)
+        try:
+            while not self._stop.wait(0.5):
+                self._send(self._per_tick)
+        except BaseException as error:  # reported by stop(), never lost with the thread
+            self._error = error
 
 
 class GroupQueries:
