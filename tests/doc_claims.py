@@ -434,7 +434,7 @@ CLAIMS: Tuple[Claim, ...] = (
         _I + "test_exactly_once_delta.py::test_killed_at_every_step_lands_each_record_exactly_once",
         _I + "test_chaos.py::test_short_chaos_run_loses_and_duplicates_nothing")),
     Claim("reliability.md", "- Transactions on Apache Kafka (`tests/integration/test_real_kafka_transactions.py`)", (
-        _TXN + "[defaults]", _TXN + "[failOnDataLoss-false]", _TXN + "[read_committed]")),
+        _TXN,)),  # one query per option set: defaults, failOnDataLoss=false, read_committed
     Claim("reliability.md", "- Random option maps and random offset documents fed to the parsers", (
         _U + "test_fuzz_inputs.py::test_option_maps", _U + "test_fuzz_inputs.py::test_offset_documents")),
     Claim("reliability.md", "- Schema evolution (`tests/integration/test_schema_evolution.py`)", (
@@ -456,6 +456,12 @@ CLAIMS: Tuple[Claim, ...] = (
         _I + "test_secrets.py::test_password_is_not_in_error_messages",
         _SECURED + "test_each_mechanism_lands_every_record_once[sasl_ssl-scram-sha-512]",
         _SECURED + "test_flow_control_and_both_offsets_tools_on_a_secured_cluster")),
+    Claim("security.md", "A refused login fails the query with `AuthenticationError`, a missing ACL with", (
+        _SECURED + "test_a_wrong_password_fails_the_query_and_lands_nothing[plain]",
+        _SECURED + "test_a_wrong_password_fails_the_query_and_lands_nothing[scram-sha-512]",
+        _SECURED + "test_a_missing_acl_fails_the_query_and_lands_nothing[topic]",
+        _SECURED + "test_a_missing_acl_fails_the_query_and_lands_nothing[group]",
+        _SECURED + "test_an_unknown_certificate_authority_fails_a_batch_read")),
     Claim("security.md", "The provider names (`env`, `file`, `dir` above) are yours to choose", (
         _SECURED + "test_a_password_from_a_config_provider_reads_with_both_sources",
         _U + "test_config_providers.py::test_several_references_and_any_provider_name")),
