@@ -5,7 +5,9 @@ table) that claim to be tested (:func:`claim_blocks`), and requires each to be b
 test itself (``test_file.py::test_name``, optionally ``[case]``), or an entry of :data:`CLAIMS` quotes part of
 it and names the tests. Every named test must exist (found in its file's syntax tree, never imported) and run
 in CI's default run: not marked ``slow``, its case not a ``long_tier`` one. An entry whose quote is no longer
-in its page fails too (the claim moved or went: move or drop the entry).
+in its page fails too (the claim moved or went: move or drop the entry). Any test file or test function a page
+names in backticks (`test_x.py`, `test_some_behaviour`) must exist, a function also outside the long tier
+(:func:`resolve_named`).
 
 A claim block is one that says ``tested``, ``unit-tested``, ``pinned by a test`` or ``tests check``, a table
 with a column of tests (``tested by``), or any block under a heading that says ``tested`` or ``what the tests``
@@ -495,3 +497,29 @@ NOT_CLAIMS: Tuple[Tuple[str, str, str], ...] = (
     ("brokers.md", "| tests | broker | why |", "which broker each test file runs on; the items it names are claims elsewhere"),
     ("index.md", "| know what it was tested against |", "a row of the page index, pointing to the pages that say it"),
 )
+
+
+#: A test file or test function named in a page: `test_file.py`, `tests/<tier>/test_file.py`, `test_file`
+#: (a module, as brokers.md's table writes them) or `test_function_name`.
+NAMED_IN_BACKTICKS = re.compile(r"`((?:tests/(?:unit|integration|cluster)/)?test_\w+(?:\.py)?)`")
+
+
+def all_test_files() -> List[pathlib.Path]:
+    """Every test file of the three tiers."""
+    return sorted(p for tier in ("unit", "integration", "cluster") for p in (ROOT / "tests" / tier).glob("test_*.py"))
+
+
+def resolve_named(name: str, files: Sequence[pathlib.Path]) -> Optional[str]:
+    """Why ``name`` (from :data:`NAMED_IN_BACKTICKS`) names no test file and no test of the default run, or None.
+    A bare ``test_x`` may be a module (``test_x.py`` in a tier) or a test function in any test file."""
+    stem = pathlib.PurePosixPath(name).name
+    if name.startswith("tests/") or name.endswith(".py"):
+        found = (ROOT / name).is_file() if name.startswith("tests/") else any(p.name == stem for p in files)
+        return None if found else f"`{name}` names no file of tests/unit, tests/integration or tests/cluster"
+    if any(p.stem == stem for p in files):
+        return None  # a module, named without .py
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == stem for s in tree.body):
+            return check_test(f"{path.relative_to(ROOT).as_posix()}::{stem}")
+    return f"`{name}` is neither a test file nor a test function of tests/"

@@ -12,7 +12,9 @@ from typing import List
 
 import pytest
 
-from tests.doc_claims import CLAIMS, NOT_CLAIMS, Claim, backing, check_test, claim_blocks, docs
+from tests.doc_claims import (
+    CLAIMS, NAMED_IN_BACKTICKS, NOT_CLAIMS, Claim, backing, check_test, claim_blocks, docs, resolve_named, all_test_files,
+)
 
 _FIX = ("name its test in the text (`tests/<tier>/test_file.py::test_name`) or add a Claim to CLAIMS in "
         "tests/doc_claims.py quoting the claim with the tests that back it; if no test backs it, say so in the "
@@ -58,6 +60,19 @@ def _qualified(reference: str) -> str:
 
 def test_every_claim_of_being_tested_names_a_test_that_runs_in_ci() -> None:
     problems = _problems(list(CLAIMS))
+    assert not problems, "\n".join(problems)
+
+
+def test_every_test_a_page_names_exists_and_runs_in_ci() -> None:
+    """A test file or function a page names in backticks (`test_x.py`, `test_x`, `test_some_behaviour`)."""
+    files = all_test_files()
+    problems = []
+    for page in docs():
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for name in NAMED_IN_BACKTICKS.findall(line):
+                why = resolve_named(name, files)
+                if why is not None:
+                    problems.append(f"docs/{page.name}:{number}: {why}")
     assert not problems, "\n".join(problems)
 
 
