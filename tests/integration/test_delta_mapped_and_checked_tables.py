@@ -28,7 +28,6 @@ from tests.support import (
     MakeTopic,
     delta_source,
     land_available_now,
-    long_tier,
     produce,
     table_positions,
     unique_name,
@@ -85,7 +84,7 @@ def _sink_adds(table: pathlib.Path) -> List[Dict[str, Any]]:
     return adds
 
 
-@pytest.mark.parametrize("mode", ["name", long_tier("id", id="id")])
+@pytest.mark.parametrize("mode", ["name", "id"])
 def test_column_mapped_tables_take_batches_under_physical_names(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, mode: str
 ) -> None:
@@ -157,8 +156,6 @@ def test_generated_columns_are_computed_and_a_row_breaking_a_check_fails_its_bat
     assert spark.sql(f"SELECT value_length FROM delta.`{table}` WHERE partition = 9").collect()[0][0] == 3
 
 
-# The long tier: the CHECK test above runs the same check path on every CI run.
-@pytest.mark.slow
 def test_a_row_breaking_a_legacy_invariant_fails_its_batch_naming_it(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:

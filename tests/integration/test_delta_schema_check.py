@@ -17,7 +17,6 @@ from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
 from tests.support import (
-    long_tier,
     Cluster,
     MakeTopic,
     delta_source,
@@ -46,11 +45,11 @@ def narrowed(df: Any) -> Any:  # a column of the table left out
 
 
 @pytest.mark.parametrize("transform, merge_schema, named, says", [
-    long_tier(retyped, False, "offset", "is string in the batch but long in the table", id="retyped"),
+    pytest.param(retyped, False, "offset", "is string in the batch but long in the table", id="retyped"),
     # a type change is refused even where new columns are merged (issue 15, item 4)
     pytest.param(retyped, True, "offset", "is string in the batch but long in the table", id="retyped-merge-schema"),
     pytest.param(widened, False, "value_length", "DeltaSink(..., merge_schema=True)", id="widened"),
-    long_tier(narrowed, False, "value", "merge_schema=True", id="narrowed"),
+    pytest.param(narrowed, False, "value", "merge_schema=True", id="narrowed"),
 ])
 def test_batch_with_other_columns_is_refused_and_the_table_is_unchanged(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,

@@ -22,7 +22,6 @@ from kafka_group.errors import OffsetConflictError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
 from tests.support import (
-    long_tier,
     Cluster,
     MakeTopic,
     delta_source,
@@ -173,10 +172,10 @@ QUOTED_CHECK = 'ADD CONSTRAINT named_topic CHECK (topic <> "none")'
 
 @pytest.mark.parametrize("properties, alter, refused", [
     pytest.param("", None, None, id="defaults"),
-    long_tier("'delta.enableChangeDataFeed' = 'true'", None, None, id="change-data-feed"),
+    pytest.param("'delta.enableChangeDataFeed' = 'true'", None, None, id="change-data-feed"),
     pytest.param("'delta.enableDeletionVectors' = 'true'", None, None, id="deletion-vectors"),
     pytest.param("'delta.columnMapping.mode' = 'name'", None, None, id="column-mapping"),
-    long_tier("'delta.enableRowTracking' = 'true'", None, None, id="row-tracking"),
+    pytest.param("'delta.enableRowTracking' = 'true'", None, None, id="row-tracking"),
     pytest.param("", QUOTED_CHECK, "a double quote", id="check-with-a-double-quoted-string"),
 ])
 def test_tables_created_by_delta_spark_are_written_or_refused_before_any_file(

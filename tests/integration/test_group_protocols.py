@@ -112,7 +112,7 @@ class LandingLog:
 
 
 @pytest.mark.parametrize("protocol", ["classic-cooperative-sticky", "consumer",
-                                      long_tier("classic-range", id="classic-range"),
+                                      "classic-range",
                                       long_tier("consumer-range-assignor", id="consumer-range-assignor")])
 def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(
     kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, protocol: str

@@ -46,7 +46,7 @@ def kinds(events: List[RebalanceEvent]) -> List[Tuple[str, List[int]]]:
 
 @pytest.mark.parametrize("protocol, static", [
     pytest.param("classic", True, id="classic-static"), pytest.param("consumer", False, id="consumer-dynamic"),
-    long_tier("classic", False, id="classic-dynamic"), long_tier("consumer", True, id="consumer-static")])
+    long_tier("classic", False, id="classic-dynamic"), pytest.param("consumer", True, id="consumer-static")])
 def test_member_restarted_within_session_timeout(
     kafka: Cluster, make_topic: MakeTopic, protocol: str, static: bool
 ) -> None:

@@ -23,7 +23,6 @@ from confluent_kafka import Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 from tests.support import (
-    long_tier,
     BROKER_ENGINE,
     Cluster,
     MakeTopic,
@@ -190,7 +189,7 @@ def partition_offsets(servers: str, topic: str, partition: int, isolation: str =
 # -- schema -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("include_headers", ["true", long_tier("false", id="false")])
+@pytest.mark.parametrize("include_headers", ["true", "false"])
 def test_schema_is_identical(spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, include_headers: str) -> None:
     topic = make_topic(1)
     reference = spark_stream(spark, kafka.bootstrap_servers, topic, includeHeaders=include_headers).load().schema
@@ -311,7 +310,7 @@ def _transactional_topic(kafka: Cluster, partitions: int = 2) -> Tuple[str, List
     return topic, committed, aborted
 
 
-@pytest.mark.parametrize("isolation", ["read_committed", long_tier("read_uncommitted", id="read_uncommitted")])
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 def test_rows_transactions_same_isolation_level(spark: SparkSession, kafka: Cluster, isolation: str) -> None:
     topic, committed, aborted = _transactional_topic(kafka)
     reference, ours = read_both(spark, kafka, topic, dotted={"kafka.isolation.level": isolation})

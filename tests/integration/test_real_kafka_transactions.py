@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from tests.support import long_tier, Cluster, create_topic, group_stream, unique_name, wait_for
+from tests.support import Cluster, create_topic, group_stream, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -78,20 +78,22 @@ class Collector:
             return len(self._batches)
 
 
-def alive(query: Any) -> None:
-    """Fail at once with the query's own error when it died."""
+def alive(query: Any, name: str = "the query") -> None:
+    """Fail at once with the query's own error when it died (``name`` says which)."""
     if not query.isActive:
-        raise AssertionError(f"the query stopped: {query.exception()}")
+        raise AssertionError(f"{name} stopped: {query.exception()}")
 
 
-@pytest.mark.parametrize(
-    "options",
-    [pytest.param({}, id="defaults"), long_tier({"failOnDataLoss": "false"}, id="failOnDataLoss-false"),
-     long_tier({"kafka.isolation.level": "read_committed"}, id="read_committed")],
-)
-def test_aborted_never_land_and_an_open_transaction_is_waited_for(
-    spark: SparkSession, kafka: Cluster, options: Dict[str, str]
-) -> None:
+#: The option sets the transactions are read with, one query each over the same topic and transactions.
+OPTION_SETS: Dict[str, Dict[str, str]] = {
+    "defaults": {}, "failOnDataLoss-false": {"failOnDataLoss": "false"},
+    "read_committed": {"kafka.isolation.level": "read_committed"},
+}
+
+
+def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark: SparkSession, kafka: Cluster) -> None:
+    """One query per entry of :data:`OPTION_SETS` (each its own group), all over one topic: the transactions
+    are produced once and every query must land the same committed records, wait at the same open one."""
     servers = kafka.bootstrap_servers
     topic = create_topic(kafka, 2, "txn-topic")
     busy, holder = transactional(servers), transactional(servers)
@@ -115,45 +117,56 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(
         if i % 2 == 1:
             landable_while_open.extend(row for row in sent if row[0] == 1)  # partition 1 has no open transaction
 
-    land = Collector()
-    query = (group_stream(spark, servers, topic, unique_name("group"), maxOffsetsPerTrigger="7", **options).load()
-             .writeStream.foreachBatch(land).trigger(processingTime="500 milliseconds").start())
+    lands = {name: Collector() for name in OPTION_SETS}
+    queries: Dict[str, Any] = {}
     try:
+        for name, options in OPTION_SETS.items():
+            queries[name] = (group_stream(spark, servers, topic, unique_name("group"), maxOffsetsPerTrigger="7",
+                                          **options).load()
+                             .writeStream.foreachBatch(lands[name]).trigger(processingTime="500 milliseconds")
+                             .queryName(f"txn-{name}").start())
+
         def landed_while_open() -> bool:
-            alive(query)
-            return sorted(land.rows()) == sorted(landable_while_open)
+            for name, query in queries.items():
+                alive(query, name)
+            return all(sorted(land.rows()) == sorted(landable_while_open) for land in lands.values())
 
         try:
             wait_for(landed_while_open, "every committed record not behind the open transaction", 180)
         except AssertionError:
-            rows = land.rows()
-            print(f"after 180 s: {len(rows)} rows landed, {len(landable_while_open)} expected; missing "
-                  f"{sorted(set(landable_while_open) - set(rows))[:5]}; not expected "
-                  f"{sorted(set(rows) - set(landable_while_open))[:5]}; query exception: {query.exception()}")
+            for name, land in lands.items():
+                rows = land.rows()
+                print(f"{name}, after 180 s: {len(rows)} rows landed, {len(landable_while_open)} expected; missing "
+                      f"{sorted(set(landable_while_open) - set(rows))[:5]}; not expected "
+                      f"{sorted(set(rows) - set(landable_while_open))[:5]}")
             raise
-        batches = land.batches()
+        batches = {name: land.batches() for name, land in lands.items()}
         # Later plans run while the transaction is still open: they add nothing and fail nothing.
         busy_more = transaction(busy, topic, "later", (1,), 3, commit=True)
         committed.extend(busy_more)
         landable_while_open.extend(busy_more)
         wait_for(landed_while_open, "a later committed transaction on partition 1 while 0 waits", 180)
-        assert land.batches() > batches
-        print(f"while open: {len(land.rows())} rows in {land.batches()} batches, none of the open transaction")
+        assert all(lands[name].batches() > batches[name] for name in lands), batches
+        print(f"while open: {[len(land.rows()) for land in lands.values()]} rows, none of the open transaction")
         holder.commit_transaction(30)
         committed.extend(held)
 
         def landed_all() -> bool:
-            alive(query)
-            return len(land.rows()) >= len(committed)
+            for name, query in queries.items():
+                alive(query, name)
+            return all(len(land.rows()) >= len(committed) for land in lands.values())
 
         wait_for(landed_all, "the committed records of the transaction that was open", 180)
-        alive(query)
+        for name, query in queries.items():
+            alive(query, name)
     finally:
-        query.stop()
-    rows = land.rows()
-    assert not set(rows) & set(aborted), "aborted records landed"
-    assert sorted(rows) == sorted(committed), "committed records missing or repeated"
-    print(f"landed {len(rows)} committed rows once, none of {len(aborted)} aborted")
+        for query in queries.values():
+            query.stop()
+    for name, land in lands.items():
+        rows = land.rows()
+        assert not set(rows) & set(aborted), f"{name}: aborted records landed"
+        assert sorted(rows) == sorted(committed), f"{name}: committed records missing or repeated"
+    print(f"each query landed {len(committed)} committed rows once, none of {len(aborted)} aborted")
 
 
 def test_read_uncommitted_is_an_explicit_choice_and_lands_aborted_records(spark: SparkSession, kafka: Cluster) -> None:

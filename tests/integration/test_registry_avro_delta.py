@@ -12,8 +12,8 @@ Three queries:
    the reason in the same batch;
 3. by default a corrupt record fails the query naming its topic, partition and offset.
 
-And one batch read each of a Protobuf topic (``ProtobufSerializer``) and, in the long tier, a JSON
-Schema topic (``JSONSerializer``), read as typed columns.
+And one batch read each of a Protobuf topic (``ProtobufSerializer``) and a JSON Schema topic
+(``JSONSerializer``), read as typed columns.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
-from tests.support import Cluster, MakeTopic, delta_source, land_available_now, long_tier, table_positions, unique_name
+from tests.support import Cluster, MakeTopic, delta_source, land_available_now, table_positions, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +160,7 @@ def _item_class(tmp_path: pathlib.Path) -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Item"))
 
 
-@pytest.mark.parametrize("fmt", ["protobuf", long_tier("json", id="json")])
+@pytest.mark.parametrize("fmt", ["protobuf", "json"])
 def test_protobuf_and_json_schema_topics_read_as_typed_columns(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path, registry_url: str, fmt: str
 ) -> None:

@@ -46,7 +46,6 @@ from tests.support import (
     group_stream,
     keep_columns,
     land_available_now,
-    long_tier,
     produce,
     table_offsets,
     table_records,
@@ -105,11 +104,7 @@ def _kafka_error_lines(text: str) -> str:
     return "\n".join(lines[:6]) or text[:2000]
 
 
-#: Every mechanism runs by default; SCRAM over SASL_SSL (both halves covered on their own) in the long tier.
-_MODES = [long_tier(mode, id=mode) if mode == "sasl_ssl-scram-sha-512" else mode for mode in SECURITY_MODES]
-
-
-@pytest.mark.parametrize("mode", _MODES)
+@pytest.mark.parametrize("mode", SECURITY_MODES)  # every mechanism, SCRAM over SASL_SSL too (docs/security.md)
 def test_each_mechanism_lands_every_record_once(
     spark: SparkSession, secured_kafka: SecuredKafka, tmp_path: pathlib.Path, mode: str
 ) -> None:
@@ -129,7 +124,7 @@ def test_each_mechanism_lands_every_record_once(
     assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(expected(topic, counts))
 
 
-@pytest.mark.parametrize("mode", ["plain", long_tier("scram-sha-512", id="scram-sha-512")])
+@pytest.mark.parametrize("mode", ["plain", "scram-sha-512"])
 def test_a_wrong_password_fails_the_query_and_lands_nothing(
     spark: SparkSession, secured_kafka: SecuredKafka, tmp_path: pathlib.Path, mode: str
 ) -> None:
@@ -145,7 +140,7 @@ def test_a_wrong_password_fails_the_query_and_lands_nothing(
 
 
 @pytest.mark.parametrize("missing", [
-    long_tier("group", id="group"),  # the topic case runs by default
+    "group",
     "topic",
 ])
 def test_a_missing_acl_fails_the_query_and_lands_nothing(

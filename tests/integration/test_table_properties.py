@@ -81,8 +81,6 @@ def test_statistics_cover_the_tables_stats_columns(
     assert spark.read.format("delta").load(str(table)).where("offset >= 7").count() == 3
 
 
-# The long tier: delta-rs's post-commit hook does this on the sink's commit path (it passed before any change).
-@pytest.mark.slow
 def test_checkpoints_and_log_cleanup_follow_the_tables_properties(
         spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path) -> None:
     table, topic, group = tmp_path / "t", make_topic(1), unique_name("ckpt")
