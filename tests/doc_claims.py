@@ -330,8 +330,11 @@ CLAIMS: Tuple[Claim, ...] = (
     Claim("exactly-once.md", "Tested against moto's S3 server on loopback", (
         _I + "test_object_store.py::test_partitioned_table_with_statistics_reads_as_partitioned_in_delta_spark_and_delta_rs",
         _I + "test_object_store.py::test_two_writers_of_one_partition_on_s3_one_wins_and_the_losers_files_stay_invisible")),
+    Claim("cdc.md", "- **Equal sequences: the later Kafka offset.**", (
+        _I + "test_cdc_ties.py::test_equal_sequences_and_snapshot_rows_give_one_table_whatever_the_batches",
+        _U + "test_keyed_rules.py::test_scd2_an_event_at_the_keys_latest_sequence_replaces_what_made_it")),
     Claim("exactly-once.md", "**Across batches.** Sequences are stored", (
-        _U + "test_keyed_rules.py::test_scd1_merge_applies_only_newer_events_and_quotes_names",
+        _U + "test_keyed_rules.py::test_scd1_merge_applies_events_not_older_than_the_row_and_quotes_names",
         _U + "test_keyed_rules.py::test_scd2_versions_close_in_sequence_order_and_ignore_what_the_table_has_seen")),
     Claim("exactly-once.md", "**Deletion vectors.** delta-rs 1.6.6 writes none on MERGE", (
         _U + "test_keyed_own_merge.py::test_marks_matched_rows_in_a_new_deletion_vector",
@@ -410,10 +413,14 @@ CLAIMS: Tuple[Claim, ...] = (
         _I + "test_object_store.py::test_partitioned_table_with_statistics_reads_as_partitioned_in_delta_spark_and_delta_rs")),
     # reliability.md: every item is a test
     Claim("reliability.md", "- Real broker faults on a 3-node KRaft cluster while a query runs into Delta", (
-        _I + "test_broker_faults.py::test_query_survives_broker_faults_and_lands_everything_once",
-        _I + "test_broker_disk_full.py::test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_lands_once")),
+        _I + "test_broker_faults.py::test_query_rides_out_broker_faults_with_records_in_flight",)),
+    Claim("reliability.md", "- A single broker whose only log folder fills up (a tmpfs) halts", (
+        _I + "test_broker_disk_full.py::test_broker_halts_on_a_full_log_disk_and_after_restart_every_acked_record_lands_once",)),
+    Claim("reliability.md", "- A query stopped while its Kafka cluster does not answer", (
+        _I + "test_stop_during_outage.py::test_a_query_stopped_while_its_brokers_are_down_leaves_no_process",
+        _I + "test_spark_connect.py::test_a_query_stopped_while_its_brokers_are_down_leaves_no_process_over_connect")),
     Claim("reliability.md", "- Pushed request errors (NOT_LEADER on fetch", (
-        _I + "test_broker_faults.py::test_query_survives_pushed_request_errors",)),
+        _I + "test_broker_faults.py::test_query_rides_out_pushed_request_errors",)),
     Claim("reliability.md", "- A second query joining while a batch of the first is still running", (
         _I + "test_revoke_waits_for_running_batch.py::test_second_query_joining_mid_batch_waits_and_nothing_is_read_twice",)),
     Claim("reliability.md", "- Records removed by retention before they were read", (
