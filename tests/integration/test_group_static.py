@@ -59,7 +59,8 @@ def test_member_restarted_within_session_timeout(
             settings["group.instance.id"] = instance
         return settings
 
-    members = [GroupMember(config("query-a"), group, [topic])]
+    # A planned restart that must not rebalance the group: the static member keeps its partitions on close.
+    members = [GroupMember(config("query-a"), group, [topic], leave_on_close=False)]
     try:
         wait_for(lambda: len(members[0].owned()) == 6, "the first member to own every partition")
         members.append(GroupMember(config("query-b"), group, [topic]))
@@ -74,7 +75,7 @@ def test_member_restarted_within_session_timeout(
         # goes unnoticed too: the broker's reconciliation never tells the others.)
         time.sleep(3)
         restarted_at = time.monotonic()
-        restarted = GroupMember(config("query-a"), group, [topic])
+        restarted = GroupMember(config("query-a"), group, [topic], leave_on_close=False)
         members.append(restarted)
         wait_for(lambda: len(restarted.owned() | b.owned()) == 6 and bool(restarted.owned()),
                  "the restarted member to own partitions again", 30)
@@ -119,6 +120,7 @@ def test_static_query_restarted_within_session_timeout_keeps_the_group_still(
               .option("subscribe", topic)
               .option("kafka.group.id", group)
               .option("kafka.group.instance.id", "orders-query")
+              .option("leaveGroupOnStop", "false")  # a planned restart: keep the partitions while stopped
               # Far longer than a query's restart on a loaded machine: the member must come back within it.
               .option("kafka.session.timeout.ms", "120000")
               .option("kafka.heartbeat.interval.ms", "500")
@@ -142,7 +144,7 @@ def test_static_query_restarted_within_session_timeout_keeps_the_group_still(
         mine = {0, 1, 2, 3} - {tp.partition for tp in other.owned()}
         wait_for(lambda: {p for p, _ in rows()} == mine and len(rows()) == 20, "the query's first records", 180)
         seen, generation, owned = len(other.events()), other.generation, other.owned()
-        query.stop()  # SIGTERM to the source's process: a static member closes without leaving
+        query.stop()  # SIGTERM to the source's process: with leaveGroupOnStop=false a static member stays
         stopped_at = time.monotonic()
         query = start(2)
         produce(kafka.bootstrap_servers, topic, {p: 5 for p in range(4)}, start=10)
@@ -159,3 +161,66 @@ def test_static_query_restarted_within_session_timeout_keeps_the_group_still(
         other.close()
     expected = sorted((p, o) for p in mine for o in range(15))
     assert rows() == expected
+
+
+def test_static_member_leaves_on_close_so_the_others_take_over_at_once(kafka: Cluster, make_topic: MakeTopic) -> None:
+    """A static member that stops cleanly leaves the group (classic protocol, KIP-345's leave naming its instance
+    id): the other member takes its partitions over at once instead of after the session timeout."""
+    topic = make_topic(4)
+    group = unique_name("group")
+    # A session far longer than the bound below: owning everything within it can only come from a leave.
+    settings = {"bootstrap.servers": kafka.bootstrap_servers, "session.timeout.ms": "180000",
+                "heartbeat.interval.ms": "500"}
+    static = GroupMember({**settings, "group.instance.id": "query-a"}, group, [topic])
+    other = GroupMember(settings, group, [topic])
+    try:
+        wait_for(lambda: bool(static.owned()) and bool(other.owned())
+                 and len(static.owned() | other.owned()) == 4, "both members to own partitions")
+        wait_for(lambda: quiet_for(static, 3) and quiet_for(other, 3), "the group to settle")
+        held = static.owned()
+        static.close()
+        wait_for(lambda: len(other.owned()) == 4,
+                 f"the other member to take over {sorted(tp.partition for tp in held)} from the static member that "
+                 "stopped (its session timeout is 180 s)", 90)
+    finally:
+        static.close()
+        other.close()
+
+
+def test_static_query_stopped_hands_its_partitions_over_at_once(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """A Spark query with ``kafka.group.instance.id`` that stops (``query.stop()``: Spark ends the source's
+    process with SIGTERM) leaves the group: the other member owns every partition again long before the
+    static member's session timeout."""
+    topic = make_topic(4)
+    group = unique_name("group")
+    produce(kafka.bootstrap_servers, topic, {p: 10 for p in range(4)})
+    other = GroupMember({"bootstrap.servers": kafka.bootstrap_servers, "session.timeout.ms": "180000",
+                         "heartbeat.interval.ms": "500"}, group, [topic])
+    query = None
+    try:
+        wait_for(lambda: len(other.owned()) == 4, "the other member to own every partition")
+        df = (spark.readStream.format("kafka-group")
+              .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+              .option("subscribe", topic)
+              .option("kafka.group.id", group)
+              .option("kafka.group.instance.id", "orders-query")
+              # Far longer than the bound below: the other member can only own everything again by a leave.
+              .option("kafka.session.timeout.ms", "180000")
+              .option("kafka.heartbeat.interval.ms", "500")
+              .option("startingOffsets", "earliest")
+              .load())
+        query = (df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "chk"))
+                 .trigger(processingTime="500 milliseconds").start())
+        wait_for(lambda: len(other.owned()) == 2 and quiet_for(other, 3), "the query to take half the partitions",
+                 180)
+        query.stop()
+        wait_for(lambda: len(other.owned()) == 4,
+                 "the other member to take the stopped static query's partitions over (its session timeout is 180 s)",
+                 90)
+    finally:
+        if query is not None:
+            query.stop()
+        other.close()
+

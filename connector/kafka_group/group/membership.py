@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT_S = 0.05
 _IDLE_BETWEEN_POLLS_S = 0.05
+#: The longest a static member's close waits for its revoke before its leave (see GroupMember._leave_as_static).
+_STATIC_LEAVE_TIMEOUT_S = 2.0
 
 
 class GroupMember:
@@ -51,6 +53,10 @@ class GroupMember:
         Topics to subscribe to, or a single pattern (see ``pattern``).
     pattern : str, optional
         A regular expression every subscribed topic must match in full.
+    leave_on_close : bool, default True
+        With ``group.instance.id`` (a static member): whether :meth:`close` leaves the group, so the other members
+        take its partitions over at once, or keeps them for the session timeout (a planned restart that must not
+        rebalance the group). A dynamic member always leaves.
     """
 
     def __init__(
@@ -59,6 +65,8 @@ class GroupMember:
         group_id: str,
         topics: Sequence[str] = (),
         pattern: Optional[str] = None,
+        *,
+        leave_on_close: bool = True,
     ) -> None:
         config = member_config(client_config, group_id)
         # Whether rebalances hand this member only the partitions added or removed, so the
@@ -86,6 +94,7 @@ class GroupMember:
         self._listeners: List[Callable[[RebalanceEvent], None]] = []
         self.group_id = group_id
         self._config = config
+        self._leave_on_close = leave_on_close
         # A refused login reaches the member only through the error callback (see _on_error).
         try:
             self._consumer = new_consumer(config, client="driver", group=group_id, error_cb=self._on_error,
@@ -232,11 +241,41 @@ class GroupMember:
         self._commits.flush()
         with self._lock:
             self._commits.abandon()
+            self._leave_as_static()
             try:
                 self._consumer.close()
             except (KafkaException, RuntimeError) as exc:
                 logger.warning("closing the member of group '%s' failed: %s", self.group_id, exc)
         logger.info("left consumer group '%s'", self.group_id)
+
+    def _leave_as_static(self) -> None:
+        """Leave the group explicitly if this is a static member that should (``leave_on_close``).
+
+        KIP-345: a static member's ``close()`` does not leave the group, so its partitions wait for it until its
+        session times out; librdkafka's ``unsubscribe()`` does leave (classic protocol: a LeaveGroup naming the
+        instance id, after the revoke). So the member unsubscribes and serves its revoke, for at most
+        :data:`_STATIC_LEAVE_TIMEOUT_S`, before the client closes. Not under the consumer protocol of KIP-848:
+        there librdkafka's leave of a static member is always the temporary one (its partitions wait for the
+        session timeout whichever call leaves; measured on Apache Kafka 4.3 with librdkafka 2.16).
+        Caller: the thread closing the member, under the consumer lock, the polling thread stopped.
+        """
+        if not self._leave_on_close or "group.instance.id" not in self._config or uses_consumer_protocol(self._config):
+            return
+        deadline = time.monotonic() + _STATIC_LEAVE_TIMEOUT_S
+        try:
+            self._consumer.unsubscribe()
+            while True:
+                self._consumer.poll(_POLL_TIMEOUT_S)  # serves the revoke; librdkafka leaves once it is done
+                with self._state:
+                    revoked = not self._owned
+                if revoked or time.monotonic() > deadline:
+                    break
+        except (KafkaException, RuntimeError) as exc:
+            logger.warning("the static member of group '%s' could not leave the group: %s; its partitions wait "
+                           "for its session timeout", self.group_id, exc)
+            return
+        logger.info("static member of group '%s' left the group (instance id '%s')", self.group_id,
+                    self._config["group.instance.id"])
 
     # -- internals ----------------------------------------------------------------
 
