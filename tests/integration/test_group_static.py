@@ -10,6 +10,8 @@ not implement static membership, so these tests need Apache Kafka.
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 import time
 from typing import Any, Dict, List, Tuple
 
@@ -18,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from kafka_group.group.membership import GroupMember
 from kafka_group.rebalance_event import RebalanceEvent
-from tests.support import long_tier, BROKER_ENGINE, Cluster, MakeTopic, produce, unique_name, wait_for
+from tests.support import long_tier, BROKER_ENGINE, REPO, Cluster, MakeTopic, produce, unique_name, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -224,3 +226,45 @@ def test_static_query_stopped_hands_its_partitions_over_at_once(
             query.stop()
         other.close()
 
+
+#: A static member in a process of its own that SIGKILLs itself once it owns partitions (argv: servers, group,
+#: topic, protocol): it never leaves, as a query's driver that crashed.
+_CRASHING_MEMBER = """
+import os, signal, sys, time
+from kafka_group.group.membership import GroupMember
+servers, group, topic, protocol = sys.argv[1:5]
+member = GroupMember({"bootstrap.servers": servers, "group.protocol": protocol, "group.instance.id": "query-a"},
+                     group, [topic])
+deadline = time.monotonic() + 120
+while not member.owned() and time.monotonic() < deadline:
+    time.sleep(0.1)
+print(sorted(tp.partition for tp in member.owned()), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_static_member_restarted_after_a_crash_under_the_consumer_protocol(kafka: Cluster,
+                                                                           make_topic: MakeTopic) -> None:
+    """Under the consumer protocol a static member that crashed (SIGKILL, no leave) keeps its instance id until its
+    session times out; the broker refuses its successor's join with UNRELEASED_INSTANCE_ID, which librdkafka makes a
+    fatal error of the client. The restarted member joins again once the id is released instead of failing: it
+    ends up owning partitions, and never reports an error."""
+    topic = make_topic(4)
+    group = unique_name("group")
+    settings = {"bootstrap.servers": kafka.bootstrap_servers, "group.protocol": "consumer"}
+    other = GroupMember(settings, group, [topic])
+    restarted = None
+    try:
+        wait_for(lambda: len(other.owned()) == 4, "the other member to own every partition")
+        crashed = subprocess.run([sys.executable, "-c", _CRASHING_MEMBER, kafka.bootstrap_servers, group, topic,
+                                  "consumer"], cwd=REPO, capture_output=True, timeout=180)
+        assert crashed.returncode == -9 and crashed.stdout.strip() not in (b"", b"[]"), crashed
+        restarted = GroupMember({**settings, "group.instance.id": "query-a"}, group, [topic])
+        # The predecessor's session (the broker's group.consumer.session.timeout.ms: 10 s on the test broker) ends,
+        # then the member joins. Before, the refusal killed its client and the member never joined.
+        wait_for(lambda: bool(restarted.owned()), "the restarted static member to own partitions", 120)
+        wait_for(lambda: len(restarted.owned() | other.owned()) == 4, "the group to own every partition again", 60)
+    finally:
+        if restarted is not None:
+            restarted.close()
+        other.close()

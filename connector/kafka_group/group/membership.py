@@ -36,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT_S = 0.05
 _IDLE_BETWEEN_POLLS_S = 0.05
+#: A static member refused because its instance id is still held (see GroupMember._on_error) joins again with a new
+#: client after this pause, and fails after trying for this long.
+_REJOIN_PAUSE_S = 1.0
+_UNRELEASED_RETRY_S = 300.0
 #: The longest a static member's close waits for its revoke before its leave (see GroupMember._leave_as_static).
 _STATIC_LEAVE_TIMEOUT_S = 2.0
 
@@ -95,23 +99,33 @@ class GroupMember:
         self.group_id = group_id
         self._config = config
         self._leave_on_close = leave_on_close
+        # When a refused static member joins again (see _on_error): set under the state lock, read by the polling
+        # thread. And until when it may keep trying.
+        self._rejoin_at: Optional[float] = None
+        self._rejoin_until: Optional[float] = None
+        self._subscription = [f"^({pattern})$"] if pattern is not None else list(topics)
+        self._thread = threading.Thread(target=self._poll_loop, name=f"kafka-group-member-{group_id}", daemon=True)
+        self._join()
+        logger.info("joining consumer group '%s' with subscription %s", group_id, self._subscription)
+        self._thread.start()
+
+    def _join(self) -> None:
+        """Create the client and its commits, and subscribe. Caller: the constructor, or the polling thread under the
+        consumer lock (a refused static member joining again)."""
         # A refused login reaches the member only through the error callback (see _on_error).
         try:
-            self._consumer = new_consumer(config, client="driver", group=group_id, error_cb=self._on_error,
+            self._consumer = new_consumer(self._config, client="driver", group=self.group_id, error_cb=self._on_error,
                                           on_commit=self._on_commit)
         except KafkaException as exc:
             raise GroupMembershipError.from_kafka(
-                f"could not create the group member of group '{group_id}': {exc}", exc
+                f"could not create the group member of group '{self.group_id}': {exc}", exc
             ) from exc
-        self._thread = threading.Thread(target=self._poll_loop, name=f"kafka-group-member-{group_id}", daemon=True)
         # Its commits to the group, queued by other threads and sent by the polling thread.
-        self._commits = MemberCommits(self._consumer, self._lock, self._state, self._owned, self._thread, group_id)
-        subscription = [f"^({pattern})$"] if pattern is not None else list(topics)
+        self._commits = MemberCommits(self._consumer, self._lock, self._state, self._owned, self._thread,
+                                      self.group_id)
         self._consumer.subscribe(
-            subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            self._subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
-        logger.info("joining consumer group '%s' with subscription %s", group_id, subscription)
-        self._thread.start()
 
     # -- assignment ---------------------------------------------------------------
 
@@ -285,6 +299,7 @@ class GroupMember:
                 with self._lock:
                     if self._closed.is_set():
                         return
+                    self._rejoin_when_due()
                     self._commits.send_queued()
                     message = self._consumer.poll(_POLL_TIMEOUT_S)
                 error = message.error() if message is not None else None
@@ -305,18 +320,71 @@ class GroupMember:
         connector's error, raised by :meth:`owned` and :meth:`wait_for_assignment` (librdkafka retries them
         for ever: the query planned empty batches). Caller: whichever thread is inside the client."""
         refused = access_error(error, self._config, topic=topic, group=self.group_id)
-        if refused is not None:
+        if self._instance_unreleased(error):
+            self._refused_as_static()
+        elif refused is not None:
             with self._state:
                 again = str(self._poll_error) == str(refused)  # librdkafka retries a login every few 100 ms
                 self._poll_error = refused
             if not again:
                 logger.error("the member of group '%s' failed: %s", self.group_id, refused)
-        elif error.fatal():
+        elif error.fatal() or error.code() == KafkaError._FATAL:  # a message's error carries only the code
             with self._state:
                 self._poll_error = KafkaException(error)
             logger.error("fatal error in the member of group '%s': %s", self.group_id, error.str())
         else:
             logger.debug("member of group '%s': %s", self.group_id, error.str())
+
+    def _instance_unreleased(self, error: KafkaError) -> bool:
+        """Whether ``error`` is the broker's refusal of this static member's join because its instance id is still
+        held (UNRELEASED_INSTANCE_ID, consumer protocol): librdkafka raises it as a fatal error whose code is only
+        ``_FATAL``, its text the refusal's."""
+        if "group.instance.id" not in self._config or self._first_assignment.is_set():
+            return False  # once assigned, a refusal means another live member took the id: fatal
+        if error.code() == KafkaError.UNRELEASED_INSTANCE_ID:
+            return True
+        return (error.code() == KafkaError._FATAL
+                and KafkaError(KafkaError.UNRELEASED_INSTANCE_ID).str() in error.str())
+
+    def _refused_as_static(self) -> None:
+        """The broker refused this static member: under the consumer protocol a predecessor that did not leave (a
+        crashed query) holds its instance id until its session times out. The client is dead (the refusal is
+        fatal to it); the polling thread joins again with a new one after :data:`_REJOIN_PAUSE_S`, for at most
+        :data:`_UNRELEASED_RETRY_S`, then the member fails naming the option. Caller: whichever thread is inside
+        the client (the polling thread, in practice)."""
+        now = time.monotonic()
+        with self._state:
+            first = self._rejoin_until is None
+            if first:
+                self._rejoin_until = now + _UNRELEASED_RETRY_S
+            assert self._rejoin_until is not None
+            if now > self._rejoin_until:
+                self._poll_error = GroupMembershipError(
+                    f"option 'kafka.group.instance.id': the instance id '{self._config['group.instance.id']}' is still "
+                    f"held by another member of group '{self.group_id}' after {_UNRELEASED_RETRY_S:g} s of trying: "
+                    "give each query of the group its own id")
+                return
+            if self._rejoin_at is None:  # the dead client reports the refusal again at each poll: keep the pause
+                self._rejoin_at = now + _REJOIN_PAUSE_S
+        if first:
+            logger.warning("group '%s' refused the static member '%s': a member that did not leave (a crashed run) "
+                           "still holds that instance id until its session times out; joining again every %g s",
+                           self.group_id, self._config["group.instance.id"], _REJOIN_PAUSE_S)
+
+    def _rejoin_when_due(self) -> None:
+        """Replace the client a refusal killed (see :meth:`_refused_as_static`) once its pause is over.
+        Caller: the polling thread, under the consumer lock."""
+        with self._state:
+            due = self._rejoin_at is not None and time.monotonic() >= self._rejoin_at
+            if due:
+                self._rejoin_at = None
+        if not due:
+            return
+        try:
+            self._consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("closing the refused client of group '%s': %s", self.group_id, exc)
+        self._join()
 
     def _raise_poll_error(self) -> None:
         if isinstance(self._poll_error, KafkaGroupError):
