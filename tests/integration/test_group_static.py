@@ -9,7 +9,9 @@ not implement static membership, so these tests need Apache Kafka.
 
 from __future__ import annotations
 
+import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +22,8 @@ from pyspark.sql import SparkSession
 
 from kafka_group.group.membership import GroupMember
 from kafka_group.rebalance_event import RebalanceEvent
-from tests.support import long_tier, BROKER_ENGINE, REPO, Cluster, MakeTopic, produce, unique_name, wait_for
+from tests.support import (long_tier, BROKER_ENGINE, REPO, Cluster, GroupQueries, MakeTopic, create_topic, produce,
+                           unique_name, wait_for)
 
 pytestmark = [
     pytest.mark.integration,
@@ -267,4 +270,48 @@ def test_static_member_restarted_after_a_crash_under_the_consumer_protocol(kafka
     finally:
         if restarted is not None:
             restarted.close()
+        other.close()
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("protocol", ["classic", long_tier("consumer", id="consumer")])
+def test_static_query_restarted_after_sigkill_takes_its_partitions_back(
+    kafka: Cluster, tmp_path: pathlib.Path, protocol: str
+) -> None:
+    """A DeltaSink query with ``kafka.group.instance.id``, its driver SIGKILLed (its member never leaves), started
+    again on its checkpoint. Classic protocol: the restart takes its dead predecessor's place and partitions as
+    soon as it joins: the group's other member sees no rebalance at all, and the restart lands batches long
+    before the dead member's session (300 s) could have ended. Consumer protocol: the broker refuses the id until
+    the dead member's session (10 s on the test broker) ends; the restart then joins and lands. Every record lands
+    once."""
+    topic = create_topic(kafka, 4, "static-crash")
+    group = unique_name("group")
+    produce(kafka.bootstrap_servers, topic, {p: 200 for p in range(4)})
+    options = ["kafka.group.instance.id=orders-query", f"kafka.group.protocol={protocol}"]
+    settings = {"bootstrap.servers": kafka.bootstrap_servers}
+    if protocol == "classic":
+        options += ["kafka.session.timeout.ms=300000", "kafka.heartbeat.interval.ms=1000"]
+        settings.update({"session.timeout.ms": "300000", "heartbeat.interval.ms": "1000"})
+    else:
+        settings["group.protocol"] = "consumer"
+    other = GroupMember(settings, group, [topic])
+    try:
+        with GroupQueries(kafka.bootstrap_servers, topic, group, tmp_path, max_offsets=20,
+                          trigger_seconds=2) as queries:
+            wait_for(lambda: len(other.owned()) == 4, "the other member to own every partition")
+            crashed = queries.start("a", 600, options)
+            wait_for(lambda: queries.wrote(crashed), "the first run's first batch", 240)
+            wait_for(lambda: len(other.owned()) == 2, "the query to own half the partitions")
+            seen = len(other.events())
+            os.killpg(crashed.pid, signal.SIGKILL)  # the driver dies: its member stays in the group
+            crashed.wait(30)
+            restarted = queries.start("a", 600, options)
+            wait_for(lambda: queries.wrote(restarted), "the restarted run to land a batch", 240)
+            if protocol == "classic":
+                assert other.events()[seen:] == [], "the group rebalanced for the restarted static query"
+                assert len(other.owned()) == 2
+            queries.stop_file("a").touch()
+            assert restarted.wait(120) == 0, queries.log("a")[-3000:]
+            assert queries.landed() and set(queries.landed().values()) == {1}, queries.landed()
+    finally:
         other.close()
