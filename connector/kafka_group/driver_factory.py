@@ -76,7 +76,8 @@ def build_source_driver(options: SourceOptions) -> SourceDriver:
         assert options.group_id is not None
         user_listener = (load_rebalance_listener(options.rebalance_listener)
                          if options.rebalance_listener is not None else None)
-        member = GroupMember(options.client_config, options.group_id, options.topics, options.pattern)
+        member = GroupMember(options.client_config, options.group_id, options.topics, options.pattern,
+                             leave_on_close=options.leave_group_on_stop)
         known = {TopicPartition(t, p) for t, n in existing.items() for p in range(n)}
         driver = SourceDriver(options, cluster, member, store, alignment=alignment, known_at_start=known)
         if user_listener is not None:  # after the driver's own listener, which the driver added

@@ -113,15 +113,16 @@ def test_static_member_restarted_within_session_timeout_gets_its_partitions_back
         return {"bootstrap.servers": kafka.bootstrap_servers, "session.timeout.ms": "45000",
                 "heartbeat.interval.ms": "500", "group.instance.id": instance}
 
-    members = [GroupMember(config("query-a"), group, [topic])]
+    # A planned restart that must not rebalance the group: the static member keeps its partitions on close.
+    members = [GroupMember(config("query-a"), group, [topic], leave_on_close=False)]
     try:
         members.append(GroupMember(config("query-b"), group, [topic]))
         a, b = members
         wait_for(lambda: bool(a.owned()) and bool(b.owned()) and len(a.owned() | b.owned()) == 6,
                  "both members to own partitions")
         a_owned, b_owned, b_events, b_generation = a.owned(), b.owned(), len(b.events()), b.generation
-        a.close()  # a static member does not leave the group when it closes
-        restarted = GroupMember(config("query-a"), group, [topic])
+        a.close()  # with leave_on_close=False a static member does not leave the group when it closes
+        restarted = GroupMember(config("query-a"), group, [topic], leave_on_close=False)
         members.append(restarted)
         wait_for(lambda: restarted.owned() == a_owned, "the restarted member to get its partitions back", 30)
         # Give a rebalance, had one started, time to reach the other member (a heartbeat is 0.5 s).

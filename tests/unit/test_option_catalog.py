@@ -115,6 +115,7 @@ BAD_VALUES = {
     "groupJoinTimeoutMs": "",
     "availableNowTimeoutMs": "ten",
     "revokeTimeoutMs": "0",
+    "leaveGroupOnStop": "maybe",
     "rebalanceListener": "module",
     "tokenProvider": "module.without.callable",
     "maxOffsetsPerPartition": "0",

@@ -551,6 +551,12 @@ REVOKE_TIMEOUT_MS: OptionSpec[int] = OptionSpec(
     parser=timeout_ms,
     default='60000',
 )
+LEAVE_GROUP_ON_STOP: OptionSpec[bool] = OptionSpec(
+    'leaveGroupOnStop', 'boolean', '`true`',
+    "With `kafka.group.instance.id` (static membership): whether a query that stops cleanly (stopped, ended by Spark, an `AvailableNow` run done) leaves the group, so the other members take its partitions over at once (classic protocol; under the consumer protocol librdkafka's leave of a static member is temporary: they wait for the session timeout). `false` keeps them for the session timeout, for a planned restart that must not rebalance the group. A query without an instance id always leaves. See [How it works](how-it-works.md).",
+    parser=boolean,
+    default='true',
+)
 REBALANCE_LISTENER: OptionSpec[str] = OptionSpec(
     'rebalanceListener', '`module:callable`', 'none',
     'Your code, called on the driver after each rebalance event (`assign`, `revoke`, `lost`) with a `RebalanceEvent`: the partitions, the member\'s generation, its member id, the partitions owned afterwards and the cause. See [How it works](how-it-works.md).',
@@ -815,6 +821,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     GROUP_JOIN_TIMEOUT_MS,
     AVAILABLE_NOW_TIMEOUT_MS,
     REVOKE_TIMEOUT_MS,
+    LEAVE_GROUP_ON_STOP,
     REBALANCE_LISTENER,
     TOKEN_PROVIDER,
     MAX_OFFSETS_PER_PARTITION,

@@ -35,7 +35,8 @@ GROUPS: Tuple[OptionGroup, ...] = (
     OptionGroup("Connecting and subscribing",
                 "Which cluster, which topics, which consumer group; settings handed to the Kafka clients.",
                 ("kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign", "kafka.group.id",
-                 "kafka.isolation.level", "kafka.*", "kafkaConsumer.connectTimeoutMs", "groupJoinTimeoutMs")),
+                 "kafka.isolation.level", "kafka.*", "kafkaConsumer.connectTimeoutMs", "groupJoinTimeoutMs",
+                 "leaveGroupOnStop")),
     OptionGroup("Where a query starts and ends",
                 "Where partitions never read before start, where batch reads end, and what happens to "
                 "records the broker no longer has.",

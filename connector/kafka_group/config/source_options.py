@@ -91,6 +91,7 @@ class SourceOptions:
     offsets_table: Optional[str] = None
     offsets_table_storage: Mapping[str, str] = field(default_factory=dict, repr=False)
     rebalance_listener: Optional[str] = None
+    leave_group_on_stop: bool = True
     flow_policy: FlowPolicy = field(default_factory=FlowPolicy)
     max_drift_ms: Optional[int] = None
     control_dir: Optional[str] = None  # flow.controlDir; None: the default root the runner picks
