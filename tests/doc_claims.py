@@ -374,10 +374,14 @@ CLAIMS: Tuple[Claim, ...] = (
         _MAPPED + "test_generated_columns_are_computed_and_a_row_breaking_a_check_fails_its_batch_until_fixed",
         _MAPPED + "test_a_row_breaking_a_legacy_invariant_fails_its_batch_naming_it")),
     # how-it-works.md
-    Claim("how-it-works.md", "(tested on Apache Kafka under both group protocols", (
+    Claim("how-it-works.md", "- **Static membership.** `kafka.group.instance.id` (one stable id per query)", (
         _I + "test_group_static.py::test_member_restarted_within_session_timeout[classic-static]",
         _I + "test_group_static.py::test_member_restarted_within_session_timeout[consumer-static]",
-        _I + "test_group_static.py::test_static_query_restarted_within_session_timeout_keeps_the_group_still")),
+        _I + "test_group_static.py::test_static_query_restarted_within_session_timeout_keeps_the_group_still",
+        _I + "test_group_static.py::test_static_member_leaves_on_close_so_the_others_take_over_at_once",
+        _I + "test_group_static.py::test_static_query_stopped_hands_its_partitions_over_at_once",
+        _I + "test_group_static.py::test_static_member_restarted_after_a_crash_under_the_consumer_protocol",
+        _I + "test_group_static.py::test_static_query_restarted_after_sigkill_takes_its_partitions_back[classic]")),
     Claim("how-it-works.md", "Both are tested on Apache Kafka with two queries of one group.", (
         _PROTOCOLS + "[classic-cooperative-sticky]", _PROTOCOLS + "[consumer]")),
     Claim("how-it-works.md", "does not cost the query its membership (tested", (
