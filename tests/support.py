@@ -228,7 +228,7 @@ def produce(
             producer.produce(topic, key=key, value=value, partition=partition, headers=list(headers or []))
             sent.setdefault(partition, []).append((key, value))
         producer.poll(0)
-    remaining = producer.flush(30)
+    remaining = producer.flush(120)  # a bound for a broken broker: a loaded one answers within seconds
     assert remaining == 0, f"{remaining} records were not delivered"
     return sent
 
@@ -249,7 +249,7 @@ def group_committed(servers: str, group: str, topic: str, partitions: int) -> Di
 
     reader = new_consumer(servers, group=group)
     try:
-        answer = reader.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        answer = reader.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=60)
     finally:
         reader.close()
     return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in answer}
@@ -667,7 +667,7 @@ class S3Server:
         self._log = open(log, "wb")
         self._process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                          stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(self._answers, f"moto's S3 server on {self.endpoint}", timeout_s=60, interval_s=0.2)
+        wait_for(self._answers, f"moto's S3 server on {self.endpoint}", timeout_s=180, interval_s=0.2)
 
     def _answers(self) -> bool:
         import urllib.error
@@ -732,7 +732,7 @@ class S3WithoutConditionalPut:
         self._process = subprocess.Popen(
             [sys.executable, str(REPO / "tests" / "s3_no_conditional_put.py"), str(self.port), server.endpoint],
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(self._answers, f"the S3 proxy without conditional puts on {self.endpoint}", timeout_s=60,
+        wait_for(self._answers, f"the S3 proxy without conditional puts on {self.endpoint}", timeout_s=180,
                  interval_s=0.2)
 
     def _answers(self) -> bool:

@@ -31,7 +31,7 @@ def test_available_now_run_after_a_crash_lands_everything(kafka: Cluster, tmp_pa
         crashed = queries.start("a", 600, OPTIONS)
         wait_for(lambda: len(queries.rows()) > 0, "the first batch", 180)
         os.killpg(crashed.pid, signal.SIGKILL)  # the driver dies: its member stays in the group
-        crashed.wait(30)
+        crashed.wait(120)
         producer.produce(30)
         # The scheduled run, from the same checkpoint, right after the crash.
         run = queries.start("a", 600, OPTIONS, ["--available-now"])

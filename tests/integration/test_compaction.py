@@ -36,8 +36,8 @@ def read_log(servers: str, topic: str) -> List[Record]:
     try:
         consumer.assign([KafkaTopicPartition(topic, 0, OFFSET_BEGINNING)])
         while True:
-            message = consumer.poll(10)
-            assert message is not None, "no end of partition within 10 s"
+            message = consumer.poll(60)
+            assert message is not None, "no end of partition within 60 s"
             error = message.error()
             if error is not None:
                 assert error.code() == KafkaError._PARTITION_EOF, error

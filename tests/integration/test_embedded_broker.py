@@ -27,7 +27,7 @@ from kafka_group_devbroker import EmbeddedKafka  # noqa: E402
 from kafka_group.errors import EmbeddedBrokerError  # noqa: E402
 from tests.support import wait_for  # noqa: E402
 
-BOUND_S = 60.0  # upper bound for any wait; only there to avoid hanging
+BOUND_S = 180.0  # upper bound for any wait; only there to avoid hanging
 CLIENT_CONF = {"fetch.queue.backoff.ms": 20}
 
 

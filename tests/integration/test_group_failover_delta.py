@@ -25,7 +25,7 @@ def test_two_queries_one_group_one_killed_and_restarted(
             producer.start()
             wait_for(lambda: queries.wrote(first) and queries.wrote(second), "both queries to land records", 180)
             os.killpg(first.pid, signal.SIGKILL)
-            first.wait(30)
+            first.wait(120)
             before = len(queries.rows())
             wait_for(lambda: len(queries.rows()) > before + 60, "the survivor to keep landing", 120)
             again = queries.start("a", 240)

@@ -95,7 +95,7 @@ def test_kafkas_lag_tool_sees_the_last_batch_while_the_query_runs(
 
         try:
             # Within a trigger or two of the batch landing (500 ms triggers); the bound is generous.
-            wait_for(caught_up, "the group's committed offsets to reach the end offsets", 60, interval_s=2)
+            wait_for(caught_up, "the group's committed offsets to reach the end offsets", 180, interval_s=2)
         except AssertionError as timed_out:
             raise AssertionError(f"{timed_out}; kafka-consumer-groups --describe: {seen}") from None
         assert all(row["LAG"] == "0" for row in seen.values()), seen
@@ -138,6 +138,6 @@ def test_an_available_now_run_without_a_table_leaves_the_group_at_its_last_batch
 
     try:
         # The runner leaves the group when Spark ends it; its commits are sent by then.
-        wait_for(committed_all, "the group's committed offsets to sum to 3,000", 30, interval_s=2)
+        wait_for(committed_all, "the group's committed offsets to sum to 3,000", 180, interval_s=2)
     except AssertionError as timed_out:
         raise AssertionError(f"{timed_out}; kafka-consumer-groups --describe: {rows}") from None

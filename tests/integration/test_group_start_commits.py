@@ -32,7 +32,7 @@ class HeldPollThread:
         self._taken, self._release = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._hold, args=(member,), daemon=True)
         self._thread.start()
-        assert self._taken.wait(30)
+        assert self._taken.wait(120)
 
     def _hold(self, member: GroupMember) -> None:
         with member._lock:  # noqa: SLF001 - the test stands in for a poll thread that has not run yet

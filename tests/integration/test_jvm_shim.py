@@ -140,7 +140,7 @@ def _run_child(args: Dict[str, Any], env: Dict[str, str], log_path: pathlib.Path
     """Run the Spark child (this file as a script) with ``env``; what it saw."""
     with open(log_path, "w") as log:
         code = subprocess.run([sys.executable, __file__, json.dumps(args)], cwd=_REPO, env=env,
-                              stdout=log, stderr=subprocess.STDOUT, timeout=240).returncode
+                              stdout=log, stderr=subprocess.STDOUT, timeout=600).returncode  # for a broken child only
     assert code == 0, log_path.read_text()[-6000:]
     result: Dict[str, Any] = json.loads(pathlib.Path(args["result"]).read_text())
     return result
@@ -217,7 +217,7 @@ def _child(args: Dict[str, Any]) -> None:
         df.count()
         if batch_id == 1:
             at_batch_1.set()
-            release.wait(180)
+            release.wait(600)  # set once batch 0's gauges were scraped; the bound is for a broken run only
 
     def scrape() -> Dict[str, float]:
         with urllib.request.urlopen(url, timeout=10) as response:
@@ -236,7 +236,7 @@ def _child(args: Dict[str, Any]) -> None:
             seen["after_batch_0"] = scrape()
             return all(name in seen["after_batch_0"] for name in lag_names)
 
-        wait_for(batch_0_gauges, "the gauges of batch 0's progress", 60)
+        wait_for(batch_0_gauges, "the gauges of batch 0's progress", 180)
         from kafka_group.formats import read_checkpoint_offsets
 
         batch_0 = read_checkpoint_offsets((pathlib.Path(args["checkpoint"]) / "offsets" / "0").read_text()).source(0)

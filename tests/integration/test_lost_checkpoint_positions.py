@@ -123,7 +123,7 @@ def test_a_lost_checkpoint_and_expired_group_offsets_keep_where_a_partition_star
         produce(servers, topic, {0: 5}, start=10)  # t-1 gets nothing: positioned at 10, nothing lands
         wait_for(lambda: _alive(query) and table_offsets(table) == _offsets({0: range(10, 15)}), "t-0's records", 180)
         try:  # the start of t-1 is recorded at the plan after the table exists
-            wait_for(lambda: table_positions(table, group, topic, 2)[1] is not None, "t-1's start in the table", 60)
+            wait_for(lambda: table_positions(table, group, topic, 2)[1] is not None, "t-1's start in the table", 180)
         except AssertionError as not_recorded:
             recorded = str(not_recorded)
     finally:

@@ -48,7 +48,7 @@ def test_running_query_follows_a_reset(
                      "--to-offsets", f'{{"{topic}":{{"0":40}}}}', "--execute"]) == 0
         # The running query re-reads partition 0 from 40 at its next batch; partition 1 is untouched.
         wait_for(lambda: table_offsets(table)[(0, 45)] == 2, "the re-read of partition 0 from offset 40")
-        wait_for(lambda: sum(table_offsets(table).values()) == 90, "exactly the 10 re-read records", 30)
+        wait_for(lambda: sum(table_offsets(table).values()) == 90, "exactly the 10 re-read records")
         landed = table_offsets(table)
         assert all(landed[(0, o)] == (2 if o >= 40 else 1) for o in range(50))
         assert all(landed[(1, o)] == 1 for o in range(30))

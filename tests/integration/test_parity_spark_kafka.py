@@ -172,8 +172,8 @@ def partition_offsets(servers: str, topic: str, partition: int, isolation: str =
         consumer.assign([TopicPartition(topic, partition, low)])
         offsets: List[int] = []
         while True:
-            message = consumer.poll(30)
-            assert message is not None, f"no record from {topic}[{partition}] within 30 s"
+            message = consumer.poll(120)
+            assert message is not None, f"no record from {topic}[{partition}] within 120 s"
             error = message.error()
             if error:
                 if error.code() == -191:  # _PARTITION_EOF

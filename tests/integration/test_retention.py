@@ -85,7 +85,7 @@ def lose_offsets(kafka: ApacheKafka, topic: str, how: str) -> int:
     wait_for(lambda: earliest(kafka, topic) > 50, f"retention by {how} to delete offsets past 50", 120)
     kafka.alter_topic_config(topic, off)
     key, value = next(iter(off.items()))
-    wait_for(lambda: topic_config(kafka, topic, key) == value, "retention switched off again", 60)
+    wait_for(lambda: topic_config(kafka, topic, key) == value, "retention switched off again", 180)
     produce(servers, topic, {0: 20}, start=110)
     first = earliest(kafka, topic)
     assert first > 50

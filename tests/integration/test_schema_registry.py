@@ -52,8 +52,8 @@ def _read_back(servers: str, topic: str, count: int, deserializer: Callable[[byt
         context = SerializationContext(topic, MessageField.VALUE)
         values: List[Any] = []
         while len(values) < count:
-            messages = consumer.consume(num_messages=count - len(values), timeout=30)
-            assert messages, f"topic {topic}: {len(values)} of {count} records after 30 s"
+            messages = consumer.consume(num_messages=count - len(values), timeout=120)
+            assert messages, f"topic {topic}: {len(values)} of {count} records after 120 s"
             for message in messages:
                 assert message.error() is None, message.error()
                 framed = message.value()

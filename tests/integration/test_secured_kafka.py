@@ -403,7 +403,7 @@ def test_msk_iam_options_log_in_through_the_built_in_provider(secured_kafka: Sec
     reader = new_consumer(reader_config(parsed.client_config, group), client="reader")
     try:
         reader.assign([KafkaTopicPartition(topic, 0, 0)])
-        offsets = [m.offset() for m in reader.consume(num_messages=5, timeout=30) if m.error() is None]
+        offsets = [m.offset() for m in reader.consume(num_messages=5, timeout=120) if m.error() is None]
     finally:
         reader.close()
     assert offsets == [0, 1, 2, 3, 4]

@@ -114,7 +114,7 @@ def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka:
             return False
 
     try:  # the group coordinator is up, so the child's one commit is not refused for that
-        wait_for(coordinator_answers, "the group coordinator", 60)
+        wait_for(coordinator_answers, "the group coordinator", 180)
     finally:
         consumer.close()
     err = run_child_ended_by_sigterm(_ASSIGN_CHILD, kafka.bootstrap_servers, group, topic,

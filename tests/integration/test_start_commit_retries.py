@@ -39,7 +39,7 @@ GROUP_AUTHORIZATION_FAILED = 30
 def member_of(servers: str, topic: str, partitions: int, **settings: str) -> Iterator[GroupMember]:
     member = GroupMember({"bootstrap.servers": servers, **settings}, unique_name("group"), [topic])
     try:
-        wait_for(lambda: len(member.owned()) == partitions, "the member to own every partition", 60)
+        wait_for(lambda: len(member.owned()) == partitions, "the member to own every partition", 120)
         yield member
     finally:
         member.close()
@@ -160,7 +160,7 @@ def test_several_new_queries_of_one_group_starting_together_all_start(kafka: Clu
         wait_for(lambda: settled() or any(q.failures for q in queries), "the group to settle", 120, 0.1)
         assert [str(f) for q in queries for f in q.failures] == []
         wait_for(lambda: group_committed(kafka.bootstrap_servers, group, topic, 6) == {p: 3 for p in range(6)},
-                 "every start in the group", 30)
+                 "every start in the group", 120)
     finally:
         stop.set()
         for thread in threads:

@@ -55,7 +55,7 @@ def trigger_report(query: Any, batch_id: int) -> Dict[str, Any]:
                 return True
         return False
 
-    wait_for(found, f"the progress event of batch {batch_id}", timeout_s=60)
+    wait_for(found, f"the progress event of batch {batch_id}", timeout_s=180)
     return reports[0]
 
 
