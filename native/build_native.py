@@ -10,11 +10,18 @@ that keeps ``~/.cache``) recompiles only what changed. The build always runs (``
 dependencies of ``native/Cargo.lock``); a cached folder only makes it shorter. Builds that share the
 folder take turns (its ``.kafka-group-build.lock``): cargo locks it only while it runs, and each build copies
 ``lib_native.so`` out after that, when another build's cargo may be relinking it.
+
+Checkouts share the folder too, and cargo's fingerprint of this crate is the same in all of them, with
+freshness decided by file times: after checkout A built, a build in checkout B could find the crate
+"fresh" and copy A's module. So the folder keeps a digest of the crate's inputs as last built
+(``.kafka-group-crate-digest``); a build whose inputs differ first runs ``cargo clean -p`` for the crate
+alone (its dependencies stay built).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pathlib
 import shutil
@@ -26,6 +33,10 @@ from typing import Dict, Iterator, Optional
 HERE = pathlib.Path(__file__).resolve().parent
 #: The module's file name inside the ``kafka_group`` package (abi3: one build serves every CPython >= 3.10).
 MODULE_FILE = "_native.abi3.so"
+#: The crate's package name (``cargo clean -p``).
+CRATE = "kafka_group_native"
+#: The file in the target folder holding :func:`crate_digest` of the last build.
+DIGEST_FILE = ".kafka-group-crate-digest"
 
 
 class NativeBuildError(Exception):
@@ -60,6 +71,21 @@ def cargo_env(target: pathlib.Path, python: str = sys.executable) -> Dict[str, s
     return dict(os.environ, CARGO_TARGET_DIR=str(target), PYO3_PYTHON=os.path.realpath(python))
 
 
+def crate_digest(crate: pathlib.Path) -> str:
+    """SHA-256 of what a build of the crate in ``crate`` reads of its own: ``Cargo.toml``, ``Cargo.lock``,
+    ``build.rs`` and every file under ``src/``, by relative path and content."""
+    digest = hashlib.sha256()
+    files = [crate / name for name in ("Cargo.toml", "Cargo.lock", "build.rs")]
+    files += sorted(path for path in (crate / "src").rglob("*") if path.is_file())
+    for path in files:
+        if path.is_file():
+            name = path.relative_to(crate).as_posix().encode()
+            content = path.read_bytes()
+            digest.update(b"%d:%s%d:" % (len(name), name, len(content)))
+            digest.update(content)
+    return digest.hexdigest()
+
+
 @contextlib.contextmanager
 def _builds_take_turns(target: pathlib.Path) -> Iterator[None]:
     """Hold ``target``'s build lock (``flock``; where there is none, as on Windows, builds do not take turns)."""
@@ -89,7 +115,18 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
     command = [cargo, "build", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
     started = time.monotonic()
     target.mkdir(parents=True, exist_ok=True)
+    digest = crate_digest(HERE)
     with _builds_take_turns(target):
+        last = target / DIGEST_FILE
+        if not last.is_file() or last.read_text().strip() != digest:
+            # Another checkout's sources (or older ones) were built last: cargo may take its lib as fresh.
+            last.unlink(missing_ok=True)  # a failed clean or build leaves no digest: the next build cleans again
+            clean = [cargo, "clean", "--release", "-p", CRATE, "--manifest-path", str(HERE / "Cargo.toml")]
+            cleaned = subprocess.run(clean, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     check=False)
+            if cleaned.returncode != 0:
+                raise NativeBuildError(f"'cargo clean -p {CRATE}' failed (exit {cleaned.returncode}):\n"
+                                       f"{cleaned.stdout[-4000:]}")
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               check=False)
         if done.returncode != 0:
@@ -102,6 +139,7 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
         tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
         shutil.copyfile(built, tmp)
         os.replace(tmp, dest)
+        last.write_text(digest + "\n")
     sys.stderr.write(f"built kafka_group._native in {time.monotonic() - started:.0f} s ({target})\n")
     return dest
 
