@@ -99,6 +99,35 @@ def _builds_take_turns(target: pathlib.Path) -> Iterator[None]:
         yield
 
 
+def _cargo() -> str:
+    cargo = find_cargo()
+    if cargo is None:
+        raise NativeBuildError("no Rust toolchain ('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo)")
+    return cargo
+
+
+@contextlib.contextmanager
+def _crate_turn(cargo: str, target: pathlib.Path, env: Dict[str, str]) -> Iterator[None]:
+    """Hold the target folder's lock; first clean the crate's artifacts when they may be another checkout's
+    (or older sources'): the digest kept in the folder is not this checkout's. The block's success records
+    this checkout's digest; its failure leaves none, so the next build cleans again."""
+    digest = crate_digest(HERE)
+    target.mkdir(parents=True, exist_ok=True)
+    with _builds_take_turns(target):
+        last = target / DIGEST_FILE
+        if not last.is_file() or last.read_text().strip() != digest:
+            # Another checkout's sources (or older ones) were built last: cargo may take its lib as fresh.
+            last.unlink(missing_ok=True)
+            clean = [cargo, "clean", "--release", "-p", CRATE, "--manifest-path", str(HERE / "Cargo.toml")]
+            cleaned = subprocess.run(clean, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     check=False)
+            if cleaned.returncode != 0:
+                raise NativeBuildError(f"'cargo clean -p {CRATE}' failed (exit {cleaned.returncode}):\n"
+                                       f"{cleaned.stdout[-4000:]}")
+        yield
+        last.write_text(digest + "\n")
+
+
 def build(dest_dir: pathlib.Path) -> pathlib.Path:
     """Build the extension in release mode and copy it into ``dest_dir``; return its path.
 
@@ -107,26 +136,12 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
     NativeBuildError
         No cargo, or the build failed (its output is in the message's tail).
     """
-    cargo = find_cargo()
-    if cargo is None:
-        raise NativeBuildError("no Rust toolchain ('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo)")
+    cargo = _cargo()
     target = target_dir()
     env = cargo_env(target)
     command = [cargo, "build", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
     started = time.monotonic()
-    target.mkdir(parents=True, exist_ok=True)
-    digest = crate_digest(HERE)
-    with _builds_take_turns(target):
-        last = target / DIGEST_FILE
-        if not last.is_file() or last.read_text().strip() != digest:
-            # Another checkout's sources (or older ones) were built last: cargo may take its lib as fresh.
-            last.unlink(missing_ok=True)  # a failed clean or build leaves no digest: the next build cleans again
-            clean = [cargo, "clean", "--release", "-p", CRATE, "--manifest-path", str(HERE / "Cargo.toml")]
-            cleaned = subprocess.run(clean, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     check=False)
-            if cleaned.returncode != 0:
-                raise NativeBuildError(f"'cargo clean -p {CRATE}' failed (exit {cleaned.returncode}):\n"
-                                       f"{cleaned.stdout[-4000:]}")
+    with _crate_turn(cargo, target, env):
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               check=False)
         if done.returncode != 0:
@@ -139,14 +154,47 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
         tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
         shutil.copyfile(built, tmp)
         os.replace(tmp, dest)
-        last.write_text(digest + "\n")
     sys.stderr.write(f"built kafka_group._native in {time.monotonic() - started:.0f} s ({target})\n")
     return dest
 
 
+def test() -> int:
+    """Run the crate's Rust unit tests (``cargo test --release --locked``) in the target folder and with the
+    environment :func:`build` uses: the release dependencies a build left are reused, only the crate's test
+    binary is compiled. Its output goes to this process's; returns cargo's exit status.
+
+    Raises
+    ------
+    NativeBuildError
+        No cargo.
+    """
+    cargo = _cargo()
+    target = target_dir()
+    env = cargo_env(target)
+    command = [cargo, "test", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
+    with _crate_turn(cargo, target, env):
+        done = subprocess.run(command, env=env, check=False)
+        if done.returncode != 0:
+            return done.returncode
+    return 0
+
+
+USAGE = """usage: python native/build_native.py --inplace | --test
+  --inplace  build kafka_group._native into connector/kafka_group/
+  --test     run the crate's Rust unit tests (cargo test); without a Rust toolchain it says so and exits 0,
+             unless PYSPARK_KAFKA_GROUP_NATIVE=1 (then 1)
+"""
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--test"]:
+        try:
+            raise SystemExit(test())
+        except NativeBuildError as exc:
+            sys.stderr.write(f"cargo test skipped: {exc}\n")
+            raise SystemExit(1 if os.environ.get("PYSPARK_KAFKA_GROUP_NATIVE") == "1" else 0)
     if sys.argv[1:] != ["--inplace"]:
-        sys.stderr.write("usage: python native/build_native.py --inplace\n")
+        sys.stderr.write(USAGE)
         raise SystemExit(2)
     try:
         print(build(HERE.parent / "connector" / "kafka_group"))

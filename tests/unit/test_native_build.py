@@ -123,3 +123,26 @@ def test_a_build_in_another_checkout_never_copies_the_first_checkouts_module(tmp
     assert _checkout(tmp_path / "c", "checkout-b").build(tmp_path / "dest-c").read_text() == "checkout-b"
     # A folder with no digest (a fresh one, or one built before digests were kept) is cleaned too.
     assert events.read_text().split("\n")[:-1] == ["clean", "build checkout-a", "clean", "build checkout-b"]
+
+
+def test_the_rust_unit_tests_run_in_the_builds_folder_and_environment(tmp_path: pathlib.Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``build_native.py --test`` (CI's "cargo test" part) reuses what the build left: same target folder, same
+    ``PYO3_PYTHON``; a test after another checkout's build cleans the crate first, as a build does."""
+    cargo = tmp_path / "cargo"
+    cargo.write_text('#!/bin/sh\necho "$* | $CARGO_TARGET_DIR | $PYO3_PYTHON" >> "$EVENTS"\n')
+    cargo.chmod(0o755)
+    events = tmp_path / "events"
+    monkeypatch.setenv("CARGO", str(cargo))
+    monkeypatch.setenv("CARGO_TARGET_DIR", str(tmp_path / "target"))
+    monkeypatch.setenv("EVENTS", str(events))
+    checkout = _checkout(tmp_path / "a", "checkout-a")
+    assert checkout.test() == 0
+    assert checkout.test() == 0
+    manifest = tmp_path / "a" / "native" / "Cargo.toml"
+    env = f"{tmp_path / 'target'} | {os.path.realpath(sys.executable)}"
+    assert events.read_text().splitlines() == [
+        f"clean --release -p kafka_group_native --manifest-path {manifest} | {env}",
+        f"test --release --locked --manifest-path {manifest} | {env}",
+        f"test --release --locked --manifest-path {manifest} | {env}",
+    ]
