@@ -4,7 +4,8 @@ Both must return the same rows (every column, headers included) and raise the sa
 transactions (committed, aborted, markers as gaps) under both isolation levels, several ranges of
 one partition (passes), several partitions and topics in one task, the record and byte caps, records
 deleted under the plan (data loss, failed or skipped), a plan past the partition's end, a record whose
-timestamp Spark cannot hold and a header key that is not UTF-8 (the compiled path's own record checks).
+timestamp Spark cannot hold and a header key that is not UTF-8 (the compiled path's own record checks),
+a plan past what a transaction left open holds back (read_committed), planned records that never arrive.
 The compiled path's client pool is exercised across tasks: a parked client serves the next task's
 other ranges and header setting, and a client whose task failed is closed, not reused.
 
@@ -24,7 +25,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_group.config.client_config import reader_config
-from kafka_group.errors import DataLossError, RecordError
+from kafka_group.errors import DataLossError, FetchError, RecordError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read.native_client import NativeConsumer
 from kafka_group.read.native_fetch import read_ranges_native
@@ -195,6 +196,49 @@ def test_a_header_key_that_is_not_utf8_fails_both_paths_alike(kafka: Cluster) ->
                            fail_on_data_loss=True, poll_timeout_ms=30_000, max_records_per_batch=10_000)
     python, native = _both(ranges, without)
     assert _rows(native) == _rows(python) and [r["value"] for r in _rows(native)] == [b"fine", b"bad"]
+
+
+def test_a_plan_past_what_an_open_transaction_holds_back_fails_both_paths_alike(kafka: Cluster) -> None:
+    """Under read_committed the partition ends, for a reader, at its last stable offset: a plan past it (a
+    transaction still open) meets that end on both paths, which fail alike (as data loss today)."""
+    if kafka.engine != "kafka":
+        pytest.skip("needs Apache Kafka: transactions")
+    topic = create_topic(kafka, 1, "parity-open")
+    plain = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    plain.produce(topic, partition=0, value=b"committed")
+    assert plain.flush(30) == 0
+    open_txn = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_name("open")})
+    open_txn.init_transactions(60)
+    open_txn.begin_transaction()
+    try:
+        for i in range(2):
+            open_txn.produce(topic, partition=0, value=b"open %d" % i)
+        assert open_txn.flush(30) == 0
+        ranges = [OffsetRange(TopicPartition(topic, 0), 0, 3)]  # offsets 1 and 2 wait for the commit
+        python, native = _error(ranges, _settings(kafka.bootstrap_servers), "python"), \
+            _error(ranges, _settings(kafka.bootstrap_servers), "native")
+        assert python is not None and type(native) is type(python) and str(native) == str(python), (python, native)
+        # Under read_uncommitted both read them.
+        rows = _both(ranges, _settings(kafka.bootstrap_servers, isolation="read_uncommitted"))
+        assert [r["value"] for r in _rows(rows[1])] == [r["value"] for r in _rows(rows[0])] == \
+            [b"committed", b"open 0", b"open 1"]
+    finally:
+        open_txn.abort_transaction(60)
+
+
+def test_planned_records_that_never_arrive_stall_both_paths_alike() -> None:
+    """No broker answers (a closed port): both paths wait ``kafkaConsumer.pollTimeoutMs`` for the planned
+    records, then fail with the same FetchError naming the brokers and the option."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        servers = f"127.0.0.1:{probe.getsockname()[1]}"
+    config = reader_config({"bootstrap.servers": servers, "client.id": unique_name("nobody")}, None)
+    settings = ReadSettings(client_config=config, include_headers=True, fail_on_data_loss=True,
+                            poll_timeout_ms=3_000, max_records_per_batch=10_000)
+    message = _same_error([OffsetRange(TopicPartition("nowhere", 0), 0, 3)], settings, FetchError)
+    assert "for 3000 ms" in message and servers in message and "pollTimeoutMs" in message
 
 
 def test_the_compiled_paths_pool_reuses_a_client_across_tasks_and_closes_a_failed_one(kafka: Cluster) -> None:
