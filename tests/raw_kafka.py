@@ -107,4 +107,4 @@ def leader(bootstrap_servers: str, topic: str, partition: int) -> Tuple[str, int
 
     metadata = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(topic, timeout=30)
     broker = metadata.brokers[metadata.topics[topic].partitions[partition].leader]
-    return broker.host, broker.port
+    return str(broker.host), int(broker.port)
