@@ -13,9 +13,10 @@ folder take turns (its ``.kafka-group-build.lock``): cargo locks it only while i
 
 Checkouts share the folder too, and cargo's fingerprint of this crate is the same in all of them, with
 freshness decided by file times: after checkout A built, a build in checkout B could find the crate
-"fresh" and copy A's module. So the folder keeps a digest of the crate's inputs as last built
-(``.kafka-group-crate-digest``); a build whose inputs differ first runs ``cargo clean -p`` for the crate
-alone (its dependencies stay built).
+"fresh" and copy A's module. So the folder keeps a digest of the crate's inputs as last built, with the
+built library's time and size (``.kafka-group-crate-digest``); a build whose inputs differ, or that finds
+the library changed by a build that kept no digest, first runs ``cargo clean -p`` for the crate alone
+(its dependencies stay built).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def _crate_turn(cargo: str, target: pathlib.Path, env: Dict[str, str]) -> Iterat
     target.mkdir(parents=True, exist_ok=True)
     with _builds_take_turns(target):
         last = target / DIGEST_FILE
-        if not last.is_file() or last.read_text().strip() != digest:
+        if not last.is_file() or last.read_text().strip() != f"{digest} {_library_stamp(target)}":
             # Another checkout's sources (or older ones) were built last: cargo may take its lib as fresh.
             last.unlink(missing_ok=True)
             clean = [cargo, "clean", "--release", "-p", CRATE, "--manifest-path", str(HERE / "Cargo.toml")]
@@ -125,7 +126,17 @@ def _crate_turn(cargo: str, target: pathlib.Path, env: Dict[str, str]) -> Iterat
                 raise NativeBuildError(f"'cargo clean -p {CRATE}' failed (exit {cleaned.returncode}):\n"
                                        f"{cleaned.stdout[-4000:]}")
         yield
-        last.write_text(digest + "\n")
+        last.write_text(f"{digest} {_library_stamp(target)}\n")
+
+
+def _library_stamp(target: pathlib.Path) -> str:
+    """``lib_native.so``'s modification time and size: a build that kept no digest (a build_native.py of
+    before digests, ``cargo build`` by hand) changes them, and the next build then cleans."""
+    try:
+        info = (target / "release" / "lib_native.so").stat()
+    except FileNotFoundError:
+        return "none"
+    return f"{info.st_mtime_ns}:{info.st_size}"
 
 
 def build(dest_dir: pathlib.Path) -> pathlib.Path:

@@ -146,3 +146,20 @@ def test_the_rust_unit_tests_run_in_the_builds_folder_and_environment(tmp_path: 
         f"test --release --locked --manifest-path {manifest} | {env}",
         f"test --release --locked --manifest-path {manifest} | {env}",
     ]
+
+
+def test_a_library_a_build_without_digest_left_is_rebuilt(tmp_path: pathlib.Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout whose build_native.py keeps no digest (one of before it, or ``cargo build`` by hand)
+    can still relink the shared folder's library from its own sources: the library's time and size,
+    kept with the digest, tell, and the next build cleans."""
+    cargo = tmp_path / "cargo"
+    cargo.write_text(_CARGO_FRESH_BY_NAME)
+    cargo.chmod(0o755)
+    monkeypatch.setenv("CARGO", str(cargo))
+    monkeypatch.setenv("CARGO_TARGET_DIR", str(tmp_path / "target"))
+    monkeypatch.setenv("EVENTS", str(tmp_path / "events"))
+    checkout = _checkout(tmp_path / "a", "checkout-a")
+    assert checkout.build(tmp_path / "dest").read_text() == "checkout-a"
+    (tmp_path / "target" / "release" / "lib_native.so").write_text("an older checkout's module")
+    assert checkout.build(tmp_path / "dest").read_text() == "checkout-a"
