@@ -116,9 +116,10 @@ def _crate_turn(cargo: str, target: pathlib.Path, env: Dict[str, str]) -> Iterat
     target.mkdir(parents=True, exist_ok=True)
     with _builds_take_turns(target):
         last = target / DIGEST_FILE
-        if not last.is_file() or last.read_text().strip() != f"{digest} {_library_stamp(target)}":
+        stale = not last.is_file() or last.read_text().strip() != f"{digest} {_library_stamp(target)}"
+        last.unlink(missing_ok=True)  # until this turn succeeds: a failed build may have relinked the library
+        if stale:
             # Another checkout's sources (or older ones) were built last: cargo may take its lib as fresh.
-            last.unlink(missing_ok=True)
             clean = [cargo, "clean", "--release", "-p", CRATE, "--manifest-path", str(HERE / "Cargo.toml")]
             cleaned = subprocess.run(clean, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      check=False)
