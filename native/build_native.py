@@ -10,11 +10,19 @@ that keeps ``~/.cache``) recompiles only what changed. The build always runs (``
 dependencies of ``native/Cargo.lock``); a cached folder only makes it shorter. Builds that share the
 folder take turns (its ``.kafka-group-build.lock``): cargo locks it only while it runs, and each build copies
 ``lib_native.so`` out after that, when another build's cargo may be relinking it.
+
+Checkouts share the folder too, and cargo's fingerprint of this crate is the same in all of them, with
+freshness decided by file times: after checkout A built, a build in checkout B could find the crate
+"fresh" and copy A's module. So the folder keeps a digest of the crate's inputs as last built, with the
+built library's time and size (``.kafka-group-crate-digest``); a build whose inputs differ, or that finds
+the library changed by a build that kept no digest, first runs ``cargo clean -p`` for the crate alone
+(its dependencies stay built).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pathlib
 import shutil
@@ -26,6 +34,10 @@ from typing import Dict, Iterator, Optional
 HERE = pathlib.Path(__file__).resolve().parent
 #: The module's file name inside the ``kafka_group`` package (abi3: one build serves every CPython >= 3.10).
 MODULE_FILE = "_native.abi3.so"
+#: The crate's package name (``cargo clean -p``).
+CRATE = "kafka_group_native"
+#: The file in the target folder holding :func:`crate_digest` of the last build.
+DIGEST_FILE = ".kafka-group-crate-digest"
 
 
 class NativeBuildError(Exception):
@@ -60,6 +72,21 @@ def cargo_env(target: pathlib.Path, python: str = sys.executable) -> Dict[str, s
     return dict(os.environ, CARGO_TARGET_DIR=str(target), PYO3_PYTHON=os.path.realpath(python))
 
 
+def crate_digest(crate: pathlib.Path) -> str:
+    """SHA-256 of what a build of the crate in ``crate`` reads of its own: ``Cargo.toml``, ``Cargo.lock``,
+    ``build.rs`` and every file under ``src/``, by relative path and content."""
+    digest = hashlib.sha256()
+    files = [crate / name for name in ("Cargo.toml", "Cargo.lock", "build.rs")]
+    files += sorted(path for path in (crate / "src").rglob("*") if path.is_file())
+    for path in files:
+        if path.is_file():
+            name = path.relative_to(crate).as_posix().encode()
+            content = path.read_bytes()
+            digest.update(b"%d:%s%d:" % (len(name), name, len(content)))
+            digest.update(content)
+    return digest.hexdigest()
+
+
 @contextlib.contextmanager
 def _builds_take_turns(target: pathlib.Path) -> Iterator[None]:
     """Hold ``target``'s build lock (``flock``; where there is none, as on Windows, builds do not take turns)."""
@@ -73,6 +100,46 @@ def _builds_take_turns(target: pathlib.Path) -> Iterator[None]:
         yield
 
 
+def _cargo() -> str:
+    cargo = find_cargo()
+    if cargo is None:
+        raise NativeBuildError("no Rust toolchain ('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo)")
+    return cargo
+
+
+@contextlib.contextmanager
+def _crate_turn(cargo: str, target: pathlib.Path, env: Dict[str, str]) -> Iterator[None]:
+    """Hold the target folder's lock; first clean the crate's artifacts when they may be another checkout's
+    (or older sources'): the digest kept in the folder is not this checkout's. The block's success records
+    this checkout's digest; its failure leaves none, so the next build cleans again."""
+    digest = crate_digest(HERE)
+    target.mkdir(parents=True, exist_ok=True)
+    with _builds_take_turns(target):
+        last = target / DIGEST_FILE
+        stale = not last.is_file() or last.read_text().strip() != f"{digest} {_library_stamp(target)}"
+        last.unlink(missing_ok=True)  # until this turn succeeds: a failed build may have relinked the library
+        if stale:
+            # Another checkout's sources (or older ones) were built last: cargo may take its lib as fresh.
+            clean = [cargo, "clean", "--release", "-p", CRATE, "--manifest-path", str(HERE / "Cargo.toml")]
+            cleaned = subprocess.run(clean, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     check=False)
+            if cleaned.returncode != 0:
+                raise NativeBuildError(f"'cargo clean -p {CRATE}' failed (exit {cleaned.returncode}):\n"
+                                       f"{cleaned.stdout[-4000:]}")
+        yield
+        last.write_text(f"{digest} {_library_stamp(target)}\n")
+
+
+def _library_stamp(target: pathlib.Path) -> str:
+    """``lib_native.so``'s modification time and size: a build that kept no digest (a build_native.py of
+    before digests, ``cargo build`` by hand) changes them, and the next build then cleans."""
+    try:
+        info = (target / "release" / "lib_native.so").stat()
+    except FileNotFoundError:
+        return "none"
+    return f"{info.st_mtime_ns}:{info.st_size}"
+
+
 def build(dest_dir: pathlib.Path) -> pathlib.Path:
     """Build the extension in release mode and copy it into ``dest_dir``; return its path.
 
@@ -81,15 +148,12 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
     NativeBuildError
         No cargo, or the build failed (its output is in the message's tail).
     """
-    cargo = find_cargo()
-    if cargo is None:
-        raise NativeBuildError("no Rust toolchain ('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo)")
+    cargo = _cargo()
     target = target_dir()
     env = cargo_env(target)
     command = [cargo, "build", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
     started = time.monotonic()
-    target.mkdir(parents=True, exist_ok=True)
-    with _builds_take_turns(target):
+    with _crate_turn(cargo, target, env):
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               check=False)
         if done.returncode != 0:
@@ -106,9 +170,43 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
     return dest
 
 
+def test() -> int:
+    """Run the crate's Rust unit tests (``cargo test --release --locked``) in the target folder and with the
+    environment :func:`build` uses: the release dependencies a build left are reused, only the crate's test
+    binary is compiled. Its output goes to this process's; returns cargo's exit status.
+
+    Raises
+    ------
+    NativeBuildError
+        No cargo.
+    """
+    cargo = _cargo()
+    target = target_dir()
+    env = cargo_env(target)
+    command = [cargo, "test", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
+    with _crate_turn(cargo, target, env):
+        done = subprocess.run(command, env=env, check=False)
+        if done.returncode != 0:
+            return done.returncode
+    return 0
+
+
+USAGE = """usage: python native/build_native.py --inplace | --test
+  --inplace  build kafka_group._native into connector/kafka_group/
+  --test     run the crate's Rust unit tests (cargo test); without a Rust toolchain it says so and exits 0,
+             unless PYSPARK_KAFKA_GROUP_NATIVE=1 (then 1)
+"""
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--test"]:
+        try:
+            raise SystemExit(test())
+        except NativeBuildError as exc:
+            sys.stderr.write(f"cargo test skipped: {exc}\n")
+            raise SystemExit(1 if os.environ.get("PYSPARK_KAFKA_GROUP_NATIVE") == "1" else 0)
     if sys.argv[1:] != ["--inplace"]:
-        sys.stderr.write("usage: python native/build_native.py --inplace\n")
+        sys.stderr.write(USAGE)
         raise SystemExit(2)
     try:
         print(build(HERE.parent / "connector" / "kafka_group"))

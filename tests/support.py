@@ -144,16 +144,30 @@ def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 300,
         time.sleep(interval_s)
 
 
+def skip_unless_ci(reason: str) -> None:
+    """Skip the test for ``reason`` (a privilege it needs, as root's), but fail it in CI (``CI=true``), which
+    runs as root so that such tests run: there a skip would quietly drop them."""
+    import pytest
+
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI (CI=true) must run the tests as root, this runs as uid {os.getuid()}")
+    pytest.skip(reason)
+
+
+def require_root(why: str) -> None:
+    """Skip (outside CI) or fail (in CI) the test unless it runs as root: ``why`` needs root."""
+    if os.getuid() != 0:
+        skip_unless_ci(f"{why} needs root")
+
+
 @contextlib.contextmanager
 def tmpfs(mount: pathlib.Path, size: str) -> Iterator[pathlib.Path]:
     """Mount a tmpfs of ``size`` (``1m``, ``64m``) at ``mount`` for the block; skip the test where
-    mounting is not allowed (it needs root, as in CI)."""
-    import pytest
-
+    mounting is not allowed (it needs root), fail it in CI (:func:`skip_unless_ci`)."""
     mount.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): needs root")
+        skip_unless_ci(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): needs root")
     try:
         yield mount
     finally:

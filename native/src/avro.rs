@@ -333,6 +333,33 @@ fn frame_ids_of<'py>(py: Python<'py>, values: PyArrowType<ArrayData>) -> PyResul
     ids.to_data().to_pyarrow(py)
 }
 
+/// Append to `out` the value of each record of `values` whose frame has `schema_id`, in record order
+/// (other records are skipped); returns the positions in `out` of the records left to the reference
+/// decoder (a null here, their partial values truncated away). `slots`: (base, per payload byte).
+fn decode_framed(nodes: &[Node], item_slots: &[u64], values: &BinaryArray, schema_id: i32, slots: (u64, u64),
+                 out: &mut Column) -> Vec<usize> {
+    let (base, per_byte) = slots;
+    let mut fallback = Vec::new();
+    out.reserve(values.len());
+    let id = schema_id.to_be_bytes();
+    for value in values.iter().flatten() {
+        if value.len() < 5 || value[0] != 0 || value[1..5] != id {
+            continue;
+        }
+        let before = out.len();
+        let size = (value.len() - 5) as u64;
+        let budget = base.saturating_add(per_byte.saturating_mul(size));
+        let mut payload = Payload { data: &value[5..], pos: 0, slots_left: budget };
+        let done = decode(nodes, item_slots, 0, &mut payload, out);
+        if done.is_err() || payload.left() != 0 {
+            out.truncate(before);
+            out.push_null();
+            fallback.push(before);
+        }
+    }
+    fallback
+}
+
 /// Decode the values of `values` (a binary column of registry-framed records) whose frame has
 /// `schema_id`, in record order, through `plan`; returns the column (one value per such record) and
 /// the positions in it of the records left to the reference decoder (null here). `slots` is the
@@ -359,7 +386,6 @@ fn decode_column<'py>(
 ) -> PyResult<(Bound<'py, PyAny>, Vec<usize>)> {
     let nodes = parse_plan(plan).map_err(PyValueError::new_err)?;
     let item_slots = slots_of(&nodes);
-    let (base, per_byte) = slots;
     let mut out = new_column(&nodes, 0, 0).map_err(PyValueError::new_err)?;
     let data = values.0;
     if data.data_type() != &DataType::Binary {
@@ -369,27 +395,207 @@ fn decode_column<'py>(
     // A panic (a bug) becomes a ValueError: the Python codec then decodes these records.
     let done = py.detach(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            let mut fallback = Vec::new();
-            out.reserve(values.len());
-            let id = schema_id.to_be_bytes();
-            for value in values.iter().flatten() {
-                if value.len() < 5 || value[0] != 0 || value[1..5] != id {
-                    continue;
-                }
-                let before = out.len();
-                let size = (value.len() - 5) as u64;
-                let budget = base.saturating_add(per_byte.saturating_mul(size));
-                let mut payload = Payload { data: &value[5..], pos: 0, slots_left: budget };
-                let done = decode(&nodes, &item_slots, 0, &mut payload, &mut out);
-                if done.is_err() || payload.left() != 0 {
-                    out.truncate(before);
-                    out.push_null();
-                    fallback.push(before);
-                }
-            }
+            let fallback = decode_framed(&nodes, &item_slots, &values, schema_id, slots, &mut out);
             (out.finish().1, fallback)
         }))
     });
     let (array, fallback) = done.map_err(|_| PyValueError::new_err("the compiled Avro decoder failed (a bug)"))?;
     Ok((array.to_data().to_pyarrow(py)?, fallback))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{
+        Array, ArrayRef, Decimal128Array, Int32Array, Int64Array, ListArray, MapArray, StringArray, StructArray,
+    };
+
+    fn node(kind: &str, a: i64, children: Vec<usize>, names: &[&str]) -> PlanNode {
+        (kind.to_string(), a, 0, 0, children, names.iter().map(|n| n.to_string()).collect())
+    }
+
+    /// Avro's zigzag varint.
+    fn long(n: i64) -> Vec<u8> {
+        let mut z = ((n << 1) ^ (n >> 63)) as u64;
+        let mut out = Vec::new();
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return out;
+            }
+            out.push((z as u8 & 0x7F) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    fn string(text: &[u8]) -> Vec<u8> {
+        [long(text.len() as i64), text.to_vec()].concat()
+    }
+
+    /// `payload` framed with schema id `id` (magic byte 0, the id big-endian).
+    fn framed(id: i32, payload: &[u8]) -> Vec<u8> {
+        [vec![0], id.to_be_bytes().to_vec(), payload.to_vec()].concat()
+    }
+
+    /// The column and fallback positions of `values` decoded through `plan` for schema id 7.
+    fn run(plan: Vec<PlanNode>, values: &[Option<Vec<u8>>], slots: (u64, u64)) -> (ArrayRef, Vec<usize>) {
+        let nodes = parse_plan(plan).expect("a plan this decoder reads");
+        let mut out = new_column(&nodes, 0, 0).expect("its column");
+        let array = BinaryArray::from_iter(values.iter().map(|v| v.as_deref()));
+        let fallback = decode_framed(&nodes, &slots_of(&nodes), &array, 7, slots, &mut out);
+        (out.finish().1, fallback)
+    }
+
+    /// record {a: int, s: string, n: [null, long], tags: array<string>}
+    fn record_plan() -> Vec<PlanNode> {
+        vec![
+            node("record", 0, vec![1, 2, 3, 5], &["a", "s", "n", "tags"]),
+            node("int", 0, vec![], &[]),
+            node("string", 0, vec![], &[]),
+            node("nullable", 0, vec![4], &[]),
+            node("long", 0, vec![], &[]),
+            node("array", 0, vec![6], &[]),
+            node("string", 0, vec![], &[]),
+        ]
+    }
+
+    fn record_payload(a: i64, s: &[u8], n: Option<i64>, tags: &[&[u8]]) -> Vec<u8> {
+        let mut out = [long(a), string(s)].concat();
+        match n {
+            None => out.extend(long(0)),
+            Some(n) => out.extend([long(1), long(n)].concat()),
+        }
+        if !tags.is_empty() {
+            out.extend(long(tags.len() as i64));
+            tags.iter().for_each(|t| out.extend(string(t)));
+        }
+        out.extend(long(0));
+        out
+    }
+
+    fn fields(array: &ArrayRef) -> &StructArray {
+        array.as_any().downcast_ref::<StructArray>().expect("a struct column")
+    }
+
+    #[test]
+    fn records_of_the_schema_id_decode_in_order_and_others_are_skipped() {
+        let values = vec![
+            Some(framed(7, &record_payload(-3, "hé".as_bytes(), Some(i64::MIN), &[b"x", b""]))),
+            Some(framed(8, &record_payload(1, b"other id", None, &[]))), // another schema: not this column's
+            None,
+            Some(vec![0, 0, 0]),                                          // not framed
+            Some(framed(7, &record_payload(i64::from(i32::MAX), b"", None, &[]))),
+        ];
+        let (array, fallback) = run(record_plan(), &values, (1000, 10));
+        assert!(fallback.is_empty());
+        let record = fields(&array);
+        assert_eq!(record.len(), 2);
+        let a = record.column(0).as_any().downcast_ref::<Int32Array>().expect("a");
+        assert_eq!(a.values().to_vec(), vec![-3, i32::MAX]);
+        let s = record.column(1).as_any().downcast_ref::<StringArray>().expect("s");
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![Some("hé"), Some("")]);
+        let n = record.column(2).as_any().downcast_ref::<Int64Array>().expect("n");
+        assert_eq!(n.iter().collect::<Vec<_>>(), vec![Some(i64::MIN), None]);
+        let tags = record.column(3).as_any().downcast_ref::<ListArray>().expect("tags");
+        assert_eq!(tags.value_length(0), 2);
+        assert_eq!(tags.value_length(1), 0);
+    }
+
+    #[test]
+    fn a_payload_the_decoder_cannot_read_exactly_is_left_to_the_reference_and_leaves_nothing_behind() {
+        let good = record_payload(5, b"ok", Some(1), &[b"t1", b"t2"]);
+        let mut late = good.clone();
+        late.push(0); // ends late
+        let early = &good[..good.len() - 2]; // ends early, inside the list
+        let bad_utf8 = record_payload(5, b"\xff", None, &[]);
+        let bad_branch = [long(1), string(b"s"), long(2), long(0)].concat(); // union index 2 of [null, long]
+        let wide_int = record_payload(i64::from(i32::MAX) + 1, b"", None, &[]);
+        let values: Vec<Option<Vec<u8>>> = [&good[..], &late, early, &bad_utf8, &bad_branch, &wide_int, &good]
+            .iter()
+            .map(|p| Some(framed(7, p)))
+            .collect();
+        let (array, fallback) = run(record_plan(), &values, (1000, 10));
+        assert_eq!(fallback, vec![1, 2, 3, 4, 5]);
+        let record = fields(&array);
+        assert_eq!(record.len(), 7);
+        assert_eq!((0..7).map(|i| record.is_valid(i)).collect::<Vec<_>>(), vec![true, false, false, false, false, false, true]);
+        // The fallbacks' partial list items were truncated away: the last record's items follow the first's.
+        let tags = record.column(3).as_any().downcast_ref::<ListArray>().expect("tags");
+        let items = tags.values().as_any().downcast_ref::<StringArray>().expect("items").iter().collect::<Vec<_>>();
+        assert_eq!(items, vec![Some("t1"), Some("t2"), Some("t1"), Some("t2")]);
+        assert_eq!(tags.value_length(6), 2);
+    }
+
+    #[test]
+    fn counts_beyond_the_payload_or_the_slot_budget_are_refused_before_anything_is_allocated() {
+        let plan = vec![node("array", 0, vec![1], &[]), node("long", 0, vec![], &[])];
+        let huge_count = [long(i64::MAX / 2), long(1)].concat();
+        let negative_count = [long(i64::MIN), long(0)].concat(); // its negation overflows
+        let ten = [long(10), vec![2; 10], long(0)].concat();
+        let values = vec![Some(framed(7, &huge_count)), Some(framed(7, &negative_count)), Some(framed(7, &ten))];
+        let (_, fallback) = run(plan.clone(), &values, (1000, 0));
+        assert_eq!(fallback, vec![0, 1]);
+        // Ten items under a budget of nine slots: handed back; under ten: decoded.
+        assert_eq!(run(plan.clone(), &[Some(framed(7, &ten))], (9, 0)).1, vec![0]);
+        let (array, fallback) = run(plan, &[Some(framed(7, &ten))], (10, 0));
+        assert!(fallback.is_empty());
+        let list = array.as_any().downcast_ref::<ListArray>().expect("list");
+        assert_eq!(list.value_length(0), 10);
+    }
+
+    #[test]
+    fn a_varint_wider_than_64_bits_is_refused() {
+        let plan = vec![node("long", 0, vec![], &[])];
+        let widest = long(i64::MIN); // ten bytes, the last 1
+        assert_eq!(widest.len(), 10);
+        let mut wider = widest.clone();
+        wider[9] = 0x02;
+        let eleven = [vec![0x80; 10], vec![0x00]].concat();
+        let (array, fallback) = run(plan, &[Some(framed(7, &widest)), Some(framed(7, &wider)), Some(framed(7, &eleven))], (0, 0));
+        assert_eq!(fallback, vec![1, 2]);
+        assert_eq!(array.as_any().downcast_ref::<Int64Array>().expect("long").value(0), i64::MIN);
+    }
+
+    #[test]
+    fn decimals_must_fit_their_precision() {
+        assert_eq!(decimal(&[0x03, 0xE7], 3), Ok(999));
+        assert_eq!(decimal(&[0x03, 0xE8], 3), Err(()));
+        assert_eq!(decimal(&[0x03, 0xE8], 4), Ok(1000));
+        assert_eq!(decimal(&[0xFC, 0x19], 3), Ok(-999));
+        assert_eq!(decimal(&[], 1), Ok(0));
+        assert_eq!(decimal(&[0xFF; 17], 38), Err(()));
+        let plan = vec![("decimal".to_string(), 4, 2, 0, vec![], vec![])];
+        let (array, fallback) = run(plan, &[Some(framed(7, &[long(2), vec![0x03, 0xE8]].concat()))], (0, 0));
+        assert!(fallback.is_empty());
+        let column = array.as_any().downcast_ref::<Decimal128Array>().expect("decimal");
+        assert_eq!((column.value(0), column.precision(), column.scale()), (1000, 4, 2));
+    }
+
+    #[test]
+    fn an_enum_index_outside_its_symbols_and_a_duplicate_map_key_are_left_to_the_reference() {
+        let enum_plan = vec![node("enum", 0, vec![], &["A", "B"])];
+        let (array, fallback) = run(enum_plan, &[Some(framed(7, &long(1))), Some(framed(7, &long(2))), Some(framed(7, &long(-1)))], (0, 0));
+        assert_eq!(fallback, vec![1, 2]);
+        assert_eq!(array.as_any().downcast_ref::<StringArray>().expect("enum").value(0), "B");
+        let map_plan = vec![node("map", 0, vec![1], &[]), node("int", 0, vec![], &[])];
+        let entry = |key: &[u8], value: i64| [string(key), long(value)].concat();
+        let unique = [long(2), entry(b"a", 1), entry(b"b", 2), long(0)].concat();
+        let duplicate = [long(2), entry(b"a", 1), entry(b"a", 2), long(0)].concat();
+        let (array, fallback) = run(map_plan, &[Some(framed(7, &unique)), Some(framed(7, &duplicate))], (100, 0));
+        assert_eq!(fallback, vec![1]);
+        let map = array.as_any().downcast_ref::<MapArray>().expect("map");
+        assert_eq!(map.value_length(0), 2);
+        assert_eq!(map.value_length(1), 0);
+    }
+
+    #[test]
+    fn plans_this_decoder_does_not_read_are_refused() {
+        assert!(parse_plan(vec![]).is_err());
+        assert!(parse_plan(vec![node("union", 0, vec![], &[])]).is_err());
+        assert!(parse_plan(vec![node("array", 0, vec![5], &[])]).is_err()); // a child past the plan
+        assert!(parse_plan(vec![node("array", 0, vec![], &[])]).is_err()); // an array of nothing
+        assert!(parse_plan(vec![node("fixed", 0, vec![], &[])]).is_err());
+        assert!(parse_plan(vec![("decimal".to_string(), 39, 0, 0, vec![], vec![])]).is_err());
+        assert!(parse_plan(vec![node("nullable", 2, vec![0], &[])]).is_err());
+    }
 }

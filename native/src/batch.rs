@@ -337,4 +337,67 @@ mod tests {
         assert_eq!(builder.len(), 1);
         assert_eq!(offsets(&batches(&mut builder)), vec![vec![0]]);
     }
+
+    #[test]
+    fn a_timestamp_spark_cannot_hold_is_refused_and_leaves_the_builder_as_it_was() {
+        let mut builder = Builder::new(true, 1000);
+        let at = |ms: i64, kind: i32| Record { key: None, value: None, offset: 0, timestamp: (kind, ms), headers: None };
+        assert!(builder.add("t", 0, &at(MAX_TIMESTAMP_MS, 1)).is_ok());
+        assert!(builder.add("t", 0, &at(-MAX_TIMESTAMP_MS, 2)).is_ok());
+        assert!(matches!(builder.add("t", 0, &at(MAX_TIMESTAMP_MS + 1, 1)), Err(Refusal::Timestamp(1, ms)) if ms == MAX_TIMESTAMP_MS + 1));
+        assert!(matches!(builder.add("t", 0, &at(i64::MIN, 2)), Err(Refusal::Timestamp(2, i64::MIN))));
+        // A record without a timestamp (type 0) has none to check.
+        assert!(builder.add("t", 0, &at(i64::MAX, 0)).is_ok());
+        assert_eq!(builder.len(), 3);
+    }
+
+    #[test]
+    fn a_header_key_that_is_not_utf8_is_refused_only_when_headers_are_read() {
+        let headers = || Some(vec![(&b"ok"[..], None), (&b"k\xff"[..], Some(&b"v"[..]))]);
+        let mut with_headers = Builder::new(true, 1000);
+        match with_headers.add("t", 0, &record(7, b"k", b"v", headers())) {
+            Err(Refusal::HeaderKey(bytes)) => assert_eq!(bytes, b"k\xff".to_vec()),
+            _ => panic!("a header key that is not UTF-8 was taken"),
+        }
+        assert_eq!(with_headers.len(), 0);
+        let mut without = Builder::new(false, 1000);
+        assert!(without.add("t", 0, &record(7, b"k", b"v", headers())).is_ok());
+    }
+
+    #[test]
+    fn the_columns_hold_sparks_kafka_row() {
+        use arrow_array::{BinaryArray, Int32Array, StringArray, StructArray, TimestampMicrosecondArray};
+        let mut builder = Builder::new(true, 1000);
+        let headers = Some(vec![(&b"h\xc3\xa9"[..], Some(&b"1"[..])), (&b"n"[..], None)]);
+        assert!(builder.add("topic", 3, &Record { key: None, value: Some(b"v"), offset: 10, timestamp: (1, 1500), headers }).is_ok());
+        assert!(builder.add("topic", 3, &Record { key: Some(b""), value: None, offset: 12, timestamp: (2, -7), headers: None }).is_ok());
+        assert!(builder.add("other", 0, &Record { key: Some(b"k"), value: Some(b""), offset: 0, timestamp: (0, 99), headers: Some(vec![]) }).is_ok());
+        let made = batches(&mut builder);
+        assert_eq!(made.len(), 1);
+        let batch = &made[0];
+        let keys = batch.column(0).as_any().downcast_ref::<BinaryArray>().expect("key");
+        assert_eq!(keys.iter().collect::<Vec<_>>(), vec![None, Some(&b""[..]), Some(&b"k"[..])]);
+        let values = batch.column(1).as_any().downcast_ref::<BinaryArray>().expect("value");
+        assert_eq!(values.iter().collect::<Vec<_>>(), vec![Some(&b"v"[..]), None, Some(&b""[..])]);
+        let topics = batch.column(2).as_any().downcast_ref::<StringArray>().expect("topic");
+        assert_eq!(topics.iter().collect::<Vec<_>>(), vec![Some("topic"), Some("topic"), Some("other")]);
+        let partitions = batch.column(3).as_any().downcast_ref::<Int32Array>().expect("partition");
+        assert_eq!(partitions.values().to_vec(), vec![3, 3, 0]);
+        assert_eq!(offsets(&made), vec![vec![10, 12, 0]]);
+        // Microseconds; no timestamp (librdkafka type 0) is null, its type Java's -1.
+        let stamps = batch.column(5).as_any().downcast_ref::<TimestampMicrosecondArray>().expect("timestamp");
+        assert_eq!(stamps.iter().collect::<Vec<_>>(), vec![Some(1_500_000), Some(-7000), None]);
+        let types = batch.column(6).as_any().downcast_ref::<Int32Array>().expect("timestampType");
+        assert_eq!(types.values().to_vec(), vec![0, 1, -1]);
+        let headers = batch.column(7).as_any().downcast_ref::<ListArray>().expect("headers");
+        assert!(headers.is_valid(0) && headers.is_null(1) && headers.is_valid(2));
+        assert_eq!(headers.value_length(0), 2);
+        assert_eq!(headers.value_length(2), 0);
+        let first = headers.value(0);
+        let entries = first.as_any().downcast_ref::<StructArray>().expect("entries");
+        let names = entries.column(0).as_any().downcast_ref::<StringArray>().expect("key");
+        assert_eq!(names.iter().collect::<Vec<_>>(), vec![Some("h\u{e9}"), Some("n")]);
+        let bodies = entries.column(1).as_any().downcast_ref::<BinaryArray>().expect("value");
+        assert_eq!(bodies.iter().collect::<Vec<_>>(), vec![Some(&b"1"[..]), None]);
+    }
 }

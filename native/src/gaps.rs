@@ -21,7 +21,7 @@ pub fn benign_gap(
     state: &RangeState,
     py: Python<'_>,
 ) -> bool {
-    let low = *earliest.entry(i).or_insert_with(|| {
+    gap_is_benign(earliest, i, state.next, || {
         let name = cstring(&state.topic);
         let partition = state.partition;
         py.detach(move || {
@@ -31,8 +31,15 @@ pub fn benign_gap(
             };
             if code as i32 == 0 { Some(low) } else { None }
         })
-    });
-    matches!(low, Some(low) if low <= state.next)
+    })
+}
+
+/// The decision of [`benign_gap`] for range `i`, whose gap starts at `next`: `ask` gives the broker's
+/// earliest offset (None: the request failed) and is called at the range's first gap only, its
+/// answer kept in `earliest` for the range's other gaps of the same call.
+fn gap_is_benign(earliest: &mut HashMap<usize, Option<i64>>, i: usize, next: i64, ask: impl FnOnce() -> Option<i64>) -> bool {
+    let low = *earliest.entry(i).or_insert_with(ask);
+    matches!(low, Some(low) if low <= next)
 }
 
 /// The first setting librdkafka refuses, as `(key, reason)`, or None.
@@ -53,3 +60,39 @@ pub fn check_config(config: &[(String, String)]) -> Option<(String, String)> {
     refused
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_gap_is_benign_only_when_the_broker_still_starts_at_or_before_it() {
+        let mut earliest = HashMap::new();
+        assert!(gap_is_benign(&mut earliest, 0, 10, || Some(10))); // markers or compaction: nothing lost
+        let mut earliest = HashMap::new();
+        assert!(gap_is_benign(&mut earliest, 0, 10, || Some(0)));
+        let mut earliest = HashMap::new();
+        assert!(!gap_is_benign(&mut earliest, 0, 10, || Some(11))); // deleted under the plan: data loss
+        let mut earliest = HashMap::new();
+        assert!(!gap_is_benign(&mut earliest, 0, 10, || None)); // unknown counts as not benign
+    }
+
+    #[test]
+    fn the_broker_is_asked_once_per_range_not_once_per_gap() {
+        let asked = Cell::new(0);
+        let ask = |low: i64| {
+            asked.set(asked.get() + 1);
+            Some(low)
+        };
+        let mut earliest = HashMap::new();
+        for next in [1, 3, 5, 7, 9] {
+            assert!(gap_is_benign(&mut earliest, 0, next, || ask(0)));
+        }
+        assert_eq!(asked.get(), 1);
+        // Another range asks for itself; a later gap of range 0 uses its first answer.
+        assert!(!gap_is_benign(&mut earliest, 1, 4, || ask(5)));
+        assert!(gap_is_benign(&mut earliest, 0, 11, || ask(100)));
+        assert_eq!(asked.get(), 2);
+    }
+}

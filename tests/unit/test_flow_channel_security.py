@@ -23,6 +23,7 @@ from kafka_group.errors import FlowControlError
 from kafka_group.flow.channel_client import exchange, find_controls, read_status
 from kafka_group.flow.default_root import default_root, default_roots
 from kafka_group.flow.flow_channel import ControlChannel
+from tests.support import require_root
 
 OTHER_UID = 12345
 
@@ -36,6 +37,12 @@ class Handler:
     def __call__(self, request: Mapping[str, Any]) -> Dict[str, Any]:
         self.handled.append(dict(request))
         return {"ok": True, "changed": []}
+
+
+@pytest.fixture
+def as_root() -> None:
+    """The test gives a folder to another uid: skipped where that is not allowed, failed in CI (not root)."""
+    require_root("giving a folder to another uid")
 
 
 def serve(root: pathlib.Path, group: str = "group") -> ControlChannel:
@@ -63,7 +70,7 @@ def test_a_root_open_to_everyone_is_refused(tmp_path: pathlib.Path) -> None:
     assert list(root.iterdir()) == [] and stat.S_IMODE(root.stat().st_mode) == 0o777  # nothing made, no chmod
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another uid needs root")
+@pytest.mark.usefixtures("as_root")
 def test_a_root_owned_by_another_user_is_refused(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "control"
     root.mkdir(mode=0o700)
@@ -75,7 +82,7 @@ def test_a_root_owned_by_another_user_is_refused(tmp_path: pathlib.Path) -> None
     assert list(root.iterdir()) == []
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another uid needs root")
+@pytest.mark.usefixtures("as_root")
 def test_a_group_folder_another_user_made_is_refused(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "control"
     root.mkdir(mode=0o700)
@@ -230,7 +237,7 @@ def test_the_default_root_is_under_xdg_runtime_dir_when_set(monkeypatch: pytest.
     assert default_root() == made and default_roots() == [made]  # reused by the next query
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another uid needs root")
+@pytest.mark.usefixtures("as_root")
 def test_another_user_cannot_occupy_the_default_root(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     """Issue 33, finding 14: without ``XDG_RUNTIME_DIR`` (YARN and Kubernetes drivers) the default root was
     ``<tmp>/pyspark-kafka-group-<uid>``, a name another local user could create first: every query of this

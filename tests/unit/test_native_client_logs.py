@@ -18,9 +18,17 @@ _SCRIPT = textwrap.dedent("""
     logging.basicConfig(stream=sys.stdout, level=logging.DEBUG, format="%(name)s %(levelname)s %(message)s")
     from kafka_group.read.native_client import NativeConsumer
     from kafka_group.read.read_path import native_module
+    class Seen(logging.Handler):
+        failed = False
+        def emit(self, record):
+            Seen.failed = Seen.failed or "FAIL" in record.getMessage()
+    logging.getLogger("kafka_group.librdkafka").addHandler(Seen())
     consumer = NativeConsumer(native_module(), {"bootstrap.servers": "127.0.0.1:9", "group.id": "g",
                                                 "client.id": "probe-reader", "reconnect.backoff.ms": "50"})
-    time.sleep(1.5)
+    deadline = time.monotonic() + 30  # until librdkafka's first failed connection is logged
+    while not Seen.failed and time.monotonic() < deadline:
+        consumer.log_lines()
+        time.sleep(0.02)
     consumer.close()
 """)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
-from typing import Dict, Generator, Iterator, List
+from typing import Dict, Generator, Iterator, List, Optional
 
 import pytest
 
@@ -233,11 +233,27 @@ def test_a_huge_idle_timeout_does_not_kill_the_reaper() -> None:
     threading.excepthook = lambda args: errors.append(args.exc_value or Exception())
     try:
         pool = ReaderPool(FakeClient)
+        waits: List[float] = []
+        waited = threading.Condition()
+        wait = pool._wake.wait
+
+        def counted_wait(timeout: Optional[float] = None) -> bool:
+            with waited:
+                waits.append(-1.0 if timeout is None else timeout)
+                waited.notify_all()
+            return wait(timeout)
+
+        pool._wake.wait = counted_wait  # type: ignore[method-assign]
         with pool.client(CONFIG, idle_timeout_ms=10**16):
             pass
         reaper = pool._reaper
         assert reaper is not None
-        reaper.join(0.5)
+        with waited:  # the reaper's first wait, with the huge timeout
+            assert waited.wait_for(lambda: waits, 30), "the reaper never waited"
+        with pool._locked():
+            pool._wake.notify_all()
+        with waited:  # it came back from that wait alive and waits again
+            assert waited.wait_for(lambda: len(waits) >= 2 or not reaper.is_alive(), 30), "the reaper hung"
         assert errors == [] and reaper.is_alive()
     finally:
         threading.excepthook = previous

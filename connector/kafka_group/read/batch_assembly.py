@@ -237,12 +237,16 @@ def _headers_of(topic: str, partition: int, messages: Sequence[Message]) -> List
     confluent-kafka decodes header keys as strict UTF-8 and has no way to hand over their
     bytes, so such a key cannot be read as Spark reads it (Java's lenient decoding, with
     U+FFFD for bad bytes); failing with the record's place beats a bare
-    ``UnicodeDecodeError`` on every retry.
+    ``UnicodeDecodeError`` on every retry. confluent-kafka's ``Message.headers()`` (2.x) returns
+    with that error set, which Python raises as a ``SystemError`` caused by it: both are caught.
     """
     out: List[_Headers] = []
     try:
         out.extend(map(_HEADERS, messages))  # what was decoded before a failure stays in ``out``
-    except UnicodeDecodeError as exc:
+    except (UnicodeDecodeError, SystemError) as raised:
+        exc = raised if isinstance(raised, UnicodeDecodeError) else raised.__cause__ or raised.__context__
+        if not isinstance(exc, UnicodeDecodeError):
+            raise
         offset = messages[len(out)].offset()
         raise RecordError(
             f"the record of {topic}-{partition} at offset {offset} has a header key that is not UTF-8 "
