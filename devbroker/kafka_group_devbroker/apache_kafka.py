@@ -505,12 +505,20 @@ class ApacheKafka(ClusterLifecycle):
 
     def alter_topic_config(self, name: str, config: Mapping[str, str]) -> None:
         """Set topic settings (incremental: others keep their values)."""
+        self._alter_config("TOPIC", name, config, f"topic {name!r}")
+
+    def alter_group_config(self, group: str, config: Mapping[str, str]) -> None:
+        """Set a consumer group's settings (KIP-848 group configs such as ``consumer.session.timeout.ms``,
+        within the broker's bounds; incremental, and allowed before any member joins)."""
+        self._alter_config("GROUP", group, config, f"group {group!r}")
+
+    def _alter_config(self, kind: str, name: str, config: Mapping[str, str], what: str) -> None:
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # type: ignore[attr-defined]  # re-exported without __all__
 
         entries = [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in config.items()]
-        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        resource = ConfigResource(getattr(ResourceType, kind), name, incremental_configs=entries)
         for future in self.admin().incremental_alter_configs([resource]).values():
-            self._admin_result(future, f"alter the config of topic {name!r}")
+            self._admin_result(future, f"alter the config of {what}")
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
         """Delete a partition's records below ``before_offset`` (DeleteRecords: the log start moves)."""
