@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import random
@@ -121,24 +122,31 @@ def commit_as_new_owner(table: pathlib.Path, group: str, topic: str, partition: 
 
 
 def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replanned(
-    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Forced interleaving: after this query planned its batch, another member commits one of its partitions.
 
     The sink cannot drop that partition's rows (the stream was transformed before foreachBatch),
-    so the batch lands nothing, the query goes on, and its next batch plans from the table:
-    every record lands once, none is lost, the query never fails.
+    so the batch lands nothing (the table holds only the other member's row after it), its warning
+    names the conflicting partition, its planned range and the table's position, the query goes on,
+    and its next batch plans from the table: every record lands once, none is lost, the query never fails.
     """
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
     sink = DeltaSink(str(table))
     batches: List[int] = []
+    after_the_refused_batch: List[Counter[Tuple[str, int]]] = []
+    caplog.set_level(logging.WARNING, logger="pyspark_kafka_group.delta_sink")  # foreachBatch runs in this process
 
     def land_after_the_new_owner(batch: Any, batch_id: int) -> None:
-        if not batches:
+        first = not batches
+        if first:
             commit_as_new_owner(table, group, topic, 0, 1)
         batches.append(batch_id)
         sink(batch, batch_id)
+        if first:
+            after_the_refused_batch.append(landed_by_partition(table))
 
     df = without_partition_columns(delta_source(spark, kafka, topic, group, table))
     land_available_now(df, land_after_the_new_owner, tmp_path / "chk")
@@ -146,6 +154,11 @@ def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replan
         [(f"{topic}-0", o) for o in range(20)] + [(f"{topic}-1", o) for o in range(20)])
     assert table_positions(table, group, topic, 2) == {0: 20, 1: 20}
     assert len(batches) >= 2  # the refused batch, then the one planned from the table
+    assert after_the_refused_batch == [Counter([(f"{topic}-0", 0)])], "the refused batch landed rows"
+    refused = [r.getMessage() for r in caplog.records if f"batch {batches[0]} lands nothing" in r.getMessage()]
+    assert len(refused) == 1, [r.getMessage() for r in caplog.records]
+    assert f"{topic}-0 planned [0, 20) but the table is at 1" in refused[0], refused[0]
+    assert f"{topic}-1 planned" not in refused[0], refused[0]  # only the partition the other member committed
 
 
 def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query(
