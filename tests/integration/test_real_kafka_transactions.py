@@ -19,6 +19,8 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
+from kafka_group.formats.progress import read_progress
+from kafka_group.offsets import TopicPartition
 from tests.support import long_tier, Cluster, create_topic, group_stream, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
@@ -84,6 +86,18 @@ def alive(query: Any) -> None:
         raise AssertionError(f"the query stopped: {query.exception()}")
 
 
+def planned_partition_0(query: Any, topic: str) -> Dict[int, int]:
+    """Where each batch in the query's recent progress planned partition 0 of ``topic`` to, by batch id."""
+    planned = {}
+    for event in query.recentProgress:
+        progress = read_progress(event)
+        if progress.batch_id is not None and progress.sources and progress.sources[0].end is not None:
+            end = progress.sources[0].end.positions.get(TopicPartition(topic, 0))
+            if end is not None:
+                planned[progress.batch_id] = end
+    return planned
+
+
 @pytest.mark.parametrize(
     "options",
     [pytest.param({}, id="defaults"), long_tier({"failOnDataLoss": "false"}, id="failOnDataLoss-false"),
@@ -104,11 +118,13 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(
     # Left open on partition 0 while batches are planned; its records are in the log.
     holder.begin_transaction()
     held = []
+    open_offsets: List[int] = []
     for i in range(4):
         value = f"open-p0-{i}".encode()
-        holder.produce(topic, value=value, partition=0)
+        holder.produce(topic, value=value, partition=0, on_delivery=lambda _, m: open_offsets.append(m.offset()))
         held.append((0, value))
     holder.flush(30)
+    last_stable = min(open_offsets)  # partition 0's last stable offset while the transaction is open
     for i in range(6):  # more after the open one, on both partitions
         sent = transaction(busy, topic, f"after{i}", (0, 1), 5, commit=i % 2 == 1)
         (committed if i % 2 == 1 else aborted).extend(sent)
@@ -138,6 +154,13 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(
         landable_while_open.extend(busy_more)
         wait_for(landed_while_open, "a later committed transaction on partition 1 while 0 waits", 180)
         assert land.batches() > batches
+        # At most 7 offsets a batch: the 108 offsets before the open transaction on partition 0 and on
+        # partition 1 take at least 16 batches, the later transaction one more. Every one of them is planned
+        # while the transaction is open, and partition 0's plans stop at its last stable offset.
+        planned = planned_partition_0(query, topic)
+        assert len(planned) >= 17 and land.batches() >= 17, f"{len(planned)} batches planned while open: {planned}"
+        assert max(planned.values()) == last_stable, (
+            f"partition 0's plans while open end at {planned}, not at the last stable offset {last_stable}")
         print(f"while open: {len(land.rows())} rows in {land.batches()} batches, none of the open transaction")
         holder.commit_transaction(30)
         committed.extend(held)
