@@ -87,14 +87,19 @@ def alive(query: Any) -> None:
 
 
 def planned_partition_0(query: Any, topic: str) -> Dict[int, int]:
-    """Where each batch in the query's recent progress planned partition 0 of ``topic`` to, by batch id."""
+    """Where each batch in the query's recent progress planned partition 0 of ``topic`` to, by batch id
+    (a batch: an event whose positions moved; an idle trigger's event repeats the last positions)."""
     planned = {}
     for event in query.recentProgress:
         progress = read_progress(event)
-        if progress.batch_id is not None and progress.sources and progress.sources[0].end is not None:
-            end = progress.sources[0].end.positions.get(TopicPartition(topic, 0))
-            if end is not None:
-                planned[progress.batch_id] = end
+        source = progress.sources[0] if progress.sources else None
+        if progress.batch_id is None or source is None or source.end is None:
+            continue
+        if source.start is not None and dict(source.start.positions) == dict(source.end.positions):
+            continue
+        end = source.end.positions.get(TopicPartition(topic, 0))
+        if end is not None:
+            planned[progress.batch_id] = end
     return planned
 
 
@@ -157,8 +162,16 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(
         # At most 7 offsets a batch: the 108 offsets before the open transaction on partition 0 and on
         # partition 1 take at least 16 batches, the later transaction one more. Every one of them is planned
         # while the transaction is open, and partition 0's plans stop at its last stable offset.
+        def planned_17() -> bool:  # a batch's progress is posted after its foreachBatch returned
+            alive(query)
+            return len(planned_partition_0(query, topic)) >= 17
+
+        try:
+            wait_for(planned_17, "the progress of 17 batches planned while the transaction is open", 120)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; batches planned while open: {planned_partition_0(query, topic)}") from None
         planned = planned_partition_0(query, topic)
-        assert len(planned) >= 17 and land.batches() >= 17, f"{len(planned)} batches planned while open: {planned}"
+        assert land.batches() >= 17, f"{land.batches()} batches landed while the transaction is open"
         assert max(planned.values()) == last_stable, (
             f"partition 0's plans while open end at {planned}, not at the last stable offset {last_stable}")
         print(f"while open: {len(land.rows())} rows in {land.batches()} batches, none of the open transaction")
