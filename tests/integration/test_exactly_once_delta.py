@@ -317,7 +317,8 @@ def test_killed_at_every_step_lands_each_record_exactly_once(
     query = (kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
              "--assign", f'{{"{topic}":[0,1,2,3]}}')
     command = delta_query_command(*query, "--max-offsets", "60")
-    # 8 records a second over the four partitions: a run (tens of seconds) always finds two batches of 60.
+    # 8 records a second over the four partitions: a run (a driver's start, seconds to a minute) mostly finds
+    # two batches of 60 to be killed in; one that finds fewer ends without a kill and is run again (bounded).
     producer = BackgroundProducer(kafka.bootstrap_servers, topic, 4, per_tick=1)
     producer.start()
     try:
