@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import random
@@ -23,6 +24,7 @@ from kafka_group.faults import POINTS
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
 from tests.support import (
+    BackgroundProducer,
     Cluster,
     MakeTopic,
     REPO,
@@ -121,24 +123,31 @@ def commit_as_new_owner(table: pathlib.Path, group: str, topic: str, partition: 
 
 
 def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replanned(
-    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Forced interleaving: after this query planned its batch, another member commits one of its partitions.
 
     The sink cannot drop that partition's rows (the stream was transformed before foreachBatch),
-    so the batch lands nothing, the query goes on, and its next batch plans from the table:
-    every record lands once, none is lost, the query never fails.
+    so the batch lands nothing (the table holds only the other member's row after it), its warning
+    names the conflicting partition, its planned range and the table's position, the query goes on,
+    and its next batch plans from the table: every record lands once, none is lost, the query never fails.
     """
     topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
     produce(kafka.bootstrap_servers, topic, {0: 20, 1: 20})
     sink = DeltaSink(str(table))
     batches: List[int] = []
+    after_the_refused_batch: List[Counter[Tuple[str, int]]] = []
+    caplog.set_level(logging.WARNING, logger="pyspark_kafka_group.delta_sink")  # foreachBatch runs in this process
 
     def land_after_the_new_owner(batch: Any, batch_id: int) -> None:
-        if not batches:
+        first = not batches
+        if first:
             commit_as_new_owner(table, group, topic, 0, 1)
         batches.append(batch_id)
         sink(batch, batch_id)
+        if first:
+            after_the_refused_batch.append(landed_by_partition(table))
 
     df = without_partition_columns(delta_source(spark, kafka, topic, group, table))
     land_available_now(df, land_after_the_new_owner, tmp_path / "chk")
@@ -146,6 +155,11 @@ def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replan
         [(f"{topic}-0", o) for o in range(20)] + [(f"{topic}-1", o) for o in range(20)])
     assert table_positions(table, group, topic, 2) == {0: 20, 1: 20}
     assert len(batches) >= 2  # the refused batch, then the one planned from the table
+    assert after_the_refused_batch == [Counter([(f"{topic}-0", 0)])], "the refused batch landed rows"
+    refused = [r.getMessage() for r in caplog.records if f"batch {batches[0]} lands nothing" in r.getMessage()]
+    assert len(refused) == 1, [r.getMessage() for r in caplog.records]
+    assert f"{topic}-0 planned [0, 20) but the table is at 1" in refused[0], refused[0]
+    assert f"{topic}-1 planned" not in refused[0], refused[0]  # only the partition the other member committed
 
 
 def test_replayed_batch_whose_partition_moved_meanwhile_does_not_wedge_the_query(
@@ -288,31 +302,48 @@ def test_offsets_table_that_is_not_delta_or_of_another_group(
 def test_killed_at_every_step_lands_each_record_exactly_once(
     kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
-    """SIGKILL the whole query (driver, JVM, workers) at each step of the commit protocol, many times."""
+    """SIGKILL the whole query (driver, JVM, workers) at each step of the commit protocol, many times,
+    while a producer writes to the topic: records arrive during every run, also while it is killed.
+
+    The query reads its four partitions by ``assign`` (not as a group member: a killed member would hold
+    its partitions until its session times out, and every restart would wait for that).
+    """
     # One round of the four points by default (each child run is a driver's start, about a minute on a loaded
     # 2-core CI machine: CI's budget), three in the long tier; KAFKA_GROUP_CRASH_KILLS asks for any number.
     kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "12" if RUN_SLOW else "4"))
     rng = random.Random(20261123)
     topic, group, table, checkpoint = make_topic(4), unique_name("group"), tmp_path / "table", tmp_path / "chk"
-    counts = {0: 0, 1: 0, 2: 0, 3: 0}
     kills = runs = 0
-    command = delta_query_command(kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
-                                  "--max-offsets", "60", "--assign", f'{{"{topic}":[0,1,2,3]}}')
-    while kills < kills_wanted:
-        more = {p: rng.randint(0, 40) for p in counts}
-        produce(kafka.bootstrap_servers, topic, more, start=0)
-        counts = {p: counts[p] + more[p] for p in counts}
-        point = POINTS[kills % len(POINTS)]
-        env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": point, "KAFKA_GROUP_FAULT_HIT": str(rng.randint(1, 2))}
-        result = subprocess.run(command, cwd=REPO, env=env, start_new_session=True, capture_output=True, timeout=300)
-        runs += 1
-        assert result.returncode in (0, -signal.SIGKILL), result.stderr.decode()[-3000:]
-        kills += result.returncode == -signal.SIGKILL
-        assert runs < kills_wanted * 3, "the fault points are not being reached"
-    result = subprocess.run(command, cwd=REPO, start_new_session=True, capture_output=True, timeout=300)
+    query = (kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
+             "--assign", f'{{"{topic}":[0,1,2,3]}}')
+    command = delta_query_command(*query, "--max-offsets", "60")
+    # 8 records a second over the four partitions: a run (a driver's start, seconds to a minute) mostly finds
+    # two batches of 60 to be killed in; one that finds fewer ends without a kill and is run again (bounded).
+    producer = BackgroundProducer(kafka.bootstrap_servers, topic, 4, per_tick=1)
+    producer.start()
+    try:
+        while kills < kills_wanted:
+            point = POINTS[kills % len(POINTS)]
+            env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": point, "KAFKA_GROUP_FAULT_HIT": str(rng.randint(1, 2))}
+            sent_before = producer.sent()
+            result = subprocess.run(command, cwd=REPO, env=env, start_new_session=True, capture_output=True,
+                                    timeout=300)
+            runs += 1
+            assert result.returncode in (0, -signal.SIGKILL), result.stderr.decode()[-3000:]
+            assert producer.sent() > sent_before, "no record arrived while the query ran"
+            kills += result.returncode == -signal.SIGKILL
+            assert runs < kills_wanted * 3, "the fault points are not being reached"
+    finally:
+        producer.stop()
+    assert not producer.failed(), producer.failed()[:5]
+    # The last run lands the backlog in one batch: no --max-offsets.
+    result = subprocess.run(delta_query_command(*query), cwd=REPO, start_new_session=True, capture_output=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr.decode()[-3000:]
-    assert table_records(table) == expected(topic, counts)
-    assert table_positions(table, group, topic, 4) == {p: (n or None) for p, n in counts.items()}
+    acknowledged = producer.expected()
+    assert table_records(table) == Counter((topic, p, o) for p, o in acknowledged)
+    assert table_positions(table, group, topic, 4) == {
+        p: max((o + 1 for q, o in acknowledged if q == p), default=None) for p in range(4)}
 
 
 def test_batches_that_land_no_rows_leave_no_files_and_the_session_untouched(

@@ -19,6 +19,8 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
+from kafka_group.formats.progress import read_progress
+from kafka_group.offsets import TopicPartition
 from tests.support import Cluster, create_topic, group_stream, unique_name, wait_for
 
 pytestmark = pytest.mark.integration
@@ -84,6 +86,23 @@ def alive(query: Any, name: str = "the query") -> None:
         raise AssertionError(f"{name} stopped: {query.exception()}")
 
 
+def planned_partition_0(query: Any, topic: str) -> Dict[int, int]:
+    """Where each batch in the query's recent progress planned partition 0 of ``topic`` to, by batch id
+    (a batch: an event whose positions moved; an idle trigger's event repeats the last positions)."""
+    planned = {}
+    for event in query.recentProgress:
+        progress = read_progress(event)
+        source = progress.sources[0] if progress.sources else None
+        if progress.batch_id is None or source is None or source.end is None:
+            continue
+        if source.start is not None and dict(source.start.positions) == dict(source.end.positions):
+            continue
+        end = source.end.positions.get(TopicPartition(topic, 0))
+        if end is not None:
+            planned[progress.batch_id] = end
+    return planned
+
+
 #: The option sets the transactions are read with, one query each over the same topic and transactions.
 OPTION_SETS: Dict[str, Dict[str, str]] = {
     "defaults": {}, "failOnDataLoss-false": {"failOnDataLoss": "false"},
@@ -106,11 +125,13 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark: SparkSe
     # Left open on partition 0 while batches are planned; its records are in the log.
     holder.begin_transaction()
     held = []
+    open_offsets: List[int] = []
     for i in range(4):
         value = f"open-p0-{i}".encode()
-        holder.produce(topic, value=value, partition=0)
+        holder.produce(topic, value=value, partition=0, on_delivery=lambda _, m: open_offsets.append(m.offset()))
         held.append((0, value))
     holder.flush(30)
+    last_stable = min(open_offsets)  # partition 0's last stable offset while the transaction is open
     for i in range(6):  # more after the open one, on both partitions
         sent = transaction(busy, topic, f"after{i}", (0, 1), 5, commit=i % 2 == 1)
         (committed if i % 2 == 1 else aborted).extend(sent)
@@ -147,7 +168,27 @@ def test_aborted_never_land_and_an_open_transaction_is_waited_for(spark: SparkSe
         landable_while_open.extend(busy_more)
         wait_for(landed_while_open, "a later committed transaction on partition 1 while 0 waits", 180)
         assert all(lands[name].batches() > batches[name] for name in lands), batches
-        print(f"while open: {[len(land.rows()) for land in lands.values()]} rows, none of the open transaction")
+        # At most 7 offsets a batch: the 108 offsets before the open transaction on partition 0 and on
+        # partition 1 take at least 16 batches, the later transaction one more. Every one of them is planned
+        # while the transaction is open, and partition 0's plans stop at its last stable offset.
+        def planned_17() -> bool:  # a batch's progress is posted after its foreachBatch returned
+            for name, query in queries.items():
+                alive(query, name)
+            return all(len(planned_partition_0(query, topic)) >= 17 for query in queries.values())
+
+        try:
+            wait_for(planned_17, "the progress of 17 batches planned while the transaction is open", 120)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; batches planned while open: "
+                                 f"{ {n: planned_partition_0(q, topic) for n, q in queries.items()} }") from None
+        for name, query in queries.items():
+            planned = planned_partition_0(query, topic)
+            assert lands[name].batches() >= 17, f"{name}: {lands[name].batches()} batches landed while open"
+            assert max(planned.values()) == last_stable, (
+                f"{name}: partition 0's plans while open end at {planned}, not at the last stable offset "
+                f"{last_stable}")
+        print(f"while open: {[(len(land.rows()), land.batches()) for land in lands.values()]} (rows, batches), "
+              "none of the open transaction")
         holder.commit_transaction(30)
         committed.extend(held)
 

@@ -188,6 +188,8 @@ def watermarks(consumer: Consumer, offset_range: OffsetRange, settings: ReadSett
                     "not settled, or a deleted topic. Failing the task for Spark to retry; nothing is skipped "
                     "(the driver's next plan decides from fresh metadata). Raise 'kafkaConsumer.pollTimeoutMs' "
                     "to wait longer", kafka_error_code=error.code()) from exc
+            logger.debug("%s is unknown to the cluster (%s); asking for its offsets again in %.1f s, with fresh "
+                         "metadata", tp, error.str(), pause)
         time.sleep(pause)
         pause = min(pause * 2, 2.0)
         try:
