@@ -23,14 +23,21 @@ _AS_DELTA_SPARK_LISTS = {"minReaderVersion": 1, "minWriterVersion": 7,
                          "writerFeatures": ["changeDataFeed", "invariants", "appendOnly"]}
 
 
-def _table(root: pathlib.Path, configuration: Dict[str, str], invariant: bool = False) -> DeltaTable:
-    """A table as delta-spark 4.4 creates it with ``delta.enableChangeDataFeed = true``."""
+def _table(root: pathlib.Path, configuration: Dict[str, str], invariant: bool = False,
+           nested: bool = False) -> DeltaTable:
+    """A table as delta-spark 4.4 creates it with ``delta.enableChangeDataFeed = true`` (with ``nested``, an
+    array of structs whose field ``x`` carries the invariant)."""
     metadata = {"delta.invariants": json.dumps({"expression": {"expression": "v > 0"}})} if invariant else {}
     fields: List[Dict[str, object]] = [
         {"name": "id", "type": "string", "nullable": True, "metadata": {}},
-        {"name": "v", "type": "long", "nullable": True, "metadata": metadata},
+        {"name": "v", "type": "long", "nullable": True, "metadata": {} if nested else metadata},
         {"name": "__SEQUENCE", "type": "long", "nullable": True, "metadata": {}},
     ]
+    if nested:
+        element = {"type": "struct", "fields": [{"name": "x", "type": "long", "nullable": True,
+                                                  "metadata": metadata}]}
+        fields.append({"name": "items", "type": {"type": "array", "elementType": element, "containsNull": True},
+                       "nullable": True, "metadata": {}})
     (root / "_delta_log").mkdir(parents=True)
     actions = [
         {"commitInfo": {"timestamp": 0, "operation": "CREATE TABLE"}},
@@ -62,3 +69,11 @@ def test_invariants_in_use_are_refused(tmp_path: pathlib.Path) -> None:
         _refuse_unmergeable("inv", _table(tmp_path / "inv", {}, invariant=True))
     message = str(refused.value)
     assert "column invariants" in message and "deletion vectors" not in message.lower(), message
+
+
+def test_an_invariant_inside_an_array_is_refused_as_the_own_merge_refuses_it(tmp_path: pathlib.Path) -> None:
+    """The delta-rs MERGE path finds invariants at any depth (struct fields, array elements, map keys and
+    values), as the own MERGE does: it evaluates none of them."""
+    with pytest.raises(UnsupportedTableFeatureError) as refused:
+        _refuse_unmergeable("arr", _table(tmp_path / "arr", {}, invariant=True, nested=True))
+    assert "column invariants (on items[].x)" in str(refused.value), str(refused.value)

@@ -38,10 +38,9 @@ from kafka_group.delta.keyed_rules import (
     scd2_clauses,
 )
 from kafka_group.delta.key_rows import rows_of_keys
-from kafka_group.delta.keyed_own_merge import needs_own_merge, own_merge, own_merge_refusal
+from kafka_group.delta.keyed_own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.schema_evolution import merge_or_raise
-from kafka_group.delta.table_rules import table_rules
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
 from kafka_group.errors import OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
@@ -175,7 +174,9 @@ class KeyedOffsetStore(DeltaOffsetStore):
                 raise OffsetStoreError(f"merging the batch into offsets.table '{self.table_path}' failed: {exc}. "
                                        "Nothing of it is visible and no offset moved") from exc
             merged = self._load(refresh=True)
-            if ranges and any(merged.transaction_version(t.app_id) != t.version for t in txns[:-1]):
+            # Below the batch's: nothing committed. Above it (another owner landed later offsets since): the
+            # MERGE did commit, and the next batch's check finds the table ahead.
+            if ranges and any((merged.transaction_version(t.app_id) or -1) < t.version for t in txns[:-1]):
                 # delta-rs commits nothing for a MERGE that changes no row (every event older than the
                 # table's): the offsets alone, as for a batch the tombstones emptied
                 logger.info("the MERGE into %s changed no row and committed nothing; committing the offsets",
@@ -270,7 +271,8 @@ def _refuse_unmergeable(table_path: str, table: Any) -> None:
         problems.append("delta.appendOnly = true (a keyed batch updates and deletes rows, which it forbids)")
         fixes.append("if the table may change, with delta-spark: ALTER TABLE ... SET TBLPROPERTIES "
                      "('delta.appendOnly' = 'false'); else land into another table")
-    invariants = [r.name for r in table_rules(json.loads(table.schema().to_json()), {}) if r.kind == "invariant"]
+    # at any depth (struct fields, array elements, map keys and values), as the own MERGE refuses them
+    invariants = invariant_columns(json.loads(table.schema().to_json()))
     if invariants:
         problems.append(f"column invariants (on {', '.join(invariants)})")
         fixes.append("land into a table without invariants")
