@@ -97,3 +97,29 @@ def test_an_assign_mode_commit_the_coordinator_never_answers_is_given_up_after_i
         assert committer.commit({TP: 7}, timeout_s=0.5) is False
     finally:
         committer.close(timeout_s=0.5)  # returns: librdkafka's close waits for that commit (45 s here)
+
+
+def test_a_closing_member_gives_up_the_lock_a_stuck_polling_thread_holds() -> None:
+    """The polling thread can be stuck holding the consumer lock (a synchronous commit inside a revoke, with the
+    coordinator gone): the flush waits for that lock within its bound too, and gives up."""
+    client = SilentClient()
+    commits = member_commits(client)
+    held, done = threading.Event(), threading.Event()
+
+    def stuck_poller() -> None:
+        with commits._lock:  # noqa: SLF001 (the lock the member shares with its polling thread)
+            held.set()
+            done.wait()
+
+    poller = threading.Thread(target=stuck_poller, daemon=True)
+    poller.start()
+    held.wait(60)
+    finished: List[bool] = []
+    closer = threading.Thread(target=lambda: finished.append(commits.flush(timeout_s=0.5)), daemon=True)
+    try:
+        closer.start()
+        closer.join(60)
+        assert finished == [False], "the flush waited for the stuck polling thread's lock without a bound"
+    finally:
+        done.set()
+        client.release.set()

@@ -223,7 +223,14 @@ class MemberCommits:
             Whether every commit was answered (accepted or refused: a refusal is logged and loses nothing).
         """
         deadline = time.monotonic() + timeout_s
-        with self._lock:
+        # The polling thread can hold the lock for ever (a synchronous commit inside a revoke, with the
+        # coordinator gone): the lock is waited for within the same bound.
+        if not self._lock.acquire(timeout=max(timeout_s, 0.0)):
+            logger.warning("the member of group '%s' could not send its last offset commits within %g s (its "
+                           "polling thread is stuck talking to an unreachable coordinator; nothing is lost): "
+                           "leaving without them", self.group_id, timeout_s)
+            return False
+        try:
             self.send_queued()
             if threading.current_thread() is self._thread:
                 # Inside poll() (a callback): the answers come at a later poll, not inside this one.
@@ -240,6 +247,8 @@ class MemberCommits:
                 except Exception as exc:  # poll() also raises a bare KafkaError when a rebalance callback fails
                     logger.warning("waiting for the answers of group '%s' failed: %s", self.group_id, exc)
                     return False
+        finally:
+            self._lock.release()
         return True
 
     def abandon(self) -> None:

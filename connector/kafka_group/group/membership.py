@@ -250,7 +250,8 @@ class GroupMember:
         """Leave the group (the others rebalance at once) and release the client.
 
         Each step is bounded, whatever the cluster does: the polling thread's end (5 s), the answers to the
-        last commits (:data:`~kafka_group.group.member_commits.FLUSH_TIMEOUT_S`), the client's close, which
+        last commits (:data:`~kafka_group.group.member_commits.FLUSH_TIMEOUT_S`, the wait for the consumer lock
+        included), the consumer lock for the close (the same bound as the close), the client's close, which
         leaves the group (:data:`~kafka_group.group.offset_commits.CLIENT_CLOSE_TIMEOUT_S`; librdkafka's own
         close has no bound: with the brokers not answering it waited for minutes).
         """
@@ -260,10 +261,20 @@ class GroupMember:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
         self._commits.flush()
-        with self._lock:
+        # The polling thread may still hold the lock, stuck talking to an unreachable coordinator: closing the
+        # client under it would pull the client from under that call, so the close waits for it within its
+        # bound and otherwise leaves the client as it is (the group drops the member at its session timeout).
+        if not self._lock.acquire(timeout=CLIENT_CLOSE_TIMEOUT_S):
+            logger.warning("the member of group '%s' was not closed: its polling thread kept the client busy for "
+                           "%g s (the Kafka cluster does not answer); the group drops it when its session times "
+                           "out", self.group_id, CLIENT_CLOSE_TIMEOUT_S)
+            return
+        try:
             self._commits.abandon()
             self._leave_as_static()
             left = close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S, f"the member of group '{self.group_id}'")
+        finally:
+            self._lock.release()
         if left:
             logger.info("left consumer group '%s'", self.group_id)
 

@@ -24,8 +24,12 @@ __all__ = ["CLOSE_BOUND_S", "leave_group_on_sigterm"]
 logger = logging.getLogger(__name__)
 
 #: Seconds SIGTERM gives ``close`` before the process ends without it. Closing a member waits at most about
-#: 25 s (the polling thread 5 s, the last commits' answers 10 s, the client's close 10 s: see
-#: ``GroupMember.close`` in ``kafka_group.group.membership``); this leaves a margin on a loaded machine.
+#: 37 s (the polling thread 5 s, the last commits' answers and the consumer lock 10 s, the lock for the close
+#: 10 s, a static member's leave 2 s, the client's close 10 s: see ``GroupMember.close`` in
+#: ``kafka_group.group.membership``), and each wait ends early when the cluster answers; the source's own last
+#: steps (its final commits, an assign-mode committer's 10-s commit and close) come on top. This bound is the
+#: backstop: whatever is still waiting when it passes is given up, and the group drops the member at its
+#: session timeout.
 CLOSE_BOUND_S = 45.0
 
 #: Seconds between two looks at whether the process's parent (the JVM) is still there.
