@@ -243,3 +243,18 @@ def test_a_stale_last_checkpoint_naming_a_removed_checkpoint_falls_back_to_the_l
                    tmp_path / "_delta_log" / f"{2:020d}.checkpoint.parquet")
     (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 1, "size": 2}))  # cleaned up
     assert row_id_high_water_mark(table_filesystem(str(tmp_path)), 3) == 17
+
+
+def test_live_adds_fall_back_to_the_listing_when_last_checkpoint_leads_to_cleaned_up_commits(
+        tmp_path: pathlib.Path) -> None:
+    """The own commit now cleans expired log files behind each checkpoint: a ``_last_checkpoint`` hint still
+    naming checkpoint 2 while commits 0-3 went behind checkpoint 4 must not fail the own MERGE's look-up of
+    a file's live ``add`` (the log is listed again, as for the row-id high-water mark)."""
+    from kafka_group.delta.log_files import live_adds
+
+    add = {"path": "data/a.parquet", "size": 1, "modificationTime": 0, "dataChange": True}
+    _write_log(tmp_path, 5, [{"commitInfo": {}}, {"txn": {"appId": "a", "version": 1}}])
+    pq.write_table(pa.table({"add": [add, None]}), tmp_path / "_delta_log" / f"{4:020d}.checkpoint.parquet")
+    (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 2, "size": 1}))  # stale hint
+    found = live_adds(table_filesystem(str(tmp_path)), 5, ["data/a.parquet"])
+    assert found["data/a.parquet"]["path"] == "data/a.parquet"

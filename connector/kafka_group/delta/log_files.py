@@ -16,9 +16,11 @@ Caller: the keyed sink's own MERGE (:mod:`kafka_group.delta.keyed_own_merge`), o
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, Iterable, List, Optional, Set
 
-from kafka_group.delta.log_snapshot import _json_lines, _last_checkpoint, commit_actions_of, commit_path
+from kafka_group.delta.log_snapshot import (
+    _json_lines, _last_checkpoint, _listed_checkpoint, commit_actions_of, commit_path,
+)
 from kafka_group.errors import OffsetStoreError
 
 __all__ = ["live_adds"]
@@ -35,9 +37,15 @@ def live_adds(fs: Any, version: int, paths: Iterable[str]) -> Dict[str, Dict[str
     OffsetStoreError
         A path has no live ``add`` at that version (the log and delta-rs disagree).
     """
-    wanted = set(paths)
+    try:
+        return _live_adds_since(fs, version, set(paths), _last_checkpoint(fs, version))
+    except FileNotFoundError:  # _last_checkpoint was stale: what it leads to was cleaned up behind a newer checkpoint
+        return _live_adds_since(fs, version, set(paths), _listed_checkpoint(fs, version))
+
+
+def _live_adds_since(fs: Any, version: int, wanted: Set[str], checkpoint: Optional[int]) -> Dict[str, Dict[str, Any]]:
+    """:func:`live_adds` from the commits after ``checkpoint`` down from ``version``, then the checkpoint."""
     found: Dict[str, Dict[str, Any]] = {}
-    checkpoint = _last_checkpoint(fs, version)
     stop = checkpoint if checkpoint is not None else -1
     for v in range(version, stop, -1):
         if not wanted:
