@@ -184,11 +184,23 @@ def test() -> int:
     target = target_dir()
     env = cargo_env(target)
     command = [cargo, "test", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
-    with _crate_turn(cargo, target, env):
-        done = subprocess.run(command, env=env, check=False)
-        if done.returncode != 0:
-            return done.returncode
+    try:
+        with _crate_turn(cargo, target, env):
+            done = subprocess.run(command, env=env, check=False)
+            if done.returncode != 0:
+                raise _TestsFailed(done.returncode)  # out of the turn as a failure: no digest is recorded
+    except _TestsFailed as failed:
+        return failed.status
     return 0
+
+
+class _TestsFailed(Exception):
+    """``cargo test`` failed with :attr:`status` (raised through :func:`_crate_turn`, so that, as a failed
+    build, it records no digest)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 USAGE = """usage: python native/build_native.py --inplace | --test
