@@ -11,7 +11,7 @@ import socket
 import struct
 from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["crc32c", "leader", "produce_raw", "record_batch"]
+__all__ = ["crc32c", "leader", "produce_raw", "record_batch", "zigzag_varint"]
 
 
 def _crc32c_table() -> List[int]:
@@ -35,7 +35,8 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def _varint(value: int) -> bytes:
+def zigzag_varint(value: int) -> bytes:
+    """``value`` as a zigzag varint (Kafka's record fields, Confluent's Protobuf message indexes)."""
     zigzag = (value << 1) ^ (value >> 63)
     out = bytearray()
     while True:
@@ -49,14 +50,14 @@ def _varint(value: int) -> bytes:
 
 
 def _bytes(value: Optional[bytes]) -> bytes:
-    return _varint(-1) if value is None else _varint(len(value)) + value
+    return zigzag_varint(-1) if value is None else zigzag_varint(len(value)) + value
 
 
 def record_batch(value: bytes, headers: Sequence[Tuple[bytes, Optional[bytes]]], timestamp_ms: int) -> bytes:
     """A record batch v2 of one record (no key) with ``headers`` as raw bytes."""
-    body = (b"\x00" + _varint(0) + _varint(0) + _bytes(None) + _bytes(value) + _varint(len(headers))
+    body = (b"\x00" + zigzag_varint(0) + zigzag_varint(0) + _bytes(None) + _bytes(value) + zigzag_varint(len(headers))
             + b"".join(_bytes(key) + _bytes(val) for key, val in headers))
-    record = _varint(len(body)) + body
+    record = zigzag_varint(len(body)) + body
     after_crc = struct.pack(">hiqqqhii", 0, 0, timestamp_ms, timestamp_ms, -1, -1, -1, 1) + record
     after_length = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c(after_crc)) + after_crc
     return struct.pack(">qi", 0, len(after_length)) + after_length

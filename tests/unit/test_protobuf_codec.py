@@ -23,6 +23,7 @@ pytest.importorskip("grpc_tools")
 
 from kafka_group.errors import ConfigError  # noqa: E402
 from kafka_group.registry.codec import RegisteredSchema, SchemaReference  # noqa: E402
+from tests.raw_kafka import zigzag_varint  # noqa: E402
 from kafka_group.registry.protobuf_codec import ProtobufCodec  # noqa: E402
 
 ORDER_V1 = """
@@ -84,24 +85,11 @@ def _message_class(pool: Any, name: str) -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 
 
-def _zigzag_varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def frame(indexes: List[int], body: bytes) -> bytes:
     """What follows the magic byte and schema id in Confluent's Protobuf wire format."""
     if indexes == [0]:
         return b"\x00" + body
-    return _zigzag_varint(len(indexes)) + b"".join(_zigzag_varint(i) for i in indexes) + body
+    return zigzag_varint(len(indexes)) + b"".join(zigzag_varint(i) for i in indexes) + body
 
 
 @pytest.fixture(scope="module")
