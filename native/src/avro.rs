@@ -11,7 +11,7 @@
 //!
 //! Bounds: nothing is allocated from a count in a payload (a count above the bytes left is a
 //! fallback; each item of an array or map takes at least one byte, which the plan guarantees), and
-//! the recursion is the plan's depth, which is a non-recursive schema's (at most [`MAX_DEPTH`]).
+//! the recursion is the plan's depth, which is a non-recursive schema's (at most [`crate::avro_plan::MAX_DEPTH`]).
 //! The Arrow slots a payload's array and map items fill are charged before they are read, each item
 //! the leaf count of its type (a map entry one more for its key), against the budget Python's
 //! `avro_bounds` gives (`SLOTS_BASE` plus `SLOTS_PER_BYTE` per payload byte): a record beyond it is
@@ -28,87 +28,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::avro_column::{new_column, slots_of, Col, Column};
-
-/// The deepest plan accepted (the Python side plans only schemas of at most 500 levels).
-pub const MAX_DEPTH: usize = 600;
-
-/// One node of a plan, as Python sends it: (kind, a, b, c, children, names).
-pub type PlanNode = (String, i64, i64, i64, Vec<usize>, Vec<String>);
-
-#[derive(Clone, Copy, PartialEq)]
-pub enum Kind {
-    Bool,
-    Int,
-    Long,
-    Float,
-    Double,
-    Str,
-    Bytes,
-    Fixed(usize),
-    Enum,
-    Date,
-    /// A timestamp in microseconds after reading: (is UTC, is millis on the wire).
-    Ts(bool, bool),
-    /// precision, scale, fixed size (0: bytes)
-    Dec(u8, i8, usize),
-    Array,
-    Map,
-    Record,
-    /// [null, T]: the null branch's index
-    Nullable(i64),
-}
-
-pub struct Node {
-    pub kind: Kind,
-    pub children: Vec<usize>,
-    pub names: Vec<String>,
-}
-
-fn parse_plan(plan: Vec<PlanNode>) -> Result<Vec<Node>, String> {
-    let n = plan.len();
-    let mut nodes = Vec::with_capacity(n);
-    for (kind, a, b, c, children, names) in plan {
-        let want = |k: usize| if children.len() == k { Ok(()) } else { Err(format!("node {kind} wants {k} children")) };
-        let kind = match kind.as_str() {
-            "boolean" => Kind::Bool,
-            "int" => Kind::Int,
-            "long" => Kind::Long,
-            "float" => Kind::Float,
-            "double" => Kind::Double,
-            "string" => Kind::Str,
-            "bytes" => Kind::Bytes,
-            "fixed" if (1..=1 << 20).contains(&a) => Kind::Fixed(a as usize),
-            "enum" if !names.is_empty() => Kind::Enum,
-            "date" => Kind::Date,
-            "timestamp" => Kind::Ts(a != 0, b != 0),
-            "decimal" if (1..=38).contains(&a) && (0..=a).contains(&b) && (0..=16).contains(&c) => {
-                Kind::Dec(a as u8, b as i8, c as usize)
-            }
-            "array" => {
-                want(1)?;
-                Kind::Array
-            }
-            "map" => {
-                want(1)?;
-                Kind::Map
-            }
-            "record" if !children.is_empty() && children.len() == names.len() => Kind::Record,
-            "nullable" if a == 0 || a == 1 => {
-                want(1)?;
-                Kind::Nullable(a)
-            }
-            other => return Err(format!("plan node {other:?} is not one this decoder reads")),
-        };
-        if children.iter().any(|&c| c >= n) {
-            return Err("plan node refers past the plan".into());
-        }
-        nodes.push(Node { kind, children, names });
-    }
-    if nodes.is_empty() {
-        return Err("empty plan".into());
-    }
-    Ok(nodes)
-}
+use crate::avro_plan::{parse_plan, Kind, Node, PlanNode};
 
 /// A payload being read; every failure is `Err(())`: the record goes to the reference decoder.
 struct Payload<'a> {

@@ -13,7 +13,7 @@ use arrow_array::{Array, ArrayRef, BooleanArray, Decimal128Array, GenericByteArr
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields};
 
-use crate::avro::{Kind, Node, MAX_DEPTH};
+use crate::avro_plan::{Kind, Node, MAX_DEPTH};
 
 /// One column being built, with its validity (one entry per value).
 pub struct Column {

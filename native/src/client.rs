@@ -18,18 +18,10 @@ use rdkafka_sys as rd;
 
 use crate::batch::{Builder, Record, Refusal};
 use crate::gaps::benign_gap;
+use crate::range_state::RangeState;
 use crate::message::Message;
 use crate::raw::{consume_batch, cstring, err_name, err_str, on_error, on_log, ErrorSink, PartitionList};
 use crate::{guarded, ConfigProblem, KafkaProblem, RecordProblem};
-
-/// The read state of one range of the pass.
-pub struct RangeState {
-    pub topic: String,
-    pub partition: i32,
-    pub next: i64,
-    until: i64,
-    done: bool,
-}
 
 struct Handle {
     rk: *mut rd::rd_kafka_t,

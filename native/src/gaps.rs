@@ -8,7 +8,7 @@ use std::os::raw::c_char;
 use pyo3::prelude::*;
 use rdkafka_sys as rd;
 
-use crate::client::RangeState;
+use crate::range_state::RangeState;
 use crate::raw::cstring;
 
 /// Whether the gap before the next record of `state` held no record (compaction, transaction

@@ -16,10 +16,12 @@ use pyo3::prelude::*;
 
 mod avro;
 mod avro_column;
+mod avro_plan;
 mod batch;
 mod client;
 mod gaps;
 mod message;
+mod range_state;
 mod raw;
 
 create_exception!(_native, KafkaProblem, PyException, "A librdkafka error: args are (code, reason).");
