@@ -194,7 +194,8 @@ def test_two_queries_split_partitions_and_a_leaving_query_hands_over_at_once(
             took_over = time.monotonic() - stop_asked
             assert first.wait(120) == 0, queries.log("a")[-4000:]
             assert generations(group)[b_member] > b_generation
-            assert owners(group)[a_member] == [], "the stopped query's member did not give its partitions up"
+            assert owners(group)[a_member] == [], (
+                    f"the stopped query's member did not give its partitions up; query a's log: {queries.log('a')[-8000:]}")
             a_left = max(e["at"] for e in recorded(group) if e["member_id"] == a_member)
             b_took = max(e["at"] for e in recorded(group) if e["member_id"] == b_member)
             # Under either protocol the group's session timeout (45 s classic, 60 s KIP-848) is long enough for
