@@ -48,7 +48,7 @@ def test_the_graph_is_read() -> None:
     graph = import_graph()
     assert "kafka_group.source_driver" in graph
     assert "kafka_group.offsets" in graph["kafka_group.source_driver"]
-    assert any(target.startswith("kafka_group.") for target in graph["pyspark_kafka_group.stream_reader"])
+    assert any(target.startswith("kafka_group.") for target in graph["pyspark_kafka_group.source.stream_reader"])
 
 
 def test_find_cycle_finds_one() -> None:

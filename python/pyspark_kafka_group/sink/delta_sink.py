@@ -6,7 +6,7 @@
    (``<checkpointLocation>/offsets/<batchId>``: Spark writes the source's end
    offsets there before it runs the batch), directly for a local checkpoint and
    through Spark (``read.text``) for any other file system, so that it works in
-   Spark Connect sessions too (:mod:`pyspark_kafka_group.sink_checkpoint`);
+   Spark Connect sessions too (:mod:`pyspark_kafka_group.sink.sink_checkpoint`);
 2. asks the table whether those ranges are still committable (see
    :mod:`kafka_group.delta.delta_offsets`): a batch already committed (a replay after a
    crash) is skipped; partitions another member or a reset moved are left out
@@ -18,7 +18,7 @@
    ``abfss://`` and ``gs://`` alike, with no Hadoop file system and no JVM; see
    :mod:`kafka_group.delta.delta_files`) and return each file's ``add`` action: path,
    size, record count, statistics for data skipping, partition values. The files
-   are invisible: they are in no Delta commit yet (:mod:`pyspark_kafka_group.sink_files`);
+   are invisible: they are in no Delta commit yet (:mod:`pyspark_kafka_group.sink.sink_files`);
 4. commits those files together with the new position of every planned
    partition in one Delta transaction, on the driver, through delta-rs (or, for a table
    with features delta-rs cannot commit to, such as row tracking or in-commit timestamps,
@@ -52,9 +52,10 @@ from kafka_group.delta.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
-from pyspark_kafka_group.catalog_tables import resolve_table
-from pyspark_kafka_group.keyed_changes import change_set
-from pyspark_kafka_group.sink_checkpoint import (
+from pyspark_kafka_group.session.spark_requirement import require_sink_dependencies
+from pyspark_kafka_group.sink.catalog_tables import resolve_table
+from pyspark_kafka_group.sink.keyed_changes import change_set
+from pyspark_kafka_group.sink.sink_checkpoint import (
     CONNECT_NEEDS_CHECKPOINT,
     BatchPlan,
     batch_plan,
@@ -64,9 +65,8 @@ from pyspark_kafka_group.sink_checkpoint import (
     refuse_committed_batch,
     verify_checkpoint,
 )
-from pyspark_kafka_group.sink_files import partition_columns, write_files
-from pyspark_kafka_group.sink_rules import VIOLATION_COLUMN, apply_rules
-from pyspark_kafka_group.spark_requirement import require_sink_dependencies
+from pyspark_kafka_group.sink.sink_files import partition_columns, write_files
+from pyspark_kafka_group.sink.sink_rules import VIOLATION_COLUMN, apply_rules
 
 __all__ = ["DeltaSink"]
 
@@ -93,7 +93,7 @@ class DeltaSink:
         ``catalog.schema.table``), as ``writeStream.toTable(...)`` and ``DeltaTable.forName`` take
         it. It is resolved to its location at the first batch, through the batch's session
         (``DESCRIBE DETAIL``: classic and Spark Connect alike) or ``catalog``; the source's
-        ``offsets.table`` must be that location (:func:`~pyspark_kafka_group.catalog_tables.resolve_table`
+        ``offsets.table`` must be that location (:func:`~pyspark_kafka_group.sink.catalog_tables.resolve_table`
         gives the source's options). A :class:`~kafka_group.delta.table_names.ResolvedTable` is used as resolved
         (its credentials fetched again only with ``catalog``).
     catalog : UnityCatalog, optional
@@ -438,7 +438,7 @@ class DeltaSink:
         cluster's own credentials: ``read.text(wholetext=True)`` works in classic and
         Spark Connect sessions alike. A ``checkpoint_location`` is checked once to be the
         running query's, and at every batch not to have committed this batch already (see
-        :mod:`pyspark_kafka_group.sink_checkpoint`).
+        :mod:`pyspark_kafka_group.sink.sink_checkpoint`).
         """
         session = batch.sparkSession
         root = (self.checkpoint_location or checkpoint_of_running_query(session)).rstrip("/")
