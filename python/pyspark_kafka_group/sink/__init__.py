@@ -1,7 +1,8 @@
 """Landing a ``kafka-group`` stream in Delta Lake exactly once: ``DeltaSink`` and what it reads and writes.
 
-Owns :mod:`~pyspark_kafka_group.sink.delta_sink` (the ``foreachBatch`` function),
-:mod:`~pyspark_kafka_group.sink.sink_checkpoint`
+Owns :mod:`~pyspark_kafka_group.sink.delta_sink` (the ``foreachBatch`` function: its arguments, the table's
+location, the batch's plan, offset conflicts), :mod:`~pyspark_kafka_group.sink.landing` (one checked batch
+written and committed: appended rows or keyed changes), :mod:`~pyspark_kafka_group.sink.sink_checkpoint`
 (the batch's plan from the query's checkpoint), :mod:`~pyspark_kafka_group.sink.sink_files` (the executors'
 data files), :mod:`~pyspark_kafka_group.sink.sink_rules` (the table's rules checked on every row),
 :mod:`~pyspark_kafka_group.sink.keyed_changes` (a keyed batch's change set),
