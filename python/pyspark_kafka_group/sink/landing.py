@@ -84,7 +84,8 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
     """Keyed mode: the batch's change set (computed by Spark, in the driver's memory) MERGEd into the
     table with the batch's offsets, in one commit (:mod:`kafka_group.delta.keyed_commit`).
 
-    ``transform`` is the sink's (applied inside the change set, which needs the source's columns too);
+    ``transform`` is the sink's (the change set applies it after marking each record's Kafka offset and
+    tombstone);
     ``tombstones_of(table_path, spec)`` gives SCD type 1's tombstones of the table (the sink keeps one
     object per location). Other parameters as :func:`land_rows`'s.
     """
