@@ -9,6 +9,12 @@ Spark finds this package by its ``pyspark_`` prefix and registers
           .option("subscribe", "orders")
           .option("kafka.group.id", "orders-bronze")
           .load())
+
+The code lives in four folders: :mod:`~pyspark_kafka_group.source` (the data source, flow control),
+:mod:`~pyspark_kafka_group.sink` (``DeltaSink``), :mod:`~pyspark_kafka_group.observability` (lag, metrics)
+and :mod:`~pyspark_kafka_group.session` (the Spark it needs, local sessions), each saying what it owns and
+may import. The modules here at the top (``flow``, ``debezium``, ``metrics``, ``prometheus``, ``lag_plot``,
+``spark_session``, ``query_errors``) are the import paths users write, each re-exporting from its folder.
 """
 
 import importlib
