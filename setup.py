@@ -74,7 +74,7 @@ def _compile_shim(target: pathlib.Path) -> None:
     """Compile the shim's main sources into ``target`` with the package's own compile routine
     (``shim_compile.py``, loaded by its path: a build environment cannot import the package)."""
     spec = importlib.util.spec_from_file_location(
-        "_kafka_group_shim_compile", HERE / "python" / "pyspark_kafka_group" / "shim_compile.py")
+        "_kafka_group_shim_compile", HERE / "python" / "pyspark_kafka_group" / "observability" / "shim_compile.py")
     assert spec is not None and spec.loader is not None
     shim_compile = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shim_compile)
@@ -178,12 +178,14 @@ setup(
         "kafka_group": "connector/kafka_group",
         "pyspark_kafka_group": "python/pyspark_kafka_group",
         # A data-only package (no __init__.py): the shim's Java sources at the path
-        # pyspark_kafka_group.metrics looks in, pyspark_kafka_group/jvm_shim.
+        # pyspark_kafka_group.observability.shim_build looks in, pyspark_kafka_group/jvm_shim.
         "pyspark_kafka_group.jvm_shim": "jvm-shim/src",
     },
-    # the core's subpackages (group/, plan/, flow/, read/, delta/, config/) found under its folder
+    # each package's subpackages (the core's group/, plan/, flow/, read/, delta/, ...; the Spark package's
+    # source/, sink/, observability/, session/) found under its folder
     packages=(["kafka_group"] + ["kafka_group." + name for name in find_packages("connector/kafka_group")]
-              + ["pyspark_kafka_group", "pyspark_kafka_group.jvm_shim"]),
+              + ["pyspark_kafka_group", "pyspark_kafka_group.jvm_shim"]
+              + ["pyspark_kafka_group." + name for name in find_packages("python/pyspark_kafka_group")]),
     package_data={
         "kafka_group": ["py.typed"],
         "pyspark_kafka_group": ["py.typed"],

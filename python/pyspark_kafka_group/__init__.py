@@ -9,23 +9,29 @@ Spark finds this package by its ``pyspark_`` prefix and registers
           .option("subscribe", "orders")
           .option("kafka.group.id", "orders-bronze")
           .load())
+
+The code lives in four folders: :mod:`~pyspark_kafka_group.source` (the data source, flow control),
+:mod:`~pyspark_kafka_group.sink` (``DeltaSink``), :mod:`~pyspark_kafka_group.observability` (lag, metrics)
+and :mod:`~pyspark_kafka_group.session` (the Spark it needs, local sessions), each saying what it owns and
+may import. The modules here at the top (``flow``, ``debezium``, ``metrics``, ``prometheus``, ``lag_plot``,
+``spark_session``, ``query_errors``) are the import paths users write, each re-exporting from its folder.
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any, Dict, List
 
-from pyspark_kafka_group.spark_requirement import require_spark
+from pyspark_kafka_group.session.spark_requirement import require_spark
 
 # Before anything imports pyspark.sql.datasource: a missing or older pyspark gets a message that
 # names the version found and what to install (the package does not require pyspark from pip).
 require_spark()
 
-from pyspark_kafka_group.data_source import KafkaGroupDataSource  # noqa: E402
+from pyspark_kafka_group.source.data_source import KafkaGroupDataSource  # noqa: E402
 
 if TYPE_CHECKING:
-    from pyspark_kafka_group.catalog_tables import ResolvedTable, UnityCatalog, resolve_table
-    from pyspark_kafka_group.cluster_size import cluster_options
-    from pyspark_kafka_group.delta_sink import DeltaSink
+    from pyspark_kafka_group.sink.catalog_tables import ResolvedTable, UnityCatalog, resolve_table
+    from pyspark_kafka_group.session.cluster_size import cluster_options
+    from pyspark_kafka_group.sink.delta_sink import DeltaSink
 
 #: The class Spark's data source lookup registers automatically.
 DefaultSource = KafkaGroupDataSource
@@ -35,11 +41,11 @@ DefaultSource = KafkaGroupDataSource
 #: here (November 2026): ``import pyspark.worker, pyspark_kafka_group`` took 890 ms a process with everything
 #: imported here, 371 ms without the package.
 _LAZY: Dict[str, str] = {
-    "DeltaSink": "pyspark_kafka_group.delta_sink",
-    "ResolvedTable": "pyspark_kafka_group.catalog_tables",
-    "UnityCatalog": "pyspark_kafka_group.catalog_tables",
-    "resolve_table": "pyspark_kafka_group.catalog_tables",
-    "cluster_options": "pyspark_kafka_group.cluster_size",
+    "DeltaSink": "pyspark_kafka_group.sink.delta_sink",
+    "ResolvedTable": "pyspark_kafka_group.sink.catalog_tables",
+    "UnityCatalog": "pyspark_kafka_group.sink.catalog_tables",
+    "resolve_table": "pyspark_kafka_group.sink.catalog_tables",
+    "cluster_options": "pyspark_kafka_group.session.cluster_size",
 }
 
 

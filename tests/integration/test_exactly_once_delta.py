@@ -138,7 +138,7 @@ def test_conflicting_batch_without_partition_columns_lands_nothing_and_is_replan
     sink = DeltaSink(str(table))
     batches: List[int] = []
     after_the_refused_batch: List[Counter[Tuple[str, int]]] = []
-    caplog.set_level(logging.WARNING, logger="pyspark_kafka_group.delta_sink")  # foreachBatch runs in this process
+    caplog.set_level(logging.WARNING, logger="pyspark_kafka_group.sink.delta_sink")  # foreachBatch runs in this process
 
     def land_after_the_new_owner(batch: Any, batch_id: int) -> None:
         first = not batches

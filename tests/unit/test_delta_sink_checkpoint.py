@@ -8,7 +8,7 @@ from typing import Optional
 import pytest
 
 from kafka_group.errors import ConfigError
-from pyspark_kafka_group.sink_checkpoint import local_path, query_id
+from pyspark_kafka_group.sink.sink_checkpoint import local_path, query_id
 
 
 @pytest.mark.parametrize(("location", "local"), [
@@ -34,7 +34,7 @@ class _Batch:
 def test_a_checkpoint_that_already_committed_the_batch_is_not_this_querys(tmp_path: pathlib.Path) -> None:
     # Spark calls foreachBatch for batch N only while <checkpoint>/commits/N does not exist
     # (MicroBatchExecution.populateStartOffsets replays N only when the commit log ends at N-1).
-    from pyspark_kafka_group.delta_sink import DeltaSink
+    from pyspark_kafka_group.sink.delta_sink import DeltaSink
 
     chk = tmp_path / "chk"
     (chk / "offsets").mkdir(parents=True)

@@ -12,7 +12,7 @@ import pytest
 from kafka_group.errors import FlowControlError
 from kafka_group.flow.channel_client import exchange, send_request
 from kafka_group.flow.flow_channel import ControlChannel
-from pyspark_kafka_group.flow_source import answer_request
+from pyspark_kafka_group.source.flow_source import answer_request
 
 
 class Handler:

@@ -357,7 +357,7 @@ def test_a_flow_read_with_a_timeout_that_never_ends_is_refused(tmp_path: pathlib
     """``timeoutSeconds=nan`` (or inf) waited forever in the Connect server's planning worker for a
     query that does not answer; it is refused before the request is sent."""
     from kafka_group.flow.flow_channel import ControlChannel
-    from pyspark_kafka_group.flow_source import answer_request
+    from pyspark_kafka_group.source.flow_source import answer_request
 
     busy, handled = threading.Event(), threading.Event()
 

@@ -48,7 +48,7 @@ def test_the_graph_is_read() -> None:
     graph = import_graph()
     assert "kafka_group.source_driver" in graph
     assert "kafka_group.offsets" in graph["kafka_group.source_driver"]
-    assert any(target.startswith("kafka_group.") for target in graph["pyspark_kafka_group.stream_reader"])
+    assert any(target.startswith("kafka_group.") for target in graph["pyspark_kafka_group.source.stream_reader"])
 
 
 def test_find_cycle_finds_one() -> None:
@@ -100,6 +100,31 @@ def test_core_subpackages_import_each_other_one_way_only() -> None:
     import each other, though no single module does either (``test_no_import_cycle``)."""
     pairs = two_way_units(import_graph())
     assert pairs == [], "two-way imports between kafka_group's units:\n" + "\n".join(pairs)
+
+
+#: What each folder of ``pyspark_kafka_group`` may import of the package besides itself (each folder's
+#: ``__init__`` docstring says so): the session is the bottom, the source, the sink and observability stand
+#: side by side on it. The package's top-level modules (the public import paths) may import any folder.
+SPARK_FOLDERS: Dict[str, Set[str]] = {"session": set(), "source": {"session"}, "sink": {"session"},
+                                      "observability": {"session"}}
+
+
+def test_the_spark_packages_folders_import_only_what_they_stand_on() -> None:
+    graph = import_graph()
+    folders = {name.split(".")[1] for name in graph if name.startswith("pyspark_kafka_group.") and name.count(".") >= 2}
+    assert folders == set(SPARK_FOLDERS), "a folder of pyspark_kafka_group is missing from SPARK_FOLDERS, or gone"
+    offenders = []
+    for name, targets in sorted(graph.items()):
+        parts = name.split(".")
+        if parts[0] != "pyspark_kafka_group" or len(parts) < 3:
+            continue
+        for target in sorted(targets):
+            there = target.split(".")
+            if there[0] == "pyspark_kafka_group" and (
+                len(there) < 3 or there[1] not in SPARK_FOLDERS[parts[1]] | {parts[1]}
+            ):
+                offenders.append(f"{name} -> {target}")
+    assert offenders == [], "imports against pyspark_kafka_group's layers:\n" + "\n".join(offenders)
 
 
 def _write(folder: pathlib.Path, files: Dict[str, str]) -> None:

@@ -75,7 +75,7 @@ def test_declared_defaults_are_the_parsed_defaults() -> None:
 
 def test_the_reader_cache_timeout_reaches_the_executors_read_settings() -> None:
     from kafka_group.config.options import parse_source_options as parse
-    from pyspark_kafka_group.stream_reader import read_settings
+    from pyspark_kafka_group.source.stream_reader import read_settings
 
     options = parse({"kafka.bootstrap.servers": "h:9092", "subscribe": "t", "kafka.group.id": "g",
                      "kafkaconsumer.cachetimeoutms": "60000"})

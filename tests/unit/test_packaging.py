@@ -264,8 +264,8 @@ def test_the_connector_requires_what_the_sinks_writes_run_with(connector_wheel_d
 #: Third-party imports of the shipped packages that are declared in an extra on purpose, and why.
 _EXTRA_ONLY = {
     "pyspark": "spark",              # a runtime brings its own (test_installing_on_a_spark_runtime_...)
-    "prometheus_client": "metrics",  # pyspark_kafka_group.prometheus only
-    "matplotlib": "plot",            # pyspark_kafka_group.lag_plot only
+    "prometheus_client": "metrics",  # pyspark_kafka_group.observability.prometheus only
+    "matplotlib": "plot",            # pyspark_kafka_group.observability.lag_plot only
     "cryptography": "security",      # kafka_group.config.keystores only (Java PKCS#12 and JKS stores)
     "google": "schema-registry",     # protobuf: kafka_group.registry's Protobuf codec only
     "grpc_tools": "schema-registry", # its .proto parser (protoc)

@@ -59,7 +59,7 @@ def test_log_lines_of_the_connector_are_scrubbed_at_debug(caplog: pytest.LogCapt
     caplog.set_level(logging.DEBUG, logger="pyspark_kafka_group")
     with caplog.at_level(logging.DEBUG, logger="kafka_group"):
         logging.getLogger("kafka_group.librdkafka").debug("SASL: config echo '%s'", CANARY)
-        logging.getLogger("pyspark_kafka_group.stream_reader").debug(f"inline {CANARY} text")
+        logging.getLogger("pyspark_kafka_group.source.stream_reader").debug(f"inline {CANARY} text")
         try:
             raise RuntimeError(f"delta-rs said s3://user:{CANARY}@host/bucket")
         except RuntimeError:

@@ -7,9 +7,9 @@ import pathlib
 import pytest
 
 from kafka_group.errors import JavaRuntimeError
-from pyspark_kafka_group import shim_build
-from pyspark_kafka_group.shim_build import build_key, find_javac, shim_jar, source_dir
-from pyspark_kafka_group.shim_compile import SHIPPED_JAR_NAME
+from pyspark_kafka_group.observability import shim_build
+from pyspark_kafka_group.observability.shim_build import build_key, find_javac, shim_jar, source_dir
+from pyspark_kafka_group.observability.shim_compile import SHIPPED_JAR_NAME
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,8 @@ def test_a_prebuilt_jar_skips_the_build(layout: pathlib.Path, monkeypatch: pytes
 
 
 def test_missing_sources_name_where_they_were_looked_for(layout: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shim_build, "__file__", str(layout / "site" / "pyspark_kafka_group" / "shim_build.py"))
+    monkeypatch.setattr(shim_build, "__file__",
+                        str(layout / "site" / "pyspark_kafka_group" / "observability" / "shim_build.py"))
     monkeypatch.setenv(shim_build.SOURCES_ENV, str(layout / "nowhere"))
     with pytest.raises(JavaRuntimeError, match="nowhere"):
         source_dir()
@@ -105,7 +106,7 @@ def _shipped(layout: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.P
     jar = package / "jvm_shim" / "kafka-group-shim.jar"
     jar.parent.mkdir(parents=True)
     jar.write_bytes(b"PK")
-    monkeypatch.setattr(shim_build, "__file__", str(package / "shim_build.py"))
+    monkeypatch.setattr(shim_build, "__file__", str(package / "observability" / "shim_build.py"))
     return jar
 
 
@@ -135,5 +136,5 @@ def test_a_checkout_ships_no_jar() -> None:
     may hold one, built when the wheel was built where a JDK and Spark's jars were found."""
     package = pathlib.Path(__file__).resolve().parents[2] / "python" / "pyspark_kafka_group"
     assert not (package / "jvm_shim" / SHIPPED_JAR_NAME).exists()
-    if pathlib.Path(shim_build.__file__).resolve().parent == package:  # the tests run on the checkout itself
+    if pathlib.Path(shim_build.__file__).resolve().parent.parent == package:  # the tests run on the checkout itself
         assert shim_build.shipped_jar() is None

@@ -6,7 +6,7 @@ from typing import Optional
 
 import pytest
 
-from pyspark_kafka_group.spark_requirement import spark_version_problem
+from pyspark_kafka_group.session.spark_requirement import spark_version_problem
 
 
 @pytest.mark.parametrize("version", ["4.2.0", "4.2.1", "4.3.0.dev0", "5.0.0", "4.2.0-databricks", "unknown"])

@@ -13,7 +13,7 @@ removed (or any other commit in between) never lands; this store then checks the
 new version and merges again, at most
 :data:`~kafka_group.delta.offsets_table.COMMIT_ATTEMPTS` times.
 
-Caller: :class:`~pyspark_kafka_group.delta_sink.DeltaSink` on the driver, one batch at a time.
+Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The rules of the keyed (CDC) sink, pure: which event of a key wins, and the MERGE that applies it.
 
-:class:`~pyspark_kafka_group.delta_sink.DeltaSink` with ``keys`` applies change events to a table
+:class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` with ``keys`` applies change events to a table
 keyed by those columns (docs/cdc.md). Every event has a *sequence* (``sequence_by``, by default the
 Kafka offset) and is an upsert or a delete (a Kafka tombstone, or ``apply_as_deletes``).
 

@@ -43,7 +43,7 @@ recorded more than ``retention_seconds`` ago are deleted, the table is compacted
 files vacuumed. An event older than a delete whose tombstone was collected inserts the key again
 (docs/cdc.md).
 
-Caller: :class:`~pyspark_kafka_group.delta_sink.DeltaSink` on the driver, one batch at a time.
+Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
 """
 
 from __future__ import annotations

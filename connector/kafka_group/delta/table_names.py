@@ -2,7 +2,7 @@
 
 The sink's first argument and the source's ``offsets.table`` option are *locations* (a path
 or a URI). A catalog name is given apart (``DeltaSink(table=...)``,
-:func:`pyspark_kafka_group.catalog_tables.resolve_table`) and resolved where a catalog is
+:func:`pyspark_kafka_group.sink.catalog_tables.resolve_table`) and resolved where a catalog is
 reachable: the source's reader runs in a Python worker with no SparkSession, so it receives
 the location. The rule that keeps a name from being taken for a relative folder:
 :func:`check_location` refuses a location that reads as a dotted name

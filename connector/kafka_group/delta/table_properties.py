@@ -2,7 +2,7 @@
 
 ``delta.targetFileSize`` (files rolled at that size) and ``delta.dataSkippingStatsColumns``
 (the columns with statistics); ``delta.dataSkippingNumIndexedCols`` is read where the file
-writer is set up (:mod:`pyspark_kafka_group.sink_files`). ``delta.checkpointInterval`` and
+writer is set up (:mod:`pyspark_kafka_group.sink.sink_files`). ``delta.checkpointInterval`` and
 ``delta.logRetentionDuration`` need nothing from the writer: delta-rs's post-commit hook, which
 runs after every commit the sink makes, writes the checkpoints and removes expired log files.
 Pure functions; nothing here imports pyspark.

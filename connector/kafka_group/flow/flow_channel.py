@@ -16,7 +16,7 @@ id (its file name): the answer to an id is kept for :data:`KEEP_ANSWERS_S` and a
 request repeated under the same id is answered from it, not handled again. Spark
 Connect clients need that: their requests reach the channel from a planning
 worker of the ``kafka-group-flow`` batch source (see
-``pyspark_kafka_group.flow_source``), and Spark may plan one read more than once.
+``pyspark_kafka_group.source.flow_source``), and Spark may plan one read more than once.
 
 Nothing in the channel is trusted by name. The root (``flow.controlDir``), the
 group folder, the channel folder and ``requests/`` and ``responses/`` are each

@@ -23,7 +23,7 @@ import logging
 from typing import Any, Dict
 
 from kafka_group.config.option_catalog import FETCH_CLUSTER_PARALLELISM
-from pyspark_kafka_group.spark_session import is_connect_session
+from pyspark_kafka_group.session.spark_session import is_connect_session
 
 __all__ = ["cluster_options", "cluster_parallelism"]
 

@@ -29,7 +29,12 @@ import shutil
 from typing import List, Optional, Sequence, Union
 
 from kafka_group.errors import JavaRuntimeError
-from pyspark_kafka_group.shim_compile import JAVA_RELEASE, SHIPPED_JAR_NAME, ShimCompileError, compile_shim
+from pyspark_kafka_group.observability.shim_compile import (
+    JAVA_RELEASE,
+    SHIPPED_JAR_NAME,
+    ShimCompileError,
+    compile_shim,
+)
 
 __all__ = ["JAR_ENV", "SOURCES_ENV", "build_key", "default_cache_dir", "find_javac", "shim_jar", "shipped_jar",
            "source_dir", "spark_jars_dir"]
@@ -52,6 +57,12 @@ def _java_root(folder: pathlib.Path) -> pathlib.Path:
     return folder
 
 
+def _package_dir() -> pathlib.Path:
+    """The folder of the ``pyspark_kafka_group`` package (this module is in its ``observability/``), where the
+    wheel puts ``jvm_shim/``."""
+    return pathlib.Path(__file__).resolve().parent.parent
+
+
 def source_dir() -> pathlib.Path:
     """The folder holding the shim's Java sources (the package ``kafkagroup.metrics`` under it).
 
@@ -70,9 +81,9 @@ def source_dir() -> pathlib.Path:
     configured = os.environ.get(SOURCES_ENV)
     if configured:
         candidates.append(_java_root(pathlib.Path(configured)))
-    here = pathlib.Path(__file__).resolve().parent
-    candidates.append(here / "jvm_shim" / "main" / "java")
-    candidates.append(here.parent.parent / "jvm-shim" / "src" / "main" / "java")
+    package = _package_dir()
+    candidates.append(package / "jvm_shim" / "main" / "java")
+    candidates.append(package.parent.parent / "jvm-shim" / "src" / "main" / "java")
     for candidate in candidates:
         if candidate.is_dir() and any(candidate.rglob("*.java")):
             return candidate
@@ -91,7 +102,7 @@ def shipped_jar() -> Optional[pathlib.Path]:
     sources on first use), or a wheel built without a JDK (``setup.py`` then logs
     that it left the jar out).
     """
-    jar = pathlib.Path(__file__).resolve().parent / "jvm_shim" / SHIPPED_JAR_NAME
+    jar = _package_dir() / "jvm_shim" / SHIPPED_JAR_NAME
     return jar if jar.is_file() else None
 
 
@@ -211,7 +222,8 @@ def shim_jar(*, cache_dir: Optional[PathLike] = None) -> pathlib.Path:
 
 def _compile(javac: str, root: pathlib.Path, sources: Sequence[pathlib.Path], jars: pathlib.Path,
              jar: pathlib.Path) -> None:
-    """Compile ``sources`` against ``jars/*`` into ``jar`` (see :func:`~pyspark_kafka_group.shim_compile.compile_shim`)."""
+    """Compile ``sources`` against ``jars/*`` into ``jar`` (see
+    :func:`~pyspark_kafka_group.observability.shim_compile.compile_shim`)."""
     try:
         compile_shim(javac, root, sources, jars, jar)
     except ShimCompileError as exc:

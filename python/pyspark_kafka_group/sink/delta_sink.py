@@ -6,7 +6,7 @@
    (``<checkpointLocation>/offsets/<batchId>``: Spark writes the source's end
    offsets there before it runs the batch), directly for a local checkpoint and
    through Spark (``read.text``) for any other file system, so that it works in
-   Spark Connect sessions too (:mod:`pyspark_kafka_group.sink_checkpoint`);
+   Spark Connect sessions too (:mod:`pyspark_kafka_group.sink.sink_checkpoint`);
 2. asks the table whether those ranges are still committable (see
    :mod:`kafka_group.delta.delta_offsets`): a batch already committed (a replay after a
    crash) is skipped; partitions another member or a reset moved are left out
@@ -18,11 +18,14 @@
    ``abfss://`` and ``gs://`` alike, with no Hadoop file system and no JVM; see
    :mod:`kafka_group.delta.delta_files`) and return each file's ``add`` action: path,
    size, record count, statistics for data skipping, partition values. The files
-   are invisible: they are in no Delta commit yet (:mod:`pyspark_kafka_group.sink_files`);
+   are invisible: they are in no Delta commit yet (:mod:`pyspark_kafka_group.sink.sink_files`);
 4. commits those files together with the new position of every planned
    partition in one Delta transaction, on the driver, through delta-rs (or, for a table
    with features delta-rs cannot commit to, such as row tracking or in-commit timestamps,
    through the connector's own commit, :mod:`kafka_group.delta.log_commit`).
+
+Steps 1 and 2, and what a conflict drops, are this module's; steps 3 and 4 (and the keyed mode's MERGE in
+their place) are :mod:`pyspark_kafka_group.sink.landing`'s.
 
 Nothing is visible until step 4 succeeds. Files of a batch whose commit is refused
 (its offsets conflict) are deleted; files of task attempts Spark retried, and of a
@@ -39,7 +42,7 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.keyed_commit import KeyedOffsetStore, refuse_null_keys
+from kafka_group.delta.keyed_commit import KeyedOffsetStore
 from kafka_group.delta.keyed_rules import KeyedSpec
 from kafka_group.delta.keyed_tombstones import (
     DEFAULT_RETENTION_SECONDS,
@@ -50,11 +53,11 @@ from kafka_group.delta.keyed_tombstones import (
 from kafka_group.delta.table_names import ResolvedTable, check_location, parse_table_name
 from kafka_group.delta.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError, OffsetConflictError
-from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
-from pyspark_kafka_group.catalog_tables import resolve_table
-from pyspark_kafka_group.keyed_changes import change_set
-from pyspark_kafka_group.sink_checkpoint import (
+from pyspark_kafka_group.session.spark_requirement import require_sink_dependencies
+from pyspark_kafka_group.sink.catalog_tables import resolve_table
+from pyspark_kafka_group.sink.landing import land_changes, land_rows
+from pyspark_kafka_group.sink.sink_checkpoint import (
     CONNECT_NEEDS_CHECKPOINT,
     BatchPlan,
     batch_plan,
@@ -64,9 +67,6 @@ from pyspark_kafka_group.sink_checkpoint import (
     refuse_committed_batch,
     verify_checkpoint,
 )
-from pyspark_kafka_group.sink_files import partition_columns, write_files
-from pyspark_kafka_group.sink_rules import VIOLATION_COLUMN, apply_rules
-from pyspark_kafka_group.spark_requirement import require_sink_dependencies
 
 __all__ = ["DeltaSink"]
 
@@ -93,7 +93,7 @@ class DeltaSink:
         ``catalog.schema.table``), as ``writeStream.toTable(...)`` and ``DeltaTable.forName`` take
         it. It is resolved to its location at the first batch, through the batch's session
         (``DESCRIBE DETAIL``: classic and Spark Connect alike) or ``catalog``; the source's
-        ``offsets.table`` must be that location (:func:`~pyspark_kafka_group.catalog_tables.resolve_table`
+        ``offsets.table`` must be that location (:func:`~pyspark_kafka_group.sink.catalog_tables.resolve_table`
         gives the source's options). A :class:`~kafka_group.delta.table_names.ResolvedTable` is used as resolved
         (its credentials fetched again only with ``catalog``).
     catalog : UnityCatalog, optional
@@ -315,42 +315,12 @@ class DeltaSink:
             batch = self._only_partitions(batch, ranges)
         if self.keyed is not None:
             assert isinstance(store, KeyedOffsetStore)
-            self._land_keyed(batch, batch_id, ranges, store, self.keyed)
+            land_changes(batch, batch_id, ranges, store, self.keyed, transform=self.transform,
+                         partition_by=self.partition_by, tombstones_of=self._tombstones_of)
             return
-        if self.transform is not None:
-            batch = self.transform(batch)
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        # The table's column mapping and rules (as check() loaded it): generated columns the batch lacks
-        # are computed, and every row is checked against the rules as its files are written.
-        contract = store.write_contract(batch.columns)
-        batch, checked = apply_rules(batch, contract)
-        # Before any file is written: a batch that does not fit the table is refused whole.
-        # Spark's timestamps are UTC instants (timestamp[us, tz=UTC]), as in the written files.
-        schema = to_arrow_schema((batch.drop(VIOLATION_COLUMN) if checked else batch).schema, timezone="UTC")
-        store.check_schema(schema, batch=f"batch {batch_id}", merge_schema=self.merge_schema)
-        partition_by = partition_columns(store, self.partition_by, store.table_path, schema)
-        crash_point("sink.before_write")
-        files = write_files(batch, batch_id, schema, partition_by, store, store.table_path,
-                            self._batch_storage_options, contract, checked)
-        if not ranges and not files:
-            return
-        crash_point("sink.before_commit")
-        # A commit refused for another writer's offsets (OffsetConflictError) deletes the files: in no commit,
-        # invisible, and gone; one refused as already committed keeps them (an older version may read them).
-        store.commit(
-            files,
-            schema,
-            ranges,
-            metadata={
-                "kafkaGroup.batchId": batch_id,
-                "kafkaGroup.ranges": ",".join(str(r) for r in ranges),
-            },
-            partition_by=partition_by,
-            merge_schema=self.merge_schema,
-            contract=contract,
-        )
-        crash_point("sink.after_commit")
+        land_rows(batch if self.transform is None else self.transform(batch), batch_id, ranges, store,
+                  partition_by=self.partition_by, merge_schema=self.merge_schema,
+                  storage_options=self._batch_storage_options)
 
     def _location(self, batch: Any) -> "tuple[str, dict[str, str]]":
         """The table's location and storage options: ``path``'s, or ``table``'s, resolved at the first batch
@@ -370,32 +340,6 @@ class DeltaSink:
             self._resolved = resolved
         self.path = resolved.location
         return resolved.location, {**resolved.storage_options, **self.storage_options}
-
-    def _land_keyed(self, batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: KeyedOffsetStore,
-                    spec: KeyedSpec) -> None:
-        """Keyed mode: the batch's change set (computed by Spark, in the driver's memory) MERGEd into the
-        table with the batch's offsets, in one commit (:mod:`kafka_group.delta.keyed_commit`)."""
-        crash_point("sink.before_write")
-        changes, stored = change_set(batch, self.transform, spec)
-        if not ranges and changes.num_rows == 0:
-            return
-        refuse_null_keys(changes, spec, store.table_path)
-        tombstones = self._tombstones_of(store.table_path, spec) if spec.scd_type == 1 else None
-        partition_by = self.partition_by if self.partition_by is not None else (store.partition_columns() or [])
-        missing = [c for c in partition_by if c not in stored]
-        if missing:
-            raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
-                              f"store (it stores {', '.join(stored)})")
-        crash_point("sink.before_commit")
-        if tombstones is not None:  # before the commit: kafka_group.delta.keyed_tombstones says why
-            tombstones.record(tombstones.deletes(changes))
-        store.merge_changes(changes, spec, stored, ranges, partition_by=partition_by,
-                            metadata={"kafkaGroup.batchId": batch_id,
-                                      "kafkaGroup.ranges": ",".join(str(r) for r in ranges)},
-                            prepare=None if tombstones is None else tombstones.apply)
-        crash_point("sink.after_commit")
-        if tombstones is not None:
-            tombstones.collect_garbage()
 
     def _tombstones_of(self, table_path: str, spec: KeyedSpec) -> Tombstones:
         """SCD1's tombstones of the table (one object per location: it keeps the time of its last
@@ -438,7 +382,7 @@ class DeltaSink:
         cluster's own credentials: ``read.text(wholetext=True)`` works in classic and
         Spark Connect sessions alike. A ``checkpoint_location`` is checked once to be the
         running query's, and at every batch not to have committed this batch already (see
-        :mod:`pyspark_kafka_group.sink_checkpoint`).
+        :mod:`pyspark_kafka_group.sink.sink_checkpoint`).
         """
         session = batch.sparkSession
         root = (self.checkpoint_location or checkpoint_of_running_query(session)).rstrip("/")

@@ -1,6 +1,6 @@
 """Compiling the JVM metrics shim into a jar: ``javac`` and a zip, nothing else.
 
-Used at run time by :mod:`pyspark_kafka_group.shim_build` (the cache and the
+Used at run time by :mod:`pyspark_kafka_group.observability.shim_build` (the cache and the
 lookups around it) and, loaded by its file path, by ``setup.py`` when the wheel is
 built, so that the wheel ships the compiled jar and a runtime needs no ``javac``.
 It therefore imports only the standard library: a build environment has neither

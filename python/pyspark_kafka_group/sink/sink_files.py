@@ -1,4 +1,4 @@
-"""The data files of a :class:`~pyspark_kafka_group.delta_sink.DeltaSink` batch, written by the executors.
+"""The data files of a :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` batch, written by the executors.
 
 ``batch.mapInArrow`` has each Spark task write its rows into the table (one file per
 partition-value combination, through delta-rs's object store: local paths, ``s3://``,
@@ -21,7 +21,7 @@ from kafka_group.delta.table_properties import stats_columns, target_file_size
 from kafka_group.delta.table_location import normalize_table_path, table_filesystem
 from kafka_group.delta.write_contract import WriteContract
 from kafka_group.errors import ConstraintViolationError
-from pyspark_kafka_group.sink_rules import first_violation
+from pyspark_kafka_group.sink.sink_rules import first_violation
 
 __all__ = ["partition_columns", "write_files"]
 
@@ -46,8 +46,8 @@ def write_files(
 
     Under ``contract``'s column mapping the files carry physical names (the ``add`` actions' partition
     values stay logical until the commit). With ``checked``, ``batch`` has
-    :data:`~pyspark_kafka_group.sink_rules.VIOLATION_COLUMN` (:func:`~pyspark_kafka_group.sink_rules.apply_rules`):
-    a row that breaks a rule makes its task stop writing and report it.
+    :data:`~pyspark_kafka_group.sink.sink_rules.VIOLATION_COLUMN`
+    (:func:`~pyspark_kafka_group.sink.sink_rules.apply_rules`): a row that breaks a rule makes its task stop writing and report it.
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""What :class:`~pyspark_kafka_group.delta_sink.DeltaSink` reads of the query's checkpoint: a batch's plan.
+"""What :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` reads of the query's checkpoint: a batch's plan.
 
 Spark writes the source's end offsets of batch N to ``<checkpointLocation>/offsets/N`` before it
 runs the batch. This module finds the checkpoint (the sink's ``checkpoint_location``, or in a classic
@@ -86,7 +86,7 @@ def verify_checkpoint(session: Any, root: str) -> None:
     is the query's own, so the id must be among its active queries. (A classic
     batch runs on a clone of the session, whose query list is not the query's.)
     """
-    from pyspark_kafka_group.spark_session import is_connect_session
+    from pyspark_kafka_group.session.spark_session import is_connect_session
 
     if is_connect_session(session):
         metadata = read_text(session, f"{root}/metadata")
@@ -188,7 +188,7 @@ def checkpoint_of_running_query(session: Any) -> str:
     """
     from pyspark.sql import SparkSession
 
-    from pyspark_kafka_group.spark_session import is_connect_session
+    from pyspark_kafka_group.session.spark_session import is_connect_session
 
     if is_connect_session(session):
         raise ConfigError(CONNECT_NEEDS_CHECKPOINT)

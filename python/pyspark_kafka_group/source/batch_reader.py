@@ -15,7 +15,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from kafka_group.config.source_options import SourceOptions
 from kafka_group.offsets import StartingOffsets
 from kafka_group.plan.planning import pack_ranges
-from pyspark_kafka_group.stream_reader import OffsetRangesPartition, read_task
+from pyspark_kafka_group.source.stream_reader import OffsetRangesPartition, read_task
 
 if TYPE_CHECKING:
     from kafka_group.registry.decoding import DecodePlan

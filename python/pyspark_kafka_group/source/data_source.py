@@ -101,15 +101,15 @@ class KafkaGroupDataSource(DataSource):
         return plan
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """The micro-batch reader (see :class:`~pyspark_kafka_group.stream_reader.KafkaGroupStreamReader`)."""
-        from pyspark_kafka_group.stream_reader import KafkaGroupStreamReader
+        """The micro-batch reader (see :class:`~pyspark_kafka_group.source.stream_reader.KafkaGroupStreamReader`)."""
+        from pyspark_kafka_group.source.stream_reader import KafkaGroupStreamReader
 
         check_stream_options(self.source_options)
         return KafkaGroupStreamReader(self.source_options, self._checked_plan(schema))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """The batch reader (see :class:`~pyspark_kafka_group.batch_reader.KafkaGroupBatchReader`)."""
-        from pyspark_kafka_group.batch_reader import KafkaGroupBatchReader
+        """The batch reader (see :class:`~pyspark_kafka_group.source.batch_reader.KafkaGroupBatchReader`)."""
+        from pyspark_kafka_group.source.batch_reader import KafkaGroupBatchReader
 
         return KafkaGroupBatchReader(self.source_options, check_batch_options(self.source_options),
                                      self._checked_plan(schema))
