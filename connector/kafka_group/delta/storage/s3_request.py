@@ -2,7 +2,7 @@
 
 delta-rs exposes no conditional put to Python, and every commit it makes checks the latest table
 version first, so two sequential delta-rs commits never reach the store with the same version:
-the probe (:mod:`kafka_group.delta.conditional_put`) sends its two ``If-None-Match: *`` PUTs itself,
+the probe (:mod:`kafka_group.delta.storage.conditional_put`) sends its two ``If-None-Match: *`` PUTs itself,
 with boto3 (the ``s3`` extra: ``pip install 'pyspark-kafka-group[s3]'``).
 
 It reaches the store the way delta-rs does with the same storage options (keys matched

@@ -30,7 +30,7 @@ import urllib.request
 from typing import Any, Dict, Mapping, NoReturn, Optional
 
 from kafka_group.bounded_http import Late, Redirected, TooBig, fetch
-from kafka_group.delta.table_names import ResolvedTable, parse_table_name
+from kafka_group.delta.storage.table_names import ResolvedTable, parse_table_name
 from kafka_group.errors import ConfigError, OffsetStoreError
 from kafka_group.json_text import NotJson, parse_json
 from kafka_group.redaction import register_secret, register_storage_secrets

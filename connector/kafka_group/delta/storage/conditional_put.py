@@ -14,7 +14,7 @@ error. The probe proves the condition is honoured before the first commit to a t
 3. delete the object.
 
 The requests go through boto3 with the standard AWS credential chain
-(:mod:`kafka_group.delta.s3_request`): static keys in the storage options, else environment
+(:mod:`kafka_group.delta.storage.s3_request`): static keys in the storage options, else environment
 variables, a shared credentials/config profile, web identity (EKS IRSA), container credentials or
 the instance profile, as delta-rs finds them.
 
@@ -40,9 +40,9 @@ import urllib.parse
 import uuid
 from typing import Mapping, Optional, Set, Tuple
 
-from kafka_group.delta.s3_request import ENDPOINT as _ENDPOINT
-from kafka_group.delta.s3_request import S3Target, option, s3_create, s3_delete, s3_target
-from kafka_group.delta.table_location import local_table_path, normalize_table_path
+from kafka_group.delta.storage.s3_request import ENDPOINT as _ENDPOINT
+from kafka_group.delta.storage.s3_request import S3Target, option, s3_create, s3_delete, s3_target
+from kafka_group.delta.storage.table_location import local_table_path, normalize_table_path
 from kafka_group.errors import ConditionalPutError
 
 __all__ = ["PROBE_PREFIX", "check_conditional_put"]
