@@ -162,7 +162,7 @@ class MaybeBinaryDistribution(Distribution):
 SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "jsonschema>=4.18,<5", "referencing>=0.28.4,<1",
                    "google-re2>=1.1,<2", "fastavro>=1.9,<2"]
 
-#: The conditional-put probe of s3:// tables (kafka_group.delta.s3_request): boto3 sends its two
+#: The conditional-put probe of s3:// tables (kafka_group.delta.storage.s3_request): boto3 sends its two
 #: If-None-Match PUTs with the standard AWS credential chain (environment, profiles, web identity/IRSA,
 #: container and instance credentials). 1.35.2: the first whose PutObject takes IfNoneMatch.
 S3 = ["boto3>=1.35.2,<2", "botocore>=1.35.2,<2"]

@@ -59,7 +59,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from kafka_group.delta.table_location import local_table_path
+from kafka_group.delta.storage.table_location import local_table_path
 from kafka_group.formats import read_progress
 from pyspark_kafka_group.query_errors import failure_reason
 

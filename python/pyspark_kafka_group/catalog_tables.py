@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from kafka_group.delta.table_names import ResolvedTable, parse_table_name, quoted_table_name
-from kafka_group.delta.unity_catalog import UnityCatalog
+from kafka_group.delta.storage.table_names import ResolvedTable, parse_table_name, quoted_table_name
+from kafka_group.delta.storage.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError
 
 __all__ = ["ResolvedTable", "UnityCatalog", "resolve_table"]

@@ -47,8 +47,8 @@ from kafka_group.delta.keyed_tombstones import (
     retention_seconds,
     tombstones_location,
 )
-from kafka_group.delta.table_names import ResolvedTable, check_location, parse_table_name
-from kafka_group.delta.unity_catalog import UnityCatalog
+from kafka_group.delta.storage.table_names import ResolvedTable, check_location, parse_table_name
+from kafka_group.delta.storage.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange

@@ -15,11 +15,11 @@ from kafka_group.delta.commit_files import DataFile, delete_files
 from kafka_group.delta.delta_files import write_partitioned
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
-from kafka_group.delta.not_null import ColumnPath
+from kafka_group.delta.rules.not_null import ColumnPath
 from kafka_group.delta.partition_values import check_partition_columns
-from kafka_group.delta.table_properties import stats_columns, target_file_size
-from kafka_group.delta.table_location import normalize_table_path, table_filesystem
-from kafka_group.delta.write_contract import WriteContract
+from kafka_group.delta.rules.table_properties import stats_columns, target_file_size
+from kafka_group.delta.storage.table_location import normalize_table_path, table_filesystem
+from kafka_group.delta.rules.write_contract import WriteContract
 from kafka_group.errors import ConstraintViolationError
 from pyspark_kafka_group.sink_rules import first_violation
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any, List, Optional, Tuple
 
-from kafka_group.delta.table_rules import Rule
-from kafka_group.delta.write_contract import WriteContract
+from kafka_group.delta.rules.table_rules import Rule
+from kafka_group.delta.rules.write_contract import WriteContract
 
 __all__ = ["VIOLATION_COLUMN", "apply_rules", "first_violation"]
 

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from kafka_group.delta.delta_files import write_partitioned
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetConflictError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink

@@ -19,7 +19,7 @@ from kafka_group.delta.partition_values import (
     escape_path_name,
     partition_value,
 )
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import ConfigError
 
 UTC = datetime.timezone.utc

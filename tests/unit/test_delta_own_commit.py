@@ -23,7 +23,7 @@ from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.log_actions import TableState, commit_actions, in_commit_timestamp, winners_conflict
 from kafka_group.delta.log_commit import own_commit_refusal, put_if_absent
 from kafka_group.delta.log_snapshot import row_id_high_water_mark
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition
 

@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from kafka_group.delta.not_null import ColumnPath
-from kafka_group.delta.table_location import local_table_path, table_filesystem
+from kafka_group.delta.rules.not_null import ColumnPath
+from kafka_group.delta.storage.table_location import local_table_path, table_filesystem
 from kafka_group.errors import OffsetStoreError
 
 __all__ = ["DataFile", "check_local_files", "delete_files"]

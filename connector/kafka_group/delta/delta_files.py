@@ -1,17 +1,17 @@
 """The Parquet data files of a Delta table, written without Spark's writer, Hadoop or a JVM.
 
 DeltaSink's executors write each task's rows through
-:func:`~kafka_group.delta.table_location.table_filesystem` (any store
+:func:`~kafka_group.delta.storage.table_location.table_filesystem` (any store
 delta-rs reaches: local paths, ``s3://``, ``abfss://``, ``gs://``, with the same storage
 options) and describe every file by a :class:`WrittenFile`: the ``add`` action the driver
 commits, with the offsets, in one Delta transaction. Nothing here imports pyspark.
 
 This module writes the files (:func:`write_partitioned`: one file per partition value of a
 task, row groups bounded in rows and bytes), counting per file the NULLs of the columns the
-table declares NOT NULL (:mod:`kafka_group.delta.not_null`) for the driver to check. Around
+table declares NOT NULL (:mod:`kafka_group.delta.rules.not_null`) for the driver to check. Around
 it: file naming and partition values (:mod:`kafka_group.delta.partition_values`), Delta's
 per-file statistics (:mod:`kafka_group.delta.file_stats`), the table's file system
-(:func:`kafka_group.delta.table_location.table_filesystem`).
+(:func:`kafka_group.delta.storage.table_location.table_filesystem`).
 
 Why :class:`deltalake.fs.DeltaStorageHandler` as the file system: it is delta-rs's own
 object store, so every URI and storage option (credentials, endpoint, region, ``AWS_*``,
@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from kafka_group.delta.column_mapping import ColumnMapping
+from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS, FIRST_DAY, LAST_DAY, FileStats, day_range
-from kafka_group.delta.not_null import ColumnPath, count_nulls
+from kafka_group.delta.rules.not_null import ColumnPath, count_nulls
 from kafka_group.delta.partition_values import data_file_path, partition_value
 from kafka_group.errors import ConfigError, OffsetStoreError
 
@@ -51,7 +51,7 @@ class WrittenFile:
     """Serialized partition values (empty for an unpartitioned table)."""
     null_counts: Dict[ColumnPath, int] = field(default_factory=dict)
     """The NULLs the file holds in each column it was asked to count (``not_null`` of
-    :func:`write_partitioned`; see :func:`~kafka_group.delta.not_null.count_nulls`), zero counts included."""
+    :func:`write_partitioned`; see :func:`~kafka_group.delta.rules.not_null.count_nulls`), zero counts included."""
 
 
 def write_partitioned(
@@ -97,7 +97,7 @@ def write_partitioned(
     mapping : ColumnMapping, optional
         The table's column mapping: the files are then written under its physical names with its
         field ids, and their statistics keyed by physical names
-        (:mod:`kafka_group.delta.column_mapping`); partition values stay logical here.
+        (:mod:`kafka_group.delta.rules.column_mapping`); partition values stay logical here.
     target_file_size : int, optional
         The table's ``delta.targetFileSize`` in bytes: a file is closed and the next one opened
         once it reaches this size (checked at each row group, whose size is then at most a quarter

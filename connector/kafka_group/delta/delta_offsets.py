@@ -50,18 +50,18 @@ import logging
 import time
 from typing import Any, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.column_mapping import column_mapping_of, refuse_new_columns
+from kafka_group.delta.rules.column_mapping import column_mapping_of, refuse_new_columns
 from kafka_group.delta.commit_files import DataFile, check_local_files, delete_files
 from kafka_group.delta.log_actions import OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log_commit import commit_own
 from kafka_group.delta.offset_check import CommitCheck, check_ranges
 from kafka_group.delta.offset_moves import OffsetMoves
-from kafka_group.delta.not_null import ColumnPath, not_null_paths
+from kafka_group.delta.rules.not_null import ColumnPath, not_null_paths
 from kafka_group.delta.not_null_check import check_not_null
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
-from kafka_group.delta.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
+from kafka_group.delta.rules.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
-from kafka_group.delta.write_contract import WriteContract, check_contract, contract_of
+from kafka_group.delta.rules.write_contract import WriteContract, check_contract, contract_of
 from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
@@ -119,7 +119,7 @@ class DeltaOffsetStore(OffsetMoves):
         merge_schema : bool
             Whether columns the batch adds are merged into the table's schema (by :meth:`commit`)
             and columns it lacks read as NULL, instead of refused (see
-            :mod:`kafka_group.delta.schema_evolution`). A type change is refused either way.
+            :mod:`kafka_group.delta.rules.schema_evolution`). A type change is refused either way.
 
         Raises
         ------
@@ -158,7 +158,7 @@ class DeltaOffsetStore(OffsetMoves):
         Raises
         ------
         UnsupportedTableFeatureError
-            A rule's expression the sink does not evaluate (see :mod:`kafka_group.delta.table_rules`).
+            A rule's expression the sink does not evaluate (see :mod:`kafka_group.delta.rules.table_rules`).
         """
         return contract_of(self._load(), self.table_path, columns)
 
@@ -208,12 +208,12 @@ class DeltaOffsetStore(OffsetMoves):
             existing table must have (checked on the very version committed on).
         merge_schema : bool
             Whether the columns the files add are merged into the table's schema (see above and
-            :mod:`kafka_group.delta.schema_evolution`); a type change is refused either way.
+            :mod:`kafka_group.delta.rules.schema_evolution`); a type change is refused either way.
         contract : WriteContract, optional
             The column mapping the files were written under and the rules their rows were checked
             against (:meth:`write_contract`); None: no column mapping, no rule. The version committed
             on must have the same mapping and no other rule, or the commit is refused
-            (:func:`~kafka_group.delta.write_contract.check_contract`).
+            (:func:`~kafka_group.delta.rules.write_contract.check_contract`).
 
         Returns
         -------

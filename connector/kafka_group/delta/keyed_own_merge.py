@@ -35,7 +35,7 @@ A lost race returns None: the caller checks the offsets on the new version and p
 
 Column mapping (``name`` and ``id``, top-level primitive columns): the target's files are read and
 the new files written under the physical names (with field ids), partition values and statistics
-keyed by them (:mod:`kafka_group.delta.column_mapping`, as the append path writes them).
+keyed by them (:mod:`kafka_group.delta.rules.column_mapping`, as the append path writes them).
 
 Refused here (:func:`own_merge_refusal`, with the reason): SCD2, row tracking, column mapping with
 nested columns, the change data feed enabled, legacy invariants at any depth (nested fields'
@@ -54,14 +54,14 @@ import urllib.parse
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from kafka_group.delta.column_mapping import column_mapping_of
+from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.commit_files import DataFile, delete_files
 from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap, union_rows
 from kafka_group.delta.keyed_own_plan import FilePlan, plan_scd1, read_file
 from kafka_group.delta.log_actions import TableState, commit_actions, encode_actions, protocol_refusal
 from kafka_group.delta.log_commit import checkpoint_if_due, own_commit_refusal, put_if_absent
 from kafka_group.delta.log_snapshot import commit_path, last_in_commit_timestamp
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 

@@ -21,7 +21,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.column_mapping import ColumnMapping
+from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.deletion_vectors import DeletionVector, read_deleted_rows
 from kafka_group.delta.key_rows import maximum_may_be_cut
 from kafka_group.delta.keyed_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN

@@ -10,7 +10,7 @@ does not exist yet (:func:`put_if_absent`):
   ``link`` fails if the name exists, so a commit file is never overwritten nor seen half written
   (NFS and other POSIX file systems keep ``link`` atomic);
 - S3 (``s3://``, ``s3a://``): one ``PUT`` with ``If-None-Match: *`` through boto3
-  (:mod:`kafka_group.delta.s3_request`, the same credential chain as the conditional-put probe);
+  (:mod:`kafka_group.delta.storage.s3_request`, the same credential chain as the conditional-put probe);
   ``412``/``409`` means another writer has the version;
 - any other store is refused before a file is written (:func:`own_commit_refusal`): Azure and GCS
   have a create-if-absent, but no maintained library the connector depends on offers it (delta-rs
@@ -51,7 +51,7 @@ from kafka_group.delta.log_actions import TableState, commit_actions, encode_act
 from kafka_group.delta.log_actions import protocol_refusal, winners_conflict
 from kafka_group.delta.log_snapshot import commit_actions_of, commit_path, last_in_commit_timestamp
 from kafka_group.delta.log_snapshot import row_id_high_water_mark
-from kafka_group.delta.table_location import local_table_path, table_filesystem
+from kafka_group.delta.storage.table_location import local_table_path, table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
 __all__ = ["checkpoint_if_due", "commit_own", "own_commit_refusal", "put_if_absent"]
@@ -94,7 +94,7 @@ def put_if_absent(table_path: str, storage_options: Mapping[str, str], path: str
     parts = urllib.parse.urlsplit(table_path.strip())
     if parts.scheme.lower() not in _S3_SCHEMES:
         raise OffsetStoreError(f"offsets.table '{table_path}': {own_commit_refusal(table_path)}")
-    from kafka_group.delta.s3_request import S3Unreachable, s3_create, s3_target
+    from kafka_group.delta.storage.s3_request import S3Unreachable, s3_create, s3_target
 
     prefix = parts.path.strip("/")
     key = f"{prefix}/{path}" if prefix else path

@@ -4,7 +4,7 @@ delta-rs (deltalake 1.6.6) reads the version, protocol, metadata and application
 versions of every table here correctly (checkpoints included), and the connector takes those from
 it. It exposes neither the domain metadata nor the commits' ``commitInfo``, so two things an
 append of :mod:`kafka_group.delta.log_actions` needs are read here, through the table's file
-system (:func:`~kafka_group.delta.table_location.table_filesystem`, any store delta-rs reaches):
+system (:func:`~kafka_group.delta.storage.table_location.table_filesystem`, any store delta-rs reaches):
 
 - the ``inCommitTimestamp`` of the version's own commit file (the newest commit is always a JSON
   file, never only in a checkpoint);

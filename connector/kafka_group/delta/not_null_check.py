@@ -3,7 +3,7 @@
 Delta commits such files (delta-rs does not look into them), and then delta-rs refuses to read
 the table ("declared as non-nullable but contains null values") and delta-spark reads NULLs its
 schema says cannot be. The counts come from the executors (:attr:`DataFile.null_counts`, see
-:mod:`kafka_group.delta.not_null`), else from the file's statistics.
+:mod:`kafka_group.delta.rules.not_null`), else from the file's statistics.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.not_null import ColumnPath, describe_path, not_null_paths
+from kafka_group.delta.rules.not_null import ColumnPath, describe_path, not_null_paths
 from kafka_group.errors import NotNullViolationError
 
 __all__ = ["check_not_null"]

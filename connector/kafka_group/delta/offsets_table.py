@@ -16,10 +16,10 @@ import os
 import urllib.parse
 from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence
 
-from kafka_group.delta.conditional_put import check_conditional_put
+from kafka_group.delta.storage.conditional_put import check_conditional_put
 from kafka_group.delta.log_actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log_commit import own_commit_refusal
-from kafka_group.delta.table_location import DATA_FOLDER, TOMBSTONES_FOLDER, local_table_path
+from kafka_group.delta.storage.table_location import DATA_FOLDER, TOMBSTONES_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
@@ -47,7 +47,7 @@ COMMIT_ATTEMPTS = 10
 #: Table features (``protocol`` reader and writer features) that an append of plain Parquet files,
 #: as DeltaSink writes them, honours and that delta-rs commits (checked against deltalake 1.6.6).
 #: Column mapping, CHECK constraints, invariants and generated columns are honoured by the sink's writer
-#: (:mod:`kafka_group.delta.write_contract`: files under physical names, rows checked with Spark).
+#: (:mod:`kafka_group.delta.rules.write_contract`: files under physical names, rows checked with Spark).
 #: Tables with a feature of :data:`~kafka_group.delta.log_actions.OWN_COMMIT_FEATURES` are appended to
 #: by the connector's own commit (:mod:`kafka_group.delta.log_commit`), not delta-rs.
 _APPENDABLE_FEATURES = COMMITTABLE_FEATURES
@@ -96,7 +96,7 @@ class OffsetsTable:
 
         Caller: every commit of the store (data and data-less), and DeltaSink on the driver before a
         batch's files are written. Probes once per instance that passes (and per process and table, see
-        :func:`~kafka_group.delta.conditional_put.check_conditional_put`); a refused store is probed
+        :func:`~kafka_group.delta.storage.conditional_put.check_conditional_put`); a refused store is probed
         again on the next call.
 
         Raises
@@ -242,7 +242,7 @@ class OffsetsTable:
             feature outside the ones an append of plain Parquet files honours and delta-rs
             commits. The message names the feature and the fix. (Column mapping, CHECK
             constraints, invariants and generated columns are honoured: see
-            :mod:`kafka_group.delta.write_contract`.)
+            :mod:`kafka_group.delta.rules.write_contract`.)
         """
         problems = _unsupported_features(table)
         writer_features = table.protocol().writer_features or []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Optional, Sequence, Tuple
 
-from kafka_group.delta.table_location import DATA_FOLDER
+from kafka_group.delta.storage.table_location import DATA_FOLDER
 from kafka_group.errors import ConfigError
 
 __all__ = ["HIVE_DEFAULT_PARTITION", "check_partition_columns", "data_file_path", "escape_path_name", "partition_value"]

@@ -12,7 +12,7 @@ A rename (``RENAME COLUMN``) changes only the logical name and a drop (``DROP CO
 schema, so files keep their meaning; a column dropped and added again gets a new physical name. The
 sink writes its batch under the mapping of the table version it checked, and the commit is refused
 when the version it commits on maps the batch's columns otherwise
-(:func:`kafka_group.delta.write_contract.check_contract`).
+(:func:`kafka_group.delta.rules.write_contract.check_contract`).
 
 New columns (``DeltaSink(merge_schema=True)``) are refused on such a table: each needs a fresh
 physical name and id and ``delta.columnMapping.maxColumnId`` advanced in the same ``metaData``

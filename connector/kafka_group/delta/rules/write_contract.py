@@ -1,8 +1,8 @@
 """What a batch's files were written for: the table's column mapping and rules, checked again at the commit.
 
 DeltaSink writes a batch's files under the column mapping of the table version it checked
-(:mod:`kafka_group.delta.column_mapping`) and checks its rows against that version's CHECK
-constraints, invariants and generated columns (:mod:`kafka_group.delta.table_rules`). The commit
+(:mod:`kafka_group.delta.rules.column_mapping`) and checks its rows against that version's CHECK
+constraints, invariants and generated columns (:mod:`kafka_group.delta.rules.table_rules`). The commit
 goes on the latest version, which another writer may have changed meanwhile (``ADD CONSTRAINT``,
 a column dropped and added again): :func:`check_contract` refuses the commit then, as the NOT NULL
 check refuses files written while the table's NOT NULL columns changed. Nothing here imports pyspark.
@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from kafka_group.delta.column_mapping import ColumnMapping, column_mapping_of
-from kafka_group.delta.table_rules import Rule, check_expression, rules_signature, table_rules
+from kafka_group.delta.rules.column_mapping import ColumnMapping, column_mapping_of
+from kafka_group.delta.rules.table_rules import Rule, check_expression, rules_signature, table_rules
 from kafka_group.errors import OffsetStoreError
 
 __all__ = ["WriteContract", "check_contract", "contract_of"]
@@ -41,7 +41,7 @@ class WriteContract:
 
 def contract_of(table: Any, table_path: str, columns: Sequence[str]) -> WriteContract:
     """The contract of ``table`` (a delta-rs table version; None: a table the batch creates) for a batch of
-    ``columns``. Every rule's expression is checked first (:func:`~kafka_group.delta.table_rules.check_expression`).
+    ``columns``. Every rule's expression is checked first (:func:`~kafka_group.delta.rules.table_rules.check_expression`).
 
     Raises
     ------
