@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.commit_files import DataFile, delete_files
-from kafka_group.delta.delta_files import write_partitioned
+from kafka_group.delta.files.commit_files import DataFile, delete_files
+from kafka_group.delta.files.parquet_writer import write_partitioned
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
+from kafka_group.delta.files.file_stats import DEFAULT_INDEXED_COLUMNS
 from kafka_group.delta.rules.not_null import ColumnPath
-from kafka_group.delta.partition_values import check_partition_columns
+from kafka_group.delta.files.partition_values import check_partition_columns
 from kafka_group.delta.rules.table_properties import stats_columns, target_file_size
 from kafka_group.delta.storage.table_location import normalize_table_path, table_filesystem
 from kafka_group.delta.rules.write_contract import WriteContract

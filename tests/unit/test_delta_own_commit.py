@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.files.commit_files import DataFile
 from kafka_group.delta.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.log_actions import TableState, commit_actions, in_commit_timestamp, winners_conflict
 from kafka_group.delta.log_commit import own_commit_refusal, put_if_absent

@@ -51,13 +51,13 @@ import time
 from typing import Any, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.rules.column_mapping import column_mapping_of, refuse_new_columns
-from kafka_group.delta.commit_files import DataFile, check_local_files, delete_files
+from kafka_group.delta.files.commit_files import DataFile, check_local_files, delete_files
 from kafka_group.delta.log_actions import OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log_commit import commit_own
 from kafka_group.delta.offset_check import CommitCheck, check_ranges
 from kafka_group.delta.offset_moves import OffsetMoves
 from kafka_group.delta.rules.not_null import ColumnPath, not_null_paths
-from kafka_group.delta.not_null_check import check_not_null
+from kafka_group.delta.files.not_null_check import check_not_null
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.rules.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
@@ -238,7 +238,7 @@ class DeltaOffsetStore(OffsetMoves):
             (invisible; VACUUM removes them).
         NotNullViolationError
             A file holds NULLs in a column the table declares NOT NULL (see
-            :func:`~kafka_group.delta.not_null_check.check_not_null`); ``files`` are deleted.
+            :func:`~kafka_group.delta.files.not_null_check.check_not_null`); ``files`` are deleted.
         """
         try:
             return self._commit(files, arrow_schema, ranges, metadata, partition_by, merge_schema, contract)

@@ -25,7 +25,7 @@ the old logical file (path with its old DV) and an ``add`` of the same path with
 (``stats.tightBounds`` false, "Per-file Statistics"); a file whose rows are all deleted is removed.
 Without it, a touched file is copied without its deleted rows (copy-on-write). Replaced and
 inserted rows go into new files by the append path's writer
-(:func:`~kafka_group.delta.delta_files.write_partitioned`: statistics included).
+(:func:`~kafka_group.delta.files.parquet_writer.write_partitioned`: statistics included).
 
 Commit: the actions of :func:`~kafka_group.delta.log_actions.commit_actions` (commitInfo with the
 in-commit timestamp where enabled, the new files, the ``txn`` of every topic-partition and of the
@@ -55,7 +55,7 @@ import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.rules.column_mapping import column_mapping_of
-from kafka_group.delta.commit_files import DataFile, delete_files
+from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap, union_rows
 from kafka_group.delta.keyed_own_plan import FilePlan, plan_scd1, read_file
 from kafka_group.delta.log_actions import TableState, commit_actions, encode_actions, protocol_refusal
@@ -160,7 +160,7 @@ def own_merge(
         store failed the commit's PUT, which may have landed: the files are kept, and the next
         run's offset check lands the batch or skips it.
     """
-    from kafka_group.delta.delta_files import write_partitioned
+    from kafka_group.delta.files.parquet_writer import write_partitioned
 
     why = own_merge_refusal(table, 1)
     protocol = table.protocol()

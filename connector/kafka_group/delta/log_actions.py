@@ -29,7 +29,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.files.commit_files import DataFile
 
 __all__ = [
     "COMMITTABLE_FEATURES",

@@ -46,7 +46,7 @@ import urllib.parse
 import uuid
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.files.commit_files import DataFile
 from kafka_group.delta.log_actions import TableState, commit_actions, encode_actions, row_tracking_on
 from kafka_group.delta.log_actions import protocol_refusal, winners_conflict
 from kafka_group.delta.log_snapshot import commit_actions_of, commit_path, last_in_commit_timestamp

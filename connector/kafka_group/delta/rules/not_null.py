@@ -2,7 +2,7 @@
 
 Executors count, per file they write, the NULLs of the table's NOT NULL columns
 (:func:`count_nulls`); the driver refuses the commit of a file that has any
-(:mod:`kafka_group.delta.not_null_check`), since Delta readers (delta-rs) then cannot read
+(:mod:`kafka_group.delta.files.not_null_check`), since Delta readers (delta-rs) then cannot read
 the table.
 """
 

@@ -35,7 +35,7 @@ class DataFile:
     """Serialized partition values, one per partition column of the table."""
     null_counts: Optional[Mapping[ColumnPath, int]] = None
     """The NULLs the file holds in the columns it was asked to count (the table's NOT NULL
-    columns when it was written, see :func:`kafka_group.delta.delta_files.write_partitioned`); None
+    columns when it was written, see :func:`kafka_group.delta.files.parquet_writer.write_partitioned`); None
     when nothing was counted (then only the ``nullCount`` of ``stats`` tells)."""
 
 

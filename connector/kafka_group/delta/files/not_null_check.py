@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.commit_files import DataFile
+from kafka_group.delta.files.commit_files import DataFile
 from kafka_group.delta.rules.not_null import ColumnPath, describe_path, not_null_paths
 from kafka_group.errors import NotNullViolationError
 

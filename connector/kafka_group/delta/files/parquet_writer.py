@@ -9,8 +9,8 @@ commits, with the offsets, in one Delta transaction. Nothing here imports pyspar
 This module writes the files (:func:`write_partitioned`: one file per partition value of a
 task, row groups bounded in rows and bytes), counting per file the NULLs of the columns the
 table declares NOT NULL (:mod:`kafka_group.delta.rules.not_null`) for the driver to check. Around
-it: file naming and partition values (:mod:`kafka_group.delta.partition_values`), Delta's
-per-file statistics (:mod:`kafka_group.delta.file_stats`), the table's file system
+it: file naming and partition values (:mod:`kafka_group.delta.files.partition_values`), Delta's
+per-file statistics (:mod:`kafka_group.delta.files.file_stats`), the table's file system
 (:func:`kafka_group.delta.storage.table_location.table_filesystem`).
 
 Why :class:`deltalake.fs.DeltaStorageHandler` as the file system: it is delta-rs's own
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from kafka_group.delta.rules.column_mapping import ColumnMapping
-from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS, FIRST_DAY, LAST_DAY, FileStats, day_range
+from kafka_group.delta.files.file_stats import DEFAULT_INDEXED_COLUMNS, FIRST_DAY, LAST_DAY, FileStats, day_range
 from kafka_group.delta.rules.not_null import ColumnPath, count_nulls
-from kafka_group.delta.partition_values import data_file_path, partition_value
+from kafka_group.delta.files.partition_values import data_file_path, partition_value
 from kafka_group.errors import ConfigError, OffsetStoreError
 
 __all__ = ["WrittenFile", "write_partitioned"]
@@ -104,7 +104,7 @@ def write_partitioned(
         of it), so files end near it, not far past it. None: one file per partition value.
     stats_columns : sequence of str, optional
         The table's ``delta.dataSkippingStatsColumns``: the columns with statistics, instead of the
-        first ``indexed_columns`` (see :class:`~kafka_group.delta.file_stats.FileStats`).
+        first ``indexed_columns`` (see :class:`~kafka_group.delta.files.file_stats.FileStats`).
 
     Returns
     -------
