@@ -220,7 +220,7 @@ setup(
         # create_write_transaction, transaction_version), the release it is tested on; <2: a major may change them
         "deltalake>=1.6,<2",
         # the keyed sink's own MERGE reads and writes Delta deletion vectors (64-bit portable RoaringBitmaps,
-        # kafka_group.delta.deletion_vectors): BitMap64 since 1.0; <2: a major may change serialize()
+        # kafka_group.delta.log.dv_bitmap): BitMap64 since 1.0; <2: a major may change serialize()
         "pyroaring>=1.0,<2",
         # the compiled read path's registry decoding places each schema id's decoded values by index arrays
         # (kafka_group.registry.native_decoding); pandas and pyarrow bring it already, declared because it

@@ -1,7 +1,7 @@
 """Checkpoints and expired log files after the connector's own commit (no process: logs on disk, delta-rs).
 
 A table whose writer features send its appends through the own commit
-(:mod:`kafka_group.delta.log_commit`) gets what delta-spark and delta-rs's post-commit hook give
+(:mod:`kafka_group.delta.log.commit`, then :mod:`kafka_group.delta.log.checkpoints`) gets what delta-spark and delta-rs's post-commit hook give
 every other table: a checkpoint every ``delta.checkpointInterval`` versions, then the log files
 older than ``delta.logRetentionDuration`` that the checkpoint covers removed, unless
 ``delta.enableExpiredLogCleanup`` is ``false``; with ``delta.checkpointPolicy = v2`` the

@@ -204,8 +204,8 @@ def _commit_put(monkeypatch: Any, after: Any) -> None:
     """The commit's conditional PUT lands, then ``after`` says what its caller hears (an S3 answer lost on the
     way back, or a PUT the S3 client retried after its first attempt had landed); other PUTs are untouched."""
     import kafka_group.delta.keyed_own_merge as module
-    from kafka_group.delta.log_commit import put_if_absent as real
-    from kafka_group.delta.log_snapshot import commit_path
+    from kafka_group.delta.log.commit import put_if_absent as real
+    from kafka_group.delta.log.snapshot import commit_path
 
     def put(table_path: str, storage_options: Any, path: str, body: bytes) -> bool:
         created = real(table_path, storage_options, path, body)
@@ -260,7 +260,7 @@ def test_a_string_maximum_delta_spark_may_have_truncated_never_prunes_a_file() -
 def test_a_retried_deletion_vector_put_that_finds_its_own_first_attempt_goes_on(tmp_path: pathlib.Path,
                                                                                monkeypatch: Any) -> None:
     import kafka_group.delta.keyed_own_merge as module
-    from kafka_group.delta.log_commit import put_if_absent as real
+    from kafka_group.delta.log.commit import put_if_absent as real
 
     def put(table_path: str, storage_options: Any, path: str, body: bytes) -> bool:
         created = real(table_path, storage_options, path, body)
@@ -281,7 +281,8 @@ def test_a_deletion_vector_of_more_rows_than_its_file_holds_is_refused(tmp_path:
     import numpy as np
     import pytest
 
-    from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap
+    from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
+    from kafka_group.delta.log.dv_bitmap import serialize_bitmap
     from kafka_group.errors import OffsetStoreError
 
     table = _copy(tmp_path)

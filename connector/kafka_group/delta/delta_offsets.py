@@ -38,7 +38,7 @@ skipped. Two writers racing on the same partition from the same table version
 are stopped by Delta's own conflict check on the transaction id. A table with a
 feature delta-rs cannot commit to (row tracking, in-commit timestamps, liquid
 clustering...) gets the same actions from the connector's own commit
-(:mod:`kafka_group.delta.log_commit`): a writer that loses the version checks
+(:mod:`kafka_group.delta.log.commit`): a writer that loses the version checks
 everything again on the winner's.
 """
 
@@ -52,8 +52,8 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.rules.column_mapping import column_mapping_of, refuse_new_columns
 from kafka_group.delta.files.commit_files import DataFile, check_local_files, delete_files
-from kafka_group.delta.log_actions import OWN_COMMIT_FEATURES, needs_own_commit
-from kafka_group.delta.log_commit import commit_own
+from kafka_group.delta.log.actions import OWN_COMMIT_FEATURES, needs_own_commit
+from kafka_group.delta.log.commit import commit_own
 from kafka_group.delta.offset_check import CommitCheck, check_ranges
 from kafka_group.delta.offset_moves import OffsetMoves
 from kafka_group.delta.rules.not_null import ColumnPath, not_null_paths

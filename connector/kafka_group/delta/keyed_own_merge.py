@@ -16,7 +16,7 @@ Plan (:func:`~kafka_group.delta.keyed_own_plan.plan_scd1`): the change set (one 
 whose key statistics (``minValues``/``maxValues`` of each key column delta-rs lists) can hold a
 changed key; only those files are read, first their key and ``__SEQUENCE`` columns, the whole row
 only for the rows an upsert replaces. Each file is read honouring its existing deletion vector
-(:mod:`kafka_group.delta.deletion_vectors`), positions being the rows' physical indexes.
+(:mod:`kafka_group.delta.log.deletion_vectors`), positions being the rows' physical indexes.
 
 Write (:func:`own_merge`), PROTOCOL.md "Deletion Vectors" and "Add File and Remove File":
 where ``delta.enableDeletionVectors`` is ``true``, each touched file gets a NEW deletion vector
@@ -27,10 +27,10 @@ Without it, a touched file is copied without its deleted rows (copy-on-write). R
 inserted rows go into new files by the append path's writer
 (:func:`~kafka_group.delta.files.parquet_writer.write_partitioned`: statistics included).
 
-Commit: the actions of :func:`~kafka_group.delta.log_actions.commit_actions` (commitInfo with the
+Commit: the actions of :func:`~kafka_group.delta.log.actions.commit_actions` (commitInfo with the
 in-commit timestamp where enabled, the new files, the ``txn`` of every topic-partition and of the
 owner: data and offsets in ONE commit), plus the removes and DV re-adds, put in
-``_delta_log/<version + 1>.json`` if absent (:func:`~kafka_group.delta.log_commit.put_if_absent`).
+``_delta_log/<version + 1>.json`` if absent (:func:`~kafka_group.delta.log.commit.put_if_absent`).
 A lost race returns None: the caller checks the offsets on the new version and plans again.
 
 Column mapping (``name`` and ``id``, top-level primitive columns): the target's files are read and
@@ -56,11 +56,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.files.commit_files import DataFile, delete_files
-from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap, union_rows
+from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
+from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
 from kafka_group.delta.keyed_own_plan import FilePlan, plan_scd1, read_file
-from kafka_group.delta.log_actions import TableState, commit_actions, encode_actions, protocol_refusal
-from kafka_group.delta.log_commit import checkpoint_if_due, own_commit_refusal, put_if_absent
-from kafka_group.delta.log_snapshot import commit_path, last_in_commit_timestamp
+from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal
+from kafka_group.delta.log.checkpoints import checkpoint_if_due
+from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
+from kafka_group.delta.log.snapshot import commit_path, last_in_commit_timestamp
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point

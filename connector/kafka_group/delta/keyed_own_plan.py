@@ -5,7 +5,7 @@ The change set (one event per key, in memory) is planned against the target's fi
 statistics (``minValues``/``maxValues`` of each key column, as delta-rs lists them) can hold a
 changed key; only those files are read, first their key and ``__SEQUENCE`` columns, the whole row
 only for the rows an upsert replaces. Each file is read honouring its existing deletion vector
-(:mod:`kafka_group.delta.deletion_vectors`; positions are the rows' physical indexes, PROTOCOL.md
+(:mod:`kafka_group.delta.log.deletion_vectors`; positions are the rows' physical indexes, PROTOCOL.md
 "Deletion Vectors") and under the column mapping's physical names ("Column Mapping"). The rules are
 :func:`~kafka_group.delta.keyed_rules.scd1_clauses`'s: a key matches a live row when every key column
 is equal (NULL matches nothing); a matched row whose ``__SEQUENCE`` is NULL or not above the change's is
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.rules.column_mapping import ColumnMapping
-from kafka_group.delta.deletion_vectors import DeletionVector, read_deleted_rows
+from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
 from kafka_group.delta.key_rows import maximum_may_be_cut
 from kafka_group.delta.keyed_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
-from kafka_group.delta.log_files import live_adds
+from kafka_group.delta.log.live_adds import live_adds
 from kafka_group.errors import OffsetStoreError
 
 __all__ = ["FilePlan", "Scd1Plan", "plan_scd1", "read_file"]

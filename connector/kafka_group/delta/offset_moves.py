@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.log_actions import needs_own_commit
-from kafka_group.delta.log_commit import commit_own
+from kafka_group.delta.log.actions import needs_own_commit
+from kafka_group.delta.log.commit import commit_own
 from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
 from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, partitions_transaction_id, start_transaction_id
 from kafka_group.delta.transaction_ids import transaction_id

@@ -17,8 +17,8 @@ import urllib.parse
 from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence
 
 from kafka_group.delta.storage.conditional_put import check_conditional_put
-from kafka_group.delta.log_actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
-from kafka_group.delta.log_commit import own_commit_refusal
+from kafka_group.delta.log.actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
+from kafka_group.delta.log.commit import own_commit_refusal
 from kafka_group.delta.storage.table_location import DATA_FOLDER, TOMBSTONES_FOLDER, local_table_path
 from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
@@ -48,8 +48,8 @@ COMMIT_ATTEMPTS = 10
 #: as DeltaSink writes them, honours and that delta-rs commits (checked against deltalake 1.6.6).
 #: Column mapping, CHECK constraints, invariants and generated columns are honoured by the sink's writer
 #: (:mod:`kafka_group.delta.rules.write_contract`: files under physical names, rows checked with Spark).
-#: Tables with a feature of :data:`~kafka_group.delta.log_actions.OWN_COMMIT_FEATURES` are appended to
-#: by the connector's own commit (:mod:`kafka_group.delta.log_commit`), not delta-rs.
+#: Tables with a feature of :data:`~kafka_group.delta.log.actions.OWN_COMMIT_FEATURES` are appended to
+#: by the connector's own commit (:mod:`kafka_group.delta.log.commit`), not delta-rs.
 _APPENDABLE_FEATURES = COMMITTABLE_FEATURES
 #: Why a feature stays refused whatever commit path is taken.
 _REFUSED_FEATURES = {

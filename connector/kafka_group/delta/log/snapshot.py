@@ -3,7 +3,7 @@
 delta-rs (deltalake 1.6.6) reads the version, protocol, metadata and application transaction
 versions of every table here correctly (checkpoints included), and the connector takes those from
 it. It exposes neither the domain metadata nor the commits' ``commitInfo``, so two things an
-append of :mod:`kafka_group.delta.log_actions` needs are read here, through the table's file
+append of :mod:`kafka_group.delta.log.actions` needs are read here, through the table's file
 system (:func:`~kafka_group.delta.storage.table_location.table_filesystem`, any store delta-rs reaches):
 
 - the ``inCommitTimestamp`` of the version's own commit file (the newest commit is always a JSON
@@ -24,7 +24,7 @@ import json
 import logging
 from typing import Any, Dict, Iterator, List, Optional
 
-from kafka_group.delta.log_actions import ROW_TRACKING_DOMAIN
+from kafka_group.delta.log.actions import ROW_TRACKING_DOMAIN
 from kafka_group.errors import OffsetStoreError
 
 __all__ = ["commit_actions_of", "commit_path", "last_in_commit_timestamp", "row_id_high_water_mark"]
@@ -96,7 +96,7 @@ def _mark_of(domain_metadata: Any, where: str) -> Optional[int]:
 def row_id_high_water_mark(fs: Any, version: int) -> Optional[int]:
     """The row id high-water mark of table ``version`` (None: no fresh row id was ever assigned).
 
-    Caller: the driver's commit (:mod:`kafka_group.delta.log_commit`), once per attempt.
+    Caller: the driver's commit (:mod:`kafka_group.delta.log.commit`), once per attempt.
     """
     try:
         return _mark_since(fs, version, _last_checkpoint(fs, version))

@@ -1,6 +1,6 @@
 """The connector's own Delta commit, for tables whose writer features delta-rs cannot commit to.
 
-A table with any of :data:`~kafka_group.delta.log_actions.OWN_COMMIT_FEATURES` gets its appends
+A table with any of :data:`~kafka_group.delta.log.actions.OWN_COMMIT_FEATURES` gets its appends
 (data with offsets, and the data-less offset commits) from :func:`commit_own`; every other table
 keeps delta-rs's commit. A commit is the atomic creation of ``_delta_log/<version>.json`` if it
 does not exist yet (:func:`put_if_absent`):
@@ -19,21 +19,9 @@ does not exist yet (:func:`put_if_absent`):
 Losing the version to another writer returns None: the caller's retry loads the new version and
 checks everything again (offsets through the existing check, protocol, schema); this attempt's
 in-commit timestamp and row ids are then recomputed from it (see
-:func:`~kafka_group.delta.log_actions.winners_conflict`).
+:func:`~kafka_group.delta.log.actions.winners_conflict`).
 
-Log maintenance (:func:`checkpoint_if_due`), what delta-rs's post-commit hook does after its own
-commits and delta-spark after a checkpoint:
-
-- after a commit on a multiple of ``delta.checkpointInterval`` (100 when unset, delta-rs's default),
-  delta-rs writes a classic checkpoint (``create_checkpoint``), which keeps the domain metadata and
-  row ids; on a table with the ``v2Checkpoint`` feature (``delta.checkpointPolicy = v2``) it
-  follows the V2 spec, with its ``checkpointMetadata`` action (PROTOCOL.md, "Checkpoints": a classic
-  name holds either spec), which delta-spark reads (checked with deltalake 1.6.6 and delta-spark 4.4);
-- then, unless ``delta.enableExpiredLogCleanup`` is ``false``, delta-rs removes the log files older
-  than ``delta.logRetentionDuration`` (30 days when unset) that the newest checkpoint not newer than
-  that retention covers (``cleanup_metadata``, PROTOCOL.md "Metadata Cleanup"): commits and classic
-  checkpoints before that checkpoint, never its own commit file nor anything after it.
-  ``create_checkpoint`` alone removes nothing.
+After a commit lands, :func:`~kafka_group.delta.log.checkpoints.checkpoint_if_due` keeps the log short.
 """
 
 from __future__ import annotations
@@ -47,19 +35,19 @@ import uuid
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.files.commit_files import DataFile
-from kafka_group.delta.log_actions import TableState, commit_actions, encode_actions, row_tracking_on
-from kafka_group.delta.log_actions import protocol_refusal, winners_conflict
-from kafka_group.delta.log_snapshot import commit_actions_of, commit_path, last_in_commit_timestamp
-from kafka_group.delta.log_snapshot import row_id_high_water_mark
+from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, row_tracking_on
+from kafka_group.delta.log.actions import protocol_refusal, winners_conflict
+from kafka_group.delta.log.checkpoints import checkpoint_if_due
+from kafka_group.delta.log.snapshot import commit_actions_of, commit_path, last_in_commit_timestamp
+from kafka_group.delta.log.snapshot import row_id_high_water_mark
 from kafka_group.delta.storage.table_location import local_table_path, table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
-__all__ = ["checkpoint_if_due", "commit_own", "own_commit_refusal", "put_if_absent"]
+__all__ = ["commit_own", "own_commit_refusal", "put_if_absent"]
 
 logger = logging.getLogger(__name__)
 
 _S3_SCHEMES = ("s3", "s3a")
-_DEFAULT_CHECKPOINT_INTERVAL = 100
 
 
 def own_commit_refusal(table_path: str) -> Optional[str]:
@@ -205,40 +193,3 @@ def commit_own(
     logger.info("commit of version %d of %s lost the race (%s); loading the table again", version + 1,
                 table_path, why)
     return None
-
-
-def checkpoint_if_due(table: Any, table_path: str, configuration: Mapping[str, Optional[str]], version: int) -> None:
-    """Write a checkpoint of ``version`` (just committed) when it is due, then remove the expired log
-    files it covers (see the module docstring).
-
-    Caller: the driver's commit thread, right after its commit of ``version`` landed. Nothing here
-    raises: the commit landed, and a checkpoint or a cleanup only keeps the log short (a failure is
-    logged; the next due checkpoint tries again).
-    """
-    try:
-        interval = int(configuration.get("delta.checkpointInterval") or _DEFAULT_CHECKPOINT_INTERVAL)
-    except ValueError:
-        interval = _DEFAULT_CHECKPOINT_INTERVAL
-    if interval <= 0 or version % interval:
-        return
-    try:
-        table.update_incremental()
-        if int(table.version()) != version:  # another writer committed meanwhile: its checkpoint is its own
-            return
-        table.create_checkpoint()
-    except Exception as exc:  # the commit landed; a checkpoint only speeds reads up
-        logger.warning("checkpoint of version %d of %s failed (%s); readers replay the commits instead",
-                       version, table_path, type(exc).__name__)
-        return
-    if not _expired_log_cleanup_on(configuration):
-        return
-    try:
-        table.cleanup_metadata()
-    except Exception as exc:  # the commit and the checkpoint landed; the expired files wait for the next one
-        logger.warning("removing the expired log files of %s after its checkpoint of version %d failed (%s); "
-                       "the next checkpoint tries again", table_path, version, type(exc).__name__)
-
-
-def _expired_log_cleanup_on(configuration: Mapping[str, Optional[str]]) -> bool:
-    """Whether ``delta.enableExpiredLogCleanup`` lets a writer remove expired log files (on unless ``false``)."""
-    return (configuration.get("delta.enableExpiredLogCleanup") or "true").strip().lower() != "false"

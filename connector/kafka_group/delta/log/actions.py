@@ -5,7 +5,7 @@ delta-rs (deltalake 1.6.6, the newest on PyPI) refuses to commit to a table with
 ``typeWidening`` among its writer features. An append to such a table is still a plain list of
 actions (Delta's PROTOCOL.md, sections "Row Tracking", "In-Commit Timestamps", "Domain Metadata",
 "Clustered Table", "VACUUM Protocol Check", "Type Widening"); this module builds them, and
-:mod:`kafka_group.delta.log_commit` puts them in ``_delta_log/<version>.json`` if absent:
+:mod:`kafka_group.delta.log.commit` puts them in ``_delta_log/<version>.json`` if absent:
 
 - ``commitInfo`` first, with ``inCommitTimestamp`` when ``delta.enableInCommitTimestamps`` is
   ``true``: the larger of now and one millisecond past the previous commit's;

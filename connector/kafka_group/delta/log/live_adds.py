@@ -18,7 +18,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any, Dict, Iterable, List, Optional, Set
 
-from kafka_group.delta.log_snapshot import (
+from kafka_group.delta.log.snapshot import (
     _json_lines, _last_checkpoint, _listed_checkpoint, commit_actions_of, commit_path,
 )
 from kafka_group.errors import OffsetStoreError
