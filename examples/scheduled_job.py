@@ -207,7 +207,7 @@ def check_table(table: str, group: str, ends: Dict[TopicPartitionKey, int]) -> T
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import TopicPartition
 
     if not ends:

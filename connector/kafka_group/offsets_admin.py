@@ -37,7 +37,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError
 from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.json_text import INT64_MAX

@@ -16,7 +16,7 @@ import sys
 from typing import List, Optional, Sequence
 
 from kafka_group.config.client_properties import ENV_PREFIX, tool_client_settings
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError, KafkaGroupError
 from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.log_setup import configure, level_of

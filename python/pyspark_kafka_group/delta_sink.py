@@ -38,7 +38,7 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.keyed_commit import KeyedOffsetStore, refuse_null_keys
 from kafka_group.delta.keyed_rules import KeyedSpec
 from kafka_group.delta.keyed_tombstones import (

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.files.parquet_writer import write_partitioned
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.files.file_stats import DEFAULT_INDEXED_COLUMNS
 from kafka_group.delta.rules.not_null import ColumnPath
 from kafka_group.delta.files.partition_values import check_partition_columns

@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from kafka_group.delta.files.parquet_writer import write_partitioned
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetConflictError
 from kafka_group.offsets import OffsetRange, TopicPartition
@@ -51,7 +51,7 @@ def s3_records(uri: str, options: Dict[str, str]) -> Counter[Any]:
 
 
 def s3_positions(uri: str, options: Dict[str, str], group: str, topic: str, partitions: int) -> Dict[int, Any]:
-    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.delta.offsets.offsets_table import transaction_id
 
     table = DeltaTable(uri, storage_options=options)
     return {p: table.transaction_version(transaction_id(group, TopicPartition(topic, p))) for p in range(partitions)}

@@ -16,7 +16,7 @@ from typing import List
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.offsets import TopicPartition
 from tests.unit.test_delta_own_commit import _batch, _tracked_table
 

@@ -308,7 +308,7 @@ def test_a_delta_rs_merge_that_changes_no_row_still_moves_the_offsets(tmp_path: 
 
     from kafka_group.delta.keyed_commit import KeyedOffsetStore
     from kafka_group.delta.keyed_rules import KeyedSpec
-    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.delta.offsets.offsets_table import transaction_id
     from kafka_group.offsets import OffsetRange, TopicPartition
 
     table = tmp_path / "plain"

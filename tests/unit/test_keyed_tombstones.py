@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from kafka_group.delta import keyed_tombstones
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.keyed_rules import DELETE_COLUMN, OFFSET, SEQ, SEQUENCE_COLUMN, KeyedSpec
 from kafka_group.delta.keyed_tombstones import (
     DEFAULT_RETENTION_SECONDS,

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from kafka_group.delta.files.commit_files import DataFile
 from kafka_group.delta.files.parquet_writer import write_partitioned
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.rules.not_null import ELEMENT, MAP_VALUE, count_nulls, describe_path, not_null_paths
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import NotNullViolationError, SchemaMismatchError

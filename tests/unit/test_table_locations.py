@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.storage.table_location import local_table_path, normalize_table_path, same_table_location
 
 

@@ -6,12 +6,12 @@ delta-rs's ``DeltaTable.merge`` joins it with the target on the driver (DataFusi
 target's files) and prunes the target's files by the change set's key range and partition values;
 only files holding a changed key are read and rewritten. The MERGE's ``add`` and ``remove`` actions,
 the batch's positions (one application transaction per topic-partition, as for appends:
-:mod:`kafka_group.delta.delta_offsets`) and the table's owner are ONE commit
+:mod:`kafka_group.delta.offsets.delta_offsets`) and the table's owner are ONE commit
 (``CommitProperties(app_transactions=..., max_commit_retries=0)``): the MERGE is planned on one table
 version and its commit must be the very next version, so a MERGE that read files another commit
 removed (or any other commit in between) never lands; this store then checks the offsets on the
 new version and merges again, at most
-:data:`~kafka_group.delta.offsets_table.COMMIT_ATTEMPTS` times.
+:data:`~kafka_group.delta.offsets.offsets_table.COMMIT_ATTEMPTS` times.
 
 Caller: :class:`~pyspark_kafka_group.delta_sink.DeltaSink` on the driver, one batch at a time.
 """
@@ -22,7 +22,7 @@ import json
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.keyed_rules import (
     ACTION,
     CLOSE_AT,
@@ -39,9 +39,9 @@ from kafka_group.delta.keyed_rules import (
 )
 from kafka_group.delta.key_rows import rows_of_keys
 from kafka_group.delta.keyed_own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
-from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
+from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.rules.schema_evolution import merge_or_raise
-from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
+from kafka_group.delta.offsets.transaction_ids import OWNER_ID, owner_version, transaction_id
 from kafka_group.errors import OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
@@ -73,7 +73,7 @@ def table_schema(changes_schema: Any, spec: KeyedSpec, stored: Sequence[str]) ->
 
 
 class KeyedOffsetStore(DeltaOffsetStore):
-    """:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore` with the keyed sink's MERGE commit."""
+    """:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore` with the keyed sink's MERGE commit."""
 
     def merge_changes(
         self,

@@ -15,7 +15,7 @@ actions (Delta's PROTOCOL.md, sections "Row Tracking", "In-Commit Timestamps", "
   not suspended, and then a ``domainMetadata`` of ``delta.rowTracking`` holding the new
   high-water mark (the highest row id assigned);
 - the ``txn`` actions, one per topic-partition and the owner, exactly as the delta-rs path writes
-  them (same app ids, so the exactly-once rule of :mod:`kafka_group.delta.delta_offsets` holds).
+  them (same app ids, so the exactly-once rule of :mod:`kafka_group.delta.offsets.delta_offsets` holds).
 
 Clustering: an append leaves files unclustered (no ``clusteringProvider``), which the protocol
 allows; delta-spark's ``OPTIMIZE`` clusters files with no provider. Nothing here reads a file or
@@ -53,7 +53,7 @@ OWN_COMMIT_FEATURES = frozenset({
 #: committed by delta-rs or by this module, is correct. A table with any other feature gets no commit
 #: from the connector: delta-rs refuses those itself, and this module must too (its commit bypasses
 #: delta-rs's protocol check). ``columnMapping``, ``invariants``, ``checkConstraints`` and
-#: ``generatedColumns`` need more checks before data lands (:mod:`kafka_group.delta.offsets_table`).
+#: ``generatedColumns`` need more checks before data lands (:mod:`kafka_group.delta.offsets.offsets_table`).
 COMMITTABLE_FEATURES = frozenset({
     "appendOnly", "changeDataFeed", "checkConstraints", "columnMapping", "deletionVectors", "generatedColumns",
     "invariants", "timestampNtz", "v2Checkpoint", "variantType",

@@ -2,7 +2,7 @@
 
 delta-rs commits a Delta version by creating its file with a conditional put (on S3 ``PUT`` with
 ``If-None-Match: *``), and a writer that finds the version taken checks its offsets again
-(:mod:`kafka_group.delta.delta_offsets`). An S3-compatible store that ignores the condition
+(:mod:`kafka_group.delta.offsets.delta_offsets`). An S3-compatible store that ignores the condition
 overwrites the file instead: of two writers of one table (two queries, or two members of one
 group) that commit the same version, the first loses its data and offsets, and neither gets an
 error. The probe proves the condition is honoured before the first commit to a table:
@@ -62,7 +62,7 @@ _settled: Set[Tuple[str, str]] = set()
 def check_conditional_put(table_path: str, storage_options: Optional[Mapping[str, str]] = None) -> None:
     """Prove that the store of ``table_path`` refuses a second conditional create of one object.
 
-    Caller: the offsets table before its first commit (:class:`~kafka_group.delta.offsets_table.OffsetsTable`),
+    Caller: the offsets table before its first commit (:class:`~kafka_group.delta.offsets.offsets_table.OffsetsTable`),
     and DeltaSink on the driver before a batch's files are written; once per table and process
     when the store passes (see the module docstring).
 

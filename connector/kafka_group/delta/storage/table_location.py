@@ -1,6 +1,6 @@
 """Where a Delta table is: its location's spellings, its file system, its data folder.
 
-Both the offsets table (:mod:`kafka_group.delta.delta_offsets`) and the data files
+Both the offsets table (:mod:`kafka_group.delta.offsets.delta_offsets`) and the data files
 (:mod:`kafka_group.delta.files.parquet_writer`) name tables by location; this module, below both,
 says when two spellings are one table, which locations are local folders, and opens a
 table's file system through delta-rs's object store.

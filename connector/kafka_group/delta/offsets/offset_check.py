@@ -1,6 +1,6 @@
 """The offset check: may a batch's planned ranges commit on top of what the table holds?
 
-The invariant (stated in :mod:`kafka_group.delta.delta_offsets`): a batch that read
+The invariant (stated in :mod:`kafka_group.delta.offsets.delta_offsets`): a batch that read
 ``[from, until)`` of a partition may commit only if the table has that partition at
 ``from`` or has never seen it; every range at its ``until`` is a batch committed before.
 Pure: the table's positions come in as a mapping.

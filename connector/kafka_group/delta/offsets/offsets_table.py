@@ -2,11 +2,11 @@
 
 A partition's position is the version of its Delta application transaction
 (:func:`transaction_id`); the owner (:data:`OWNER_ID`) binds a table to one consumer group
-from its first commit (the ids are :mod:`kafka_group.delta.transaction_ids`'s, the convention
-:mod:`kafka_group.delta.delta_offsets`'s).
+from its first commit (the ids are :mod:`kafka_group.delta.offsets.transaction_ids`'s, the convention
+:mod:`kafka_group.delta.offsets.delta_offsets`'s).
 :class:`OffsetsTable` is the base of the store: what it reads, the data-less commits
-(:mod:`kafka_group.delta.offset_moves`) and the commit with the data
-(:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`) build on.
+(:mod:`kafka_group.delta.offsets.offset_moves`) and the commit with the data
+(:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore`) build on.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from kafka_group.delta.storage.conditional_put import check_conditional_put
 from kafka_group.delta.log.actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log.commit import own_commit_refusal
 from kafka_group.delta.storage.table_location import DATA_FOLDER, TOMBSTONES_FOLDER, local_table_path
-from kafka_group.delta.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
-from kafka_group.delta.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
+from kafka_group.delta.offsets.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
+from kafka_group.delta.offsets.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
 from kafka_group.json_text import INT64_MAX, in_range, show
 from kafka_group.offsets import TopicPartition

@@ -12,11 +12,11 @@ percent-encoded (``:`` is ``%3A``, ``%`` is ``%25``), and whose version is the
 partition's **position**: the offset of the next record to read, i.e. one past
 the last offset whose data the table holds. A table also carries, from its first
 commit, the owner ``kafka-group.v2:owner``, whose version is a hash of the group
-id (:func:`~kafka_group.delta.transaction_ids.owner_version`; the group's name is in
+id (:func:`~kafka_group.delta.offsets.transaction_ids.owner_version`; the group's name is in
 each commit's metadata, ``kafkaGroup.groupId``): it binds the table to one consumer
 group, and a table owned by another group is refused at once, however long ago that
 group committed. No component holds a ``:``, so every id names one group, topic and
-partition (:mod:`kafka_group.delta.transaction_ids`).
+partition (:mod:`kafka_group.delta.offsets.transaction_ids`).
 
 Tables written before (issue 26) have ``kafka-group:<group>:<topic>:<partition>``
 positions and a ``kafka-group:<group>`` marker, which are ambiguous when a group
@@ -44,25 +44,24 @@ everything again on the winner's.
 
 from __future__ import annotations
 
-import json
 import dataclasses
+import json
 import logging
 import time
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from kafka_group.delta.rules.column_mapping import column_mapping_of, refuse_new_columns
 from kafka_group.delta.files.commit_files import DataFile, check_local_files, delete_files
-from kafka_group.delta.log.actions import OWN_COMMIT_FEATURES, needs_own_commit
-from kafka_group.delta.log.commit import commit_own
-from kafka_group.delta.offset_check import CommitCheck, check_ranges
-from kafka_group.delta.offset_moves import OffsetMoves
-from kafka_group.delta.rules.not_null import ColumnPath, not_null_paths
 from kafka_group.delta.files.not_null_check import check_not_null
-from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
-from kafka_group.delta.rules.schema_evolution import SchemaMerge, merge_or_raise, merged_columns
-from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, transaction_id
-from kafka_group.delta.rules.write_contract import WriteContract, check_contract, contract_of
-from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
+from kafka_group.delta.log.actions import needs_own_commit
+from kafka_group.delta.log.commit import commit_own
+from kafka_group.delta.offsets.batch_schema import BatchSchema
+from kafka_group.delta.offsets.offset_check import CommitCheck, check_ranges
+from kafka_group.delta.offsets.offset_moves import OffsetMoves
+from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
+from kafka_group.delta.offsets.transaction_ids import OWNER_ID, owner_version, transaction_id
+from kafka_group.delta.rules.schema_evolution import merge_or_raise
+from kafka_group.delta.rules.write_contract import WriteContract, check_contract
+from kafka_group.errors import NotNullViolationError, OffsetConflictError, OffsetStoreError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 
@@ -82,14 +81,15 @@ class _CommitRefused(OffsetConflictError):
         """An earlier attempt of this commit failed in a way that may have committed it (its answer lost)."""
 
 
-class DeltaOffsetStore(OffsetMoves):
+class DeltaOffsetStore(BatchSchema, OffsetMoves):
     """Reads and commits Kafka positions kept in a Delta table.
 
     The commit with the data and its offset check are here; table access is
-    :class:`~kafka_group.delta.offsets_table.OffsetsTable`'s, the data-less commits
-    :class:`~kafka_group.delta.offset_moves.OffsetMoves`'.
+    :class:`~kafka_group.delta.offsets.offsets_table.OffsetsTable`'s, a batch's columns against the table
+    :class:`~kafka_group.delta.offsets.batch_schema.BatchSchema`'s, the data-less commits
+    :class:`~kafka_group.delta.offsets.offset_moves.OffsetMoves`'.
 
-    Parameters and errors: :class:`~kafka_group.delta.offsets_table.OffsetsTable`'s (the table, its
+    Parameters and errors: :class:`~kafka_group.delta.offsets.offsets_table.OffsetsTable`'s (the table, its
     group, delta-rs storage options).
     """
 
@@ -106,67 +106,6 @@ class DeltaOffsetStore(OffsetMoves):
         self._check_appendable(table)
         held = self._positions_in(table, [r.topic_partition for r in ranges])
         return check_ranges(held, ranges)
-
-    def check_schema(self, arrow_schema: Any, *, batch: str = "this batch", merge_schema: bool = False) -> None:
-        """Refuse a batch whose columns do not fit the table's (a new table takes any).
-
-        Parameters
-        ----------
-        arrow_schema : pyarrow.Schema
-            The batch's columns, as they will be written.
-        batch : str
-            How to name the batch in the error.
-        merge_schema : bool
-            Whether columns the batch adds are merged into the table's schema (by :meth:`commit`)
-            and columns it lacks read as NULL, instead of refused (see
-            :mod:`kafka_group.delta.rules.schema_evolution`). A type change is refused either way.
-
-        Raises
-        ------
-        SchemaMismatchError
-            A column is missing, extra (without ``merge_schema``), of another type, or differs
-            from a table column only in case.
-        UnsupportedTableFeatureError
-            The table uses a feature the sink cannot honour (see :meth:`_check_appendable`), or the
-            batch would add columns to a column-mapped table.
-        """
-        table = self._load(refresh=True)
-        if table is not None:
-            self._check_appendable(table)
-            merge = merge_or_raise(self.table_path, table.schema(), arrow_schema, batch, merge_schema)
-            if merge.changes_table:
-                self._refuse_own_merge(table, merge)
-            self._refuse_new_mapped_columns(table, merge)
-
-    def _refuse_own_merge(self, table: Any, merge: SchemaMerge) -> None:
-        """Refuse to merge columns into a table the connector commits to itself: its commit writes no
-        ``metaData`` (delta-rs, which adds columns for the others, cannot commit to such a table)."""
-        if needs_own_commit(table.protocol().writer_features or []):
-            raise UnsupportedTableFeatureError(
-                f"DeltaSink(merge_schema=True) cannot add the column(s) {', '.join(merge.added)} to offsets.table "
-                f"'{self.table_path}': the table has features delta-rs cannot commit to "
-                f"({', '.join(sorted(OWN_COMMIT_FEATURES & set(table.protocol().writer_features or [])))}), so the "
-                "connector commits its appends itself, and those never change the schema. Add them with delta-spark "
-                "(ALTER TABLE ... ADD COLUMNS) and restart the query. Nothing was written and no offset moved"
-            )
-
-    def write_contract(self, columns: Sequence[str]) -> WriteContract:
-        """The column mapping and rules (CHECK constraints, invariants, generated columns) a batch of
-        ``columns`` is written and checked for: the table as last loaded (:meth:`check_schema` refreshes);
-        empty for a table the batch creates. Caller: the driver.
-
-        Raises
-        ------
-        UnsupportedTableFeatureError
-            A rule's expression the sink does not evaluate (see :mod:`kafka_group.delta.rules.table_rules`).
-        """
-        return contract_of(self._load(), self.table_path, columns)
-
-    def _refuse_new_mapped_columns(self, table: Any, merge: SchemaMerge) -> None:
-        if merge.changes_table:
-            mapping = column_mapping_of(json.loads(table.schema().to_json()),
-                                        dict(table.metadata().configuration or {}), self.table_path)
-            refuse_new_columns(self.table_path, mapping, merge.added)
 
     # -- the commit --------------------------------------------------------------------
 
@@ -371,44 +310,6 @@ class DeltaOffsetStore(OffsetMoves):
             message=f"refusing to commit to offsets.table '{self.table_path}' for group '{self.group}': concurrent "
             f"writers kept winning ({last_error})",
         )
-
-    def not_null_columns(self) -> List[ColumnPath]:
-        """The columns the table declares NOT NULL, at any depth (as last loaded: :meth:`check_schema`
-        refreshes); empty when the table does not exist yet. DeltaSink has the executors count the
-        NULLs of these in the files they write, for :meth:`commit` to check."""
-        table = self._load()
-        return [] if table is None else not_null_paths(json.loads(table.schema().to_json()))
-
-    def _add_columns(self, table: Any, merge: SchemaMerge, metadata: Optional[Mapping[str, Any]]) -> None:
-        """Commit ``merge``'s new columns to ``table``'s schema (no data, no offset); a commit that
-        loses a race is left to the caller's next attempt, which checks everything again."""
-        from deltalake.exceptions import CommitFailedError
-        from deltalake.schema import Field
-        from deltalake.transaction import CommitProperties
-
-        before = json.loads(table.schema().to_json())
-        fields = [Field.from_json(json.dumps(f)) for f in merged_columns(before, merge.schema)]
-        properties = CommitProperties(
-            custom_metadata={GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "mergeSchema",
-                             "kafkaGroup.added": ",".join(merge.added),
-                             # the batch's id, not its ranges: this commit moves no offset
-                             **{k: v for k, v in (metadata or {}).items() if k != "kafkaGroup.ranges"}},
-            max_commit_retries=0,
-        )
-        try:
-            table.alter.add_columns(fields, commit_properties=properties)
-        except CommitFailedError as exc:
-            logger.info("adding columns %s to %s lost a race (%s); checking again", ", ".join(merge.added),
-                        self.table_path, exc)
-            return
-        except Exception as exc:
-            raise OffsetStoreError(
-                f"adding the batch's new column(s) {', '.join(merge.added)} to the schema of offsets.table "
-                f"'{self.table_path}' failed: {exc}. No data of this batch is visible and no offset moved; "
-                "the next run retries it"
-            ) from exc
-        logger.info("merged column(s) %s into the schema of %s (merge_schema=True)", ", ".join(merge.added),
-                    self.table_path)
 
     def _delete_uncommitted(self, files: Sequence[DataFile]) -> None:
         """Delete the files of a refused commit, unless the table references one (a commit whose

@@ -16,9 +16,9 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.log.actions import needs_own_commit
 from kafka_group.delta.log.commit import commit_own
-from kafka_group.delta.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
-from kafka_group.delta.transaction_ids import OWNER_ID, owner_version, partitions_transaction_id, start_transaction_id
-from kafka_group.delta.transaction_ids import transaction_id
+from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY, OffsetsTable
+from kafka_group.delta.offsets.transaction_ids import OWNER_ID, owner_version, partitions_transaction_id, start_transaction_id
+from kafka_group.delta.offsets.transaction_ids import transaction_id
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
@@ -32,7 +32,7 @@ _INT32_MAX = (1 << 31) - 1
 
 class OffsetMoves(OffsetsTable):
     """The offsets table with its data-less commits (see the module docstring; parameters as
-    :class:`~kafka_group.delta.offsets_table.OffsetsTable`)."""
+    :class:`~kafka_group.delta.offsets.offsets_table.OffsetsTable`)."""
 
     def move(self, tp: TopicPartition, expected: int, to: int, *, reason: str) -> bool:
         """Move one partition from ``expected`` to ``to`` in a commit of its own (no data), only
