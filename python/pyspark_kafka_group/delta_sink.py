@@ -39,9 +39,9 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.keyed_commit import KeyedOffsetStore, refuse_null_keys
-from kafka_group.delta.keyed_rules import KeyedSpec
-from kafka_group.delta.keyed_tombstones import (
+from kafka_group.delta.keyed.commit import KeyedOffsetStore, refuse_null_keys
+from kafka_group.delta.keyed.change_rules import KeyedSpec
+from kafka_group.delta.keyed.tombstones import (
     DEFAULT_RETENTION_SECONDS,
     Tombstones,
     retention_seconds,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
-from kafka_group.delta.keyed_rules import DELETE_COLUMN, KAFKA_COLUMN, OFFSET, SEQ, KeyedSpec, quote
+from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, KAFKA_COLUMN, OFFSET, SEQ, KeyedSpec, quote
 from kafka_group.errors import ConfigError
 
 __all__ = ["change_set"]

@@ -18,7 +18,7 @@ fewer rows than the descriptor's ``cardinality``, a row at or past the file's ``
 resurrect or lose rows. Nothing read here is executed; a ``p`` path is opened through the table's
 file system only when it lies inside the table.
 
-Caller: the keyed sink's own MERGE (:mod:`kafka_group.delta.keyed_own_merge`), on the driver.
+Caller: the keyed sink's own MERGE (:mod:`kafka_group.delta.keyed.own_merge`), on the driver.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ version to its checkpoint, that adds the path (an ``add`` wins over a ``remove``
 in one commit: that is how a DV update is written), else the checkpoint's ``add`` rows (classic,
 multi-part, or V2 with its sidecars).
 
-Caller: the keyed sink's own MERGE (:mod:`kafka_group.delta.keyed_own_merge`), on the driver.
+Caller: the keyed sink's own MERGE (:mod:`kafka_group.delta.keyed.own_merge`), on the driver.
 """
 
 from __future__ import annotations

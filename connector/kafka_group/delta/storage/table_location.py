@@ -26,7 +26,7 @@ __all__ = [
 #: retried) are invisible to readers; delta-spark's VACUUM removes them.
 DATA_FOLDER = "data"
 #: Folder, inside a keyed (SCD1) table, of the Delta table of its deletes' tombstones
-#: (:mod:`kafka_group.delta.keyed_tombstones`): ``_``-prefixed, so VACUUM and readers skip it.
+#: (:mod:`kafka_group.delta.keyed.tombstones`): ``_``-prefixed, so VACUUM and readers skip it.
 TOMBSTONES_FOLDER = "_kafka_group_tombstones"
 
 #: A URI scheme (RFC 3986): two characters at least, so a Windows drive letter (``C:``) is a path.

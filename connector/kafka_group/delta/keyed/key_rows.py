@@ -1,7 +1,7 @@
 """The rows of a Delta table whose first key column holds one of a batch's keys, without reading the table.
 
-Both the SCD2 MERGE source (:mod:`kafka_group.delta.keyed_commit`: each changed key's latest version)
-and SCD1's tombstones (:mod:`kafka_group.delta.keyed_tombstones`: each changed key's delete) need the
+Both the SCD2 MERGE source (:mod:`kafka_group.delta.keyed.commit`: each changed key's latest version)
+and SCD1's tombstones (:mod:`kafka_group.delta.keyed.tombstones`: each changed key's delete) need the
 few rows of a possibly large table that hold a batch's keys. Files are chosen by the min/max
 statistics delta-rs gives each fragment, and a string maximum that may have been cut short
 (:func:`maximum_may_be_cut`) bounds nothing; the rows are then filtered here, not by a pushed-down

@@ -1,7 +1,7 @@
 """The keyed (CDC) sink's commit: a batch's change set MERGEd into the table with its offsets, one Delta commit.
 
 The change set (one event per key for SCD1, every event for SCD2, see
-:mod:`kafka_group.delta.keyed_rules`) is in the driver's memory: a batch's changes, not the table.
+:mod:`kafka_group.delta.keyed.change_rules`) is in the driver's memory: a batch's changes, not the table.
 delta-rs's ``DeltaTable.merge`` joins it with the target on the driver (DataFusion, streaming the
 target's files) and prunes the target's files by the change set's key range and partition values;
 only files holding a changed key are read and rewritten. The MERGE's ``add`` and ``remove`` actions,
@@ -23,7 +23,7 @@ import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.keyed_rules import (
+from kafka_group.delta.keyed.change_rules import (
     ACTION,
     CLOSE_AT,
     END_COLUMN,
@@ -37,8 +37,8 @@ from kafka_group.delta.keyed_rules import (
     scd2_changes,
     scd2_clauses,
 )
-from kafka_group.delta.key_rows import rows_of_keys
-from kafka_group.delta.keyed_own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
+from kafka_group.delta.keyed.key_rows import rows_of_keys
+from kafka_group.delta.keyed.own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
 from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.rules.schema_evolution import merge_or_raise
 from kafka_group.delta.offsets.transaction_ids import OWNER_ID, owner_version, transaction_id
@@ -90,7 +90,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
         ``__kg_offset``) and advance ``ranges`` to their ``until``, in one Delta commit.
 
         ``prepare`` (pyarrow Table in, pyarrow Table out: SCD1's tombstone filter,
-        :meth:`kafka_group.delta.keyed_tombstones.Tombstones.apply`) runs on ``changes`` at each attempt,
+        :meth:`kafka_group.delta.keyed.tombstones.Tombstones.apply`) runs on ``changes`` at each attempt,
         after the table version the MERGE commits on is loaded.
 
         Returns
@@ -108,7 +108,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
         UnsupportedTableFeatureError
             The table has column mapping, ``delta.appendOnly`` or another writer feature the MERGE
             is not known to honour (or one the append path refuses). A table with deletion vectors
-            gets the connector's own MERGE (:mod:`kafka_group.delta.keyed_own_merge`, SCD1), which
+            gets the connector's own MERGE (:mod:`kafka_group.delta.keyed.own_merge`, SCD1), which
             refuses what it does not honour, the reason named.
         OffsetStoreError
             A key column holds NULL (nothing lands; fix the transform), or delta-rs failed.
@@ -132,7 +132,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
             self._check_owner(table)
             self._check_appendable(table)
             own = needs_own_merge(table)
-            if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed_own_merge)
+            if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed.own_merge)
                 _refuse_own_unmergeable(self.table_path, table, spec.scd_type)
             else:
                 _refuse_unmergeable(self.table_path, table)
@@ -253,7 +253,7 @@ def _refuse_unmergeable(table_path: str, table: Any) -> None:
     """Refuse a table delta-rs's MERGE could corrupt, whatever the append path accepts: column
     mapping, ``delta.appendOnly``, column invariants, and any writer feature delta-rs's MERGE is not
     known here to honour (row tracking, identity columns...). Tables with deletion vectors (delta-rs
-    1.6.6 writes none) never get here: :func:`~kafka_group.delta.keyed_own_merge.needs_own_merge`."""
+    1.6.6 writes none) never get here: :func:`~kafka_group.delta.keyed.own_merge.needs_own_merge`."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     problems = [f"the '{f}' table feature" for f in sorted(set(protocol.reader_features or [])

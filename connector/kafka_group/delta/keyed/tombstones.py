@@ -4,7 +4,7 @@ SCD1 removes a deleted key's row, and with it the row's sequence (``__SEQUENCE``
 than the delete arriving in a later batch (out-of-order sequences across partitions, a producer that
 sends again) would insert the key again. Like Databricks' AUTO CDC
 (``pipelines.cdc.tombstoneGCThresholdInSeconds``), the sink keeps each delete as a *tombstone*: the
-key's columns, the delete's sequence (:data:`~kafka_group.delta.keyed_rules.SEQUENCE_COLUMN`) and
+key's columns, the delete's sequence (:data:`~kafka_group.delta.keyed.change_rules.SEQUENCE_COLUMN`) and
 when it was recorded (:data:`RECORDED_AT`), in a small Delta table of its own inside the table's
 folder, :data:`TOMBSTONES_FOLDER`. There it shares the table's location, credentials (a catalog's
 vended credentials are scoped to the table's prefix) and lifecycle; readers of the table never see
@@ -36,7 +36,7 @@ Why the tombstones are written BEFORE the batch's data-and-offsets commit, in a 
 - the other order would lose one: a crash after the commit and before the tombstone leaves a deleted
   key, its offsets past, and no tombstone.
 
-The data and the offsets stay one commit (:mod:`kafka_group.delta.keyed_commit`).
+The data and the offsets stay one commit (:mod:`kafka_group.delta.keyed.commit`).
 
 Garbage collection (:meth:`Tombstones.collect_garbage`, now and then, not every batch): tombstones
 recorded more than ``retention_seconds`` ago are deleted, the table is compacted and its obsolete
@@ -53,8 +53,8 @@ import logging
 import time
 from typing import Any, Mapping, Optional
 
-from kafka_group.delta.key_rows import rows_of_keys
-from kafka_group.delta.keyed_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec
+from kafka_group.delta.keyed.key_rows import rows_of_keys
+from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec
 from kafka_group.delta.storage.table_location import TOMBSTONES_FOLDER
 from kafka_group.errors import ConfigError, OffsetStoreError
 from kafka_group.faults import crash_point
@@ -153,8 +153,8 @@ class Tombstones:
     def deletes(self, changes: Any) -> Any:
         """The change set's deletes as tombstones (keys, ``__SEQUENCE``), for :meth:`record`.
 
-        ``changes`` is SCD1's change set, one event per key (keys, :data:`~kafka_group.delta.keyed_rules.SEQ`,
-        :data:`~kafka_group.delta.keyed_rules.DELETE_COLUMN`, other columns); no key is NULL.
+        ``changes`` is SCD1's change set, one event per key (keys, :data:`~kafka_group.delta.keyed.change_rules.SEQ`,
+        :data:`~kafka_group.delta.keyed.change_rules.DELETE_COLUMN`, other columns); no key is NULL.
         """
         deletes = changes.filter(changes.column(DELETE_COLUMN))
         return deletes.select(list(self.keys) + [SEQ]).rename_columns(list(self.keys) + [SEQUENCE_COLUMN])
@@ -163,10 +163,10 @@ class Tombstones:
         """The change set without the upserts a tombstone outdates (pyarrow Table in, pyarrow Table out).
 
         An upsert whose sequence is below its key's tombstone is dropped (one equal to it is the later
-        event of a tie, which wins, as in :func:`~kafka_group.delta.keyed_rules.scd1_clauses`); deletes
+        event of a tie, which wins, as in :func:`~kafka_group.delta.keyed.change_rules.scd1_clauses`); deletes
         are kept (one at or below the tombstone changes nothing the tombstone's own delete does not). Run
         on the table version
-        the MERGE commits on top of (:meth:`~kafka_group.delta.keyed_commit.KeyedOffsetStore.merge_changes`
+        the MERGE commits on top of (:meth:`~kafka_group.delta.keyed.commit.KeyedOffsetStore.merge_changes`
         calls it at each attempt): every tombstone of an earlier commit was recorded before that commit, so
         it is read here, whichever query recorded it.
 

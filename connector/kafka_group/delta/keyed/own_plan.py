@@ -1,4 +1,4 @@
-"""The plan of the keyed sink's own SCD1 MERGE (:mod:`kafka_group.delta.keyed_own_merge`): which rows
+"""The plan of the keyed sink's own SCD1 MERGE (:mod:`kafka_group.delta.keyed.own_merge`): which rows
 of which target files a change set deletes or replaces, and the rows it writes.
 
 The change set (one event per key, in memory) is planned against the target's files whose key
@@ -7,12 +7,12 @@ changed key; only those files are read, first their key and ``__SEQUENCE`` colum
 only for the rows an upsert replaces. Each file is read honouring its existing deletion vector
 (:mod:`kafka_group.delta.log.deletion_vectors`; positions are the rows' physical indexes, PROTOCOL.md
 "Deletion Vectors") and under the column mapping's physical names ("Column Mapping"). The rules are
-:func:`~kafka_group.delta.keyed_rules.scd1_clauses`'s: a key matches a live row when every key column
+:func:`~kafka_group.delta.keyed.change_rules.scd1_clauses`'s: a key matches a live row when every key column
 is equal (NULL matches nothing); a matched row whose ``__SEQUENCE`` is NULL or not above the change's is
 deleted (a delete) or replaced (an upsert: stored columns and ``__SEQUENCE`` from the change, the
 others kept); a newer ``__SEQUENCE`` leaves it; an upsert matching no live row is inserted.
 
-Caller: :func:`~kafka_group.delta.keyed_own_merge.own_merge` on the driver.
+Caller: :func:`~kafka_group.delta.keyed.own_merge.own_merge` on the driver.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
-from kafka_group.delta.key_rows import maximum_may_be_cut
-from kafka_group.delta.keyed_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
+from kafka_group.delta.keyed.key_rows import maximum_may_be_cut
+from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
 from kafka_group.delta.log.live_adds import live_adds
 from kafka_group.errors import OffsetStoreError
 
@@ -104,7 +104,7 @@ def plan_scd1(table: Any, fs: Any, table_uri: str, changes: Any, keys: Sequence[
         if joined.num_rows == 0:
             continue
         matched_sources.update(joined.column("__s_idx").to_pylist())
-        # at or above the row's sequence (the later event of a tie wins), or the row has none: keyed_rules.scd1_clauses
+        # at or above the row's sequence (the later event of a tie wins), or the row has none: change_rules.scd1_clauses
         newer = pc.fill_null(pc.greater_equal(joined.column("__s_seq"), joined.column(SEQUENCE_COLUMN)), True)
         fired = joined.filter(newer)
         if fired.num_rows == 0:
@@ -128,7 +128,7 @@ def _candidates(adds: Any, source: Any, keys: Sequence[str], partition_columns: 
     """Per file: whether its key statistics can hold one of the changed keys (no statistics: yes).
     Pruned on integer, date and string keys only, whose bounds are exact or widened by delta-spark
     (a timestamp's maximum is truncated to milliseconds, below its true value). A string maximum
-    that may have been cut short bounds nothing (:func:`~kafka_group.delta.key_rows.maximum_may_be_cut`)."""
+    that may have been cut short bounds nothing (:func:`~kafka_group.delta.keyed.key_rows.maximum_may_be_cut`)."""
     import pyarrow as pa
 
     keep = [True] * adds.num_rows

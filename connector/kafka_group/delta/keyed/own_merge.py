@@ -2,7 +2,7 @@
 
 delta-rs 1.6.6's MERGE writes no deletion vectors; a table with the ``deletionVectors`` feature
 (delta-spark and Databricks enable it by default) gets its keyed batches from here instead. The
-rows it leaves are those of the delta-rs path's :func:`~kafka_group.delta.keyed_rules.scd1_clauses`
+rows it leaves are those of the delta-rs path's :func:`~kafka_group.delta.keyed.change_rules.scd1_clauses`
 (tests/integration/test_cdc_deletion_vectors.py compares both on the same change batches):
 
 - a change's key matches a live target row when every key column is equal (NULL matches nothing);
@@ -12,7 +12,7 @@ rows it leaves are those of the delta-rs path's :func:`~kafka_group.delta.keyed_
   as it is;
 - an upsert whose key matches no live row is inserted.
 
-Plan (:func:`~kafka_group.delta.keyed_own_plan.plan_scd1`): the change set (one event per key, in memory) against the target's files
+Plan (:func:`~kafka_group.delta.keyed.own_plan.plan_scd1`): the change set (one event per key, in memory) against the target's files
 whose key statistics (``minValues``/``maxValues`` of each key column delta-rs lists) can hold a
 changed key; only those files are read, first their key and ``__SEQUENCE`` columns, the whole row
 only for the rows an upsert replaces. Each file is read honouring its existing deletion vector
@@ -42,7 +42,7 @@ nested columns, the change data feed enabled, legacy invariants at any depth (ne
 included: :func:`invariant_columns`), and any feature outside
 :data:`_OWN_MERGE_FEATURES`.
 
-Caller: :class:`~kafka_group.delta.keyed_commit.KeyedOffsetStore` on the driver, one batch at a time.
+Caller: :class:`~kafka_group.delta.keyed.commit.KeyedOffsetStore` on the driver, one batch at a time.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
 from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
-from kafka_group.delta.keyed_own_plan import FilePlan, plan_scd1, read_file
+from kafka_group.delta.keyed.own_plan import FilePlan, plan_scd1, read_file
 from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal
 from kafka_group.delta.log.checkpoints import checkpoint_if_due
 from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent

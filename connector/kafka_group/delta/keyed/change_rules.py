@@ -11,7 +11,7 @@ SCD type 1 (the table holds one row per live key)
     move a row back. An event of the row's own sequence replaces it: a partition's later offsets
     land in later batches, so the later offset wins a tie however the batches are cut. A row whose
     sequence is NULL (loaded by another tool) takes any event. A delete removes the row and leaves a
-    tombstone (:mod:`kafka_group.delta.keyed_tombstones`), which drops a later batch's upserts of the
+    tombstone (:mod:`kafka_group.delta.keyed.tombstones`), which drops a later batch's upserts of the
     key below the delete's sequence, for the tombstones' retention (docs/cdc.md).
 SCD type 2 (the table holds every version, valid in ``[__START_AT, __END_AT)``)
     Every event of a batch at or above the key's latest sequence in the table (the latest
