@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.access_errors import access_error
+from kafka_group.auth.access_errors import access_error
 from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
