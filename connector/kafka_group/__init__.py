@@ -11,7 +11,7 @@
 At the top: the offset model (:mod:`kafka_group.offsets`) and the documents' formats
 (:mod:`kafka_group.formats`), the error hierarchy (:mod:`kafka_group.errors`), the driver
 (:mod:`kafka_group.source_driver`) and its factory, the collaborator protocols, the
-offsets tool (``kafka-group-offsets``, :mod:`kafka_group.offsets_tool`). Nothing here imports pyspark. The
+offsets tool (``kafka-group-offsets``, :mod:`kafka_group.offsets_tool`, a folder). Nothing here imports pyspark. The
 development brokers are not part of it: they are the separate ``kafka-group-devbroker``
 distribution (``devbroker/``, :mod:`kafka_group_devbroker`).
 """

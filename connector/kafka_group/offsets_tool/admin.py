@@ -1,5 +1,5 @@
 """Read and reset the Kafka offsets kept in a Delta table, like ``kafka-consumer-groups``: the work
-of the offsets tool, whose command line is :mod:`kafka_group.offsets_tool` (``kafka-group-offsets``).
+of the offsets tool, whose command line is :mod:`kafka_group.offsets_tool.command` (``kafka-group-offsets``).
 
 ``show`` prints, per topic-partition, the table's committed position, the
 broker's latest offset and the lag. ``reset`` moves positions to the earliest or

@@ -1,10 +1,9 @@
-"""The offsets tool, ``kafka-group-offsets`` (also ``python -m kafka_group.offsets_tool``): read and
-reset the Kafka offsets a query keeps in its Delta table, like ``kafka-consumer-groups``.
+"""The offsets tool's command line, ``kafka-group-offsets`` (also ``python -m kafka_group.offsets_tool``).
 
-The work is :mod:`kafka_group.offsets_admin`'s (``show_offsets``, ``plan_reset``, re-exported
-here); this module turns the command line into those calls and their answers into text. Output goes to stdout,
-warnings and errors to stderr; the exit code is 0 on success, 2 on an error (and argparse's 2
-on a bad command line). Errors name the tool's own flags, not the Spark source's options.
+The work is :mod:`kafka_group.offsets_tool.admin`'s (``show_offsets``, ``plan_reset``); this module turns the
+command line into those calls and their answers into text. Output goes to stdout, warnings and errors to stderr;
+the exit code is 0 on success, 2 on an error (and argparse's 2 on a bad command line). Errors name the tool's
+own flags, not the Spark source's options.
 """
 
 from __future__ import annotations
@@ -21,11 +20,9 @@ from kafka_group.errors import ConfigError, KafkaGroupError
 from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.log_setup import configure, level_of
 from kafka_group.offsets import TopicPartition, parse_starting_offsets
-from kafka_group.offsets_admin import (PartitionOffsets, PlannedReset, parse_timestamp, past_end, plan_reset,
-                                      reset_offsets, show_offsets)
+from kafka_group.offsets_tool.admin import PartitionOffsets, parse_timestamp, past_end, plan_reset, show_offsets
 
-__all__ = ["PartitionOffsets", "PlannedReset", "build_parser", "main", "parse_timestamp", "past_end", "plan_reset",
-           "reset_offsets", "show_offsets"]
+__all__ = ["build_parser", "main"]
 
 PROG = "kafka-group-offsets"
 
@@ -207,6 +204,3 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {_tool_words(str(exc))}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())
