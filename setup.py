@@ -181,7 +181,7 @@ setup(
         # pyspark_kafka_group.metrics looks in, pyspark_kafka_group/jvm_shim.
         "pyspark_kafka_group.jvm_shim": "jvm-shim/src",
     },
-    # the core's subpackages (group/, plan/, flow/, read/, delta/, config/) found under its folder
+    # the core's subpackages (group/, plan/, flow/, read/, delta/ and its own, config/, ...) found under its folder
     packages=(["kafka_group"] + ["kafka_group." + name for name in find_packages("connector/kafka_group")]
               + ["pyspark_kafka_group", "pyspark_kafka_group.jvm_shim"]),
     package_data={
