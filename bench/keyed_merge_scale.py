@@ -24,8 +24,8 @@ def main(path: str) -> None:
     from deltalake import DeltaTable, write_deltalake
     from deltalake.transaction import CommitProperties, Transaction
 
-    from kafka_group.delta.keyed.commit import _merge
     from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, scd1_clauses
+    from kafka_group.delta.keyed.commit import _merge
 
     rows, changes = 10_000_000, 100_000
     if not os.path.isdir(path):

@@ -11,8 +11,8 @@ from typing import Any, Dict
 import pyarrow as pa
 import pytest
 
-from kafka_group.delta.files.parquet_writer import write_partitioned
 from kafka_group.delta.files.file_stats import FileStats
+from kafka_group.delta.files.parquet_writer import write_partitioned
 from kafka_group.delta.files.partition_values import (
     check_partition_columns,
     data_file_path,

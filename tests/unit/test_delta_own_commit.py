@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from kafka_group.delta.files.commit_files import DataFile
-from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.log.actions import TableState, commit_actions, in_commit_timestamp, winners_conflict
 from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
 from kafka_group.delta.log.snapshot import row_id_high_water_mark
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition

@@ -186,8 +186,8 @@ def test_finds_the_live_add_in_a_checkpoint(tmp_path: pathlib.Path) -> None:
 def test_the_sinks_prepare_step_filters_the_changes_the_own_merge_applies(tmp_path: pathlib.Path) -> None:
     """The keyed store hands the own MERGE the change set after ``prepare`` (SCD1's tombstone filter),
     as it hands it to delta-rs's: here ``prepare`` keeps only key 200, so 5, 3 and 8 stay as they were."""
-    from kafka_group.delta.keyed.commit import KeyedOffsetStore
     from kafka_group.delta.keyed.change_rules import KeyedSpec
+    from kafka_group.delta.keyed.commit import KeyedOffsetStore
     from kafka_group.offsets import OffsetRange, TopicPartition
 
     table = _copy(tmp_path)
@@ -306,8 +306,8 @@ def test_a_delta_rs_merge_that_changes_no_row_still_moves_the_offsets(tmp_path: 
     are all older than the table's rows changes nothing, and its offsets move all the same."""
     from deltalake import write_deltalake
 
-    from kafka_group.delta.keyed.commit import KeyedOffsetStore
     from kafka_group.delta.keyed.change_rules import KeyedSpec
+    from kafka_group.delta.keyed.commit import KeyedOffsetStore
     from kafka_group.delta.offsets.offsets_table import transaction_id
     from kafka_group.offsets import OffsetRange, TopicPartition
 

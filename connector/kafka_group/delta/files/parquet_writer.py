@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.files.file_stats import DEFAULT_INDEXED_COLUMNS, FIRST_DAY, LAST_DAY, FileStats, day_range
-from kafka_group.delta.rules.not_null import ColumnPath, count_nulls
 from kafka_group.delta.files.partition_values import data_file_path, partition_value
+from kafka_group.delta.rules.column_mapping import ColumnMapping
+from kafka_group.delta.rules.not_null import ColumnPath, count_nulls
 from kafka_group.errors import ConfigError, OffsetStoreError
 
 __all__ = ["WrittenFile", "write_partitioned"]

@@ -40,8 +40,8 @@ from kafka_group.delta.keyed.change_rules import (
 from kafka_group.delta.keyed.key_rows import rows_of_keys
 from kafka_group.delta.keyed.own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
 from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
-from kafka_group.delta.rules.schema_evolution import merge_or_raise
 from kafka_group.delta.offsets.transaction_ids import OWNER_ID, owner_version, transaction_id
+from kafka_group.delta.rules.schema_evolution import merge_or_raise
 from kafka_group.errors import OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange

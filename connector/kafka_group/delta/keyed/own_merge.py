@@ -54,15 +54,15 @@ import urllib.parse
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.files.commit_files import DataFile, delete_files
-from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
-from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
 from kafka_group.delta.keyed.own_plan import FilePlan, plan_scd1, read_file
 from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal
 from kafka_group.delta.log.checkpoints import checkpoint_if_due
 from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
+from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
+from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
 from kafka_group.delta.log.snapshot import commit_path, last_in_commit_timestamp
+from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point

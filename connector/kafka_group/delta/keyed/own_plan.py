@@ -21,11 +21,11 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.rules.column_mapping import ColumnMapping
-from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
-from kafka_group.delta.keyed.key_rows import maximum_may_be_cut
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
+from kafka_group.delta.keyed.key_rows import maximum_may_be_cut
+from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
 from kafka_group.delta.log.live_adds import live_adds
+from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.errors import OffsetStoreError
 
 __all__ = ["FilePlan", "Scd1Plan", "plan_scd1", "read_file"]

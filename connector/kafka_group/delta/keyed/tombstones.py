@@ -53,8 +53,8 @@ import logging
 import time
 from typing import Any, Mapping, Optional
 
-from kafka_group.delta.keyed.key_rows import rows_of_keys
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec
+from kafka_group.delta.keyed.key_rows import rows_of_keys
 from kafka_group.delta.storage.table_location import TOMBSTONES_FOLDER
 from kafka_group.errors import ConfigError, OffsetStoreError
 from kafka_group.faults import crash_point

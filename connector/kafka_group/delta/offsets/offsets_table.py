@@ -16,12 +16,12 @@ import os
 import urllib.parse
 from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence
 
-from kafka_group.delta.storage.conditional_put import check_conditional_put
 from kafka_group.delta.log.actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log.commit import own_commit_refusal
-from kafka_group.delta.storage.table_location import DATA_FOLDER, TOMBSTONES_FOLDER, local_table_path
 from kafka_group.delta.offsets.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.offsets.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
+from kafka_group.delta.storage.conditional_put import check_conditional_put
+from kafka_group.delta.storage.table_location import DATA_FOLDER, TOMBSTONES_FOLDER, local_table_path
 from kafka_group.errors import OffsetStoreError, SchemaMismatchError, UnsupportedTableFeatureError
 from kafka_group.json_text import INT64_MAX, in_range, show
 from kafka_group.offsets import TopicPartition
