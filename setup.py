@@ -162,7 +162,7 @@ class MaybeBinaryDistribution(Distribution):
 SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "jsonschema>=4.18,<5", "referencing>=0.28.4,<1",
                    "google-re2>=1.1,<2", "fastavro>=1.9,<2"]
 
-#: The conditional-put probe of s3:// tables (kafka_group.delta.s3_request): boto3 sends its two
+#: The conditional-put probe of s3:// tables (kafka_group.delta.storage.s3_request): boto3 sends its two
 #: If-None-Match PUTs with the standard AWS credential chain (environment, profiles, web identity/IRSA,
 #: container and instance credentials). 1.35.2: the first whose PutObject takes IfNoneMatch.
 S3 = ["boto3>=1.35.2,<2", "botocore>=1.35.2,<2"]
@@ -181,8 +181,8 @@ setup(
         # pyspark_kafka_group.observability.shim_build looks in, pyspark_kafka_group/jvm_shim.
         "pyspark_kafka_group.jvm_shim": "jvm-shim/src",
     },
-    # each package's subpackages (the core's group/, plan/, flow/, read/, delta/, ...; the Spark package's
-    # source/, sink/, observability/, session/) found under its folder
+    # each package's subpackages (the core's group/, plan/, flow/, read/, delta/ and its own, config/, ...; the
+    # Spark package's source/, sink/, observability/, session/) found under its folder
     packages=(["kafka_group"] + ["kafka_group." + name for name in find_packages("connector/kafka_group")]
               + ["pyspark_kafka_group", "pyspark_kafka_group.jvm_shim"]
               + ["pyspark_kafka_group." + name for name in find_packages("python/pyspark_kafka_group")]),
@@ -222,7 +222,7 @@ setup(
         # create_write_transaction, transaction_version), the release it is tested on; <2: a major may change them
         "deltalake>=1.6,<2",
         # the keyed sink's own MERGE reads and writes Delta deletion vectors (64-bit portable RoaringBitmaps,
-        # kafka_group.delta.deletion_vectors): BitMap64 since 1.0; <2: a major may change serialize()
+        # kafka_group.delta.log.dv_bitmap): BitMap64 since 1.0; <2: a major may change serialize()
         "pyroaring>=1.0,<2",
         # the compiled read path's registry decoding places each schema id's decoded values by index arrays
         # (kafka_group.registry.native_decoding); pandas and pyarrow bring it already, declared because it

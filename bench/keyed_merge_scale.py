@@ -4,7 +4,7 @@
 
 Builds the table once (ten appends of 1,000,000 rows with ascending ids, so each file covers its own id
 range; a second run reuses it), then MERGEs two change sets of 100,000 updates with the keyed sink's
-SCD1 clauses and commit properties (:mod:`kafka_group.delta.keyed_commit`): the newest 1% of ids (keys
+SCD1 clauses and commit properties (:mod:`kafka_group.delta.keyed.commit`): the newest 1% of ids (keys
 clustered in one file, as fresh rows usually are) and ids drawn at random over the whole table (every
 file holds a changed key). Prints each MERGE's wall time, delta-rs's metrics and the process's peak RSS.
 """
@@ -24,8 +24,8 @@ def main(path: str) -> None:
     from deltalake import DeltaTable, write_deltalake
     from deltalake.transaction import CommitProperties, Transaction
 
-    from kafka_group.delta.keyed_commit import _merge
-    from kafka_group.delta.keyed_rules import DELETE_COLUMN, SEQ, scd1_clauses
+    from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, scd1_clauses
+    from kafka_group.delta.keyed.commit import _merge
 
     rows, changes = 10_000_000, 100_000
     if not os.path.isdir(path):

@@ -53,7 +53,7 @@ def delta_history(workdir: str, commits: int = 250, samples: int = 10) -> Dict[s
     and list the checkpoints delta-rs wrote."""
     import pyarrow as pa
 
-    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange, TopicPartition
     from kafka_group.read.record_schema import arrow_schema
 

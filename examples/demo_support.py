@@ -260,7 +260,7 @@ def committed_offsets(table: str, group: str, partitions: List[int]) -> Dict[int
     """Each partition's offset committed in the Delta table (None: nothing yet)."""
     from deltalake import DeltaTable
 
-    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.delta.offsets.offsets_table import transaction_id
     from kafka_group.offsets import TopicPartition
 
     if not os.path.isdir(os.path.join(table, "_delta_log")):

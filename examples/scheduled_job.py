@@ -59,7 +59,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from kafka_group.delta.table_location import local_table_path
+from kafka_group.delta.storage.table_location import local_table_path
 from kafka_group.formats import read_progress
 from pyspark_kafka_group.query_errors import failure_reason
 
@@ -207,7 +207,7 @@ def check_table(table: str, group: str, ends: Dict[TopicPartitionKey, int]) -> T
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import TopicPartition
 
     if not ends:

@@ -34,7 +34,9 @@ TOP_LEVEL: Dict[str, str] = {
     "bench": "benchmarks with same-run baselines ([bench/README.md](bench/README.md))",
     "connector": "the Spark-independent core, shipped as the package `kafka_group`: never imports pyspark, no "
                  "module imports another that imports it back, and no two subpackages (or top-level modules) "
-                 "import each other (`test_core_imports_no_pyspark.py`, `test_import_graph.py`)",
+                 "import each other, `delta/`'s folders import only the layers below them "
+                 "(`test_core_imports_no_pyspark.py`, `test_import_graph.py`); no module over 400 lines but "
+                 "declaration tables, at most 15 modules directly in `kafka_group/` (`test_module_limits.py`)",
     "devbroker": "the development brokers, a separate distribution (`kafka-group-devbroker`, "
                  "[devbroker/README.md](devbroker/README.md)): Apache Kafka launcher (KRaft), librdkafka mock "
                  "cluster host, Maven jar fetcher, the `kafka-group-broker` command. Not in the connector's wheel",

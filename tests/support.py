@@ -410,7 +410,7 @@ def table_positions(table: pathlib.Path, group: str, topic: str, partitions: int
     """The Kafka offset the table holds for ``group`` on each partition (its app transaction; ``None``: none)."""
     from deltalake import DeltaTable
 
-    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.delta.offsets.offsets_table import transaction_id
     from kafka_group.offsets import TopicPartition
 
     dt = DeltaTable(str(table))

@@ -11,7 +11,7 @@ to ``CONNECT`` (each read of it waits at most the deadline). A redirect is refus
 whatever address the answer names, https to http included.
 
 Used by the Schema Registry client (:mod:`kafka_group.registry.transport`) and the Unity Catalog
-client (:mod:`kafka_group.delta.unity_catalog`), each of which turns these exceptions into its own
+client (:mod:`kafka_group.delta.storage.unity_catalog`), each of which turns these exceptions into its own
 errors. Caller: any thread; each call has its own connection and meter.
 """
 

@@ -5,7 +5,7 @@ member and offset store as constructor arguments typed by these protocols, so
 tests drive it with in-memory fakes (``tests/unit/driver_fakes.py``) and the
 real ones (:class:`~kafka_group.group.cluster_metadata.ClusterView`,
 :class:`~kafka_group.group.membership.GroupMember`,
-:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`) satisfy them as they are.
+:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore`) satisfy them as they are.
 Only the methods the driver uses are declared.
 """
 
@@ -92,7 +92,7 @@ class Member(Committer, Protocol):
 
 
 class OffsetStore(Protocol):
-    """The offsets table (:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`)."""
+    """The offsets table (:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore`)."""
 
     def positions(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The table's positions of ``partitions`` (those it has seen)."""

@@ -5,7 +5,7 @@ The driver takes its cluster view, group member and offset store as arguments
 options: :class:`~kafka_group.group.cluster_metadata.ClusterView`,
 :class:`~kafka_group.group.membership.GroupMember` (or a
 :class:`~kafka_group.group.offset_commits.GroupOffsetCommitter` for ``assign``),
-:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`,
+:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore`,
 :class:`~kafka_group.flow.event_time.EventTimeAlignment`, the user's rebalance
 listener and the flow-control channel.
 """
@@ -17,7 +17,7 @@ from typing import Optional
 
 from kafka_group.config.client_config import with_client_id
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.flow.flow_channel import check_root
 from kafka_group.group.cluster_metadata import ClusterView

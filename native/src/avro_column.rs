@@ -110,7 +110,7 @@ pub fn slots_of(nodes: &[Node]) -> Vec<u64> {
                     .iter()
                     .fold(1u64, |sum, &c| sum.saturating_add(count(nodes, c, depth + 1, memo))),
                 // its symbol is copied into the column: the longest one's bytes in slots of 8
-                // (kafka_group.registry.avro_bounds.enum_slots charges the same)
+                // (kafka_group.registry.avro_shape.enum_slots charges the same)
                 Kind::Enum => (node.names.iter().map(|s| s.len() as u64).max().unwrap_or(0)).div_ceil(8).max(1),
                 _ => 1,
             }

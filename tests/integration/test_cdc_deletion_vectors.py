@@ -1,4 +1,4 @@
-"""The keyed (CDC) sink into tables with deletion vectors: its own MERGE (kafka_group.delta.keyed_own_merge).
+"""The keyed (CDC) sink into tables with deletion vectors: its own MERGE (kafka_group.delta.keyed.own_merge).
 
 Real Kafka, real Spark, delta-spark and delta-rs. The same change batches land, through one
 ``foreachBatch``, into a plain table (delta-rs's MERGE) and into a table delta-spark created with

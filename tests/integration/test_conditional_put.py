@@ -20,9 +20,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from kafka_group.delta.conditional_put import check_conditional_put
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.s3_request import s3_create, s3_target
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.storage.conditional_put import check_conditional_put
+from kafka_group.delta.storage.s3_request import s3_create, s3_target
 from kafka_group.errors import ConditionalPutError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink

@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 from deltalake import DeltaTable
 
-from kafka_group.delta.offsets_table import transaction_id
+from kafka_group.delta.offsets.offsets_table import transaction_id
 from kafka_group.offsets import TopicPartition
 from tests.support import Cluster, MakeTopic, REPO, delta_query_command, produce, table_offsets, tmpfs, unique_name
 

@@ -1,7 +1,7 @@
 """Tables delta-spark created with the writer features delta-rs cannot commit to, written by the sink.
 
 Real Kafka, real Spark with delta-spark, real Delta: the sink appends through the connector's own
-commit (kafka_group.delta.log_commit) to a table with row tracking, deletion vectors, in-commit
+commit (kafka_group.delta.log.commit) to a table with row tracking, deletion vectors, in-commit
 timestamps and liquid clustering all on, across a SIGKILL between its files and its commit, and
 to a table with type widening and the vacuum protocol check; delta-spark then reads, optimizes
 and vacuums them with the rows that landed, each once.

@@ -17,8 +17,8 @@ from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.files.commit_files import DataFile
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import OffsetConflictError, OffsetStoreError
 from kafka_group.faults import POINTS
 from kafka_group.offsets import OffsetRange, TopicPartition

@@ -16,9 +16,9 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from kafka_group.delta.delta_files import write_partitioned
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.files.parquet_writer import write_partitioned
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetConflictError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from pyspark_kafka_group import DeltaSink
@@ -51,7 +51,7 @@ def s3_records(uri: str, options: Dict[str, str]) -> Counter[Any]:
 
 
 def s3_positions(uri: str, options: Dict[str, str], group: str, topic: str, partitions: int) -> Dict[int, Any]:
-    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.delta.offsets.offsets_table import transaction_id
 
     table = DeltaTable(uri, storage_options=options)
     return {p: table.transaction_version(transaction_id(group, TopicPartition(topic, p))) for p in range(partitions)}
@@ -109,7 +109,7 @@ def test_two_writers_of_one_partition_on_s3_one_wins_and_the_losers_files_stay_i
     tp = TopicPartition("orders", 0)
 
     def files(first: int) -> List[Any]:
-        from kafka_group.delta.commit_files import DataFile
+        from kafka_group.delta.files.commit_files import DataFile
 
         rows = pa.record_batch([pa.array(["orders"] * 5), pa.array([0] * 5, pa.int32()),
                                 pa.array(range(first, first + 5), pa.int64())], schema=schema)

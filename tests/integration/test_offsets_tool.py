@@ -59,7 +59,7 @@ def test_running_query_follows_a_reset(
 def test_reset_refuses_offsets_outside_the_partition(
     kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
-    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange
     import pyarrow as pa
 
@@ -80,7 +80,7 @@ def test_reset_is_a_dry_run_unless_executed(
 ) -> None:
     from deltalake import DeltaTable
 
-    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange
     import pyarrow as pa
 
@@ -132,7 +132,7 @@ def test_show_warns_when_the_table_is_past_the_topics_end(
 ) -> None:
     """A topic deleted and recreated under the same name starts again at 0: the table's positions
     are then past its end, and the lag comes out negative. Said, with what to do."""
-    from kafka_group.delta.delta_offsets import DeltaOffsetStore
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
     from kafka_group.offsets import OffsetRange
     import pyarrow as pa
 

@@ -10,7 +10,7 @@ from typing import Dict, Optional
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_group.access_errors import access_error, access_error_of, login_description, raising_error_callback
+from kafka_group.auth.access_errors import access_error, access_error_of, login_description, raising_error_callback
 from kafka_group.errors import AuthenticationError, AuthorizationError, KafkaGroupError
 from kafka_group.redaction import register_client_secrets
 

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_group.delta.column_mapping import column_mapping_of, refuse_new_columns
-from kafka_group.delta.delta_files import write_partitioned
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.files.parquet_writer import write_partitioned
+from kafka_group.delta.rules.column_mapping import column_mapping_of, refuse_new_columns
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import UnsupportedTableFeatureError
 
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from kafka_group.delta import conditional_put
-from kafka_group.delta.conditional_put import check_conditional_put
-from kafka_group.delta.s3_request import s3_target
+from kafka_group.delta.storage import conditional_put
+from kafka_group.delta.storage.conditional_put import check_conditional_put
+from kafka_group.delta.storage.s3_request import s3_target
 
 
 @pytest.fixture(autouse=True)
@@ -72,9 +72,9 @@ def test_a_profile_that_does_not_exist_is_logged_and_not_probed(caplog: pytest.L
 def test_without_boto3_an_s3_table_is_refused_naming_the_extra(tmp_path: pathlib.Path) -> None:
     (tmp_path / "boto3").mkdir()
     (tmp_path / "boto3" / "__init__.py").write_text("raise ImportError(\"No module named 'boto3'\")\n")
-    code = ("from kafka_group.delta.conditional_put import check_conditional_put\n"
+    code = ("from kafka_group.delta.storage.conditional_put import check_conditional_put\n"
             "check_conditional_put('s3://b/t', {'AWS_ACCESS_KEY_ID': 'k', 'AWS_SECRET_ACCESS_KEY': 'Secret-To-Hide-5'})\n")
-    env = {"PYTHONPATH": f"{tmp_path}:{pathlib.Path(conditional_put.__file__).parents[2]}", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": f"{tmp_path}:{pathlib.Path(conditional_put.__file__).parents[3]}", "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode != 0 and last.startswith("kafka_group.errors.DependencyError: "), result.stderr
@@ -111,7 +111,7 @@ def test_without_static_credentials_the_store_is_not_probed_and_that_is_logged(
 def test_a_settled_table_asks_the_credential_chain_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every batch asks: once settled, no client is built again (the chain may ask instance metadata or STS)."""
     calls = []
-    from kafka_group.delta.s3_request import s3_target as real
+    from kafka_group.delta.storage.s3_request import s3_target as real
 
     def counting(bucket: str, options: object) -> object:
         calls.append(bucket)

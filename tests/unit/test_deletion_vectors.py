@@ -1,4 +1,4 @@
-"""Deletion vectors (kafka_group.delta.deletion_vectors) against delta-spark's own bytes.
+"""Deletion vectors (kafka_group.delta.log.deletion_vectors, .dv_bitmap) against delta-spark's own bytes.
 
 tests/unit/data/dv_table was written by delta-spark 4.4.0: 100 rows (id 0-99, one file), then
 ``DELETE ... WHERE id IN (3, 4, 7, 11, 18, 29)`` and ``DELETE ... WHERE id = 50``, each leaving a
@@ -19,9 +19,9 @@ import pyarrow.fs as pafs
 import pytest
 from pyroaring import BitMap
 
-from kafka_group.delta.deletion_vectors import DeletionVector, deserialize_bitmap, dv_file_bytes
-from kafka_group.delta.deletion_vectors import new_file_descriptor, read_deleted_rows, serialize_bitmap
-from kafka_group.delta.deletion_vectors import z85_decode, z85_encode
+from kafka_group.delta.log.deletion_vectors import DeletionVector, dv_file_bytes, new_file_descriptor
+from kafka_group.delta.log.deletion_vectors import read_deleted_rows, z85_decode, z85_encode
+from kafka_group.delta.log.dv_bitmap import deserialize_bitmap, serialize_bitmap
 from kafka_group.errors import OffsetStoreError
 
 TABLE = pathlib.Path(__file__).parent / "data" / "dv_table"

@@ -11,15 +11,15 @@ from typing import Any, Dict
 import pyarrow as pa
 import pytest
 
-from kafka_group.delta.delta_files import write_partitioned
-from kafka_group.delta.file_stats import FileStats
-from kafka_group.delta.partition_values import (
+from kafka_group.delta.files.file_stats import FileStats
+from kafka_group.delta.files.parquet_writer import write_partitioned
+from kafka_group.delta.files.partition_values import (
     check_partition_columns,
     data_file_path,
     escape_path_name,
     partition_value,
 )
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import ConfigError
 
 UTC = datetime.timezone.utc

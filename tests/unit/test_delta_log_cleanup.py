@@ -1,7 +1,7 @@
 """Checkpoints and expired log files after the connector's own commit (no process: logs on disk, delta-rs).
 
 A table whose writer features send its appends through the own commit
-(:mod:`kafka_group.delta.log_commit`) gets what delta-spark and delta-rs's post-commit hook give
+(:mod:`kafka_group.delta.log.commit`, then :mod:`kafka_group.delta.log.checkpoints`) gets what delta-spark and delta-rs's post-commit hook give
 every other table: a checkpoint every ``delta.checkpointInterval`` versions, then the log files
 older than ``delta.logRetentionDuration`` that the checkpoint covers removed, unless
 ``delta.enableExpiredLogCleanup`` is ``false``; with ``delta.checkpointPolicy = v2`` the
@@ -16,7 +16,7 @@ from typing import List
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.offsets import TopicPartition
 from tests.unit.test_delta_own_commit import _batch, _tracked_table
 

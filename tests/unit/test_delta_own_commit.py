@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.log_actions import TableState, commit_actions, in_commit_timestamp, winners_conflict
-from kafka_group.delta.log_commit import own_commit_refusal, put_if_absent
-from kafka_group.delta.log_snapshot import row_id_high_water_mark
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.files.commit_files import DataFile
+from kafka_group.delta.log.actions import TableState, commit_actions, in_commit_timestamp, winners_conflict
+from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
+from kafka_group.delta.log.snapshot import row_id_high_water_mark
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition
 
@@ -250,7 +250,7 @@ def test_live_adds_fall_back_to_the_listing_when_last_checkpoint_leads_to_cleane
     """The own commit now cleans expired log files behind each checkpoint: a ``_last_checkpoint`` hint still
     naming checkpoint 2 while commits 0-3 went behind checkpoint 4 must not fail the own MERGE's look-up of
     a file's live ``add`` (the log is listed again, as for the row-id high-water mark)."""
-    from kafka_group.delta.log_files import live_adds
+    from kafka_group.delta.log.live_adds import live_adds
 
     add = {"path": "data/a.parquet", "size": 1, "modificationTime": 0, "dataChange": True}
     _write_log(tmp_path, 5, [{"commitInfo": {}}, {"txn": {"appId": "a", "version": 1}}])

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
+from kafka_group.delta.files.commit_files import DataFile
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
 from kafka_group.offsets import OffsetRange, TopicPartition
 
 _ROWS = pa.table({"value": pa.array(["a"]), "offset": pa.array([0], pa.int64())})

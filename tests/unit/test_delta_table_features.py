@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.files.commit_files import DataFile
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.offsets import OffsetRange, TopicPartition
 

@@ -18,8 +18,8 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties, Transaction
 
-from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.files.commit_files import DataFile
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import OffsetStoreError
 from kafka_group.offsets import OffsetRange, TopicPartition
 

@@ -30,7 +30,7 @@ from tests.unit.fuzz_generators import EXAMPLES, Hostile, run_examples
 from kafka_group.config.option_catalog import OPTIONS
 from kafka_group.config.option_rules import check_batch_options, check_stream_options
 from kafka_group.config.options import parse_source_options
-from kafka_group.delta.offsets_table import GROUP_METADATA_KEY, OWNER_ID, OffsetsTable, owner_version
+from kafka_group.delta.offsets.offsets_table import GROUP_METADATA_KEY, OWNER_ID, OffsetsTable, owner_version
 from kafka_group.errors import (
     ConfigError,
     FlowControlError,
@@ -225,7 +225,7 @@ def _offsets_table(group: str) -> OffsetsTable:
 
 
 def test_delta_read_back() -> None:
-    from kafka_group.delta.transaction_ids import legacy_marker_id, legacy_transaction_id, transaction_id
+    from kafka_group.delta.offsets.transaction_ids import legacy_marker_id, legacy_transaction_id, transaction_id
 
     def check(h: Hostile) -> Optional[str]:
         r = h.rng

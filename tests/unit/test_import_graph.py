@@ -2,7 +2,8 @@
 
 The graph is read with :mod:`ast` from the sources of ``connector/kafka_group`` and
 ``python/pyspark_kafka_group`` (``tests/import_graph.py``: every ``import`` and ``from ... import``, at
-module level or inside a function), one node per module. That the core never imports pyspark is
+module level or inside a function), one node per module. Inside ``kafka_group.delta`` the order of its
+subpackages is stated as data (:data:`DELTA_LAYERS`) and every import goes down it. That the core never imports pyspark is
 ``test_core_imports_no_pyspark.py``'s. Also here: the newest-pyspark tier's choice of unit tests, which reads
 the same graph over the whole repository.
 """
@@ -10,7 +11,7 @@ the same graph over the whole repository.
 from __future__ import annotations
 
 import pathlib
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import pytest
 
@@ -68,19 +69,25 @@ def test_the_core_never_imports_the_spark_glue() -> None:
     assert offenders == []
 
 
-def _unit(module: str) -> str:
-    """The unit of a core module: its subpackage of ``kafka_group``, or the top-level module itself."""
-    return ".".join(module.split(".")[:2])
+#: ``kafka_group.delta``'s subpackages, lowest first: each may import only those before it
+#: (``connector/kafka_group/delta/__init__.py`` and each subpackage's docstring say why).
+DELTA_LAYERS = ("storage", "rules", "files", "log", "offsets", "keyed")
 
 
-def two_way_units(graph: Dict[str, Set[str]]) -> List[str]:
-    """Each pair of ``kafka_group``'s units (subpackages, top-level modules) that import each other, with one
+def _unit(module: str, package: str = "kafka_group") -> str:
+    """The unit of a module of ``package``: its subpackage of ``package``, or the top-level module itself."""
+    return ".".join(module.split(".")[:package.count(".") + 2])
+
+
+def two_way_units(graph: Dict[str, Set[str]], package: str = "kafka_group") -> List[str]:
+    """Each pair of ``package``'s units (subpackages, top-level modules) that import each other, with one
     import each way."""
+    inside = package + "."
     between: Dict[Tuple[str, str], str] = {}
     for name, targets in sorted(graph.items()):
         for target in sorted(targets):
-            if name.startswith("kafka_group.") and target.startswith("kafka_group."):
-                a, b = _unit(name), _unit(target)
+            if name.startswith(inside) and target.startswith(inside):
+                a, b = _unit(name, package), _unit(target, package)
                 if a != b:
                     between.setdefault((a, b), f"{name} -> {target}")
     return [f"{a} <-> {b}: {there}; {between[(b, a)]}" for (a, b), there in sorted(between.items())
@@ -125,6 +132,53 @@ def test_the_spark_packages_folders_import_only_what_they_stand_on() -> None:
             ):
                 offenders.append(f"{name} -> {target}")
     assert offenders == [], "imports against pyspark_kafka_group's layers:\n" + "\n".join(offenders)
+
+
+def test_delta_subpackages_import_each_other_one_way_only() -> None:
+    pairs = two_way_units(import_graph(), "kafka_group.delta")
+    assert pairs == [], "two-way imports between kafka_group.delta's subpackages:\n" + "\n".join(pairs)
+
+
+def imports_up(graph: Dict[str, Set[str]], package: str, layers: Sequence[str]) -> List[str]:
+    """Each import between two subpackages of ``package`` that does not go down ``layers`` (lowest first): from
+    a subpackage to a later one, or from or to a subpackage ``layers`` does not place (a new one must be placed
+    in the order, where its docstring says it belongs)."""
+    inside = package + "."
+    found = []
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if name.startswith(inside) and target.startswith(inside):
+                a, b = _unit(name, package)[len(inside):], _unit(target, package)[len(inside):]
+                if a != b and (a not in layers or b not in layers or layers.index(b) > layers.index(a)):
+                    found.append(f"{name} -> {target}")
+    return found
+
+
+def test_imports_up_finds_an_import_up_and_an_unplaced_subpackage() -> None:
+    graph = {"kafka_group.delta.log.commit": {"kafka_group.delta.files.x", "kafka_group.delta.keyed.y"},
+             "kafka_group.delta.new.z": {"kafka_group.delta.log.commit"}, "kafka_group.delta.files.x": set(),
+             "kafka_group.delta.keyed.y": set()}
+    assert imports_up(graph, "kafka_group.delta", ("files", "log", "keyed")) == [
+        "kafka_group.delta.log.commit -> kafka_group.delta.keyed.y",
+        "kafka_group.delta.new.z -> kafka_group.delta.log.commit"]
+
+
+def test_delta_subpackages_import_only_the_layers_below_them() -> None:
+    """``storage < rules < files < log < offsets < keyed``: the keyed MERGE may use everything below it, the
+    protocol's own log code never the offsets or the MERGE it serves."""
+    found = imports_up(import_graph(), "kafka_group.delta", DELTA_LAYERS)
+    assert found == [], "imports that go up kafka_group.delta's layers " + " < ".join(DELTA_LAYERS) + ":\n" + \
+        "\n".join(found)
+
+
+def test_every_delta_subpackage_has_its_place_in_the_layers() -> None:
+    from tests import import_graph as graph_module
+
+    folder = graph_module.ROOT / "connector" / "kafka_group" / "delta"
+    subpackages = sorted(path.parent.name for path in folder.glob("*/__init__.py"))
+    assert subpackages == sorted(DELTA_LAYERS)
+    assert not [path.name for path in folder.glob("*.py") if path.name != "__init__.py"], \
+        "a module directly in kafka_group/delta: put it in the subpackage of its concern"
 
 
 def _write(folder: pathlib.Path, files: Dict[str, str]) -> None:

@@ -1,4 +1,4 @@
-"""kafka_group.delta.key_rows: the rows of a batch's keys, files chosen by their statistics."""
+"""kafka_group.delta.keyed.key_rows: the rows of a batch's keys, files chosen by their statistics."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pathlib
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from kafka_group.delta.key_rows import rows_of_keys
+from kafka_group.delta.keyed.key_rows import rows_of_keys
 
 KEY = "k" * 32 + "\U0001F600"
 

@@ -1,4 +1,4 @@
-"""The keyed sink's own SCD1 MERGE (kafka_group.delta.keyed_own_merge) on a table delta-spark wrote.
+"""The keyed sink's own SCD1 MERGE (kafka_group.delta.keyed.own_merge) on a table delta-spark wrote.
 
 tests/unit/data/dv_table (see tests/unit/test_deletion_vectors.py): ids 0-99 with v = str(id) and
 __SEQUENCE = id, rows 3, 4, 7, 11, 18, 29 and 50 deleted by delta-spark's deletion vectors. The
@@ -18,7 +18,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from kafka_group.delta.keyed_own_merge import own_merge
+from kafka_group.delta.keyed.own_merge import own_merge
 
 SOURCE = pathlib.Path(__file__).parent / "data" / "dv_table"
 Row = Tuple[int, str, int]
@@ -116,7 +116,7 @@ def test_a_batch_that_changes_no_row_still_moves_the_offsets(tmp_path: pathlib.P
 
 def test_an_event_of_the_rows_own_sequence_replaces_it(tmp_path: pathlib.Path) -> None:
     """A tie: the row's event came in an earlier batch (an earlier offset of the key's partition), so
-    the change is the later event and wins, as within a batch (keyed_rules.scd1_clauses)."""
+    the change is the later event and wins, as within a batch (change_rules.scd1_clauses)."""
     table = _copy(tmp_path)
     ties = pa.table({"id": pa.array([6, 9, 10], pa.int64()), "v": ["six", "old", None],
                      "__kg_seq": pa.array([6, 8, 10], pa.int64()), "__kg_delete": [False, False, True]})
@@ -137,7 +137,7 @@ def _with(table: pathlib.Path, protocol: Dict[str, Any], configuration: Dict[str
 def test_refuses_what_it_does_not_honour_yet_with_the_reason(tmp_path: pathlib.Path) -> None:
     import pytest
 
-    from kafka_group.delta.keyed_own_merge import needs_own_merge, own_merge_refusal
+    from kafka_group.delta.keyed.own_merge import needs_own_merge, own_merge_refusal
     from kafka_group.errors import UnsupportedTableFeatureError
 
     table = _copy(tmp_path)
@@ -154,7 +154,7 @@ def test_refuses_what_it_does_not_honour_yet_with_the_reason(tmp_path: pathlib.P
 
 
 def test_legacy_invariants_are_found_at_any_depth() -> None:
-    from kafka_group.delta.keyed_own_merge import invariant_columns
+    from kafka_group.delta.keyed.own_merge import invariant_columns
 
     def f(name: str, kind: Any, invariant: bool = False) -> Dict[str, Any]:
         meta = {"delta.invariants": json.dumps({"expression": {"expression": "true"}})} if invariant else {}
@@ -186,8 +186,8 @@ def test_finds_the_live_add_in_a_checkpoint(tmp_path: pathlib.Path) -> None:
 def test_the_sinks_prepare_step_filters_the_changes_the_own_merge_applies(tmp_path: pathlib.Path) -> None:
     """The keyed store hands the own MERGE the change set after ``prepare`` (SCD1's tombstone filter),
     as it hands it to delta-rs's: here ``prepare`` keeps only key 200, so 5, 3 and 8 stay as they were."""
-    from kafka_group.delta.keyed_commit import KeyedOffsetStore
-    from kafka_group.delta.keyed_rules import KeyedSpec
+    from kafka_group.delta.keyed.change_rules import KeyedSpec
+    from kafka_group.delta.keyed.commit import KeyedOffsetStore
     from kafka_group.offsets import OffsetRange, TopicPartition
 
     table = _copy(tmp_path)
@@ -203,9 +203,9 @@ def test_the_sinks_prepare_step_filters_the_changes_the_own_merge_applies(tmp_pa
 def _commit_put(monkeypatch: Any, after: Any) -> None:
     """The commit's conditional PUT lands, then ``after`` says what its caller hears (an S3 answer lost on the
     way back, or a PUT the S3 client retried after its first attempt had landed); other PUTs are untouched."""
-    import kafka_group.delta.keyed_own_merge as module
-    from kafka_group.delta.log_commit import put_if_absent as real
-    from kafka_group.delta.log_snapshot import commit_path
+    import kafka_group.delta.keyed.own_merge as module
+    from kafka_group.delta.log.commit import put_if_absent as real
+    from kafka_group.delta.log.snapshot import commit_path
 
     def put(table_path: str, storage_options: Any, path: str, body: bytes) -> bool:
         created = real(table_path, storage_options, path, body)
@@ -246,7 +246,7 @@ def test_a_retried_commit_put_that_finds_its_own_first_attempt_has_landed(tmp_pa
 def test_a_string_maximum_delta_spark_may_have_truncated_never_prunes_a_file() -> None:
     """delta-spark keeps 32 characters of a string statistic; some of its releases cut a maximum before a
     character outside the BMP without widening it, leaving it below the file's real maximum."""
-    from kafka_group.delta.keyed_own_plan import _candidates
+    from kafka_group.delta.keyed.own_plan import _candidates
 
     key = "k" * 32 + "\U0001F600"  # in the file; its maximum was written as the bare 32-character prefix
     adds = pa.table({"min.id": ["k" * 32, "a"], "max.id": ["k" * 32, "b"]})
@@ -259,8 +259,8 @@ def test_a_string_maximum_delta_spark_may_have_truncated_never_prunes_a_file() -
 
 def test_a_retried_deletion_vector_put_that_finds_its_own_first_attempt_goes_on(tmp_path: pathlib.Path,
                                                                                monkeypatch: Any) -> None:
-    import kafka_group.delta.keyed_own_merge as module
-    from kafka_group.delta.log_commit import put_if_absent as real
+    import kafka_group.delta.keyed.own_merge as module
+    from kafka_group.delta.log.commit import put_if_absent as real
 
     def put(table_path: str, storage_options: Any, path: str, body: bytes) -> bool:
         created = real(table_path, storage_options, path, body)
@@ -281,7 +281,8 @@ def test_a_deletion_vector_of_more_rows_than_its_file_holds_is_refused(tmp_path:
     import numpy as np
     import pytest
 
-    from kafka_group.delta.deletion_vectors import dv_file_bytes, new_file_descriptor, serialize_bitmap
+    from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
+    from kafka_group.delta.log.dv_bitmap import serialize_bitmap
     from kafka_group.errors import OffsetStoreError
 
     table = _copy(tmp_path)
@@ -305,9 +306,9 @@ def test_a_delta_rs_merge_that_changes_no_row_still_moves_the_offsets(tmp_path: 
     are all older than the table's rows changes nothing, and its offsets move all the same."""
     from deltalake import write_deltalake
 
-    from kafka_group.delta.keyed_commit import KeyedOffsetStore
-    from kafka_group.delta.keyed_rules import KeyedSpec
-    from kafka_group.delta.offsets_table import transaction_id
+    from kafka_group.delta.keyed.change_rules import KeyedSpec
+    from kafka_group.delta.keyed.commit import KeyedOffsetStore
+    from kafka_group.delta.offsets.offsets_table import transaction_id
     from kafka_group.offsets import OffsetRange, TopicPartition
 
     table = tmp_path / "plain"

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from kafka_group.delta.keyed_rules import (
+from kafka_group.delta.keyed.change_rules import (
     DELETE_COLUMN,
     OFFSET,
     SEQ,
@@ -121,7 +121,7 @@ def test_tables_a_merge_could_corrupt_are_refused_before_anything_is_written(tmp
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from kafka_group.delta.keyed_commit import _refuse_unmergeable
+    from kafka_group.delta.keyed.commit import _refuse_unmergeable
     from kafka_group.errors import UnsupportedTableFeatureError
 
     write_deltalake(str(tmp_path / "plain"), pa.table({"id": [1], "t": pa.array([1], pa.timestamp("us"))}))

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from kafka_group.delta import keyed_tombstones
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.keyed_rules import DELETE_COLUMN, OFFSET, SEQ, SEQUENCE_COLUMN, KeyedSpec
-from kafka_group.delta.keyed_tombstones import (
+from kafka_group.delta.keyed import tombstones as keyed_tombstones
+from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, OFFSET, SEQ, SEQUENCE_COLUMN, KeyedSpec
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.keyed.tombstones import (
     DEFAULT_RETENTION_SECONDS,
     RECORDED_AT,
     Tombstones,

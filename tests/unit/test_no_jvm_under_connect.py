@@ -79,5 +79,5 @@ def test_the_scan_sees_attribute_and_getattr_forms() -> None:
 def test_the_scan_reads_the_subpackages_too() -> None:
     # The core's modules moved into subpackages (issue 25): a scan of the top level alone saw none of them.
     scanned = {path.relative_to(REPO).as_posix() for path in source_files()}
-    assert {"connector/kafka_group/group/membership.py", "connector/kafka_group/delta/delta_offsets.py",
+    assert {"connector/kafka_group/group/membership.py", "connector/kafka_group/delta/offsets/delta_offsets.py",
             "python/pyspark_kafka_group/sink/delta_sink.py"} <= scanned

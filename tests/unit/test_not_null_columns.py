@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from kafka_group.delta.commit_files import DataFile
-from kafka_group.delta.delta_files import write_partitioned
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.not_null import ELEMENT, MAP_VALUE, count_nulls, describe_path, not_null_paths
-from kafka_group.delta.table_location import table_filesystem
+from kafka_group.delta.files.commit_files import DataFile
+from kafka_group.delta.files.parquet_writer import write_partitioned
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.rules.not_null import ELEMENT, MAP_VALUE, count_nulls, describe_path, not_null_paths
+from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import NotNullViolationError, SchemaMismatchError
 from kafka_group.offsets import OffsetRange, TopicPartition
 

@@ -56,7 +56,7 @@ def test_a_bad_partition_list_names_the_flag(capsys: pytest.CaptureFixture[str])
 
 
 def test_errors_name_settings_of_the_command_config_and_leave_topics_alone() -> None:
-    from kafka_group.offsets_tool import _tool_words
+    from kafka_group.offsets_tool.command import _tool_words
 
     said = _tool_words("--topic names 'kafka.orders'; check 'kafka.sasl.username' (or 'kafka.ssl.truststore.*')")
     assert said == ("--topic names 'kafka.orders'; check 'sasl.username' (--command-config) "

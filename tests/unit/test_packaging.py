@@ -274,7 +274,7 @@ _EXTRA_ONLY = {
     "re2": "schema-registry",         # google-re2: that validation's patterns
     "aws_msk_iam_sasl_signer": "msk-iam",  # kafka_group.auth.msk_iam only (AWS MSK IAM tokens)
     "fastavro": "schema-registry",   # kafka_group.registry's Avro codec only
-    "boto3": "s3",                   # kafka_group.delta.s3_request only (the conditional-put probe)
+    "boto3": "s3",                   # kafka_group.delta.storage.s3_request only (the conditional-put probe)
     "botocore": "s3",                # its config and errors (declared too: imported directly)
 }
 #: Imports of modules no distribution of the connector provides, looked up only where installed.

@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 import pyarrow as pa
 from deltalake.schema import Schema
 
-from kafka_group.delta.schema_evolution import merge_schemas, merged_columns
+from kafka_group.delta.rules.schema_evolution import merge_schemas, merged_columns
 
 
 def delta(*fields: Any) -> Dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake.schema import Schema
 
-from kafka_group.delta.schema_evolution import describe_schema_mismatch
+from kafka_group.delta.rules.schema_evolution import describe_schema_mismatch
 
 TABLE = Schema.from_arrow(pa.schema([("value", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                                      ("timestamp", pa.timestamp("us", tz="UTC"))]))

@@ -10,8 +10,8 @@ import pathlib
 
 import pytest
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.table_location import local_table_path, normalize_table_path, same_table_location
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.storage.table_location import local_table_path, normalize_table_path, same_table_location
 
 
 @pytest.mark.parametrize("uri, normal", [

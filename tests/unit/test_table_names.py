@@ -7,8 +7,8 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from kafka_group.config.option_catalog import OFFSETS_TABLE
-from kafka_group.delta.table_names import ResolvedTable, check_location, parse_table_name, quoted_table_name
-from kafka_group.delta.unity_catalog import UnityCatalog, storage_options_of
+from kafka_group.delta.storage.table_names import ResolvedTable, check_location, parse_table_name, quoted_table_name
+from kafka_group.delta.storage.unity_catalog import UnityCatalog, storage_options_of
 from kafka_group.errors import ConfigError, OffsetStoreError
 
 

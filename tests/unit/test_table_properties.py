@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from kafka_group.delta.file_stats import FileStats
-from kafka_group.delta.table_properties import stats_columns, target_file_size
+from kafka_group.delta.files.file_stats import FileStats
+from kafka_group.delta.rules.table_properties import stats_columns, target_file_size
 from kafka_group.errors import ConfigError
 
 

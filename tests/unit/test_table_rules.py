@@ -8,8 +8,8 @@ from typing import Any, Dict, List
 
 import pytest
 
-from kafka_group.delta.table_rules import Rule, check_expression, table_rules
-from kafka_group.delta.write_contract import WriteContract, check_contract
+from kafka_group.delta.rules.table_rules import Rule, check_expression, table_rules
+from kafka_group.delta.rules.write_contract import WriteContract, check_contract
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
 COLUMNS = ["value", "topic", "partition", "offset", "meta", "date"]
@@ -122,7 +122,7 @@ def test_a_commit_is_refused_when_the_table_changed_its_mapping_or_rules_while_t
     check_contract("/t", _Table(plain, {}), written, ["value"])  # nothing changed
     with pytest.raises(OffsetStoreError, match="not checked against check late"):
         check_contract("/t", _Table(plain, {"delta.constraints.late": "length(value) > 0"}), written, ["value"])
-    from kafka_group.delta.write_contract import contract_of
+    from kafka_group.delta.rules.write_contract import contract_of
 
     before = contract_of(_Table(_mapped("col-a"), mapping), "/t", ["value"])
     check_contract("/t", _Table(_mapped("col-a"), mapping), before, ["value"])

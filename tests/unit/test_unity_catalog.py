@@ -1,4 +1,4 @@
-"""The Unity Catalog client (kafka_group.delta.unity_catalog) against servers of the tests' own on 127.0.0.1.
+"""The Unity Catalog client (kafka_group.delta.storage.unity_catalog) against servers of the tests' own on 127.0.0.1.
 
 One deadline bounds a whole ``resolve()``, however slowly the server answers; the token and the
 credentials show in no ``repr``, ``str``, error or log line; a token never goes over plain
@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from kafka_group.delta.unity_catalog import UnityCatalog
+from kafka_group.delta.storage.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError, OffsetStoreError
 
 TOKEN = "dapi-tok-secret-4711"
@@ -166,7 +166,7 @@ def test_a_token_goes_over_https_or_to_loopback(uri: str) -> None:
 
 
 def test_plain_http_off_loopback_without_a_token_is_taken_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="kafka_group.delta.unity_catalog"):
+    with caplog.at_level(logging.WARNING, logger="kafka_group.delta.storage.unity_catalog"):
         UnityCatalog("http://catalog.example.com")
     assert "unencrypted" in caplog.text
 

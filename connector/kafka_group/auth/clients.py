@@ -4,7 +4,7 @@ Every confluent-kafka client of the connector is made here (:func:`new_consumer`
 :func:`new_admin`): the driver's group member, its metadata client, the offset committer of
 ``assign``, event-time alignment, the executors' readers and the offsets tool. Each gets
 
-* an ``error_cb``: the caller's own, else :func:`kafka_group.access_errors.raising_error_callback`,
+* an ``error_cb``: the caller's own, else :func:`kafka_group.auth.access_errors.raising_error_callback`,
   so a refused login or a missing ACL is the connector's AuthenticationError or
   AuthorizationError, raised from the client's ``poll()``/``consume()``, never a bare timeout
   (a token provider's own failure first, when it is why the login failed);
@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafka_group.access_errors import raising_error_callback
+from kafka_group.auth.access_errors import raising_error_callback
 from kafka_group.auth.token_provider import TOKEN_PROVIDER_KEY, TokenCallback
 
 __all__ = ["LIBRDKAFKA_LOGGER", "client_settings", "librdkafka_logger", "new_admin", "new_consumer"]

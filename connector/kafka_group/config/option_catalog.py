@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
-from kafka_group.delta.table_names import check_location
+from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.callable_spec import check_callable_spec
 from kafka_group.json_text import INT32_MAX, INT64_MAX

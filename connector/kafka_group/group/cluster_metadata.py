@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from kafka_group.access_errors import access_error, access_error_of
+from kafka_group.auth.access_errors import access_error, access_error_of
 from kafka_group.auth.clients import new_admin
 
 from kafka_group.config.client_config import isolation_level

@@ -22,12 +22,13 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Opti
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.access_errors import access_error
+from kafka_group.auth.access_errors import access_error
 from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.group.member_commits import MemberCommits
 from kafka_group.group.offset_commits import CLIENT_CLOSE_TIMEOUT_S, close_within
+from kafka_group.group.static_member import StaticRejoin, leave_as_static
 from kafka_group.offsets import TopicPartition
 from kafka_group.rebalance_event import RebalanceEvent
 
@@ -37,12 +38,6 @@ logger = logging.getLogger(__name__)
 
 _POLL_TIMEOUT_S = 0.05
 _IDLE_BETWEEN_POLLS_S = 0.05
-#: A static member refused because its instance id is still held (see GroupMember._on_error) joins again with a new
-#: client after this pause, and fails after trying for this long.
-_REJOIN_PAUSE_S = 1.0
-_UNRELEASED_RETRY_S = 300.0
-#: The longest a static member's close waits for its revoke before its leave (see GroupMember._leave_as_static).
-_STATIC_LEAVE_TIMEOUT_S = 2.0
 
 
 class GroupMember:
@@ -100,10 +95,8 @@ class GroupMember:
         self.group_id = group_id
         self._config = config
         self._leave_on_close = leave_on_close
-        # When a refused static member joins again (see _on_error): set under the state lock, read by the polling
-        # thread. And until when it may keep trying.
-        self._rejoin_at: Optional[float] = None
-        self._rejoin_until: Optional[float] = None
+        # When a refused static member joins again (see _on_error).
+        self._static = StaticRejoin(config, group_id, self._state)
         self._subscription = [f"^({pattern})$"] if pattern is not None else list(topics)
         self._thread = threading.Thread(target=self._poll_loop, name=f"kafka-group-member-{group_id}", daemon=True)
         self._join()
@@ -271,41 +264,13 @@ class GroupMember:
             return
         try:
             self._commits.abandon()
-            self._leave_as_static()
+            if self._leave_on_close:
+                leave_as_static(self._consumer, self._config, self.group_id, self._owns_nothing, _POLL_TIMEOUT_S)
             left = close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S, f"the member of group '{self.group_id}'")
         finally:
             self._lock.release()
         if left:
             logger.info("left consumer group '%s'", self.group_id)
-
-    def _leave_as_static(self) -> None:
-        """Leave the group explicitly if this is a static member that should (``leave_on_close``).
-
-        KIP-345: a static member's ``close()`` does not leave the group, so its partitions wait for it until its
-        session times out; librdkafka's ``unsubscribe()`` does leave (classic protocol: a LeaveGroup naming the
-        instance id, after the revoke). So the member unsubscribes and serves its revoke, for at most
-        :data:`_STATIC_LEAVE_TIMEOUT_S`, before the client closes. Not under the consumer protocol of KIP-848:
-        there librdkafka's leave of a static member is always the temporary one (its partitions wait for the
-        session timeout whichever call leaves; measured on Apache Kafka 4.3 with librdkafka 2.16).
-        Caller: the thread closing the member, under the consumer lock, the polling thread stopped.
-        """
-        if not self._leave_on_close or "group.instance.id" not in self._config or uses_consumer_protocol(self._config):
-            return
-        deadline = time.monotonic() + _STATIC_LEAVE_TIMEOUT_S
-        try:
-            self._consumer.unsubscribe()
-            while True:
-                self._consumer.poll(_POLL_TIMEOUT_S)  # serves the revoke; librdkafka leaves once it is done
-                with self._state:
-                    revoked = not self._owned
-                if revoked or time.monotonic() > deadline:
-                    break
-        except (KafkaException, RuntimeError) as exc:
-            logger.warning("the static member of group '%s' could not leave the group: %s; its partitions wait "
-                           "for its session timeout", self.group_id, exc)
-            return
-        logger.info("static member of group '%s' left the group (instance id '%s')", self.group_id,
-                    self._config["group.instance.id"])
 
     # -- internals ----------------------------------------------------------------
 
@@ -315,7 +280,11 @@ class GroupMember:
                 with self._lock:
                     if self._closed.is_set():
                         return
-                    self._rejoin_when_due()
+                    if self._static.due():  # a refused static member's dead client, replaced after a pause
+                        # Bounded as every close here: a refused client talks to a coordinator that may not answer.
+                        close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S,
+                                     f"the refused client of group '{self.group_id}'")
+                        self._join()
                     self._commits.send_queued()
                     message = self._consumer.poll(_POLL_TIMEOUT_S)
                 error = message.error() if message is not None else None
@@ -336,8 +305,11 @@ class GroupMember:
         connector's error, raised by :meth:`owned` and :meth:`wait_for_assignment` (librdkafka retries them
         for ever: the query planned empty batches). Caller: whichever thread is inside the client."""
         refused = access_error(error, self._config, topic=topic, group=self.group_id)
-        if self._instance_unreleased(error):
-            self._refused_as_static()
+        if self._static.unreleased(error, assigned=self._first_assignment.is_set()):
+            gave_up = self._static.refused()
+            if gave_up is not None:
+                with self._state:
+                    self._poll_error = gave_up
         elif refused is not None:
             with self._state:
                 again = str(self._poll_error) == str(refused)  # librdkafka retries a login every few 100 ms
@@ -351,54 +323,9 @@ class GroupMember:
         else:
             logger.debug("member of group '%s': %s", self.group_id, error.str())
 
-    def _instance_unreleased(self, error: KafkaError) -> bool:
-        """Whether ``error`` is the broker's refusal of this static member's join because its instance id is still
-        held (UNRELEASED_INSTANCE_ID, consumer protocol): librdkafka raises it as a fatal error whose code is only
-        ``_FATAL``, its text the refusal's."""
-        if "group.instance.id" not in self._config or self._first_assignment.is_set():
-            return False  # once assigned, a refusal means another live member took the id: fatal
-        if error.code() == KafkaError.UNRELEASED_INSTANCE_ID:
-            return True
-        return (error.code() == KafkaError._FATAL
-                and KafkaError(KafkaError.UNRELEASED_INSTANCE_ID).str() in error.str())
-
-    def _refused_as_static(self) -> None:
-        """The broker refused this static member: under the consumer protocol a predecessor that did not leave (a
-        crashed query) holds its instance id until its session times out. The client is dead (the refusal is
-        fatal to it); the polling thread joins again with a new one after :data:`_REJOIN_PAUSE_S`, for at most
-        :data:`_UNRELEASED_RETRY_S`, then the member fails naming the option. Caller: whichever thread is inside
-        the client (the polling thread, in practice)."""
-        now = time.monotonic()
+    def _owns_nothing(self) -> bool:
         with self._state:
-            first = self._rejoin_until is None
-            if first:
-                self._rejoin_until = now + _UNRELEASED_RETRY_S
-            assert self._rejoin_until is not None
-            if now > self._rejoin_until:
-                self._poll_error = GroupMembershipError(
-                    f"option 'kafka.group.instance.id': the instance id '{self._config['group.instance.id']}' is still "
-                    f"held by another member of group '{self.group_id}' after {_UNRELEASED_RETRY_S:g} s of trying: "
-                    "give each query of the group its own id")
-                return
-            if self._rejoin_at is None:  # the dead client reports the refusal again at each poll: keep the pause
-                self._rejoin_at = now + _REJOIN_PAUSE_S
-        if first:
-            logger.warning("group '%s' refused the static member '%s': a member that did not leave (a crashed run) "
-                           "still holds that instance id until its session times out; joining again every %g s",
-                           self.group_id, self._config["group.instance.id"], _REJOIN_PAUSE_S)
-
-    def _rejoin_when_due(self) -> None:
-        """Replace the client a refusal killed (see :meth:`_refused_as_static`) once its pause is over.
-        Caller: the polling thread, under the consumer lock."""
-        with self._state:
-            due = self._rejoin_at is not None and time.monotonic() >= self._rejoin_at
-            if due:
-                self._rejoin_at = None
-        if not due:
-            return
-        # Bounded as every close here: a refused client talks to a coordinator that may not answer.
-        close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S, f"the refused client of group '{self.group_id}'")
-        self._join()
+            return not self._owned
 
     def _raise_poll_error(self) -> None:
         if isinstance(self._poll_error, KafkaGroupError):

@@ -6,7 +6,7 @@ checkpoint is lost and whose group's offsets expired (an idle group loses them a
 ``offsets.retention.minutes``) would otherwise position the partition again, at another
 offset (issue 33, finding 4). So each such start is written into the table, where the offsets
 live, as the partition's position and its recorded start
-(:meth:`~kafka_group.delta.offset_moves.OffsetMoves.hold_starts`), in a data-less commit:
+(:meth:`~kafka_group.delta.offsets.offset_moves.OffsetMoves.hold_starts`), in a data-less commit:
 
 - at once, in the planning call that positioned it, when the table exists;
 - else at each later plan until the table exists (the first batch creates it; a partition
@@ -47,7 +47,7 @@ _REASON = "the start positioning chose for partitions the table had not seen"
 
 class StartStore(OffsetStore, Protocol):
     """The offsets table with the partition counts recorded with topics' first starts
-    (:class:`~kafka_group.delta.delta_offsets.DeltaOffsetStore`)."""
+    (:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore`)."""
 
     def partition_counts(self, topics: Iterable[str]) -> Dict[str, int]:
         """The partition count recorded with each topic's first starts (those without one left out), as of the

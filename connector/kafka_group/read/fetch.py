@@ -56,7 +56,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.access_errors import access_error
+from kafka_group.auth.access_errors import access_error
 from kafka_group.errors import FetchError
 from kafka_group.offsets import OffsetRange
 from kafka_group.read import gaps

@@ -22,7 +22,7 @@ from typing import Any, Optional, Tuple
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.access_errors import access_error
+from kafka_group.auth.access_errors import access_error
 from kafka_group.errors import DataLossError, FetchError
 from kafka_group.offsets import OffsetRange, TopicPartition
 from kafka_group.read.read_settings import ReadSettings

@@ -8,7 +8,7 @@ call, with confluent-kafka's types and errors, so those modules serve both read 
 empty a parked client), ``get_watermark_offsets``, ``list_topics`` and ``close``.
 
 librdkafka's error callback is collected by the extension and raised or logged here, after each
-call, as :func:`kafka_group.access_errors.raising_error_callback` does for a Python reader: a
+call, as :func:`kafka_group.auth.access_errors.raising_error_callback` does for a Python reader: a
 refused login or a missing ACL fails the task with the connector's own error.
 
 Caller: the Spark task's thread that checked the client out of the pool (one at a time).
@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_group.access_errors import raising_error_callback
+from kafka_group.auth.access_errors import raising_error_callback
 from kafka_group.auth.clients import librdkafka_logger
 from kafka_group.errors import ConfigError, FetchError, RecordError
 from kafka_group.read.batch_assembly import DEFAULT_MAX_BATCH_BYTES

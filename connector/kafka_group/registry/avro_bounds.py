@@ -15,7 +15,8 @@ fastavro's work is bounded by a payload's bytes except in three cases, found by 
   1 byte but a slot in each of its fields, so 20,004 bytes of them took 152 MiB in this codec and
   154 MiB in the compiled decoder (avrobound review).
 
-For writer schemas with any of them (:func:`bounds_for`; other schemas are not scanned), each
+For writer schemas with any of them (:func:`bounds_for`, from what :mod:`~kafka_group.registry.avro_shape`
+finds in the schema; other schemas are not scanned), each
 payload is first walked by :meth:`Bounds.check`, which reads its block counts, lengths and union
 branches without building values, iteratively. A payload is a bad record naming the place
 (``badRecords=quarantine`` lands it) when its zero-byte values hold more than
@@ -37,14 +38,14 @@ decodes as before.
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from kafka_group.errors import ConfigError
-from kafka_group.registry.avro_decimals import MAX_DECIMAL_BYTES, MAX_DECIMAL_DIGITS, decimal_bits, decimal_problem
+from kafka_group.registry.avro_decimals import MAX_DECIMAL_BYTES, MAX_DECIMAL_DIGITS, decimal_problem
 from kafka_group.registry.avro_names import Canonical, place
+from kafka_group.registry.avro_shape import FIXED_SIZE, UNBOUNDED, Shape
 
-__all__ = ["Bounds", "bounds_for", "decimal_bits", "enum_slots", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE",
+__all__ = ["Bounds", "bounds_for", "MAX_NESTING", "EMPTY_ITEMS_BASE", "EMPTY_ITEMS_PER_BYTE",
            "SLOTS_BASE", "SLOTS_PER_BYTE",
            "MAX_DECIMAL_DIGITS", "MAX_DECIMAL_BYTES",
            "DECIMALS_CHECKED_FROM"]
@@ -64,10 +65,6 @@ EMPTY_ITEMS_PER_BYTE = 8
 #: decimal this long costs microseconds (the walk would cost more than the decode), and a value
 #: wider than its precision is refused by Arrow record by record.
 DECIMALS_CHECKED_FROM = 256
-#: The cost of a zero-byte type that contains itself: more than any budget (fastavro would recurse for ever).
-_UNBOUNDED = 1 << 62
-
-_FIXED_SIZE = {"boolean": 1, "float": 4, "double": 8}
 _VARINT = ("int", "long", "enum")
 
 
@@ -80,185 +77,17 @@ def bounds_for(writer: Canonical) -> Optional["Bounds"]:
     ConfigError
         A ``fixed`` decimal of more than :data:`MAX_DECIMAL_BYTES` bytes.
     """
-    shape = _Shape(writer.named)
+    shape = Shape(writer.named, max_depth=MAX_NESTING, max_empty_nodes=EMPTY_ITEMS_BASE)
     try:
         empty, decimals = shape.scan(writer.schema)
         if not empty and shape.depth(writer.schema) <= MAX_NESTING:
-            walked_from = DECIMALS_CHECKED_FROM if decimals else _UNBOUNDED
+            walked_from = DECIMALS_CHECKED_FROM if decimals else UNBOUNDED
             if shape.dense > SLOTS_PER_BYTE:  # payloads that may fill more slots than the budget
                 walked_from = min(walked_from, SLOTS_BASE // (shape.dense - SLOTS_PER_BYTE) + 1)
-            return Bounds(writer.schema, writer.named, shape, walked_from) if walked_from < _UNBOUNDED else None
+            return Bounds(writer.schema, writer.named, shape, walked_from) if walked_from < UNBOUNDED else None
     except RecursionError:  # nested deeper than Python's own stack: checked like a recursive type
         pass
     return Bounds(writer.schema, writer.named, shape)
-
-
-def enum_slots(symbols: Any) -> int:
-    """The slots an enum value fills: its longest symbol's UTF-8 bytes in slots of 8 bytes, 1 at least
-    (its symbol is copied into the column: a 1-byte item of a long symbol is many bytes of Arrow).
-    The compiled decoder charges the same (``native/src/avro_column.rs``, ``slots_of``)."""
-    longest = max((len(s.encode("utf-8")) for s in symbols if isinstance(s, str)), default=0) \
-        if isinstance(symbols, list) else 0
-    return max(1, -(-longest // 8))
-
-
-class _Shape:
-    """What a writer schema can do: which types take no bytes, how deep it nests (memoized)."""
-
-    def __init__(self, named: Mapping[str, Any]) -> None:
-        self._named = named
-        self._empty: Dict[str, bool] = {}
-        self._cost: Dict[str, int] = {}
-        self._depth: Dict[str, int] = {}
-        self._slots: Dict[str, int] = {}
-        self._least: Dict[str, int] = {}
-        self._seen: Set[int] = set()
-        self._pending: Dict[Tuple[int, int, str], int] = {}
-        #: The most slots per byte any array or map item of the scanned schema fills (set by :meth:`scan`).
-        self.dense = 0
-
-    def deref(self, schema: Any) -> Any:
-        return self._named.get(schema, schema) if isinstance(schema, str) else schema
-
-    def empty(self, schema: Any) -> bool:
-        """Whether values of ``schema`` can take no bytes (a recursive record counts as empty)."""
-        name = schema if isinstance(schema, str) else schema.get("name") if isinstance(schema, dict) else None
-        if isinstance(name, str) and name in self._named:
-            if name not in self._empty:
-                self._empty[name] = True  # while in progress: recursion without bytes is unbounded
-                self._empty[name] = self._empty_of(self._named[name])
-            return self._empty[name]
-        return self._empty_of(schema)
-
-    def _empty_of(self, schema: Any) -> bool:
-        kind = schema.get("type") if isinstance(schema, dict) else schema
-        if kind == "null":
-            return True
-        if kind == "fixed":
-            return bool(schema.get("size") == 0)
-        if kind in ("record", "error"):
-            return all(self.empty(f["type"]) for f in schema.get("fields", []))
-        return False
-
-    def cost(self, schema: Any) -> int:
-        """The nodes of the tree of a zero-byte type (each named type counted once per use, computed once;
-        a zero-byte type within itself never ends)."""
-        return self._memo(schema, self._cost, self._cost_of, _UNBOUNDED)
-
-    def _cost_of(self, schema: Any) -> int:
-        kind = schema.get("type") if isinstance(schema, dict) else schema
-        if kind in ("record", "error"):
-            return min(1 + sum(self.cost(f["type"]) for f in schema.get("fields", [])), _UNBOUNDED)
-        return 1
-
-    def _memo(self, schema: Any, memo: Dict[str, int], of: Callable[[Any], int], busy: int) -> int:
-        """``of(schema)``, computed once per named type; ``busy`` while in progress (a recursive type),
-        seen by this thread only (a walk of another thread on the shared codec never reads it)."""
-        name = schema if isinstance(schema, str) else schema.get("name") if isinstance(schema, dict) else None
-        if not (isinstance(name, str) and name in self._named):
-            return of(schema)
-        found = memo.get(name)
-        if found is None:
-            key = (threading.get_ident(), id(memo), name)
-            if key in self._pending:
-                return self._pending[key]
-            self._pending[key] = busy
-            try:
-                found = min(of(self._named[name]), _UNBOUNDED)
-            finally:
-                del self._pending[key]
-            memo[name] = found
-        return found
-
-    def slots(self, schema: Any) -> int:
-        """The Arrow slots one value of ``schema`` fills: 1, a record's fields' and its own, a union's
-        largest branch, an enum's longest symbol's (:func:`enum_slots`; a list or map is 1: its items
-        are charged as they are read)."""
-        return self._memo(schema, self._slots, self._slots_of, 1)
-
-    def _slots_of(self, schema: Any) -> int:
-        if isinstance(schema, list):
-            return max((self.slots(b) for b in schema), default=1)
-        if isinstance(schema, dict) and schema.get("type") in ("record", "error"):
-            return min(1 + sum(self.slots(f["type"]) for f in schema.get("fields", [])), _UNBOUNDED)
-        if isinstance(schema, dict) and schema.get("type") == "enum":
-            return enum_slots(schema.get("symbols"))
-        return 1
-
-    def least(self, schema: Any) -> int:
-        """The fewest bytes a value of ``schema`` takes (a union: its branch index alone)."""
-        return self._memo(schema, self._least, self._least_of, 0)
-
-    def _least_of(self, schema: Any) -> int:
-        if isinstance(schema, list):
-            return 1
-        kind = schema.get("type") if isinstance(schema, dict) else schema
-        if kind in ("record", "error"):
-            return sum(self.least(f["type"]) for f in schema.get("fields", []))
-        if kind == "fixed":
-            size = schema.get("size")
-            return size if isinstance(size, int) and size > 0 else 0
-        return 0 if kind == "null" else _FIXED_SIZE.get(kind, 1) if isinstance(kind, str) else 1
-
-    def _density(self, items: Any, key: int) -> None:
-        """Records the slots per byte of an array's items (key 0) or a map's entries (key 1)."""
-        slots, least = self.slots(items) + key, self.least(items) + key
-        self.dense = max(self.dense, -(-slots // least) if least else _UNBOUNDED)
-
-    def scan(self, schema: Any) -> Tuple[bool, bool]:
-        """Whether ``schema`` reaches an array of zero-byte items or a zero-byte value of more than
-        :data:`EMPTY_ITEMS_BASE` nodes; whether it reaches a decimal (both checked by :class:`Bounds`)."""
-        decimals = False
-        stack = [schema]
-        while stack:
-            node = self.deref(stack.pop())
-            if id(node) in self._seen or not isinstance(node, (dict, list)):
-                continue
-            self._seen.add(id(node))
-            if isinstance(node, list):
-                stack.extend(node)
-            elif decimal_bits(node) is not None:
-                decimals = True
-            elif self.empty(node) and self.cost(node) > EMPTY_ITEMS_BASE:
-                return True, decimals
-            elif node.get("type") == "array":
-                if self.empty(node["items"]):
-                    return True, decimals
-                self._density(node["items"], 0)
-                stack.append(node["items"])
-            elif node.get("type") == "map":
-                self._density(node["values"], 1)
-                stack.append(node["values"])
-            elif node.get("type") in ("record", "error"):
-                stack.extend(f["type"] for f in node.get("fields", []))
-        return False, decimals
-
-    def depth(self, schema: Any, active: Optional[Set[str]] = None) -> int:
-        """How deep values of ``schema`` nest; more than MAX_NESTING for a recursive type."""
-        active = set() if active is None else active
-        if isinstance(schema, str) and schema in self._named:
-            if schema in active:
-                return MAX_NESTING + 1
-            if schema not in self._depth:
-                active.add(schema)
-                self._depth[schema] = min(self.depth(self._named[schema], active), MAX_NESTING + 1)
-                active.discard(schema)
-            return self._depth[schema]
-        if isinstance(schema, list):
-            return 1 + max((self.depth(b, active) for b in schema), default=0)
-        if isinstance(schema, dict):
-            name = schema.get("name")
-            if isinstance(name, str) and name in self._named and schema.get("type") in ("record", "error") \
-                    and name not in active:
-                return self.depth(schema["name"], active)
-            kind = schema.get("type")
-            if kind in ("record", "error"):
-                return 1 + max((self.depth(f["type"], active) for f in schema.get("fields", [])), default=0)
-            if kind == "array":
-                return 1 + self.depth(schema["items"], active)
-            if kind == "map":
-                return 1 + self.depth(schema["values"], active)
-        return 0
 
 
 class _Bad(Exception):
@@ -268,7 +97,7 @@ class _Bad(Exception):
 class Bounds:
     """Walks one writer schema's payloads within the bounds (see the module's notes)."""
 
-    def __init__(self, schema: Any, named: Mapping[str, Any], shape: _Shape, walked_from: int = 0) -> None:
+    def __init__(self, schema: Any, named: Mapping[str, Any], shape: Shape, walked_from: int = 0) -> None:
         self._schema, self._named, self._shape, self._walked_from = schema, named, shape, walked_from
 
     @property
@@ -371,8 +200,8 @@ class Bounds:
             kind = schema.get("type") if isinstance(schema, dict) else schema
             if kind in _VARINT:
                 varint()
-            elif kind in _FIXED_SIZE:
-                pos += _FIXED_SIZE[kind]
+            elif kind in FIXED_SIZE:
+                pos += FIXED_SIZE[kind]
             elif kind in ("string", "bytes"):
                 size = varint()
                 if size < 0 or size > end - pos:

@@ -4,7 +4,7 @@ A name is resolved where a catalog is reachable: through the session's catalog
 (``DESCRIBE DETAIL``, which works in classic and Spark Connect sessions alike, on Spark's
 session catalog with a Hive metastore, delta-spark's ``DeltaCatalog``, or any catalog Spark
 is configured with) or through a Unity Catalog server's REST API
-(:class:`~kafka_group.delta.unity_catalog.UnityCatalog`, which also hands out temporary
+(:class:`~kafka_group.delta.storage.unity_catalog.UnityCatalog`, which also hands out temporary
 credentials). The source's reader runs in a Python worker without a SparkSession, so it is
 given the resolved location (:meth:`ResolvedTable.source_options`).
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from kafka_group.delta.table_names import ResolvedTable, parse_table_name, quoted_table_name
-from kafka_group.delta.unity_catalog import UnityCatalog
+from kafka_group.delta.storage.table_names import ResolvedTable, parse_table_name, quoted_table_name
+from kafka_group.delta.storage.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError
 
 __all__ = ["ResolvedTable", "UnityCatalog", "resolve_table"]

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from kafka_group.delta.keyed_rules import KAFKA_COLUMN
+from kafka_group.delta.keyed.change_rules import KAFKA_COLUMN
 from kafka_group.errors import ConfigError
 
 __all__ = ["DELETED", "OP", "SEQUENCE", "debezium_changes", "debezium_sink_options", "debezium_transform"]

@@ -3,35 +3,30 @@
 :class:`DeltaSink` is a ``foreachBatch`` function. For each micro-batch it
 
 1. reads the batch's planned offset ranges from the query's checkpoint
-   (``<checkpointLocation>/offsets/<batchId>``: Spark writes the source's end
-   offsets there before it runs the batch), directly for a local checkpoint and
-   through Spark (``read.text``) for any other file system, so that it works in
-   Spark Connect sessions too (:mod:`pyspark_kafka_group.sink.sink_checkpoint`);
+   (``<checkpointLocation>/offsets/<batchId>``: Spark writes the source's end offsets there before it runs the
+   batch), directly for a local checkpoint and through Spark (``read.text``) for any other file system, so that
+   it works in Spark Connect sessions too (:mod:`pyspark_kafka_group.sink.sink_checkpoint`);
 2. asks the table whether those ranges are still committable (see
-   :mod:`kafka_group.delta.delta_offsets`): a batch already committed (a replay after a
-   crash) is skipped; partitions another member or a reset moved are left out
-   (their rows dropped, or nothing of the batch landed when the rows cannot be
-   told apart), and the source plans what did not land again from the table;
-3. has the Spark executors write the batch's Parquet files into the table
-   (``batch.mapInArrow``: each task writes its rows, one file per partition-value
-   combination, through delta-rs's object store, so local paths, ``s3://``,
-   ``abfss://`` and ``gs://`` alike, with no Hadoop file system and no JVM; see
-   :mod:`kafka_group.delta.delta_files`) and return each file's ``add`` action: path,
-   size, record count, statistics for data skipping, partition values. The files
-   are invisible: they are in no Delta commit yet (:mod:`pyspark_kafka_group.sink.sink_files`);
-4. commits those files together with the new position of every planned
-   partition in one Delta transaction, on the driver, through delta-rs (or, for a table
-   with features delta-rs cannot commit to, such as row tracking or in-commit timestamps,
-   through the connector's own commit, :mod:`kafka_group.delta.log_commit`).
+   :mod:`kafka_group.delta.offsets.delta_offsets`): a batch already committed (a replay after a crash) is
+   skipped; partitions another member or a reset moved are left out (their rows dropped, or nothing of the batch
+   landed when the rows cannot be told apart), and the source plans what did not land again from the table;
+3. has the Spark executors write the batch's Parquet files into the table (``batch.mapInArrow``: each task
+   writes its rows, one file per partition-value combination, through delta-rs's object store, so local paths,
+   ``s3://``, ``abfss://`` and ``gs://`` alike, with no Hadoop file system and no JVM; see
+   :mod:`kafka_group.delta.files.parquet_writer`) and return each file's ``add`` action: path, size, record
+   count, statistics for data skipping, partition values. The files are invisible: they are in no Delta commit
+   yet (:mod:`pyspark_kafka_group.sink.sink_files`);
+4. commits those files together with the new position of every planned partition in one Delta transaction, on
+   the driver, through delta-rs (or, for a table with features delta-rs cannot commit to, such as row tracking
+   or in-commit timestamps, through the connector's own commit, :mod:`kafka_group.delta.log.commit`).
 
-Steps 1 and 2, and what a conflict drops, are this module's; steps 3 and 4 (and the keyed mode's MERGE in
-their place) are :mod:`pyspark_kafka_group.sink.landing`'s.
+Steps 1 and 2 and what a conflict drops are this module's; steps 3 and 4 (or the keyed MERGE) are
+:mod:`pyspark_kafka_group.sink.landing`'s.
 
-Nothing is visible until step 4 succeeds. Files of a batch whose commit is refused
-(its offsets conflict) are deleted; files of task attempts Spark retried, and of a
-crash before the commit, are in no commit: invisible, and delta-spark's ``VACUUM``
-removes them. The source's ``commit()`` then also
-commits the offsets to the Kafka group, for lag tools; losing that loses nothing.
+Nothing is visible until step 4 succeeds. Files of a batch whose commit is refused (its offsets conflict) are
+deleted; files of task attempts Spark retried, and of a crash before the commit, are in no commit: invisible,
+and delta-spark's ``VACUUM`` removes them. The source's ``commit()`` then also commits the offsets to the Kafka
+group, for lag tools; losing that loses nothing.
 """
 
 from __future__ import annotations
@@ -41,17 +36,12 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.keyed_commit import KeyedOffsetStore
-from kafka_group.delta.keyed_rules import KeyedSpec
-from kafka_group.delta.keyed_tombstones import (
-    DEFAULT_RETENTION_SECONDS,
-    Tombstones,
-    retention_seconds,
-    tombstones_location,
-)
-from kafka_group.delta.table_names import ResolvedTable, check_location, parse_table_name
-from kafka_group.delta.unity_catalog import UnityCatalog
+from kafka_group.delta.keyed.change_rules import KeyedSpec
+from kafka_group.delta.keyed.commit import KeyedOffsetStore
+from kafka_group.delta.keyed.tombstones import DEFAULT_RETENTION_SECONDS, Tombstones, retention_seconds, tombstones_location
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.storage.table_names import ResolvedTable, check_location, parse_table_name
+from kafka_group.delta.storage.unity_catalog import UnityCatalog
 from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.offsets import OffsetRange
 from pyspark_kafka_group.session.spark_requirement import require_sink_dependencies
@@ -94,7 +84,7 @@ class DeltaSink:
         it. It is resolved to its location at the first batch, through the batch's session
         (``DESCRIBE DETAIL``: classic and Spark Connect alike) or ``catalog``; the source's
         ``offsets.table`` must be that location (:func:`~pyspark_kafka_group.sink.catalog_tables.resolve_table`
-        gives the source's options). A :class:`~kafka_group.delta.table_names.ResolvedTable` is used as resolved
+        gives the source's options). A :class:`~kafka_group.delta.storage.table_names.ResolvedTable` is used as resolved
         (its credentials fetched again only with ``catalog``).
     catalog : UnityCatalog, optional
         Resolve ``table`` through this Unity Catalog server, whose temporary credentials become the
@@ -156,7 +146,7 @@ class DeltaSink:
         rows. Without it such a batch fails the query before any file is written, naming the
         column. A column whose type changes is refused either way. The new columns are committed
         (``ADD COLUMN``) right before the batch's data and offsets, see
-        :meth:`kafka_group.delta.delta_offsets.DeltaOffsetStore.commit`. Give every query of the
+        :meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`. Give every query of the
         group that writes the table the same transform and setting: once one merged a column,
         the others' batches lack it and are refused unless they merge too.
 

@@ -1,19 +1,19 @@
 """The keyed (CDC) sink's change set of a batch, computed by Spark (caller: the driver, per batch).
 
-Before the transform every record gets :data:`~kafka_group.delta.keyed_rules.KAFKA_COLUMN`, a struct
+Before the transform every record gets :data:`~kafka_group.delta.keyed.change_rules.KAFKA_COLUMN`, a struct
 of its Kafka ``offset`` and whether it is a ``tombstone`` (its value is NULL); the transform must keep
 it. After the transform each row becomes an event: its sequence (``sequence_by``, else the Kafka
 offset), whether it deletes its key (a tombstone, or ``apply_as_deletes``), and the stored columns.
 For SCD1 the executors reduce the events to the latest per key (a window by key, ordered by
 sequence then offset), so only one row per changed key reaches the driver; SCD2 needs every event.
-The rules themselves: :mod:`kafka_group.delta.keyed_rules`.
+The rules themselves: :mod:`kafka_group.delta.keyed.change_rules`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
-from kafka_group.delta.keyed_rules import DELETE_COLUMN, KAFKA_COLUMN, OFFSET, SEQ, KeyedSpec, quote
+from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, KAFKA_COLUMN, OFFSET, SEQ, KeyedSpec, quote
 from kafka_group.errors import ConfigError
 
 __all__ = ["change_set"]

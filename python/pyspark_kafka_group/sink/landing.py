@@ -6,9 +6,9 @@ Delta commit that holds the data and the new position of every planned partition
 
 - :func:`land_rows` (append): the table's rules and schema checked, the executors' Parquet files
   (:mod:`~pyspark_kafka_group.sink.sink_files`), then one commit of those files with the offsets
-  (:meth:`kafka_group.delta.delta_offsets.DeltaOffsetStore.commit`);
+  (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`);
 - :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
-  SCD type 1's tombstones, then one MERGE commit with the offsets (:mod:`kafka_group.delta.keyed_commit`).
+  SCD type 1's tombstones, then one MERGE commit with the offsets (:mod:`kafka_group.delta.keyed.commit`).
 
 Caller: the driver, inside ``foreachBatch``, one batch at a time. The ``crash_point`` names are the fault
 injection points of the exactly-once tests.
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Sequence
 
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.keyed_commit import KeyedOffsetStore, refuse_null_keys
-from kafka_group.delta.keyed_rules import KeyedSpec
-from kafka_group.delta.keyed_tombstones import Tombstones
+from kafka_group.delta.keyed.change_rules import KeyedSpec
+from kafka_group.delta.keyed.commit import KeyedOffsetStore, refuse_null_keys
+from kafka_group.delta.keyed.tombstones import Tombstones
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
@@ -82,7 +82,7 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
                  partition_by: Optional[Sequence[str]],
                  tombstones_of: Callable[[str, KeyedSpec], Tombstones]) -> None:
     """Keyed mode: the batch's change set (computed by Spark, in the driver's memory) MERGEd into the
-    table with the batch's offsets, in one commit (:mod:`kafka_group.delta.keyed_commit`).
+    table with the batch's offsets, in one commit (:mod:`kafka_group.delta.keyed.commit`).
 
     ``transform`` is the sink's (the change set applies it after marking each record's Kafka offset and
     tombstone);
@@ -101,7 +101,7 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
     crash_point("sink.before_commit")
-    if tombstones is not None:  # before the commit: kafka_group.delta.keyed_tombstones says why
+    if tombstones is not None:  # before the commit: kafka_group.delta.keyed.tombstones says why
         tombstones.record(tombstones.deletes(changes))
     store.merge_changes(changes, spec, stored, ranges, partition_by=columns,
                         metadata=_commit_metadata(batch_id, ranges),

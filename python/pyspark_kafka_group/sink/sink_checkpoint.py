@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from kafka_group.delta.table_location import same_table_location
+from kafka_group.delta.storage.table_location import same_table_location
 from kafka_group.errors import ConfigError
 from kafka_group.formats import read_checkpoint_offsets
 from kafka_group.offsets import OffsetRange

@@ -2,7 +2,7 @@
 
 ``batch.mapInArrow`` has each Spark task write its rows into the table (one file per
 partition-value combination, through delta-rs's object store: local paths, ``s3://``,
-``abfss://`` and ``gs://`` alike; see :mod:`kafka_group.delta.delta_files`) and return each
+``abfss://`` and ``gs://`` alike; see :mod:`kafka_group.delta.files.parquet_writer`) and return each
 file's ``add`` action. The files are invisible until the driver commits them.
 """
 
@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
-from kafka_group.delta.commit_files import DataFile, delete_files
-from kafka_group.delta.delta_files import write_partitioned
-from kafka_group.delta.delta_offsets import DeltaOffsetStore
-from kafka_group.delta.file_stats import DEFAULT_INDEXED_COLUMNS
-from kafka_group.delta.not_null import ColumnPath
-from kafka_group.delta.partition_values import check_partition_columns
-from kafka_group.delta.table_properties import stats_columns, target_file_size
-from kafka_group.delta.table_location import normalize_table_path, table_filesystem
-from kafka_group.delta.write_contract import WriteContract
+from kafka_group.delta.files.commit_files import DataFile, delete_files
+from kafka_group.delta.files.parquet_writer import write_partitioned
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.files.file_stats import DEFAULT_INDEXED_COLUMNS
+from kafka_group.delta.rules.not_null import ColumnPath
+from kafka_group.delta.files.partition_values import check_partition_columns
+from kafka_group.delta.rules.table_properties import stats_columns, target_file_size
+from kafka_group.delta.storage.table_location import normalize_table_path, table_filesystem
+from kafka_group.delta.rules.write_contract import WriteContract
 from kafka_group.errors import ConstraintViolationError
 from pyspark_kafka_group.sink.sink_rules import first_violation
 

@@ -1,7 +1,7 @@
 """A batch's rows against the table's CHECK constraints, invariants and generated columns, with Spark.
 
 The rules come from the table's log, checked to be plain SQL first
-(:mod:`kafka_group.delta.table_rules`). :func:`apply_rules` computes the generated columns a batch
+(:mod:`kafka_group.delta.rules.table_rules`). :func:`apply_rules` computes the generated columns a batch
 lacks (``CAST(expr AS <column type>)``, as delta-spark does) and adds :data:`VIOLATION_COLUMN`: the
 index of the first rule a row breaks (NULL when it keeps them all). A row keeps a CHECK constraint
 or invariant when its expression is TRUE (FALSE and NULL break it), and a generated column it
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any, List, Optional, Tuple
 
-from kafka_group.delta.table_rules import Rule
-from kafka_group.delta.write_contract import WriteContract
+from kafka_group.delta.rules.table_rules import Rule
+from kafka_group.delta.rules.write_contract import WriteContract
 
 __all__ = ["VIOLATION_COLUMN", "apply_rules", "first_violation"]
 

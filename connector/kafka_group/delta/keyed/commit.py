@@ -1,0 +1,310 @@
+"""The keyed (CDC) sink's commit: a batch's change set MERGEd into the table with its offsets, one Delta commit.
+
+The change set (one event per key for SCD1, every event for SCD2, see
+:mod:`kafka_group.delta.keyed.change_rules`) is in the driver's memory: a batch's changes, not the table.
+delta-rs's ``DeltaTable.merge`` joins it with the target on the driver (DataFusion, streaming the
+target's files) and prunes the target's files by the change set's key range and partition values;
+only files holding a changed key are read and rewritten. The MERGE's ``add`` and ``remove`` actions,
+the batch's positions (one application transaction per topic-partition, as for appends:
+:mod:`kafka_group.delta.offsets.delta_offsets`) and the table's owner are ONE commit
+(``CommitProperties(app_transactions=..., max_commit_retries=0)``): the MERGE is planned on one table
+version and its commit must be the very next version, so a MERGE that read files another commit
+removed (or any other commit in between) never lands; this store then checks the offsets on the
+new version and merges again, at most
+:data:`~kafka_group.delta.offsets.offsets_table.COMMIT_ATTEMPTS` times.
+
+Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.keyed.change_rules import (
+    ACTION,
+    CLOSE_AT,
+    END_COLUMN,
+    OFFSET,
+    SEQ,
+    START_COLUMN,
+    KeyedSpec,
+    MergeClauses,
+    latest_sequences,
+    scd1_clauses,
+    scd2_changes,
+    scd2_clauses,
+)
+from kafka_group.delta.keyed.key_rows import rows_of_keys
+from kafka_group.delta.keyed.own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
+from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
+from kafka_group.delta.offsets.transaction_ids import OWNER_ID, owner_version, transaction_id
+from kafka_group.delta.rules.schema_evolution import merge_or_raise
+from kafka_group.errors import OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
+from kafka_group.faults import crash_point
+from kafka_group.offsets import OffsetRange
+
+__all__ = ["KeyedOffsetStore", "refuse_null_keys", "table_schema"]
+
+logger = logging.getLogger(__name__)
+
+
+def refuse_null_keys(changes: Any, spec: KeyedSpec, table_path: str) -> None:
+    """Refuse a change set with a NULL key (before anything of it is written, tombstones included)."""
+    for k in spec.keys:
+        nulls = changes.column(k).null_count
+        if nulls:
+            raise OffsetStoreError(
+                f"DeltaSink(keys={list(spec.keys)}): {nulls} change(s) of this batch have a NULL '{k}', and "
+                f"a key identifies a row of offsets.table '{table_path}'. Nothing of the batch landed and "
+                "no offset moved: fill or drop those rows in the transform, then restart the query")
+
+
+def table_schema(changes_schema: Any, spec: KeyedSpec, stored: Sequence[str]) -> Any:
+    """The table's Arrow schema: the stored columns, then the sink's (typed as the sequence)."""
+    import pyarrow as pa
+
+    seq_type = changes_schema.field(SEQ).type
+    fields = [changes_schema.field(c) for c in stored]
+    fields += [pa.field(c, seq_type, nullable=True) for c in spec.system_columns()]
+    return pa.schema(fields)
+
+
+class KeyedOffsetStore(DeltaOffsetStore):
+    """:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore` with the keyed sink's MERGE commit."""
+
+    def merge_changes(
+        self,
+        changes: Any,
+        spec: KeyedSpec,
+        stored: Sequence[str],
+        ranges: Sequence[OffsetRange],
+        *,
+        metadata: Optional[Mapping[str, Any]] = None,
+        partition_by: Sequence[str] = (),
+        prepare: Optional[Callable[[Any], Any]] = None,
+    ) -> int:
+        """Apply ``changes`` (a pyarrow Table: ``stored`` columns, ``__kg_seq``, ``__kg_delete``,
+        ``__kg_offset``) and advance ``ranges`` to their ``until``, in one Delta commit.
+
+        ``prepare`` (pyarrow Table in, pyarrow Table out: SCD1's tombstone filter,
+        :meth:`kafka_group.delta.keyed.tombstones.Tombstones.apply`) runs on ``changes`` at each attempt,
+        after the table version the MERGE commits on is loaded.
+
+        Returns
+        -------
+        int
+            The new table version.
+
+        Raises
+        ------
+        OffsetConflictError
+            A partition is no longer at its range's ``from``, or the table already holds exactly
+            these ranges (checked on the version the MERGE runs on).
+        SchemaMismatchError
+            The stored columns do not fit the table's.
+        UnsupportedTableFeatureError
+            The table has column mapping, ``delta.appendOnly`` or another writer feature the MERGE
+            is not known to honour (or one the append path refuses). A table with deletion vectors
+            gets the connector's own MERGE (:mod:`kafka_group.delta.keyed.own_merge`, SCD1), which
+            refuses what it does not honour, the reason named.
+        OffsetStoreError
+            A key column holds NULL (nothing lands; fix the transform), or delta-rs failed.
+        """
+        import pyarrow as pa
+
+        refuse_null_keys(changes, spec, self.table_path)
+        schema = table_schema(changes.schema, spec, stored)
+        self.check_conditional_put()
+        txns = self._transactions(ranges)
+        custom = {GROUP_METADATA_KEY: self.group, **(metadata or {})}
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties
+
+        last_error: Optional[Exception] = None
+        for attempt in range(1, COMMIT_ATTEMPTS + 2):
+            table = self._load(refresh=True)
+            if table is None:
+                self._create(schema, partition_by)
+                continue
+            self._check_owner(table)
+            self._check_appendable(table)
+            own = needs_own_merge(table)
+            if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed.own_merge)
+                _refuse_own_unmergeable(self.table_path, table, spec.scd_type)
+            else:
+                _refuse_unmergeable(self.table_path, table)
+            check = self._check_in(table, ranges)
+            if check.conflicts or check.already_committed:
+                raise OffsetConflictError(
+                    f"refusing to merge into offsets.table '{self.table_path}' for group '{self.group}': "
+                    + (check.describe_conflicts(ranges) if check.conflicts
+                       else "the table already holds exactly these ranges (committed before)")
+                    + ". Another member committed these partitions meanwhile, or their offsets were reset; the "
+                    "batch is not landed and the query replans from the table's offsets")
+            merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
+            self.check_partition_columns(partition_by, table)
+            batch = changes if prepare is None else prepare(changes)
+            if batch.num_rows == 0:
+                return self.commit([], schema, ranges, metadata=metadata, partition_by=partition_by)
+            if own:
+                crash_point("delta.before_merge")
+                done = own_merge(table, self.table_path, self._storage_options, batch.drop_columns([OFFSET]),
+                                 spec.keys, stored, [(t.app_id, t.version) for t in txns], info=custom)
+                if done is not None:
+                    return done
+                last_error = OffsetStoreError("another writer committed the version this MERGE was planned on")
+                continue
+            if spec.scd_type == 1:
+                source, clauses = batch.drop_columns([OFFSET]), scd1_clauses(spec.keys, stored)
+            else:
+                source, clauses = self._scd2_source(table, batch, spec, stored), scd2_clauses(spec.keys, stored)
+            properties = CommitProperties(app_transactions=txns, custom_metadata=custom, max_commit_retries=0)
+            crash_point("delta.before_merge")
+            try:
+                metrics = _merge(table, source, clauses, properties)
+            except CommitFailedError as exc:
+                last_error = exc
+                logger.info("MERGE attempt %d into %s lost a race (%s); checking offsets again", attempt,
+                            self.table_path, exc)
+                continue
+            except (pa.ArrowInvalid, ValueError, TypeError) as exc:
+                raise OffsetStoreError(f"merging the batch into offsets.table '{self.table_path}' failed: {exc}. "
+                                       "Nothing of it is visible and no offset moved") from exc
+            merged = self._load(refresh=True)
+            # Below the batch's: nothing committed. Above it (another owner landed later offsets since): the
+            # MERGE did commit, and the next batch's check finds the table ahead.
+            if ranges and any((merged.transaction_version(t.app_id) or -1) < t.version for t in txns[:-1]):
+                # delta-rs commits nothing for a MERGE that changes no row (every event older than the
+                # table's): the offsets alone, as for a batch the tombstones emptied
+                logger.info("the MERGE into %s changed no row and committed nothing; committing the offsets",
+                            self.table_path)
+                return self.commit([], schema, ranges, metadata=metadata, partition_by=partition_by)
+            version = int(merged.version())
+            logger.info("merged version %d of %s: %s; %s", version, self.table_path,
+                        {k: v for k, v in metrics.items() if k.startswith("num_")},
+                        ", ".join(str(r) for r in ranges) or "no ranges")
+            return version
+        raise OffsetConflictError(
+            f"refusing to merge into offsets.table '{self.table_path}' for group '{self.group}': concurrent "
+            f"writers kept winning ({last_error})")
+
+    def _transactions(self, ranges: Sequence[OffsetRange]) -> List[Any]:
+        from deltalake.transaction import Transaction
+
+        txns = [Transaction(transaction_id(self.group, r.topic_partition), r.until_offset) for r in ranges]
+        txns.append(Transaction(OWNER_ID, owner_version(self.group)))
+        return txns
+
+    def _create(self, schema: Any, partition_by: Sequence[str]) -> None:
+        """Create the empty table, owned by this group (a MERGE needs a table; no offset moves)."""
+        from deltalake import DeltaTable
+        from deltalake.transaction import CommitProperties, Transaction
+
+        properties = CommitProperties(app_transactions=[Transaction(OWNER_ID, owner_version(self.group))],
+                                      custom_metadata={GROUP_METADATA_KEY: self.group,
+                                                       "kafkaGroup.operation": "createKeyedTable"})
+        try:
+            DeltaTable.create(self.table_path, schema, mode="error", partition_by=list(partition_by) or None,
+                              storage_options=self._storage_options or None, commit_properties=properties)
+        except Exception as exc:  # another writer created it meanwhile: the caller loads it and checks again
+            if self._load() is None:
+                raise OffsetStoreError(f"creating offsets.table '{self.table_path}' failed: {exc}") from exc
+        crash_point("delta.after_create")
+
+    def _scd2_source(self, table: Any, changes: Any, spec: KeyedSpec, stored: Sequence[str]) -> Any:
+        """SCD2's MERGE source: the table's latest sequence of each changed key (read from the
+        files holding those keys only), then the versions to insert and the rows to close or drop."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        first = spec.keys[0]
+        rows: List[Dict[str, Any]] = []
+        for part in rows_of_keys(table, first, pc.unique(changes.column(first)),
+                                 list(spec.keys) + [START_COLUMN, END_COLUMN]):
+            rows += part.to_pylist()
+        latest = latest_sequences(rows, spec.keys)
+        result = scd2_changes(changes.to_pylist(), spec.keys, stored, latest)
+        schema = pa.schema([changes.schema.field(c) for c in stored]
+                           + [pa.field(START_COLUMN, changes.schema.field(SEQ).type),
+                              pa.field(END_COLUMN, changes.schema.field(SEQ).type),
+                              pa.field(ACTION, pa.string()), pa.field(CLOSE_AT, changes.schema.field(SEQ).type)])
+        out: List[Dict[str, Any]] = [{**row, ACTION: "insert", CLOSE_AT: None} for row in result.inserts]
+        for key, at in result.closes:
+            out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: None,
+                        END_COLUMN: None, ACTION: "close", CLOSE_AT: at})
+        for key, start in result.drops:  # a tie with the key's current version: the later event replaces it
+            out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: start,
+                        END_COLUMN: None, ACTION: "drop", CLOSE_AT: None})
+        return pa.Table.from_pylist(out, schema=schema)
+
+
+#: Writer features a delta-rs MERGE honours on its own, as this sink has seen it do (plain Parquet rewrites).
+_MERGEABLE_FEATURES = frozenset({"timestampNtz", "changeDataFeed"})
+#: Writer features delta-spark lists on every table-features protocol it writes (a table with the change data
+#: feed enabled, say), in use or not: merged into while not in use (``delta.appendOnly`` unset or false, no
+#: invariant in the schema), refused with their own fix otherwise.
+_LISTED_WHEN_UNUSED = frozenset({"appendOnly", "invariants"})
+
+
+def _refuse_unmergeable(table_path: str, table: Any) -> None:
+    """Refuse a table delta-rs's MERGE could corrupt, whatever the append path accepts: column
+    mapping, ``delta.appendOnly``, column invariants, and any writer feature delta-rs's MERGE is not
+    known here to honour (row tracking, identity columns...). Tables with deletion vectors (delta-rs
+    1.6.6 writes none) never get here: :func:`~kafka_group.delta.keyed.own_merge.needs_own_merge`."""
+    protocol = table.protocol()
+    config = table.metadata().configuration or {}
+    problems = [f"the '{f}' table feature" for f in sorted(set(protocol.reader_features or [])
+                                                            | set(protocol.writer_features or []))
+                if f not in _MERGEABLE_FEATURES | _LISTED_WHEN_UNUSED]
+    fixes = ["land into a new table (the first batch creates one without them), or remove a feature with "
+             "delta-spark (ALTER TABLE ... DROP FEATURE)"] if problems else []
+    if protocol.min_writer_version in (5, 6):
+        problems.append(f"writer version {protocol.min_writer_version} (column mapping, identity columns)")
+    if str(config.get("delta.columnMapping.mode", "none")).lower() != "none":
+        problems.append("column mapping")
+    if problems and not fixes:
+        fixes.append("land into a new table (the first batch creates one without them)")
+    if str(config.get("delta.appendOnly", "false")).lower() == "true":
+        problems.append("delta.appendOnly = true (a keyed batch updates and deletes rows, which it forbids)")
+        fixes.append("if the table may change, with delta-spark: ALTER TABLE ... SET TBLPROPERTIES "
+                     "('delta.appendOnly' = 'false'); else land into another table")
+    # at any depth (struct fields, array elements, map keys and values), as the own MERGE refuses them
+    invariants = invariant_columns(json.loads(table.schema().to_json()))
+    if invariants:
+        problems.append(f"column invariants (on {', '.join(invariants)})")
+        fixes.append("land into a table without invariants")
+    if problems:
+        raise UnsupportedTableFeatureError(
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has " + ", ".join(problems)
+            + ", which the keyed sink's delta-rs MERGE does not honour. Nothing was written and no offset moved. "
+            "To go on: " + "; ".join(fixes))
+
+
+def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int) -> None:
+    """Refuse a table with deletion vectors that the own MERGE does not honour yet (the reason named)."""
+    why = own_merge_refusal(table, scd_type)
+    if why is not None:
+        raise UnsupportedTableFeatureError(
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors, which the "
+            f"connector's own MERGE writes, and {why}, which that MERGE does not honour yet. Nothing was written and "
+            "no offset moved. Land into a new table (the first batch creates one without them), or remove the "
+            "feature with delta-spark (ALTER TABLE ... DROP FEATURE)")
+
+
+def _merge(table: Any, source: Any, clauses: MergeClauses, properties: Any) -> Dict[str, Any]:
+    """Run one MERGE of ``source`` into ``table`` (not streamed: delta-rs then prunes the target's
+    files by the source's key range) and commit it with ``properties``."""
+    merger = table.merge(source, clauses.predicate, source_alias="s", target_alias="t", streamed_exec=False,
+                         commit_properties=properties)
+    if clauses.delete_when is not None:
+        merger = merger.when_matched_delete(predicate=clauses.delete_when)
+    if clauses.update_when is not None:
+        merger = merger.when_matched_update(updates=clauses.updates, predicate=clauses.update_when)
+    elif clauses.updates:
+        merger = merger.when_matched_update(updates=clauses.updates)
+    merger = merger.when_not_matched_insert(updates=clauses.inserts, predicate=clauses.insert_when)
+    return dict(merger.execute())
+
