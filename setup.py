@@ -33,6 +33,7 @@ plain folder on ``sys.path``. Edits to existing files show at once; a new or del
 module needs the ``pip install -e .`` again (CONTRIBUTING.md, "Development install").
 """
 
+import ast
 import importlib.util
 import logging
 import os
@@ -167,12 +168,57 @@ SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "jsonschema>=4.18,<5"
 #: container and instance credentials). 1.35.2: the first whose PutObject takes IfNoneMatch.
 S3 = ["boto3>=1.35.2,<2", "botocore>=1.35.2,<2"]
 
+
+def _version() -> str:
+    """The version, from its one place, ``connector/kafka_group/_version.py`` (read, not imported: a build
+    environment cannot import the package)."""
+    tree = ast.parse((HERE / "connector" / "kafka_group" / "_version.py").read_text(encoding="utf-8"))
+    return next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
+
+
+#: PyPI's trove classifiers (checked against the trove-classifiers package by tests/unit/test_packaging.py).
+#: The licence is the License-Expression below (PEP 639), so no "License ::" classifier: setuptools refuses both.
+#: Python versions: the 3.10+ that pyspark 4.2 supports; CI runs 3.11.
+CLASSIFIERS = [
+    "Development Status :: 4 - Beta",
+    "Intended Audience :: Developers",
+    "Intended Audience :: Information Technology",
+    "Operating System :: POSIX :: Linux",
+    "Programming Language :: Python :: 3",
+    "Programming Language :: Python :: 3 :: Only",
+    "Programming Language :: Python :: 3.10",
+    "Programming Language :: Python :: 3.11",
+    "Programming Language :: Python :: 3.12",
+    "Programming Language :: Python :: 3.13",
+    "Programming Language :: Python :: 3.14",
+    "Programming Language :: Python :: Implementation :: CPython",
+    "Programming Language :: Rust",
+    "Topic :: Database",
+    "Topic :: System :: Distributed Computing",
+    "Typing :: Typed",
+]
+
+#: The project's URLs (Project-URL). The repository documents no public address yet, and PyPI accepts only
+#: http(s) URLs here, so none is invented: the documentation is docs/ (built with mkdocs) and the changelog
+#: CHANGELOG.md, both in the sdist. Add Homepage, Documentation, Source, Changelog and Issues when the project
+#: has a public home.
+PROJECT_URLS: dict[str, str] = {}
+
+
 setup(
     name="pyspark-kafka-group",
-    version="0.1.0",
+    version=_version(),
     description="Kafka into Spark Structured Streaming as a real consumer-group member, exactly once into Delta Lake",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    # Apache-2.0 (LICENSE); NOTICE names the third-party code the compiled module carries. Both ship in the
+    # wheel's .dist-info/licenses and in the sdist (docs/dependencies.md lists every dependency's licence).
+    license_expression="Apache-2.0",
+    license_files=["LICENSE", "NOTICE", "licenses/*"],
+    classifiers=CLASSIFIERS,
+    project_urls=PROJECT_URLS,
     python_requires=">=3.10",
     package_dir={
         "kafka_group": "connector/kafka_group",

@@ -14,6 +14,7 @@ Spark finds this package by its ``pyspark_`` prefix and registers
 import importlib
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from kafka_group._version import __version__ as __version__  # the distribution's one version
 from pyspark_kafka_group.spark_requirement import require_spark
 
 # Before anything imports pyspark.sql.datasource: a missing or older pyspark gets a message that
