@@ -246,8 +246,8 @@ setup(
     # extra brings it where there is none.
     # Upper bounds where behaviour depends on a major version (docs/dependencies.md says why for each):
     # confluent-kafka 3 may change the client API and librdkafka's defaults; deltalake 2 the commit API
-    # the sink builds on; pandas 3 is not supported by pyspark yet; pyarrow has none (a major every few
-    # months by calendar, and the connector uses only its stable RecordBatch/Table API).
+    # the sink builds on. pyarrow and pandas have none: pyarrow releases a major every few months by
+    # calendar and the connector uses only its stable RecordBatch/Table API; pandas only pyspark uses.
     # The development tools are not here: requirements/test-base.txt and requirements/test.txt.
     install_requires=[
         # 2.13: every client kind (AdminClient included) serves OAUTHBEARER token refreshes (oauth_cb, the
@@ -258,10 +258,10 @@ setup(
         # pyarrow >= 18 (pyspark.sql.pandas.utils), even though the sink touches Arrow only. pip's
         # pyspark does not bring them (its 'sql' extra does), and a runtime's Spark may lack them.
         "pyarrow>=18",
-        # <3: pyspark 4.2 and 4.3 print "FutureWarning: PySpark does not yet fully support pandas >= 3.0.0"
-        # on every session and in the sink's check (pyspark.sql.pandas.utils); the connector itself uses
-        # no pandas API, so lift the bound when pyspark supports pandas 3
-        "pandas>=2.2,<3",
+        # No upper bound: the connector uses no pandas API, and a cluster library must not downgrade a
+        # runtime's pandas 3. pyspark 4.2 and 4.3 print "FutureWarning: PySpark does not yet fully support
+        # pandas >= 3.0.0" (pyspark's own notice, not the connector's); the newest-pyspark CI tier runs on pandas 3.
+        "pandas>=2.2",
         # 1.6: the sink relies on delta-rs 1.6 behaviour (its commits with app transactions through
         # create_write_transaction, transaction_version), the release it is tested on; <2: a major may change them
         "deltalake>=1.6,<2",

@@ -259,7 +259,7 @@ def test_the_connector_requires_what_the_sinks_writes_run_with(connector_wheel_d
     """pyspark's mapInArrow (DeltaSink's write) needs pandas >= 2.2 and pyarrow >= 18 wherever Spark came
     from: required by the package itself, not left to the 'spark' extra or to a runtime (issue 24)."""
     unconditional = {r.replace(" ", "") for r in _requires(connector_wheel_dir) if "extra ==" not in r}
-    assert {"pandas<3,>=2.2", "pyarrow>=18"} <= unconditional, unconditional
+    assert {"pandas>=2.2", "pyarrow>=18"} <= unconditional, unconditional
 
 
 #: Third-party imports of the shipped packages that are declared in an extra on purpose, and why.
