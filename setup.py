@@ -33,6 +33,7 @@ plain folder on ``sys.path``. Edits to existing files show at once; a new or del
 module needs the ``pip install -e .`` again (CONTRIBUTING.md, "Development install").
 """
 
+import ast
 import importlib.util
 import logging
 import os
@@ -167,12 +168,57 @@ SCHEMA_REGISTRY = ["protobuf>=5.26", "grpcio-tools>=1.62", "jsonschema>=4.18,<5"
 #: container and instance credentials). 1.35.2: the first whose PutObject takes IfNoneMatch.
 S3 = ["boto3>=1.35.2,<2", "botocore>=1.35.2,<2"]
 
+
+def _version() -> str:
+    """The version, from its one place, ``connector/kafka_group/_version.py`` (read, not imported: a build
+    environment cannot import the package)."""
+    tree = ast.parse((HERE / "connector" / "kafka_group" / "_version.py").read_text(encoding="utf-8"))
+    return next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
+
+
+#: PyPI's trove classifiers (checked against the trove-classifiers package by tests/unit/test_packaging.py).
+#: The licence is the License-Expression below (PEP 639), so no "License ::" classifier: setuptools refuses both.
+#: Python versions: the 3.10+ that pyspark 4.2 supports; CI runs 3.11.
+CLASSIFIERS = [
+    "Development Status :: 4 - Beta",
+    "Intended Audience :: Developers",
+    "Intended Audience :: Information Technology",
+    "Operating System :: POSIX :: Linux",
+    "Programming Language :: Python :: 3",
+    "Programming Language :: Python :: 3 :: Only",
+    "Programming Language :: Python :: 3.10",
+    "Programming Language :: Python :: 3.11",
+    "Programming Language :: Python :: 3.12",
+    "Programming Language :: Python :: 3.13",
+    "Programming Language :: Python :: 3.14",
+    "Programming Language :: Python :: Implementation :: CPython",
+    "Programming Language :: Rust",
+    "Topic :: Database",
+    "Topic :: System :: Distributed Computing",
+    "Typing :: Typed",
+]
+
+#: The project's URLs (Project-URL). The repository documents no public address yet, and PyPI accepts only
+#: http(s) URLs here, so none is invented: the documentation is docs/ (built with mkdocs) and the changelog
+#: CHANGELOG.md, both in the sdist. Add Homepage, Documentation, Source, Changelog and Issues when the project
+#: has a public home.
+PROJECT_URLS: dict[str, str] = {}
+
+
 setup(
     name="pyspark-kafka-group",
-    version="0.1.0",
+    version=_version(),
     description="Kafka into Spark Structured Streaming as a real consumer-group member, exactly once into Delta Lake",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    # Apache-2.0 (LICENSE); NOTICE names the third-party code the compiled module carries. Both ship in the
+    # wheel's .dist-info/licenses and in the sdist (docs/dependencies.md lists every dependency's licence).
+    license_expression="Apache-2.0",
+    license_files=["LICENSE", "NOTICE", "licenses/*"],
+    classifiers=CLASSIFIERS,
+    project_urls=PROJECT_URLS,
     python_requires=">=3.10",
     package_dir={
         "kafka_group": "connector/kafka_group",
@@ -202,8 +248,8 @@ setup(
     # extra brings it where there is none.
     # Upper bounds where behaviour depends on a major version (docs/dependencies.md says why for each):
     # confluent-kafka 3 may change the client API and librdkafka's defaults; deltalake 2 the commit API
-    # the sink builds on; pandas 3 is not supported by pyspark yet; pyarrow has none (a major every few
-    # months by calendar, and the connector uses only its stable RecordBatch/Table API).
+    # the sink builds on. pyarrow and pandas have none: pyarrow releases a major every few months by
+    # calendar and the connector uses only its stable RecordBatch/Table API; pandas only pyspark uses.
     # The development tools are not here: requirements/test-base.txt and requirements/test.txt.
     install_requires=[
         # 2.13: every client kind (AdminClient included) serves OAUTHBEARER token refreshes (oauth_cb, the
@@ -214,10 +260,10 @@ setup(
         # pyarrow >= 18 (pyspark.sql.pandas.utils), even though the sink touches Arrow only. pip's
         # pyspark does not bring them (its 'sql' extra does), and a runtime's Spark may lack them.
         "pyarrow>=18",
-        # <3: pyspark 4.2 and 4.3 print "FutureWarning: PySpark does not yet fully support pandas >= 3.0.0"
-        # on every session and in the sink's check (pyspark.sql.pandas.utils); the connector itself uses
-        # no pandas API, so lift the bound when pyspark supports pandas 3
-        "pandas>=2.2,<3",
+        # No upper bound: the connector uses no pandas API, and a cluster library must not downgrade a
+        # runtime's pandas 3. pyspark 4.2 and 4.3 print "FutureWarning: PySpark does not yet fully support
+        # pandas >= 3.0.0" (pyspark's own notice, not the connector's); the newest-pyspark CI tier runs on pandas 3.
+        "pandas>=2.2",
         # 1.6: the sink relies on delta-rs 1.6 behaviour (its commits with app transactions through
         # create_write_transaction, transaction_version), the release it is tested on; <2: a major may change them
         "deltalake>=1.6,<2",

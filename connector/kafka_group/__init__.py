@@ -20,4 +20,5 @@ development brokers are not part of it: they are the separate ``kafka-group-devb
 distribution (``devbroker/``, :mod:`kafka_group_devbroker`).
 """
 
-__version__ = "0.1.0"
+# The one version of the distribution (setup.py reads the same file)
+from kafka_group._version import __version__ as __version__

@@ -20,6 +20,7 @@ may import. The modules here at the top (``flow``, ``debezium``, ``metrics``, ``
 import importlib
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from kafka_group._version import __version__ as __version__  # the distribution's one version
 from pyspark_kafka_group.session.spark_requirement import require_spark
 
 # Before anything imports pyspark.sql.datasource: a missing or older pyspark gets a message that

@@ -13,11 +13,12 @@ from setuptools import Distribution  # type: ignore[import-untyped]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-#: Distributions the connector's behaviour depends on by major version (reasons in docs/install-notes.md).
-BOUNDED = {"confluent-kafka", "deltalake", "pandas", "pyspark", "fastavro", "jsonschema", "boto3", "botocore"}
+#: Distributions the connector's behaviour depends on by major version (reasons in docs/dependencies.md).
+#: pandas and pyarrow are not among them: the connector uses neither API directly (docs/dependencies.md).
+BOUNDED = {"confluent-kafka", "deltalake", "pyspark", "fastavro", "jsonschema", "boto3", "botocore"}
 #: Tools of development and tests: none of them may be a requirement of the published package.
 DEVELOPMENT = {"pytest", "mypy", "pytest-xdist", "venv-pack", "moto", "nbclient", "nbformat", "ipykernel",
-               "setuptools", "wheel", "delta-spark", "polars"}
+               "setuptools", "wheel", "delta-spark", "polars", "trove-classifiers"}
 
 
 def _metadata() -> Distribution:
@@ -69,8 +70,10 @@ def test_the_development_requirements_files_hold_the_tools() -> None:
     assert {"pytest", "mypy", "pytest-xdist", "delta-spark", "pyspark"} <= names, sorted(names)
 
 
-def test_pandas_3_is_not_resolved_while_pyspark_warns_about_it() -> None:
-    """pyspark 4.2 and 4.3 print 'FutureWarning: PySpark does not yet fully support pandas >= 3.0.0'
-    (pyspark.sql.pandas.utils, on every session and in the sink's check): pip must not pick pandas 3."""
+def test_pandas_3_is_allowed_and_the_floor_is_what_pyspark_needs() -> None:
+    """A cluster library must never downgrade a runtime's pandas 3: no upper bound. The floor is the one
+    pyspark's mapInArrow (the sink's write) checks for, pandas 2.2 (pyspark.sql.pandas.utils). pyspark 4.2 and
+    4.3 print 'FutureWarning: PySpark does not yet fully support pandas >= 3.0.0': that notice is pyspark's."""
     pandas = next(r for r in _requirements()[""] if r.name == "pandas")
-    assert "2.3.3" in pandas.specifier and "3.0.0" not in pandas.specifier
+    assert "3.0.0" in pandas.specifier and "3.1.1" in pandas.specifier and "4.0.0" in pandas.specifier
+    assert "2.2.0" in pandas.specifier and "2.1.4" not in pandas.specifier

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
+from kafka_group._version import __version__
 from tests.support import load_build_native
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -258,7 +259,7 @@ def test_the_connector_requires_what_the_sinks_writes_run_with(connector_wheel_d
     """pyspark's mapInArrow (DeltaSink's write) needs pandas >= 2.2 and pyarrow >= 18 wherever Spark came
     from: required by the package itself, not left to the 'spark' extra or to a runtime (issue 24)."""
     unconditional = {r.replace(" ", "") for r in _requires(connector_wheel_dir) if "extra ==" not in r}
-    assert {"pandas<3,>=2.2", "pyarrow>=18"} <= unconditional, unconditional
+    assert {"pandas>=2.2", "pyarrow>=18"} <= unconditional, unconditional
 
 
 #: Third-party imports of the shipped packages that are declared in an extra on purpose, and why.
@@ -476,7 +477,7 @@ def test_installing_on_a_spark_runtime_never_installs_pyspark_over_it(
 
     # pip plans the connector alone: no pyspark from the index (--no-index would fail to find one).
     assert _planned_installs(python, connector_wheel_dir, "pyspark-kafka-group", tmp_path) == {
-        "pyspark-kafka-group": "0.1.0"}
+        "pyspark-kafka-group": __version__}
 
     # Installed for real, it runs on the runtime's Spark.
     [wheel] = connector_wheel_dir.glob("*.whl")
@@ -507,4 +508,66 @@ def test_the_spark_extra_keeps_an_installed_pyspark_distribution(
     """Where pyspark 4.2.x is installed as a distribution, '[spark]' is satisfied by it: nothing replaces it."""
     python = _fresh_venv(tmp_path / "venv", _runtime_site(tmp_path / "runtime", pyspark_metadata=True))
     assert _planned_installs(python, connector_wheel_dir, "pyspark-kafka-group[spark]", tmp_path) == {
-        "pyspark-kafka-group": "0.1.0"}
+        "pyspark-kafka-group": __version__}
+
+
+def _metadata(whl: zipfile.ZipFile) -> "email.message.Message":
+    [name] = [n for n in whl.namelist() if n.endswith(".dist-info/METADATA")]
+    return email.message_from_bytes(whl.read(name))
+
+
+def test_the_wheel_names_its_licence_and_carries_license_and_notice(connector_wheel_dir: pathlib.Path) -> None:
+    """Apache-2.0 in the metadata (PEP 639), LICENSE, NOTICE and the bundled libraries' licences in
+    ``.dist-info/licenses`` as the repository has them, PyPI's classifiers only, and the one version."""
+    from trove_classifiers import classifiers as known
+
+    [wheel] = connector_wheel_dir.glob("*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        metadata = _metadata(whl)
+        licenses = {n.split(".dist-info/licenses/", 1)[1]: whl.read(n) for n in whl.namelist()
+                    if ".dist-info/licenses/" in n}
+    assert metadata["Version"] == __version__
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert set(metadata.get_all("License-File") or []) >= {"LICENSE", "NOTICE"}
+    expected = {"LICENSE", "NOTICE", *(f"licenses/{p.name}" for p in (ROOT / "licenses").iterdir())}
+    assert set(licenses) == expected, sorted(licenses)
+    assert all(licenses[name] == (ROOT / name).read_bytes() for name in expected)
+    assert b"Apache License\n                           Version 2.0, January 2004" in licenses["LICENSE"]
+    classifiers = metadata.get_all("Classifier") or []
+    assert [c for c in classifiers if c not in known] == [], "not one of PyPI's classifiers"
+    assert {f"Programming Language :: Python :: 3.{minor}" for minor in (10, 11, 12, 13)} <= set(classifiers)
+    assert not [c for c in classifiers if c.startswith("License ::")]  # the expression says it (PEP 639)
+    assert metadata["Requires-Python"] == ">=3.10"
+
+
+def test_the_devbroker_wheel_names_its_licence(checkout_copy: pathlib.Path,
+                                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    with _build_wheel(checkout_copy / "devbroker", tmp_path_factory.mktemp("devbroker-licence")) as whl:
+        metadata = _metadata(whl)
+        names = whl.namelist()
+    assert metadata["License-Expression"] == "Apache-2.0" and metadata["Version"] == __version__
+    assert {n.split(".dist-info/licenses/", 1)[1] for n in names if ".dist-info/licenses/" in n} == {"LICENSE", "NOTICE"}
+
+
+def test_the_sdist_carries_the_licence_notice_changelog_and_documentation(checkout_copy: pathlib.Path,
+                                                                          tmp_path: pathlib.Path) -> None:
+    """Built by the build backend pyproject.toml names (its PEP 517 ``build_sdist`` hook, no isolation)."""
+    import tarfile
+    import tomllib
+
+    project = tmp_path / "repo"
+    shutil.copytree(checkout_copy, project)
+    backend = tomllib.loads((project / "pyproject.toml").read_text())["build-system"]["build-backend"]
+    built = subprocess.run(
+        [sys.executable, "-c", "import importlib, sys; print(importlib.import_module(sys.argv[1]).build_sdist(sys.argv[2]))",
+         backend, str(tmp_path / "sdist")], capture_output=True, text=True, cwd=project)
+    assert built.returncode == 0, built.stderr
+    sdist = tmp_path / "sdist" / built.stdout.strip().splitlines()[-1]
+    with tarfile.open(sdist) as tar:
+        root = f"pyspark_kafka_group-{__version__}/"
+        names = {m.name.removeprefix(root) for m in tar.getmembers()}
+        pkg_info = email.message_from_bytes(tar.extractfile(root + "PKG-INFO").read())  # type: ignore[union-attr]
+        assert tar.extractfile(root + "LICENSE").read() == (ROOT / "LICENSE").read_bytes()  # type: ignore[union-attr]
+    assert {"LICENSE", "NOTICE", "CHANGELOG.md", "docs/versioning.md", "docs/dependencies.md"} <= names, sorted(names)
+    assert {f"licenses/{p.name}" for p in (ROOT / "licenses").iterdir()} <= names
+    assert pkg_info["License-Expression"] == "Apache-2.0" and pkg_info["Version"] == __version__
