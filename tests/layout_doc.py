@@ -54,6 +54,8 @@ TOP_LEVEL: Dict[str, str] = {
                 "([docs/metrics.md](docs/metrics.md)). `src/main/java/**/*.java` ships inside the wheel as "
                 "`pyspark_kafka_group/jvm_shim/main/java/`, and compiled as "
                 "`pyspark_kafka_group/jvm_shim/kafka-group-shim.jar` (a checkout compiles it on first use)",
+    "licenses": "the licence texts of the libraries the compiled module carries (librdkafka, zlib, zstd), "
+                "which `NOTICE` names and every wheel ships",
     "native": "the compiled read path (Rust, `kafka_group._native`), built by `native/build_native.py` where "
               "cargo is ([docs/native.md](docs/native.md))",
     "python": "the Spark layer, shipped as the package `pyspark_kafka_group`: its top-level modules are the "
