@@ -106,9 +106,9 @@ def _maven_spark_jars() -> Iterator[pathlib.Path]:
                                f"{(done.stdout + done.stderr).strip()[-2000:]}")
         jars = pathlib.Path(work) / "jars"
         jars.mkdir()
-        for entry in classpath.read_text().strip().split(os.pathsep):
-            if entry.endswith(".jar"):
-                (jars / pathlib.Path(entry).name).symlink_to(entry)
+        for number, entry in enumerate(classpath.read_text().strip().split(os.pathsep)):
+            if entry.endswith(".jar"):  # numbered: two artifacts may have one file name
+                (jars / f"{number:04d}-{pathlib.Path(entry).name}").symlink_to(entry)
         yield jars
 
 
@@ -201,6 +201,8 @@ def _native_setup() -> Dict[str, Any]:
     # setuptools-rust runs $CARGO: the cargo found (rustup's ~/.cargo/bin too, off PATH); for a glibc target,
     # native/zigbuild-cargo, which runs the build (``cargo rustc``) through cargo-zigbuild and the rest with cargo.
     os.environ["KAFKA_GROUP_CARGO"] = cargo
+    # and rustc beside it (setuptools-rust asks `rustc -V` on PATH; rustup's ~/.cargo/bin may not be there)
+    os.environ["PATH"] = os.pathsep.join([str(pathlib.Path(cargo).parent), os.environ.get("PATH", "")])
     os.environ["CARGO"] = str(HERE / "native" / "zigbuild-cargo") if glibc else cargo
     # Cargo's folder in ~/.cache (a glibc target's a folder of its own: other C compiler, other linker), and
     # pyo3 configured with the interpreter's resolved path (native/build_native.py says why).
