@@ -198,22 +198,26 @@ def _native_setup() -> Dict[str, Any]:
     if glibc and shutil.which("cargo-zigbuild") is None:
         raise SystemExit(f"{GLIBC_ENV}={glibc} links with cargo-zigbuild, which is not on PATH "
                          "(pip install cargo-zigbuild ziglang; scripts/wheel.sh installs them)")
-    # setuptools-rust runs $CARGO: the cargo found (rustup's ~/.cargo/bin too, off PATH); for a glibc target,
-    # native/zigbuild-cargo, which runs the build (``cargo rustc``) through cargo-zigbuild and the rest with cargo.
-    os.environ["KAFKA_GROUP_CARGO"] = cargo
-    # and rustc beside it (setuptools-rust asks `rustc -V` on PATH; rustup's ~/.cargo/bin may not be there)
-    os.environ["PATH"] = os.pathsep.join([str(pathlib.Path(cargo).parent), os.environ.get("PATH", "")])
-    os.environ["CARGO"] = str(HERE / "native" / "zigbuild-cargo") if glibc else cargo
-    # Cargo's folder in ~/.cache (a glibc target's a folder of its own: other C compiler, other linker), and
-    # pyo3 configured with the interpreter's resolved path (native/build_native.py says why).
+    # Cargo's folder in ~/.cache (a glibc target's a folder of its own: other C compiler, other linker).
     target = native_build.target_dir() if not glibc or os.environ.get("CARGO_TARGET_DIR") else \
         native_build.target_dir().with_name(f"cargo-target-glibc-{glibc}")
-    os.environ.update(native_build.cargo_env(target))
 
     class BuildRust(build_rust):  # type: ignore[misc]  # setuptools-rust has no type hints
         """setuptools-rust's build, in the shared target folder's turn (a checkout never packs a module another
         checkout built: ``native/build_native.py``), reusing a module built before from the same crate with
         the same toolchain (``native-modules`` in ~/.cache) instead of running cargo."""
+
+        def run(self) -> None:
+            # The build's environment, set when the build runs (never when setup.py is only read: a process that
+            # reads it, as run_setup does, keeps its own). setuptools-rust runs $CARGO: the cargo found (rustup's
+            # ~/.cargo/bin too, off PATH); for a glibc target native/zigbuild-cargo, which runs the build
+            # (``cargo rustc``) through cargo-zigbuild and the rest with cargo. rustc beside it on PATH (setuptools-
+            # rust asks ``rustc -V``). The target folder, and pyo3 configured with the interpreter's resolved path
+            # (native/build_native.py says why).
+            self.cargo = str(HERE / "native" / "zigbuild-cargo") if glibc else cargo
+            os.environ.update(native_build.cargo_env(target), CARGO=self.cargo, KAFKA_GROUP_CARGO=cargo,
+                              PATH=os.pathsep.join([str(pathlib.Path(cargo).parent), os.environ.get("PATH", "")]))
+            super().run()
 
         def run_for_extension(self, ext: Any) -> None:
             dest = pathlib.Path(self.get_dylib_ext_path(ext, ext.name))

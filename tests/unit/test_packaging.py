@@ -195,6 +195,19 @@ def test_a_fresh_copy_of_the_same_native_sources_builds_its_wheel_without_cargo(
     assert "building with cargo" not in log
 
 
+def test_reading_setup_py_leaves_the_process_environment_as_it_was() -> None:
+    """Tools read setup.py in their own process (``run_setup``, as tests/unit/test_dependency_bounds.py does):
+    the native build's environment (CARGO, PATH, the target folder) is set when the build runs, never when setup.py
+    is read, or a later build in that process finds the cargo it named."""
+    from distutils.core import run_setup
+
+    before = dict(os.environ)
+    run_setup(str(ROOT / "setup.py"), stop_after="init")
+    changed = {k: v for k, v in os.environ.items() if before.get(k) != v and k != "PLAT"}  # PLAT: distutils' own
+    assert changed == {}
+    assert set(before) - set(os.environ) == set()
+
+
 def test_a_wheel_built_without_a_rust_toolchain_is_pure_python_and_says_so(tmp_path: pathlib.Path) -> None:
     project = tmp_path / "repo"
     shutil.copytree(ROOT, project, ignore=_NOT_SOURCES)
