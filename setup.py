@@ -5,17 +5,21 @@ One distribution, two packages, no symbolic links:
 - ``pyspark_kafka_group`` (the Spark glue) from ``python/pyspark_kafka_group``.
   Its ``pyspark_`` prefix lets Spark register the ``kafka-group`` format by itself.
 - ``kafka_group`` (the Spark-independent core) from ``connector/kafka_group``.
-- The compiled read path, ``kafka_group/_native.abi3.so``, built from ``native/`` with cargo where
-  there is a Rust toolchain (``native/build_native.py``; docs/native.md); without one the wheel is pure
-  Python and executors read with confluent-kafka. ``PYSPARK_KAFKA_GROUP_NATIVE=1`` makes a failed build
-  an error, ``=0`` skips it.
+- The compiled read path, ``kafka_group/_native.abi3.so``, built from ``native/`` by setuptools-rust
+  where there is a Rust toolchain (docs/native.md): the wheel is then ``cp310-abi3-<platform>`` (pyo3's
+  stable ABI: one wheel for every CPython from 3.10). Without one the wheel is pure Python,
+  ``py3-none-any``, and executors read with confluent-kafka. ``PYSPARK_KAFKA_GROUP_NATIVE=1`` makes a
+  missing toolchain an error, ``=0`` skips the build; a failed build is an error either way (a wheel's
+  name must say what it holds). ``PYSPARK_KAFKA_GROUP_GLIBC=2.17`` links it with zig against that glibc
+  (``scripts/wheel.sh``, which then tags the wheel manylinux with auditwheel).
 - The Java sources of the optional metrics shim, ``jvm-shim/src/main/java/**/*.java``,
   installed as ``pyspark_kafka_group/jvm_shim/main/java/...``, and the same compiled,
   ``pyspark_kafka_group/jvm_shim/kafka-group-shim.jar``: building the wheel (``pip install .``,
   ``pip wheel .``, ``python -m build``) runs ``javac`` where a JDK is (``JAVA_HOME``, else
-  ``PATH``), so an install needs a Java runtime only. Built without a JDK, or without Spark's
-  jars to compile against, the wheel leaves the jar out with a warning and
-  ``metrics.shim_jar()`` compiles the sources on first use (as in a checkout);
+  ``PATH``) against Spark's jars that Maven resolves from ``jvm-shim/pom.xml`` (else a Spark at
+  hand: ``SPARK_HOME``, an installed pyspark), so an install needs a Java runtime only. Built
+  without a JDK, or without Spark's jars to compile against, the wheel leaves the jar out with a
+  warning and ``metrics.shim_jar()`` compiles the sources on first use (as in a checkout);
   ``PYSPARK_KAFKA_GROUP_SHIM_REQUIRED=1`` makes that a build failure instead (release builds).
   Nothing else of ``jvm-shim/`` ships (its tests and Maven build stay in the repository).
 
@@ -34,15 +38,21 @@ module needs the ``pip install -e .`` again (CONTRIBUTING.md, "Development insta
 """
 
 import ast
+import contextlib
 import importlib.util
 import logging
 import os
 import pathlib
+import platform
 import shutil
+import subprocess
+import sys
 import sysconfig
-from typing import Optional
+import tempfile
+import time
+from typing import Any, Dict, Iterator, Optional
 
-from setuptools import Distribution, find_packages, setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -52,8 +62,9 @@ SHIM_REQUIRED_ENV = "PYSPARK_KAFKA_GROUP_SHIM_REQUIRED"
 
 
 def _spark_jars() -> Optional[pathlib.Path]:
-    """Spark's jars to compile the shim against: ``$SPARK_HOME/jars``, an importable pyspark's, else the
-    pyspark of the environment being installed into (an isolated build hides it from ``sys.path``)."""
+    """Spark's jars to compile the shim against where a Spark is at hand: ``$SPARK_HOME/jars``, an importable
+    pyspark's, else the pyspark of the environment being installed into (an isolated build hides it from
+    ``sys.path``), for a build without Maven. None where there is none (a fresh build environment)."""
     candidates = []
     if os.environ.get("SPARK_HOME"):
         candidates.append(pathlib.Path(os.environ["SPARK_HOME"]) / "jars")
@@ -62,6 +73,44 @@ def _spark_jars() -> Optional[pathlib.Path]:
         candidates.append(pathlib.Path(spec.origin).parent / "jars")
     candidates.append(pathlib.Path(sysconfig.get_paths()["purelib"]) / "pyspark" / "jars")
     return next((c for c in candidates if any(c.glob("spark-core_*.jar"))), None)
+
+
+#: How long resolving Spark's API jars with Maven may take (a cold ~/.m2 downloads about 170 jars).
+MAVEN_TIMEOUT_S = 900
+
+
+@contextlib.contextmanager
+def _maven_spark_jars() -> Iterator[pathlib.Path]:
+    """A folder of links to the jars the shim's Maven build compiles against (``jvm-shim/pom.xml``: spark-sql
+    of the Spark version it names, provided scope, and what it brings), resolved by Maven into ~/.m2.
+
+    Raises
+    ------
+    RuntimeError
+        No ``mvn`` on PATH, or Maven failed (its output's tail is in the message).
+    """
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("no 'mvn' on PATH to resolve Spark's jars with (without it: set SPARK_HOME, or install "
+                           "pyspark into the build environment)")
+    with tempfile.TemporaryDirectory(prefix="kafka-group-spark-jars-") as work:
+        classpath = pathlib.Path(work) / "classpath.txt"
+        sys.stderr.write("kafka-group metrics shim: resolving Spark's jars with Maven (jvm-shim/pom.xml)\n")
+        try:
+            done = subprocess.run([mvn, "-q", "-B", "-f", str(HERE / "jvm-shim" / "pom.xml"), "dependency:build-classpath",
+                                   "-DincludeScope=compile", f"-Dmdep.outputFile={classpath}"],
+                                  capture_output=True, text=True, timeout=MAVEN_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RuntimeError(f"Maven could not resolve Spark's jars: {exc}") from exc
+        if done.returncode != 0 or not classpath.is_file():
+            raise RuntimeError(f"Maven could not resolve Spark's jars (exit {done.returncode}): "
+                               f"{(done.stdout + done.stderr).strip()[-2000:]}")
+        jars = pathlib.Path(work) / "jars"
+        jars.mkdir()
+        for number, entry in enumerate(classpath.read_text().strip().split(os.pathsep)):
+            if entry.endswith(".jar"):  # numbered: two artifacts may have one file name
+                (jars / f"{number:04d}-{pathlib.Path(entry).name}").symlink_to(entry)
+        yield jars
 
 
 def _javac() -> Optional[str]:
@@ -73,23 +122,32 @@ def _javac() -> Optional[str]:
 
 def _compile_shim(target: pathlib.Path) -> None:
     """Compile the shim's main sources into ``target`` with the package's own compile routine
-    (``shim_compile.py``, loaded by its path: a build environment cannot import the package)."""
+    (``shim_compile.py``, loaded by its path: a build environment cannot import the package), against Spark's
+    jars resolved by Maven (the Spark version ``jvm-shim/pom.xml`` names), else against a Spark at hand."""
     spec = importlib.util.spec_from_file_location(
         "_kafka_group_shim_compile", HERE / "python" / "pyspark_kafka_group" / "observability" / "shim_compile.py")
     assert spec is not None and spec.loader is not None
     shim_compile = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shim_compile)
-    javac, jars = _javac(), _spark_jars()
-    missing = ("no JDK ('javac' in JAVA_HOME/bin or on PATH)" if javac is None
-               else "no Spark jars to compile against (set SPARK_HOME, or install pyspark first)" if jars is None
-               else None)
-    if missing is None:
+    javac = _javac()
+    missing = "no JDK ('javac' in JAVA_HOME/bin or on PATH)" if javac is None else None
+    if javac is not None:
         root = HERE / "jvm-shim" / "src" / "main" / "java"
-        try:
-            shim_compile.compile_shim(javac, root, sorted(root.rglob("*.java")), jars, target / shim_compile.SHIPPED_JAR_NAME)
+        sources = sorted(root.rglob("*.java"))
+        try:  # the Spark API the pom names, whatever Spark the build environment has (none, usually)
+            with _maven_spark_jars() as jars:
+                shim_compile.compile_shim(javac, root, sources, jars, target / shim_compile.SHIPPED_JAR_NAME)
             return
-        except shim_compile.ShimCompileError as exc:
+        except (shim_compile.ShimCompileError, RuntimeError) as exc:
             missing = str(exc)
+        local = _spark_jars()  # no Maven, or offline: a Spark at hand
+        if local is not None:
+            log.warning("kafka-group metrics shim: %s; compiling against the Spark jars in %s", missing, local)
+            try:
+                shim_compile.compile_shim(javac, root, sources, local, target / shim_compile.SHIPPED_JAR_NAME)
+                return
+            except shim_compile.ShimCompileError as exc:
+                missing = str(exc)
     if os.environ.get(SHIM_REQUIRED_ENV) == "1":
         raise SystemExit(f"the kafka-group metrics shim jar could not be built ({SHIM_REQUIRED_ENV}=1): {missing}")
     log.warning("building without the compiled kafka-group metrics shim: %s. The metrics compile it with javac "
@@ -99,9 +157,12 @@ def _compile_shim(target: pathlib.Path) -> None:
 #: Set to 1 to fail the build when the compiled read path cannot be built, instead of leaving it out;
 #: to 0 to leave it out without trying.
 NATIVE_ENV = "PYSPARK_KAFKA_GROUP_NATIVE"
+#: A glibc version (``2.17``): link the compiled read path with zig against that glibc (cargo-zigbuild, which
+#: must be on PATH), for a manylinux wheel (``scripts/wheel.sh``). Unset: cargo links against this machine's.
+GLIBC_ENV = "PYSPARK_KAFKA_GROUP_GLIBC"
 
 
-def _native_build() -> object:
+def _native_build() -> Any:
     """``native/build_native.py``, loaded by its path (a build environment cannot import the package)."""
     spec = importlib.util.spec_from_file_location("_kafka_group_native_build", HERE / "native" / "build_native.py")
     assert spec is not None and spec.loader is not None
@@ -110,49 +171,105 @@ def _native_build() -> object:
     return module
 
 
-def _wants_native() -> bool:
-    """Whether this build makes the compiled read path: cargo is there, and it was not turned off."""
+def _no_native(reason: str) -> Dict[str, Any]:
+    """No compiled read path in this build: an error with PYSPARK_KAFKA_GROUP_NATIVE=1, else a warning."""
+    if os.environ.get(NATIVE_ENV) == "1":
+        raise SystemExit(f"the kafka-group compiled read path could not be built ({NATIVE_ENV}=1): {reason}")
+    log.warning("building without the compiled read path (kafka_group._native): %s. Executors read with the "
+                "Python read path", reason)
+    return {}
+
+
+def _native_setup() -> Dict[str, Any]:
+    """The ``setup()`` arguments that build ``kafka_group._native`` with setuptools-rust where cargo is (the wheel
+    is then tagged ``cp310-abi3-<platform>``); none where it is not (a ``py3-none-any`` wheel)."""
     if os.environ.get(NATIVE_ENV) == "0" or not (HERE / "native" / "Cargo.toml").is_file():
-        return False
-    return os.environ.get(NATIVE_ENV) == "1" or _native_build().find_cargo() is not None  # type: ignore[attr-defined]
-
-
-def _build_native(target: pathlib.Path) -> None:
-    """Build ``kafka_group._native`` into ``target`` with cargo; without a toolchain the package is
-    pure Python (readers take the Python path, saying so once), unless PYSPARK_KAFKA_GROUP_NATIVE=1."""
+        return {}
     native_build = _native_build()
+    cargo = native_build.find_cargo()
+    if cargo is None:
+        return _no_native("no Rust toolchain ('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo)")
     try:
-        native_build.build(target)  # type: ignore[attr-defined]
-    except native_build.NativeBuildError as exc:  # type: ignore[attr-defined]
-        if os.environ.get(NATIVE_ENV) == "1":
-            raise SystemExit(f"the kafka-group compiled read path could not be built ({NATIVE_ENV}=1): {exc}")
-        log.warning("building without the compiled read path (kafka_group._native): %s. Executors read with "
-                    "the Python read path", exc)
+        from setuptools_rust import Binding, RustExtension, build_rust
+    except ImportError:
+        return _no_native("setuptools-rust is not installed in the build environment (pyproject.toml names it; "
+                          "a build with --no-build-isolation needs it installed)")
+    glibc = os.environ.get(GLIBC_ENV, "")
+    triple = f"{platform.machine()}-unknown-linux-gnu" if glibc else None
+    if glibc and shutil.which("cargo-zigbuild") is None:
+        raise SystemExit(f"{GLIBC_ENV}={glibc} links with cargo-zigbuild, which is not on PATH "
+                         "(pip install cargo-zigbuild ziglang; scripts/wheel.sh installs them)")
+    # Cargo's folder in ~/.cache (a glibc target's a folder of its own: other C compiler, other linker).
+    target = native_build.target_dir() if not glibc or os.environ.get("CARGO_TARGET_DIR") else \
+        native_build.target_dir().with_name(f"cargo-target-glibc-{glibc}")
+
+    class BuildRust(build_rust):  # type: ignore[misc]  # setuptools-rust has no type hints
+        """setuptools-rust's build, in the shared target folder's turn (a checkout never packs a module another
+        checkout built: ``native/build_native.py``), reusing a module built before from the same crate with
+        the same toolchain (``native-modules`` in ~/.cache) instead of running cargo."""
+
+        def run(self) -> None:
+            # The build's environment, set when the build runs (never when setup.py is only read: a process that
+            # reads it, as run_setup does, keeps its own). setuptools-rust runs $CARGO: the cargo found (rustup's
+            # ~/.cargo/bin too, off PATH); for a glibc target native/zigbuild-cargo, which runs the build
+            # (``cargo rustc``) through cargo-zigbuild and the rest with cargo. rustc beside it on PATH (setuptools-
+            # rust asks ``rustc -V``). The target folder, and pyo3 configured with the interpreter's resolved path
+            # (native/build_native.py says why).
+            self.cargo = str(HERE / "native" / "zigbuild-cargo") if glibc else cargo
+            os.environ.update(native_build.cargo_env(target), CARGO=self.cargo, KAFKA_GROUP_CARGO=cargo,
+                              PATH=os.pathsep.join([str(pathlib.Path(cargo).parent), os.environ.get("PATH", "")]))
+            super().run()
+
+        def run_for_extension(self, ext: Any) -> None:
+            dest = pathlib.Path(self.get_dylib_ext_path(ext, ext.name))
+            toolchain = subprocess.run([cargo, "--version"], capture_output=True, text=True, check=False).stdout
+            rustc = pathlib.Path(cargo).with_name("rustc")
+            if rustc.is_file():
+                toolchain += subprocess.run([str(rustc), "-V"], capture_output=True, text=True, check=False).stdout
+            if glibc:
+                toolchain += f"glibc {glibc} " + subprocess.run(["cargo-zigbuild", "--version"], capture_output=True,
+                                                                text=True, check=False).stdout
+            cached = native_build.module_cache_dir() / native_build.module_key(toolchain) / dest.name
+            if cached.is_file():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(cached, dest)
+                sys.stderr.write(f"kafka_group._native: the module built before from these sources ({cached})\n")
+                return
+            sys.stderr.write(f"kafka_group._native: building with cargo in {target} (a first build compiles "
+                             "librdkafka, OpenSSL, zlib and zstd: minutes)\n")
+            started = time.monotonic()
+            try:
+                with native_build.crate_turn(cargo, target, dict(os.environ), triple):
+                    super().run_for_extension(ext)
+            except (Exception, SystemExit) as exc:  # setuptools-rust's CompileError, ExecError, a failed clean
+                raise SystemExit(f"the kafka-group compiled read path did not build: {exc}\n"
+                                 f"{NATIVE_ENV}=0 builds the pure-Python wheel (py3-none-any) instead") from exc
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            staged = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+            shutil.copyfile(dest, staged)
+            os.replace(staged, cached)
+            sys.stderr.write(f"kafka_group._native: built in {time.monotonic() - started:.0f} s\n")
+
+    return {
+        "rust_extensions": [RustExtension("kafka_group._native", path="native/Cargo.toml", binding=Binding.PyO3,
+                                          args=["--locked"], debug=False)],
+        "cmdclass": {"build_rust": BuildRust},
+        # abi3: the module uses the stable ABI of CPython 3.10 (pyo3's abi3-py310), one wheel for every later one
+        "options": {"bdist_wheel": {"py_limited_api": "cp310"}},
+    }
 
 
 class BuildPyWithShim(build_py):
-    """``build_py``, then the metrics shim compiled into the package (not for editable installs:
-    a checkout compiles its sources on first use, so an edit to them shows), and the compiled read
-    path built with cargo where there is a Rust toolchain."""
+    """``build_py``, then the metrics shim compiled into the package (not for editable installs: a checkout
+    compiles its sources on first use, so an edit to them shows)."""
 
     def run(self) -> None:
         super().run()
         if not getattr(self, "editable_mode", False):
             _compile_shim(pathlib.Path(self.build_lib) / "pyspark_kafka_group" / "jvm_shim")
-            if _wants_native():
-                _build_native(pathlib.Path(self.build_lib) / "kafka_group")
-            elif os.environ.get(NATIVE_ENV) != "0" and (HERE / "native" / "Cargo.toml").is_file():
-                log.warning("building without the compiled read path (kafka_group._native): no Rust toolchain "
-                            "('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo). Executors read with the Python read "
-                            "path")
 
 
-class MaybeBinaryDistribution(Distribution):
-    """A platform wheel when it carries the compiled read path, a pure one when it cannot."""
-
-    def has_ext_modules(self) -> bool:
-        return _wants_native()
-
+NATIVE_SETUP = _native_setup()
 
 #: kafka_group.registry's Protobuf and JSON Schema codecs: protobuf builds message classes at run time;
 #: grpcio-tools' protoc (the reference .proto parser) turns the registry's .proto text into descriptors;
@@ -237,11 +354,12 @@ setup(
         "pyspark_kafka_group": ["py.typed"],
         "pyspark_kafka_group.jvm_shim": ["main/java/**/*.java"],
     },
-    options={"editable_wheel": {"mode": "strict"}},
+    options={"editable_wheel": {"mode": "strict"}, **NATIVE_SETUP.get("options", {})},
     # the offsets tool (docs/offsets-tool.md); `python -m kafka_group.offsets_tool` is the same command
     entry_points={"console_scripts": ["kafka-group-offsets = kafka_group.offsets_tool:main"]},
-    cmdclass={"build_py": BuildPyWithShim},
-    distclass=MaybeBinaryDistribution,
+    cmdclass={"build_py": BuildPyWithShim, **NATIVE_SETUP.get("cmdclass", {})},
+    # only where setuptools-rust is there to take it (without, a pure wheel: _native_setup)
+    **({"rust_extensions": NATIVE_SETUP["rust_extensions"]} if "rust_extensions" in NATIVE_SETUP else {}),
     # No pyspark here: a cluster runtime (Databricks, EMR, a Spark distribution's python/ on PYTHONPATH)
     # brings its own, often without pip metadata, and pip would install PyPI's pyspark over it.
     # pyspark_kafka_group checks for pyspark >= 4.2 when imported (spark_requirement.py); the 'spark'

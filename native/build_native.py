@@ -1,8 +1,10 @@
-"""Build the compiled read path (``kafka_group._native``) with cargo.
+"""Build the compiled read path (``kafka_group._native``) with cargo in a checkout, and what ``setup.py`` shares.
 
-Used by ``setup.py`` when a wheel is built (``pip install .``), and by hand in a checkout:
-``python native/build_native.py --inplace`` puts the module next to the sources
-(``connector/kafka_group/``), where tests run with ``PYTHONPATH=connector:...`` import it.
+By hand in a checkout: ``python native/build_native.py --inplace`` puts the module next to the sources
+(``connector/kafka_group/``), where tests run with ``PYTHONPATH=connector:...`` import it, and ``--test`` runs
+the crate's Rust unit tests. A wheel's build (``pip install .``, ``scripts/wheel.sh``) is setuptools-rust's
+(``setup.py``), which uses from here :func:`find_cargo`, the shared target folder and its turns
+(:func:`crate_turn`), and the cache of built modules (:func:`module_key`, :func:`module_cache_dir`).
 
 Cargo's target folder is ``$CARGO_TARGET_DIR`` when set, else
 ``~/.cache/pyspark-kafka-group/cargo-target``: a second build (another ``pip install .``, a CI run
@@ -58,6 +60,20 @@ def target_dir() -> pathlib.Path:
     return pathlib.Path(given) if given else pathlib.Path.home() / ".cache" / "pyspark-kafka-group" / "cargo-target"
 
 
+def module_cache_dir() -> pathlib.Path:
+    """Where built modules are kept by :func:`module_key` (``~/.cache/pyspark-kafka-group/native-modules``): a
+    wheel's build whose crate and toolchain were built before copies the module from there and runs no cargo.
+    A fresh clone's sources are newer than cargo's record of them, so cargo would recompile the crate (a
+    minute of CPU, more on a busy machine) though nothing in it changed; CI builds a wheel on every run."""
+    return pathlib.Path.home() / ".cache" / "pyspark-kafka-group" / "native-modules"
+
+
+def module_key(toolchain: str) -> str:
+    """The name a built module is kept under: :func:`crate_digest` of this crate and ``toolchain`` (what else
+    decides the module: rustc's version, the glibc linked against)."""
+    return hashlib.sha256(f"{crate_digest(HERE)}\n{toolchain}".encode()).hexdigest()[:32]
+
+
 def cargo_env(target: pathlib.Path, python: str = sys.executable) -> Dict[str, str]:
     """This process's environment with cargo's target folder and the interpreter pyo3 configures the build for.
 
@@ -108,33 +124,35 @@ def _cargo() -> str:
 
 
 @contextlib.contextmanager
-def _crate_turn(cargo: str, target: pathlib.Path, env: Dict[str, str]) -> Iterator[None]:
+def crate_turn(cargo: str, target: pathlib.Path, env: Dict[str, str], triple: Optional[str] = None) -> Iterator[None]:
     """Hold the target folder's lock; first clean the crate's artifacts when they may be another checkout's
     (or older sources'): the digest kept in the folder is not this checkout's. The block's success records
-    this checkout's digest; its failure leaves none, so the next build cleans again."""
+    this checkout's digest; its failure leaves none, so the next build cleans again. ``triple``: the target
+    the block builds for when it names one (``--target``: its artifacts are in ``target/<triple>/release``)."""
     digest = crate_digest(HERE)
     target.mkdir(parents=True, exist_ok=True)
     with _builds_take_turns(target):
         last = target / DIGEST_FILE
-        stale = not last.is_file() or last.read_text().strip() != f"{digest} {_library_stamp(target)}"
+        stale = not last.is_file() or last.read_text().strip() != f"{digest} {_library_stamp(target, triple)}"
         last.unlink(missing_ok=True)  # until this turn succeeds: a failed build may have relinked the library
         if stale:
             # Another checkout's sources (or older ones) were built last: cargo may take its lib as fresh.
             clean = [cargo, "clean", "--release", "-p", CRATE, "--manifest-path", str(HERE / "Cargo.toml")]
+            clean += ["--target", triple] if triple else []
             cleaned = subprocess.run(clean, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      check=False)
             if cleaned.returncode != 0:
                 raise NativeBuildError(f"'cargo clean -p {CRATE}' failed (exit {cleaned.returncode}):\n"
                                        f"{cleaned.stdout[-4000:]}")
         yield
-        last.write_text(f"{digest} {_library_stamp(target)}\n")
+        last.write_text(f"{digest} {_library_stamp(target, triple)}\n")
 
 
-def _library_stamp(target: pathlib.Path) -> str:
+def _library_stamp(target: pathlib.Path, triple: Optional[str] = None) -> str:
     """``lib_native.so``'s modification time and size: a build that kept no digest (a build_native.py of
     before digests, ``cargo build`` by hand) changes them, and the next build then cleans."""
     try:
-        info = (target / "release" / "lib_native.so").stat()
+        info = (target / (triple or "") / "release" / "lib_native.so").stat()
     except FileNotFoundError:
         return "none"
     return f"{info.st_mtime_ns}:{info.st_size}"
@@ -153,7 +171,7 @@ def build(dest_dir: pathlib.Path) -> pathlib.Path:
     env = cargo_env(target)
     command = [cargo, "build", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
     started = time.monotonic()
-    with _crate_turn(cargo, target, env):
+    with crate_turn(cargo, target, env):
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               check=False)
         if done.returncode != 0:
@@ -185,7 +203,7 @@ def test() -> int:
     env = cargo_env(target)
     command = [cargo, "test", "--release", "--locked", "--manifest-path", str(HERE / "Cargo.toml")]
     try:
-        with _crate_turn(cargo, target, env):
+        with crate_turn(cargo, target, env):
             done = subprocess.run(command, env=env, check=False)
             if done.returncode != 0:
                 raise _TestsFailed(done.returncode)  # out of the turn as a failure: no digest is recorded
@@ -195,7 +213,7 @@ def test() -> int:
 
 
 class _TestsFailed(Exception):
-    """``cargo test`` failed with :attr:`status` (raised through :func:`_crate_turn`, so that, as a failed
+    """``cargo test`` failed with :attr:`status` (raised through :func:`crate_turn`, so that, as a failed
     build, it records no digest)."""
 
     def __init__(self, status: int) -> None:

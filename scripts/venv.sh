@@ -28,8 +28,10 @@ for name in ${names[@]+"${names[@]}"}; do
     extras+=("$name")
   fi
 done
-spec="$root"
-if [ "${#extras[@]}" -gt 0 ]; then spec="$root[$(IFS=,; echo "${extras[*]}")]"; fi
+# KAFKA_GROUP_WHEEL: a wheel of the connector built before (scripts/wheel.sh; CI builds one and installs it
+# everywhere) installed instead of building this checkout; the development brokers come from the checkout still.
+spec="${KAFKA_GROUP_WHEEL:-$root}"
+if [ "${#extras[@]}" -gt 0 ]; then spec="$spec[$(IFS=,; echo "${extras[*]}")]"; fi
 source "$root/scripts/installer.sh"  # $install_command, $rebuild_local, install_newest: uv, else pip
 # One install at a time per checkout (CI runs the newest-pyspark tier beside the suite): each builds in the
 # checkout's build/ folders, which the next one removes first. flock holds the lock (-o: the commands it runs

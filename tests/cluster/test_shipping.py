@@ -1,7 +1,8 @@
 """The package arriving on a cluster as a user ships it, with the commands docs/install.md and docs/deploy.md give.
 
-One virtualenv per run (``shipped_env``, under the run's temporary folder): the wheel built from a copy of
-the checkout (``python -m pip wheel --no-deps -w dist .``) installed into a fresh ``python -m venv`` that
+One virtualenv per run (``shipped_env``, under the run's temporary folder): the wheel ``KAFKA_GROUP_WHEEL``
+names (CI's, built once by ``scripts/wheel.sh``), else one built from a copy of the checkout
+(``python -m pip wheel --no-deps -w dist .``), installed into a fresh ``python -m venv`` that
 has no pyspark (the cluster's Spark brings it: ``spark-submit`` puts its ``pyspark.zip`` on the path), then
 packed with ``venv-pack``. Each test submits ``tests/cluster/shipped_job.py`` with the Spark's own
 ``spark-submit`` to the standalone cluster, from an environment without this checkout's paths, so the
@@ -10,6 +11,9 @@ package is found only where the commands put it:
 (a) the wheel installed on every node: ``spark.pyspark.python`` names the virtualenv's interpreter;
 (b) the packed virtualenv shipped with ``--archives env.tar.gz#environment`` and
     ``spark.pyspark.python=./environment/bin/python``: each executor unpacks it in its work folder.
+
+With (a), the executors read with the wheel's compiled read path and the driver loads the wheel's metrics shim
+jar (``test_executors_read_with_the_wheels_compiled_path_and_the_driver_loads_its_shim_jar``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from collections import Counter
 from typing import Any, Dict, List, NamedTuple, Optional
 
@@ -78,10 +83,15 @@ def shipped_env(tmp_path_factory: pytest.TempPathFactory) -> ShippedEnv:
     """The wheel, a fresh virtualenv with it installed, and that virtualenv packed: built once per run."""
     root = tmp_path_factory.mktemp("shipped")
     log = root / "build.log"
-    checkout = root / "checkout"
-    shutil.copytree(REPO, checkout, ignore=_NOT_SOURCES)
-    took = {"wheel": _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", "dist", "."], log, checkout)}
-    [wheel] = (checkout / "dist").glob("pyspark_kafka_group-*.whl")
+    given = os.environ.get("KAFKA_GROUP_WHEEL")
+    took: Dict[str, float] = {}
+    if given:
+        wheel = pathlib.Path(given)
+    else:
+        checkout = root / "checkout"
+        shutil.copytree(REPO, checkout, ignore=_NOT_SOURCES)
+        took["wheel"] = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", "dist", "."], log, checkout)
+        [wheel] = (checkout / "dist").glob("pyspark_kafka_group-*.whl")
     venv = root / "kafka-group"
     took["venv"] = _run([sys.executable, "-m", "venv", str(venv)], log, root)
     took["install"] = _run([str(venv / "bin" / "pip"), "install", str(wheel)],
@@ -95,7 +105,7 @@ def shipped_env(tmp_path_factory: pytest.TempPathFactory) -> ShippedEnv:
 
 
 def _submit(standalone: SparkStandalone, holder: SessionHolder, kafka: Cluster, make_topic: MakeTopic,
-            tmp_path: pathlib.Path, python: str, options: List[str]) -> Dict[str, Any]:
+            tmp_path: pathlib.Path, python: str, options: List[str], read_path: str = "auto") -> Dict[str, Any]:
     """Submit the job with ``options`` and ``PYSPARK_PYTHON=python`` exported; check that it landed every
     record once; return what it reported.
 
@@ -119,7 +129,8 @@ def _submit(standalone: SparkStandalone, holder: SessionHolder, kafka: Cluster, 
           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
           "--conf", "spark.ui.enabled=false", *options,
           str(job), kafka.bootstrap_servers, topic, unique_name("group"), str(table), str(tmp_path / "chk"),
-          str(result)], tmp_path / "submit.log", job.parent, timeout=600, spark_home=spark_home, python=python)
+          str(result), read_path], tmp_path / "submit.log", job.parent, timeout=600, spark_home=spark_home,
+         python=python)
     assert table_offsets(table) == Counter((p, o) for p, n in {0: 120, 1: 80}.items() for o in range(n))
     found: Dict[str, Any] = json.loads(result.read_text())
     assert found["rows"] == 200
@@ -154,3 +165,40 @@ def test_packed_virtualenv_shipped_with_spark_archives_runs_a_query(
         assert interpreter.endswith("environment/bin/python"), found
         assert "/environment/lib/" in origin and origin.startswith(str(standalone.folder)), found
     assert found["driver"][0] == driver_python, found
+
+
+#: The compiled read path and the metrics shim's jar, as the wheel holds them.
+NATIVE_MODULE = "kafka_group/_native.abi3.so"
+SHIPPED_JAR = "pyspark_kafka_group/jvm_shim/kafka-group-shim.jar"
+
+
+def test_executors_read_with_the_wheels_compiled_path_and_the_driver_loads_its_shim_jar(
+    shipped_env: ShippedEnv, standalone: SparkStandalone, cluster_spark_holder: SessionHolder, kafka: Cluster,
+    make_topic: MakeTopic, tmp_path: pathlib.Path,
+) -> None:
+    """The wheel on every node brings the compiled read path and the metrics shim compiled: the query reads with
+    ``read.path=native`` (a task where the module does not load fails), every executor's Python worker reports
+    the wheel's module and the native path for ``auto``, and the driver's JVM runs the shim's listener from the
+    jar installed with the wheel (no javac needed). CI installs a wheel built where no Rust toolchain is
+    reachable from this tier (.ci/run)."""
+    with zipfile.ZipFile(shipped_env.wheel) as whl:
+        names = set(whl.namelist())
+    if NATIVE_MODULE not in names:
+        assert os.environ.get("PYSPARK_KAFKA_GROUP_NATIVE") != "1", f"{shipped_env.wheel.name} has no {NATIVE_MODULE}"
+        pytest.skip(f"{shipped_env.wheel.name} was built without the compiled read path (no Rust toolchain)")
+    assert SHIPPED_JAR in names, sorted(names)
+    python = str(shipped_env.venv / "bin" / "python")
+    [jar] = (shipped_env.venv / "lib").glob(f"python*/site-packages/{SHIPPED_JAR}")
+    found = _submit(standalone, cluster_spark_holder, kafka, make_topic, tmp_path, python,
+                    ["--conf", f"spark.pyspark.python={python}", "--conf", f"spark.pyspark.driver.python={python}",
+                     "--driver-class-path", str(jar),
+                     "--conf", "spark.sql.streaming.streamingQueryListeners=kafkagroup.metrics.KafkaGroupMetricsListener"],
+                    read_path="native")
+    print(f"executors' read paths: {found['executor_read_paths']}; the shim: {found['shim']}")
+    site = str(shipped_env.venv / "lib")
+    assert found["executor_read_paths"], found
+    for interpreter, path, module in found["executor_read_paths"]:
+        assert interpreter == python and path.startswith("native (kafka_group._native"), found
+        assert module.startswith(site) and module.endswith("_native.abi3.so"), found
+    assert found["shim"] is not None and found["shim"]["registered"] == "True", found
+    assert pathlib.Path(found["shim"]["jar"]).resolve() == jar.resolve(), found

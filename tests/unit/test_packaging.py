@@ -45,10 +45,11 @@ def _build_wheel(project: pathlib.Path, out: pathlib.Path) -> zipfile.ZipFile:
         pytest.fail("the 'wheel' package is missing: install the test extra (pip install '.[test]')")
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
-         "-q", "-w", str(out), str(project)],
+         "-v", "-w", str(out), str(project)],
         capture_output=True, text=True,
     )
     assert result.returncode == 0, f"building {project.name}'s wheel failed:\n{result.stdout}\n{result.stderr}"
+    (out.parent / f"{out.name}.log").write_text(result.stdout + result.stderr)  # the build's output, beside the folder
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1, wheels
     return zipfile.ZipFile(wheels[0])
@@ -107,6 +108,17 @@ def test_the_connector_wheel_ships_the_shims_main_java_sources_and_their_jar_onl
     assert shipped == main_java | {SHIPPED_JAR}  # no test sources, no pom.xml
 
 
+def test_the_shipped_jar_is_compiled_against_the_spark_jars_maven_resolves(connector_wheel_dir: pathlib.Path) -> None:
+    """A build environment has no pyspark (an isolated build, CI's scripts/wheel.sh): the build resolves Spark's
+    jars with Maven from jvm-shim/pom.xml and compiles the shim against them, so every wheel built where a JDK
+    and Maven are carries the jar."""
+    if shutil.which("mvn") is None:
+        pytest.skip("no Maven here: the build compiles the shim against a Spark at hand")
+    log = (connector_wheel_dir.parent / f"{connector_wheel_dir.name}.log").read_text()
+    assert "kafka-group metrics shim: resolving Spark's jars with Maven (jvm-shim/pom.xml)" in log, log[-3000:]
+    assert "building without the compiled kafka-group metrics shim" not in log
+
+
 def test_the_shipped_jar_holds_a_class_for_every_main_source(connector_wheel_dir: pathlib.Path,
                                                              tmp_path: pathlib.Path) -> None:
     [wheel] = connector_wheel_dir.glob("*.whl")
@@ -162,7 +174,39 @@ def test_the_connector_wheel_carries_the_compiled_read_path(connector_wheel_dir:
         pytest.skip("no Rust toolchain here: the wheel is pure Python (the next test)")
     assert NATIVE_MODULE in connector_wheel
     [wheel] = connector_wheel_dir.glob("*.whl")
-    assert not wheel.name.endswith("-none-any.whl"), wheel.name  # a platform wheel: it holds a compiled module
+    # abi3: one wheel for every CPython from 3.10 (pyo3's abi3-py310); the platform is this machine's (a
+    # manylinux tag is scripts/wheel.sh's, after auditwheel checked the module)
+    assert f"-cp310-abi3-{sysconfig.get_platform().replace('-', '_')}.whl" in wheel.name, wheel.name
+
+
+def test_a_fresh_copy_of_the_same_native_sources_builds_its_wheel_without_cargo(
+    connector_wheel_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """CI builds the wheel on every run from a fresh clone, whose files are newer than cargo's record of them: the
+    module built before from the same native/ sources and toolchain is reused (setup.py's cache in ~/.cache), and
+    cargo is not run."""
+    if _find_cargo() is None:
+        pytest.skip("no Rust toolchain here: the wheel is pure Python")
+    project = tmp_path / "repo"
+    shutil.copytree(ROOT, project, ignore=_NOT_SOURCES)
+    with _build_wheel(project, tmp_path / "wheel") as whl:
+        assert NATIVE_MODULE in whl.namelist()
+    log = (tmp_path / "wheel.log").read_text()
+    assert "kafka_group._native: the module built before from these sources" in log, log[-3000:]
+    assert "building with cargo" not in log
+
+
+def test_reading_setup_py_leaves_the_process_environment_as_it_was() -> None:
+    """Tools read setup.py in their own process (``run_setup``, as tests/unit/test_dependency_bounds.py does):
+    the native build's environment (CARGO, PATH, the target folder) is set when the build runs, never when setup.py
+    is read, or a later build in that process finds the cargo it named."""
+    from distutils.core import run_setup
+
+    before = dict(os.environ)
+    run_setup(str(ROOT / "setup.py"), stop_after="init")
+    changed = {k: v for k, v in os.environ.items() if before.get(k) != v and k != "PLAT"}  # PLAT: distutils' own
+    assert changed == {}
+    assert set(before) - set(os.environ) == set()
 
 
 def test_a_wheel_built_without_a_rust_toolchain_is_pure_python_and_says_so(tmp_path: pathlib.Path) -> None:
@@ -388,6 +432,14 @@ def test_the_built_wheel_runs_in_a_fresh_virtualenv_without_the_source_tree(
     assert jar.returncode == 0, jar.stderr
     assert jar.stdout.strip().endswith(SHIPPED_JAR), jar.stdout
     assert pathlib.Path(jar.stdout.strip()).is_relative_to((tmp_path / "venv").resolve()), jar.stdout
+    with zipfile.ZipFile(wheel) as whl:
+        holds_native = NATIVE_MODULE in whl.namelist()
+    if holds_native:
+        # The compiled read path loads from the install where no Rust toolchain is (none on PATH, an empty HOME)
+        no_rust = {**jre_only, "HOME": str(tmp_path / "home-without-rust"), "CARGO_HOME": str(tmp_path / "no-cargo")}
+        native = subprocess.run([str(python), "-c", "from kafka_group.read.read_path import describe\n"
+                                 "print(describe({}))"], capture_output=True, text=True, cwd=elsewhere, env=no_rust)
+        assert native.returncode == 0 and native.stdout.startswith("native (kafka_group._native"), native
     tool = subprocess.run([str(python), "-m", "kafka_group.offsets_tool", "--help"], capture_output=True,
                           text=True, cwd=elsewhere, env=_clean_env())
     assert tool.returncode == 0 and "usage" in tool.stdout.lower(), tool.stderr
