@@ -54,7 +54,7 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["percentile", "summarize", "commit_versions", "record_latencies", "check_exactly_once",
            "batch_phases", "main"]
@@ -64,7 +64,8 @@ RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"
 #: The durationMs keys of StreamingQueryProgress, in the order a micro-batch runs them.
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets",
           "triggerExecution")
-CONTENDERS = {"kg": "kafka-group + DeltaSink", "s2": "(S2) format(kafka) + delta-spark txnAppId"}
+CONTENDERS = {"kg": "kafka-group + DeltaSink", "kg-keep": "kafka-group + DeltaSink, table kept (bench patch)",
+              "s2": "(S2) format(kafka) + delta-spark txnAppId"}
 
 
 # -- pure parts (unit-tested: tests/unit/test_bench_latency.py) ----------------------------------------------
@@ -321,7 +322,9 @@ def stage_times(spark: Any, window: Tuple[float, float], cores: int) -> Dict[str
     and of the rest (wall minus the tasks' time spread over ``cores``: scheduling, task launch, results)."""
     store = spark.sparkContext._jsc.sc().statusStore()
     walls, runs, deserialize, rest, tasks = [], [], [], [], []
-    for stage in store.stageList(None):
+    # stageList's Scala default arguments, which py4j does not fill in; the answer is a Scala Seq
+    stages = store.stageList(None, *(getattr(store, f"stageList$default${i}")() for i in range(2, 6)))
+    for stage in (stages.apply(i) for i in range(stages.size())):
         submitted, completed = stage.submissionTime(), stage.completionTime()
         if not (submitted.isDefined() and completed.isDefined()):
             continue
@@ -341,6 +344,30 @@ def stage_times(spark: Any, window: Tuple[float, float], cores: int) -> Dict[str
         out[label] = {"median": percentile(ordered, 50), "p90": percentile(ordered, 90)}
     out["stages"] = {"median": float(len(walls)), "p90": float(len(walls))}
     return out
+
+
+@contextlib.contextmanager
+def kept_offset_stores() -> Iterator[None]:
+    """While open, DeltaSink keeps one offsets store per table, group and storage options from batch to batch
+    instead of opening the table again at every batch (a candidate cut, measured as contender ``kg-keep``:
+    each batch's ``check`` still brings the kept table up to its latest version, incrementally). A patch of
+    this process's ``pyspark_kafka_group.delta_sink`` module, not a change of the connector."""
+    from pyspark_kafka_group import delta_sink
+
+    original = getattr(delta_sink, "DeltaOffsetStore")
+    kept: Dict[Tuple[str, str, Tuple[Tuple[str, str], ...]], Any] = {}
+
+    def store(path: str, group: str, options: Optional[Mapping[str, str]] = None) -> Any:
+        key = (path, group, tuple(sorted((options or {}).items())))
+        if key not in kept:
+            kept[key] = original(path, group, options)
+        return kept[key]
+
+    setattr(delta_sink, "DeltaOffsetStore", store)
+    try:
+        yield
+    finally:
+        setattr(delta_sink, "DeltaOffsetStore", original)
 
 
 def _spark(cores: int) -> Any:
@@ -382,7 +409,7 @@ def _query(spark: Any, contender: str, servers: str, topic: str, table: str, che
     from bench.spark_runs import DeltaSparkIdempotentWrite
     from pyspark_kafka_group import DeltaSink, cluster_options
 
-    if contender == "kg":
+    if contender.startswith("kg"):
         reader = (spark.readStream.format("kafka-group").option("kafka.group.id", f"latency-{uuid.uuid4().hex[:8]}")
                   .option("kafka.session.timeout.ms", "6000").option("offsets.table", table)
                   .options(**cluster_options(spark)))
@@ -439,12 +466,13 @@ def run_one(spark: Any, cluster: Any, contender: str, rate: int, args: argparse.
     table, checkpoint = os.path.join(workdir, name, "table"), os.path.join(workdir, name, "checkpoint")
     total_s = args.ramp + args.seconds + args.tail
     load_start = os.getloadavg()
-    timer = SinkPhases() if contender == "kg" else None
+    timer = SinkPhases() if contender.startswith("kg") else None
     query = None
     producer: Optional["subprocess.Popen[str]"] = None
     pids = list(getattr(cluster, "pids", []))
     try:
-        with (timer if timer is not None else contextlib.nullcontext()), CpuSampler(pids) as cpu:
+        with (timer if timer is not None else contextlib.nullcontext()), CpuSampler(pids) as cpu, \
+                (kept_offset_stores() if contender == "kg-keep" else contextlib.nullcontext()):
             # The query's start (the group's join, the first, empty batch) before the first record: the ramp-up
             # then holds only the first batches with rows (task and worker start), not the query's start.
             query = _query(spark, contender, servers, topic, table, checkpoint, extra)
@@ -570,7 +598,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rates", default="1000,10000,50000", help="records per second, comma-separated")
-    parser.add_argument("--contenders", default="kg,s2", help="kg (kafka-group + DeltaSink), s2, or both")
+    parser.add_argument("--contenders", default="kg,s2",
+                        help="comma-separated, in this order at each rate: kg (kafka-group + DeltaSink), kg-keep (the "
+                        "same with its offsets store kept from batch to batch: kept_offset_stores), s2")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=60.0, help="the steady window measured")
@@ -616,7 +646,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             + (f"; kafka-group options {kg_extra}" if kg_extra else ""))
         for rate in rates:
             for contender in contenders:
-                o = run_one(spark, cluster, contender, rate, args, workdir, kg_extra if contender == "kg" else {})
+                o = run_one(spark, cluster, contender, rate, args, workdir,
+                            kg_extra if contender.startswith("kg") else {})
                 outcomes.append(o)
                 lat = o.latency
                 say(f"{rate:,} records/s, {CONTENDERS[contender]}: median {_format_ms(lat['median'])} ms, p90 "
@@ -642,6 +673,17 @@ def main(argv: Optional[List[str]] = None) -> int:
             say()
             for line in sink:
                 say(line)
+        say()
+        for rate in rates:
+            by = {o.contender: o for o in outcomes if o.rate == rate}
+            if "kg" in by and "kg-keep" in by:
+                old, new = by["kg"], by["kg-keep"]
+                say(f"before/after at {rate:,} records/s, {CONTENDERS['kg-keep']} / {CONTENDERS['kg']}: "
+                    + ", ".join(f"{k} {new.latency[k]:,.0f} / {old.latency[k]:,.0f} ms = "
+                                f"{new.latency[k] / old.latency[k]:.2f}x" for k in ("median", "p99", "max"))
+                    + f"; addBatch median {new.phases['addBatch']['median']:,.0f} / "
+                    f"{old.phases['addBatch']['median']:,.0f} ms, triggerExecution median "
+                    f"{new.phases['triggerExecution']['median']:,.0f} / {old.phases['triggerExecution']['median']:,.0f} ms")
         say()
         say("The window's Spark stages (the status store's), ms, median (p90):")
         say()
