@@ -8,8 +8,9 @@ Run from the repository root (the package and the development brokers installed,
     python -m bench.kdi_per_core --build-kdi         # first build kafka-delta-ingest (cargo, about 30 minutes)
 
 kafka-delta-ingest (delta-io's Rust daemon, https://github.com/delta-io/kafka-delta-ingest) is taken at the
-pinned commit :data:`KDI_COMMIT`, built with its own ``Cargo.toml`` (crates from crates.io, the ``azure``
-feature, which it needs to compile; local tables need no object store) into
+pinned commit :data:`KDI_COMMIT`, built with its own ``Cargo.toml`` and the crate versions pinned in
+``bench/kdi/Cargo.lock`` (crates from crates.io; the ``azure`` feature, without which it does not compile;
+local tables need no object store) into
 ``~/.cache/pyspark-kafka-group/kdi/<commit>/``, once: ``--build-kdi`` clones it there with git and runs
 ``cargo build --release`` under ``nice``; without it, a missing binary skips that contender.
 
@@ -53,6 +54,9 @@ __all__ = ["KDI_COMMIT", "kdi_binary", "main"]
 KDI_COMMIT = "c6d42def1f65badaac417203591d2d47daf5f0d8"
 KDI_REPO = "https://github.com/delta-io/kafka-delta-ingest"
 SCHEMA = "id long, name string, amount double, note string"
+#: The crate versions its build resolved (rdkafka 0.37.0 with librdkafka 2.12.1, deltalake-core 0.26.2, arrow 55.0.0,
+#: datafusion 47.0.0), copied into its source before ``cargo build --locked``.
+LOCK_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kdi", "Cargo.lock")
 
 
 def kdi_folder(commit: str = KDI_COMMIT) -> str:
@@ -75,9 +79,11 @@ def build_kdi(commit: str = KDI_COMMIT) -> str:
     if not os.path.isdir(source):
         subprocess.run(["git", "clone", "--quiet", KDI_REPO, source], check=True)
         subprocess.run(["git", "-C", source, "checkout", "--quiet", commit], check=True)
+    # its repository has no Cargo.lock: the crates this benchmark resolved and built (December 2026) are pinned
+    shutil.copyfile(LOCK_FILE, os.path.join(source, "Cargo.lock"))
     env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(folder, "target"), CARGO_PROFILE_RELEASE_LTO="thin")
     with open(os.path.join(folder, "build.log"), "ab") as log:
-        subprocess.run(["nice", "-n", "15", "cargo", "build", "--release", "--features", "azure",
+        subprocess.run(["nice", "-n", "15", "cargo", "build", "--release", "--locked", "--features", "azure",
                         "--bin", "kafka-delta-ingest"], cwd=source, env=env, stdout=log, stderr=log, check=True)
     return kdi_binary(commit)
 
