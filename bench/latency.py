@@ -284,8 +284,8 @@ class SinkPhases:
         setattr(owner, name, timed)
 
     def __enter__(self) -> "SinkPhases":
-        from kafka_group.delta.delta_offsets import DeltaOffsetStore
-        from pyspark_kafka_group import delta_sink
+        from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+        from pyspark_kafka_group.sink import delta_sink
 
         self._wrap(delta_sink.DeltaSink, "__call__", "sink total", whole=True)
         self._wrap(delta_sink.DeltaSink, "_read_offsets_file", "read plan (checkpoint)")
@@ -351,8 +351,8 @@ def kept_offset_stores() -> Iterator[None]:
     """While open, DeltaSink keeps one offsets store per table, group and storage options from batch to batch
     instead of opening the table again at every batch (a candidate cut, measured as contender ``kg-keep``:
     each batch's ``check`` still brings the kept table up to its latest version, incrementally). A patch of
-    this process's ``pyspark_kafka_group.delta_sink`` module, not a change of the connector."""
-    from pyspark_kafka_group import delta_sink
+    this process's ``pyspark_kafka_group.sink.delta_sink`` module, not a change of the connector."""
+    from pyspark_kafka_group.sink import delta_sink
 
     original = getattr(delta_sink, "DeltaOffsetStore")
     kept: Dict[Tuple[str, str, Tuple[Tuple[str, str], ...]], Any] = {}
