@@ -189,6 +189,15 @@ def _native_setup() -> Dict[str, Any]:
     cargo = native_build.find_cargo()
     if cargo is None:
         return _no_native("no Rust toolchain ('cargo' on PATH, $CARGO or ~/.cargo/bin/cargo)")
+    # A cargo that is there but does not run (rustup's proxy without a toolchain installed) is no toolchain
+    # either: found here, it gets the same choice as none, not a setuptools-rust error without the way out.
+    try:
+        answer = subprocess.run([cargo, "--version"], capture_output=True, text=True, timeout=120, check=False)
+        problem = "" if answer.returncode == 0 else (answer.stderr.strip().splitlines() or ["no output"])[-1]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        problem = str(exc)
+    if problem:
+        return _no_native(f"{cargo} does not run ({problem})")
     try:
         from setuptools_rust import Binding, RustExtension, build_rust
     except ImportError:
@@ -222,15 +231,19 @@ def _native_setup() -> Dict[str, Any]:
 
         def run_for_extension(self, ext: Any) -> None:
             dest = pathlib.Path(self.get_dylib_ext_path(ext, ext.name))
+            # What the tools say of themselves, for the cache's key: rustc -vV names the host triple too.
             toolchain = subprocess.run([cargo, "--version"], capture_output=True, text=True, check=False).stdout
             rustc = pathlib.Path(cargo).with_name("rustc")
             if rustc.is_file():
-                toolchain += subprocess.run([str(rustc), "-V"], capture_output=True, text=True, check=False).stdout
+                toolchain += subprocess.run([str(rustc), "-vV"], capture_output=True, text=True, check=False).stdout
             if glibc:
-                toolchain += f"glibc {glibc} " + subprocess.run(["cargo-zigbuild", "--version"], capture_output=True,
-                                                                text=True, check=False).stdout
-            cached = native_build.module_cache_dir() / native_build.module_key(toolchain) / dest.name
-            if cached.is_file():
+                zig = os.environ.get("CARGO_ZIGBUILD_ZIG_PATH") or shutil.which("zig") or "zig"
+                toolchain += f"glibc {glibc} " + "".join(
+                    subprocess.run(command, capture_output=True, text=True, check=False).stdout
+                    for command in (["cargo-zigbuild", "--version"], [zig, "version"]))
+            cache, key = native_build.module_cache_dir(), native_build.module_key(toolchain)
+            cached = native_build.cached_module(cache, key, dest.name)
+            if cached is not None:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(cached, dest)
                 sys.stderr.write(f"kafka_group._native: the module built before from these sources ({cached})\n")
@@ -244,10 +257,10 @@ def _native_setup() -> Dict[str, Any]:
             except (Exception, SystemExit) as exc:  # setuptools-rust's CompileError, ExecError, a failed clean
                 raise SystemExit(f"the kafka-group compiled read path did not build: {exc}\n"
                                  f"{NATIVE_ENV}=0 builds the pure-Python wheel (py3-none-any) instead") from exc
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            staged = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
-            shutil.copyfile(dest, staged)
-            os.replace(staged, cached)
+            try:
+                native_build.store_module(cache, key, dest)
+            except OSError as exc:  # the cache is only a shortcut: the wheel has its module
+                log.warning("kafka_group._native: the built module was not kept for later builds: %s", exc)
             sys.stderr.write(f"kafka_group._native: built in {time.monotonic() - started:.0f} s\n")
 
     return {

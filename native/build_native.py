@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 HERE = pathlib.Path(__file__).resolve().parent
 #: The module's file name inside the ``kafka_group`` package (abi3: one build serves every CPython >= 3.10).
@@ -61,17 +61,119 @@ def target_dir() -> pathlib.Path:
 
 
 def module_cache_dir() -> pathlib.Path:
-    """Where built modules are kept by :func:`module_key` (``~/.cache/pyspark-kafka-group/native-modules``): a
-    wheel's build whose crate and toolchain were built before copies the module from there and runs no cargo.
-    A fresh clone's sources are newer than cargo's record of them, so cargo would recompile the crate (a
-    minute of CPU, more on a busy machine) though nothing in it changed; CI builds a wheel on every run."""
-    return pathlib.Path.home() / ".cache" / "pyspark-kafka-group" / "native-modules"
+    """Where built modules are kept by :func:`module_key` (``$XDG_CACHE_HOME``, else ``~/.cache``, then
+    ``pyspark-kafka-group/native-modules``): a wheel's build whose crate and toolchain were built before copies the
+    module from there and runs no cargo. A fresh clone's sources are newer than cargo's record of them, so cargo
+    would recompile the crate (a minute of CPU, more on a busy machine) though nothing in it changed; CI builds a
+    wheel on every run. Only :func:`cached_module` reads it, which trusts nothing another user could have put
+    there."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(base) / "pyspark-kafka-group" / "native-modules"
 
 
-def module_key(toolchain: str) -> str:
-    """The name a built module is kept under: :func:`crate_digest` of this crate and ``toolchain`` (what else
-    decides the module: rustc's version, the glibc linked against)."""
-    return hashlib.sha256(f"{crate_digest(HERE)}\n{toolchain}".encode()).hexdigest()[:32]
+#: Environment variables that change what cargo and the C builds of the crate's dependencies produce.
+_BUILD_ENV_PREFIXES = ("RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "RUSTC", "CARGO_PROFILE_", "CARGO_BUILD_",
+                       "CARGO_TARGET_", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "CPPFLAGS", "AR",
+                       "OPENSSL_", "PYSPARK_KAFKA_GROUP_GLIBC", "CARGO_ZIGBUILD_")
+#: Files of ``native/`` besides the crate that decide how the module is linked (a glibc target's build).
+_LINK_FILES = ("zig-cc", "zigbuild-cargo")
+
+
+def module_key(toolchain: str, crate: pathlib.Path = HERE, env: Optional[Dict[str, str]] = None) -> str:
+    """The name a built module is kept under: a digest of everything that decides the module. The crate's sources
+    (:func:`crate_digest`), the link scripts of a glibc target (``zig-cc``, ``zigbuild-cargo``), ``toolchain``
+    (what the caller read of its tools: ``cargo --version``, ``rustc -vV`` with the host triple, zig's version),
+    the machine and its C library, and the build's environment variables that change compiler or linker flags
+    (``env``, this process's by default; CARGO_TARGET_DIR, a folder, is left out: it moves no byte of the module).
+    A change of any of them builds anew instead of reusing a module built otherwise."""
+    import platform
+
+    environment = os.environ if env is None else env
+    digest = hashlib.sha256()
+    digest.update(crate_digest(crate).encode() + b"\n" + toolchain.encode() + b"\n")
+    digest.update(f"{platform.machine()} {platform.libc_ver()}\n".encode())
+    for name in _LINK_FILES:
+        path = crate / name
+        digest.update(name.encode() + b":" + (path.read_bytes() if path.is_file() else b"-") + b"\n")
+    for name in sorted(environment):
+        if name.startswith(_BUILD_ENV_PREFIXES) and name != "CARGO_TARGET_DIR":
+            digest.update(f"{name}={environment[name]}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def _private(path: pathlib.Path, directory: bool) -> bool:
+    """Whether ``path`` is this user's own and only theirs to change: not a symbolic link, of the right kind,
+    owned by this process's user, writable by neither group nor others."""
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
+    return kind and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _sha256_of(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cached_module(cache: pathlib.Path, key: str, name: str) -> Optional[pathlib.Path]:
+    """The module kept under ``key``, or None when there is none this build may trust.
+
+    A module in the cache is copied into a wheel and runs on import on every executor, so one is used only if
+    the cache folder, its entry and the file are this user's own and nobody else's to write (no symbolic link,
+    not group- or world-writable: another local user, or a cache restored from elsewhere with other owners,
+    cannot plant one), and the file's SHA-256 is the one recorded when it was stored (a copy cut short or changed
+    since is not used). Anything else is a miss, and the module is built again."""
+    entry = cache / key
+    module, recorded = entry / name, entry / (name + ".sha256")
+    if not all(_private(folder, True) for folder in (cache, entry)):
+        return None
+    if not (_private(module, False) and _private(recorded, False)):
+        return None
+    if recorded.read_text(encoding="ascii", errors="replace").strip() != _sha256_of(module):
+        return None
+    return module
+
+
+def store_module(cache: pathlib.Path, key: str, built: pathlib.Path) -> pathlib.Path:
+    """Keep ``built`` under ``key`` for :func:`cached_module`: folders made private to this user (0700), the file
+    and its SHA-256 each written to a fresh temporary name in the entry and renamed into place. Returns the
+    kept file. A cache folder not private to this user is left as it is and nothing is kept there."""
+    import tempfile
+
+    entry = cache / key
+    for folder in (cache, entry):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not all(_private(folder, True) for folder in (cache, entry)):
+        raise OSError(f"the module cache {entry} is not private to this user: not used")
+    target = entry / built.name
+
+    def put(final: pathlib.Path, write: Callable[[int], None]) -> None:
+        handle, staged = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=entry)
+        try:
+            write(handle)
+            os.close(handle)
+            handle = -1
+            os.replace(staged, final)
+        except BaseException:
+            if handle >= 0:
+                os.close(handle)
+            pathlib.Path(staged).unlink(missing_ok=True)
+            raise
+
+    def copy(handle: int) -> None:
+        with open(built, "rb") as source, os.fdopen(os.dup(handle), "wb") as out:
+            shutil.copyfileobj(source, out)
+
+    put(target, copy)
+    put(entry / (built.name + ".sha256"), lambda handle: os.write(handle, _sha256_of(target).encode("ascii")))
+    return target
 
 
 def cargo_env(target: pathlib.Path, python: str = sys.executable) -> Dict[str, str]:
