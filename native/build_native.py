@@ -154,25 +154,19 @@ def store_module(cache: pathlib.Path, key: str, built: pathlib.Path) -> pathlib.
         raise OSError(f"the module cache {entry} is not private to this user: not used")
     target = entry / built.name
 
-    def put(final: pathlib.Path, write: Callable[[int], None]) -> None:
+    def put(final: pathlib.Path, fill: Callable[[pathlib.Path], object]) -> None:
+        # mkstemp's name is new and its file 0600, in a folder only this user may write: filled by name, renamed.
         handle, staged = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=entry)
+        os.close(handle)
         try:
-            write(handle)
-            os.close(handle)
-            handle = -1
+            fill(pathlib.Path(staged))
             os.replace(staged, final)
         except BaseException:
-            if handle >= 0:
-                os.close(handle)
             pathlib.Path(staged).unlink(missing_ok=True)
             raise
 
-    def copy(handle: int) -> None:
-        with open(built, "rb") as source, os.fdopen(os.dup(handle), "wb") as out:
-            shutil.copyfileobj(source, out)
-
-    put(target, copy)
-    put(entry / (built.name + ".sha256"), lambda handle: os.write(handle, _sha256_of(target).encode("ascii")))
+    put(target, lambda staged: shutil.copyfile(built, staged))
+    put(entry / (built.name + ".sha256"), lambda staged: staged.write_text(_sha256_of(target), encoding="ascii"))
     return target
 
 
