@@ -322,7 +322,7 @@ CLAIMS: Tuple[Claim, ...] = (
         _PARITY + "test_max_offsets_per_trigger_even_backlog", _PARITY + "test_fail_on_data_loss[true]",
         _PARITY + "test_fail_on_data_loss[false]")),
     # exactly-once.md
-    Claim("exactly-once.md", "Tested here with delta-rs on local disk (and on an S3 server, below)", (
+    Claim("exactly-once.md", "Tested with delta-rs on local disk (and on an S3 server, below)", (
         _I + "test_exactly_once_delta.py::test_batches_land_once_and_kafka_offsets_follow_the_table",
         _DELTA_SPARK + "test_delta_spark_reads_the_sinks_tables_and_history",
         _DELTA_SPARK + "test_optimize_and_vacuum_by_delta_spark_keep_every_record_once_and_the_fencing",
