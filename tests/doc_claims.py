@@ -387,14 +387,14 @@ CLAIMS: Tuple[Claim, ...] = (
     Claim("how-it-works.md", "does not cost the query its membership (tested", (
         _I + "test_group_lifecycle.py::test_batch_slower_than_max_poll_interval_keeps_membership",)),
     # install.md
-    Claim("install.md", "| where | how | tested here |", (
+    Claim("install.md", "| where | how | tested by CI |", (
         _I + "test_examples.py::test_tour_notebook_runs_headless_and_lands_exactly_once",
         _C + "test_standalone_cluster.py::test_two_queries_of_one_group_land_exactly_once",
         _C + "test_shipping.py::test_wheel_installed_on_every_node_runs_a_query")),
     Claim("install.md", "The tested\n  commands are", (
         _C + "test_shipping.py::test_wheel_installed_on_every_node_runs_a_query",
         _C + "test_shipping.py::test_packed_virtualenv_shipped_with_spark_archives_runs_a_query")),
-    Claim("install.md", "| tested here | not tested here |", (
+    Claim("install.md", "| tested (CI, `.ci/run`) | not tested |", (
         _C + "test_standalone_cluster.py::test_two_queries_of_one_group_land_exactly_once",
         _DELTA_SPARK + "test_delta_spark_reads_the_sinks_tables_and_history",
         _U + "test_packaging.py::test_the_connector_wheel_holds_both_packages_with_their_type_markers")),
@@ -479,7 +479,7 @@ CLAIMS: Tuple[Claim, ...] = (
         _SECURED + "test_a_password_from_a_config_provider_reads_with_both_sources",
         _U + "test_config_providers.py::test_several_references_and_any_provider_name")),
     # spark-connect.md
-    Claim("spark-connect.md", "Tested here (`tests/integration/test_spark_connect.py`) with two", (
+    Claim("spark-connect.md", "Tested (`tests/integration/test_spark_connect.py`) with two", (
         _I + "test_spark_connect.py::test_two_connect_clusters_share_a_group_and_take_over",
         _I + "test_spark_connect.py::test_pause_and_resume_over_connect",
         _I + "test_spark_connect.py::test_delta_sink_lands_every_record_once_over_connect")),
