@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         The parser.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_group_devbroker",
+        prog=_program_name(sys.argv[0] if sys.argv else ""),
         description="Run a development Kafka cluster on 127.0.0.1 until Ctrl-C.",
     )
     parser.add_argument(
@@ -64,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_cluster_arguments(parser)
     return parser
+
+
+def _program_name(argv0: str) -> str:
+    """What the user typed: the console script ``kafka-group-broker``, else ``python -m kafka_group_devbroker``
+    (argparse's own guess for ``-m`` is ``__main__.py`` on Python 3.11)."""
+    script = os.path.basename(argv0)
+    return script if script.startswith("kafka-group-broker") else "python -m kafka_group_devbroker"
 
 
 def _security_modes(spec: str) -> list[str]:
