@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the docs site (MkDocs, strict: a broken link or anchor, or a generated page that differs
-# from the code, fails) into site/ or the folder given. Installs docs/requirements.txt (pinned
-# MkDocs and its theme; not requirements of the package) into the virtualenv of scripts/venv.sh.
+# from the code, fails) into site/ or the folder given; the API reference (docs/api/) is rendered from the
+# docstrings by mkdocstrings. Installs docs/requirements.txt (pinned MkDocs, its theme and mkdocstrings; not
+# requirements of the package) into the virtualenv of scripts/venv.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${KAFKA_GROUP_VENV:-$PWD/.venv}"

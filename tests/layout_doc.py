@@ -41,7 +41,7 @@ TOP_LEVEL: Dict[str, str] = {
                  "[devbroker/README.md](devbroker/README.md)): Apache Kafka launcher (KRaft), librdkafka mock "
                  "cluster host, Maven jar fetcher, the `kafka-group-broker` command. Not in the connector's wheel",
     "docs": "the user documentation (a MkDocs site: `mkdocs.yml`, `bash scripts/docs.sh`); `docs/options.md` is "
-            "generated from the option catalog",
+            "generated from the option catalog, `docs/api/` (the API reference) from the docstrings by mkdocstrings",
     "examples": "the demo (`demo.py`, with `demo_support.py`: two members of one group, a SIGKILL, a restart and "
                 "a clean stop), the main job it runs as each member (`orders_to_delta.py`), a notebook tour "
                 "(`kafka_group_tour.ipynb`: Delta, pause/resume, a second query and its rebalance, lag plot; "
