@@ -341,7 +341,7 @@ CLAIMS: Tuple[Claim, ...] = (
         _U + "test_keyed_own_merge.py::test_a_lost_race_commits_nothing_and_leaves_no_file",
         _I + "test_cdc_deletion_vectors.py::test_scd1_into_a_deletion_vector_table_equals_delta_rs_and_the_oracle",
         _I + "test_cdc_deletion_vectors.py::test_killed_before_the_own_merge_commits_into_a_column_mapped_table_lands_each_change_once")),
-    Claim("exactly-once.md", "- Tested here: delta-rs (`deltalake` 1.6) commits on local disk", (
+    Claim("exactly-once.md", "- Tested: delta-rs (`deltalake` 1.6) commits on local disk", (
         _I + "test_exactly_once_delta.py::test_batches_land_once_and_kafka_offsets_follow_the_table",)),
     Claim("exactly-once.md", "member advanced a partition, two writers creating the table at once) and crash", (
         _I + "test_exactly_once_delta.py::test_writers_of_one_partition_conflict_and_of_different_partitions_both_land",
