@@ -1,0 +1,205 @@
+"""The sink's compaction of a table right after its own data commit: plan, rewrite, commit, retry, give up.
+
+:func:`auto_compact` runs on the driver inside ``foreachBatch``, after the batch's data and offsets
+committed and before ``foreachBatch`` returns, so the sink's next batch never races it. It:
+
+1. loads the table's newest version and its settings (:func:`~.bins.settings_of`): off by
+   ``delta.autoOptimize.autoCompact=false``, else target, small-file size and threshold;
+2. lists the live files (delta-rs ``get_add_actions``) and plans the bins (:func:`~.bins.plan_bins`);
+3. rewrites them, one bin at a time on the driver, by one of two engines:
+
+   - **delta-rs** ``optimize.compact`` (one commit per partition that reached the threshold,
+     ``max_concurrent_tasks=1``: one bin in memory at a time, DataFusion spilling beyond its pool)
+     for tables whose features it handles (:data:`DELTA_RS_FEATURES`): the commit is delta-rs's,
+     conditional on the version, rebased by its conflict checker over concurrent appends;
+   - the connector's own rewrite (:func:`~.rewrite.rewrite_bin`) for tables with column mapping,
+     deletion vectors (applied: the deleted rows are not written), in-commit timestamps, domain
+     metadata, clustering, type widening, v2 checkpoints (local file systems and S3: the
+     put-if-absent commit);
+
+   row tracking is skipped (logged once per table): its rewrite must keep row ids;
+4. a commit lost to a concurrent writer is planned again on the new version, at most
+   :data:`ATTEMPTS` times; then, or on any error, compaction is given up for this batch and logged:
+   it is optional, the batch's commit is not. The next batch tries again.
+
+Every compaction commit has ``dataChange=false`` on its adds and removes and no ``txn``: no offset
+moves, and streaming readers of the table (``readStream`` on Delta) skip it.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from kafka_group.delta.compaction.bins import Bin, CompactionSettings, FileEntry, plan_bins, settings_of
+from kafka_group.delta.log.actions import protocol_refusal
+from kafka_group.delta.log.commit import own_commit_refusal
+
+__all__ = ["ATTEMPTS", "DELTA_RS_FEATURES", "CompactionOutcome", "auto_compact", "engine_for", "file_entries"]
+
+logger = logging.getLogger(__name__)
+
+#: Plans of one batch's compaction: a commit lost to another writer is planned again this many times in all.
+ATTEMPTS = 3
+#: Table features under which delta-rs 1.6.6's ``optimize.compact`` commits correctly (measured: it refuses
+#: ``columnMapping`` and the writer features it cannot commit to, and cannot read deletion vectors).
+DELTA_RS_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
+                               "timestampNtz"})
+#: Tables whose skip was logged already (one warning per table and process).
+_warned: Set[str] = set()
+
+
+@dataclass
+class CompactionOutcome:
+    """What one run of :func:`auto_compact` did."""
+
+    engine: str = ""
+    """``delta-rs``, ``own``, or empty when nothing was rewritten."""
+    versions: List[int] = field(default_factory=list)
+    """The compaction commits made."""
+    files_removed: int = 0
+    files_added: int = 0
+    skipped: Optional[str] = None
+    """Why nothing (more) was done, when something stopped it."""
+
+
+def engine_for(reader_features: Sequence[str], writer_features: Sequence[str], min_reader: int, min_writer: int,
+               table_path: str) -> Tuple[str, Optional[str]]:
+    """The engine that compacts a table with this protocol (``delta-rs`` or ``own``), or ``("", why not)``."""
+    features = set(reader_features) | set(writer_features)
+    if "rowTracking" in features:
+        return "", ("row tracking: a rewrite must keep each row's id and commit version (materialized columns), "
+                    "which the sink's compaction does not write; run OPTIMIZE with delta-spark")
+    if features <= DELTA_RS_FEATURES and min_reader <= 1 and min_writer <= 7:
+        return "delta-rs", None
+    why = protocol_refusal(min_reader, min_writer, reader_features, writer_features) or own_commit_refusal(table_path)
+    return ("", why) if why is not None else ("own", None)
+
+
+def file_entries(table: Any) -> List[FileEntry]:
+    """The live files of ``table`` (a delta-rs ``DeltaTable``) for the plan, in commit order by modification time."""
+    import pyarrow as pa
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    columns = [c for c in actions.column_names if c.startswith("partition.")]
+    rows = actions.select(["path", "size_bytes", "num_records", "modification_time", *columns]).to_pylist()
+    entries = []
+    for i, row in enumerate(rows):
+        partition = tuple(sorted((c[len("partition."):], None if row[c] is None else str(row[c])) for c in columns))
+        entries.append(FileEntry(urllib.parse.unquote(row["path"]), int(row["size_bytes"]),
+                                 int(row["num_records"] or 0), partition, order=int(row["modification_time"] or i)))
+    return entries
+
+
+def auto_compact(table_path: str, storage_options: Mapping[str, str], session: Mapping[str, Optional[str]], *,
+                 batch_id: int) -> CompactionOutcome:
+    """Compact ``table_path``'s small files as its settings say, right after batch ``batch_id``'s commit.
+
+    Never raises for a failed compaction (it is logged; the table is unchanged or holds a complete
+    compaction commit); a setting that is not a size raises :class:`~kafka_group.errors.ConfigError`.
+    Caller: the sink, on the driver (``foreachBatch``), after the batch's commit.
+    """
+    from deltalake import DeltaTable
+
+    outcome = CompactionOutcome()
+    for attempt in range(1, ATTEMPTS + 1):
+        table = DeltaTable(table_path, storage_options=dict(storage_options) or None)
+        settings = settings_of(dict(table.metadata().configuration or {}), session)
+        if not settings.enabled:
+            outcome.skipped = f"off ({settings.why})"
+            return outcome
+        protocol = table.protocol()
+        engine, why = engine_for(protocol.reader_features or [], protocol.writer_features or [],
+                                 int(protocol.min_reader_version), int(protocol.min_writer_version), table_path)
+        bins = plan_bins(_with_deleted_rows(table, table_path, storage_options, file_entries(table)), settings)
+        if not bins:
+            return outcome
+        if why is not None:
+            outcome.skipped = why
+            if table_path not in _warned:
+                _warned.add(table_path)
+                logger.warning("not compacting the small files of %s: it has %s", table_path, why)
+            return outcome
+        info = {"kafkaGroup.operation": "autoCompact", "kafkaGroup.batchId": batch_id,
+                "kafkaGroup.targetSize": settings.target_size}
+        try:
+            done = (_by_delta_rs(table, bins, settings, info, outcome) if engine == "delta-rs"
+                    else _by_own_rewrite(table, table_path, storage_options, bins, info, outcome))
+        except Exception as exc:  # noqa: BLE001 - optional work: the batch has landed, the next one tries again
+            outcome.skipped = f"{type(exc).__name__}: {exc}"
+            logger.warning("compaction of %s after batch %d failed and is given up for this batch (the data is "
+                           "committed; the next batch tries again): %s", table_path, batch_id, outcome.skipped)
+            return outcome
+        outcome.engine = engine
+        if done:
+            logger.info("compacted %s after batch %d (%s): %d small files into %d, version(s) %s", table_path,
+                        batch_id, engine, outcome.files_removed, outcome.files_added, outcome.versions)
+            return outcome
+        logger.info("compaction of %s after batch %d lost a race with another writer (attempt %d of %d)",
+                    table_path, batch_id, attempt, ATTEMPTS)
+    outcome.skipped = f"lost {ATTEMPTS} races with other writers"
+    logger.warning("compaction of %s after batch %d given up for this batch: %s", table_path, batch_id,
+                   outcome.skipped)
+    return outcome
+
+
+def _with_deleted_rows(table: Any, table_path: str, storage_options: Mapping[str, str],
+                       entries: List[FileEntry]) -> List[FileEntry]:
+    """``entries`` with each file's deleted rows (its deletion vector's cardinality) on a table with DVs."""
+    features = set(table.protocol().reader_features or [])
+    if "deletionVectors" not in features or not entries:
+        return entries
+    import dataclasses
+
+    adds = _adds(table, table_path, storage_options, [e.path for e in entries])
+    return [dataclasses.replace(e, deleted_rows=int((adds[e.path].get("deletionVector") or {}).get("cardinality") or 0))
+            for e in entries]
+
+
+def _adds(table: Any, table_path: str, storage_options: Mapping[str, str], paths: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    from kafka_group.delta.log.live_adds import live_adds
+    from kafka_group.delta.storage.table_location import table_filesystem
+
+    return live_adds(table_filesystem(table_path, storage_options), int(table.version()), paths)
+
+
+def _by_delta_rs(table: Any, bins: Sequence[Bin], settings: CompactionSettings, info: Mapping[str, Any],
+                 outcome: CompactionOutcome) -> bool:
+    """delta-rs's ``optimize.compact`` on each partition with bins (one commit each); False: lost a race."""
+    from deltalake import CommitProperties
+    from deltalake.exceptions import CommitFailedError
+
+    for partition in sorted({b.partition for b in bins}, key=lambda p: [(n, v or "") for n, v in p]):
+        # delta-rs matches the NULL partition with "" (measured: None is refused, so is "is null")
+        filters = [(name, "=", "" if value is None else value) for name, value in partition] or None
+        try:
+            metrics = table.optimize.compact(
+                partition_filters=filters, target_size=settings.target_size, max_concurrent_tasks=1,
+                commit_properties=CommitProperties(custom_metadata={k: str(v) for k, v in info.items()}))
+        except CommitFailedError as exc:
+            logger.info("delta-rs compaction commit refused: %s", exc)
+            return False
+        if int(metrics.get("numFilesRemoved", 0)):
+            outcome.versions.append(int(table.version()))
+        outcome.files_removed += int(metrics.get("numFilesRemoved", 0))
+        outcome.files_added += int(metrics.get("numFilesAdded", 0))
+    return True
+
+
+def _by_own_rewrite(table: Any, table_path: str, storage_options: Mapping[str, str], bins: Sequence[Bin],
+                    info: Mapping[str, Any], outcome: CompactionOutcome) -> bool:
+    """Each bin by :func:`~.rewrite.rewrite_bin`, one commit each; False: lost a race (plan again)."""
+    from kafka_group.delta.compaction.rewrite import rewrite_bin
+
+    for b in bins:
+        adds = _adds(table, table_path, storage_options, [f.path for f in b.files])
+        version = rewrite_bin(table, table_path, storage_options, b, adds, info=info)
+        if version is None:
+            return False
+        outcome.versions.append(version)
+        outcome.files_removed += len(b.files)
+        outcome.files_added += 1
+        table.update_incremental()
+    return True
