@@ -19,6 +19,7 @@ batches, and the median time to read the whole table (count and sum) with delta-
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -111,7 +112,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             table = deltalake.DeltaTable(path).to_pyarrow_table(columns=["offset"])
             return table.num_rows, int(pc.sum(table.column("offset")).as_py() or 0)
 
-        for name, (seconds, result) in timed({n: (lambda p=p: rs_read(p)) for n, p in tables.items()},
+        for name, (seconds, result) in timed({n: functools.partial(rs_read, p) for n, p in tables.items()},
                                              args.repeat).items():
             figures[name]["delta_rs_read_s"], figures[name]["delta_rs_result"] = seconds, result
         spark = local_session("kafka-group-file-compaction", cores=2, extra_jars=classpath("delta-spark"),
@@ -126,7 +127,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             row = session.read.format("delta").load(path).selectExpr("count(*) AS n", "sum(offset) AS s").collect()[0]
             return int(row["n"]), int(row["s"] or 0)
 
-        for name, (seconds, result) in timed({n: (lambda p=p: spark_read(p)) for n, p in tables.items()},
+        for name, (seconds, result) in timed({n: functools.partial(spark_read, p) for n, p in tables.items()},
                                              args.repeat).items():
             figures[name]["spark_read_s"], figures[name]["spark_result"] = seconds, result
         expected_rows = args.batches * args.rows

@@ -17,7 +17,8 @@ committed and before ``foreachBatch`` returns, so the sink's next batch never ra
      metadata, clustering, type widening, v2 checkpoints (local file systems and S3: the
      put-if-absent commit);
 
-   row tracking is skipped (logged once per table): its rewrite must keep row ids;
+   row tracking, and column mapping over nested columns in the own rewrite, are skipped (logged once per
+   table): a rewrite must keep row ids, and the rewrite's reader maps top-level physical names only;
 4. a commit lost to a concurrent writer is planned again on the new version, at most
    :data:`ATTEMPTS` times; then, or on any error, compaction is given up for this batch and logged:
    it is optional, the batch's commit is not. The next batch tries again.
@@ -97,52 +98,69 @@ def auto_compact(table_path: str, storage_options: Mapping[str, str], session: M
                  batch_id: int) -> CompactionOutcome:
     """Compact ``table_path``'s small files as its settings say, right after batch ``batch_id``'s commit.
 
-    Never raises for a failed compaction (it is logged; the table is unchanged or holds a complete
-    compaction commit); a setting that is not a size raises :class:`~kafka_group.errors.ConfigError`.
+    Never raises for a failed compaction, nor for a setting it cannot read: the batch has landed, so this
+    is logged (the table is unchanged, or holds complete compaction commits) and the next batch tries again.
     Caller: the sink, on the driver (``foreachBatch``), after the batch's commit.
     """
+    outcome = CompactionOutcome()
+    try:
+        for attempt in range(1, ATTEMPTS + 1):
+            if _attempt(table_path, storage_options, session, batch_id, outcome):
+                return outcome
+            logger.info("compaction of %s after batch %d lost a race with another writer (attempt %d of %d)",
+                        table_path, batch_id, attempt, ATTEMPTS)
+        outcome.skipped = f"lost {ATTEMPTS} races with other writers"
+    except Exception as exc:  # noqa: BLE001 - optional work: the batch has landed, the next one tries again
+        outcome.skipped = f"{type(exc).__name__}: {exc}"
+    logger.warning("compaction of %s after batch %d is given up for this batch (its data is committed; the next "
+                   "batch tries again): %s", table_path, batch_id, outcome.skipped)
+    return outcome
+
+
+def _attempt(table_path: str, storage_options: Mapping[str, str], session: Mapping[str, Optional[str]],
+             batch_id: int, outcome: CompactionOutcome) -> bool:
+    """One plan and its commits; False when a commit lost a race (plan again on the new version)."""
     from deltalake import DeltaTable
 
-    outcome = CompactionOutcome()
-    for attempt in range(1, ATTEMPTS + 1):
-        table = DeltaTable(table_path, storage_options=dict(storage_options) or None)
-        settings = settings_of(dict(table.metadata().configuration or {}), session)
-        if not settings.enabled:
-            outcome.skipped = f"off ({settings.why})"
-            return outcome
-        protocol = table.protocol()
-        engine, why = engine_for(protocol.reader_features or [], protocol.writer_features or [],
-                                 int(protocol.min_reader_version), int(protocol.min_writer_version), table_path)
-        bins = plan_bins(_with_deleted_rows(table, table_path, storage_options, file_entries(table)), settings)
-        if not bins:
-            return outcome
-        if why is not None:
-            outcome.skipped = why
-            if table_path not in _warned:
-                _warned.add(table_path)
-                logger.warning("not compacting the small files of %s: it has %s", table_path, why)
-            return outcome
-        info = {"kafkaGroup.operation": "autoCompact", "kafkaGroup.batchId": batch_id,
-                "kafkaGroup.targetSize": settings.target_size}
-        try:
-            done = (_by_delta_rs(table, bins, settings, info, outcome) if engine == "delta-rs"
-                    else _by_own_rewrite(table, table_path, storage_options, bins, info, outcome))
-        except Exception as exc:  # noqa: BLE001 - optional work: the batch has landed, the next one tries again
-            outcome.skipped = f"{type(exc).__name__}: {exc}"
-            logger.warning("compaction of %s after batch %d failed and is given up for this batch (the data is "
-                           "committed; the next batch tries again): %s", table_path, batch_id, outcome.skipped)
-            return outcome
-        outcome.engine = engine
-        if done:
-            logger.info("compacted %s after batch %d (%s): %d small files into %d, version(s) %s", table_path,
-                        batch_id, engine, outcome.files_removed, outcome.files_added, outcome.versions)
-            return outcome
-        logger.info("compaction of %s after batch %d lost a race with another writer (attempt %d of %d)",
-                    table_path, batch_id, attempt, ATTEMPTS)
-    outcome.skipped = f"lost {ATTEMPTS} races with other writers"
-    logger.warning("compaction of %s after batch %d given up for this batch: %s", table_path, batch_id,
-                   outcome.skipped)
-    return outcome
+    table = DeltaTable(table_path, storage_options=dict(storage_options) or None)
+    settings = settings_of(dict(table.metadata().configuration or {}), session)
+    if not settings.enabled:
+        outcome.skipped = f"off ({settings.why})"
+        return True
+    protocol = table.protocol()
+    engine, why = engine_for(protocol.reader_features or [], protocol.writer_features or [],
+                             int(protocol.min_reader_version), int(protocol.min_writer_version), table_path)
+    if engine == "own":
+        why = _own_rewrite_refusal(table)
+        engine = "" if why else engine
+    bins = plan_bins(_with_deleted_rows(table, table_path, storage_options, file_entries(table)), settings)
+    if not bins:
+        return True
+    if why is not None:
+        outcome.skipped = why
+        if table_path not in _warned:
+            _warned.add(table_path)
+            logger.warning("not compacting the small files of %s: it has %s", table_path, why)
+        return True
+    info = {"kafkaGroup.operation": "autoCompact", "kafkaGroup.batchId": batch_id,
+            "kafkaGroup.targetSize": settings.target_size}
+    outcome.engine = engine
+    done = (_by_delta_rs(table, bins, settings, info, outcome) if engine == "delta-rs"
+            else _by_own_rewrite(table, table_path, storage_options, bins, info, outcome))
+    if done:
+        logger.info("compacted %s after batch %d (%s): %d small files into %d, version(s) %s", table_path,
+                    batch_id, engine, outcome.files_removed, outcome.files_added, outcome.versions)
+    return done
+
+
+def _own_rewrite_refusal(table: Any) -> Optional[str]:
+    """Why the connector's rewrite may not compact ``table`` (None: it may): column mapping over a nested
+    column (its fields' physical names are not mapped by the reader the rewrite shares with the own MERGE)."""
+    config = table.metadata().configuration or {}
+    if str(config.get("delta.columnMapping.mode", "none")).lower() != "none" and any(
+            type(f.type).__name__ != "PrimitiveType" for f in table.schema().fields):
+        return "column mapping with a nested (struct, array or map) column"
+    return None
 
 
 def _with_deleted_rows(table: Any, table_path: str, storage_options: Mapping[str, str],
