@@ -90,6 +90,7 @@ def test_thirty_small_batches_are_compacted_and_land_exactly_once(
     assert_compactions_change_no_data_and_no_offsets(table)
     history = DeltaTable(str(table)).history()
     assert any(h.get("kafkaGroup.operation") == "autoCompact" for h in history)
+    assert all(h.get("kafkaGroup.groupId") == group for h in history)
     expected_sum = sum(o for n in counts.values() for o in range(n))
     assert delta_spark_count_and_sum(spark, table) == (300, expected_sum)
 

@@ -78,7 +78,7 @@ def land_rows(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: D
                  merge_schema=merge_schema, contract=contract)
     crash_point("sink.after_commit")
     if files:  # right after its own commit: the sink's next batch never races it
-        compact_after_commit(batch, store.table_path, storage_options, batch_id)
+        compact_after_commit(batch, store.table_path, storage_options, batch_id, store.group)
 
 
 def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: KeyedOffsetStore,

@@ -21,11 +21,12 @@ __all__ = ["compact_after_commit"]
 logger = logging.getLogger(__name__)
 
 
-def compact_after_commit(batch: Any, table_path: str, storage_options: Mapping[str, str],
-                         batch_id: int) -> CompactionOutcome:
+def compact_after_commit(batch: Any, table_path: str, storage_options: Mapping[str, str], batch_id: int,
+                         group: str) -> CompactionOutcome:
     """Compact the table's small files now that batch ``batch_id`` has committed (never fails the batch
     for a failed compaction: :func:`~kafka_group.delta.compaction.auto_compact.auto_compact` logs it)."""
-    return auto_compact(table_path, storage_options, session_settings(batch.sparkSession), batch_id=batch_id)
+    return auto_compact(table_path, storage_options, session_settings(batch.sparkSession), batch_id=batch_id,
+                        group=group)
 
 
 def session_settings(session: Any) -> Dict[str, Optional[str]]:

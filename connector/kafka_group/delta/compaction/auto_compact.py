@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from kafka_group.delta.compaction.bins import Bin, CompactionSettings, FileEntry, plan_bins, settings_of
 from kafka_group.delta.log.actions import protocol_refusal
 from kafka_group.delta.log.commit import own_commit_refusal
+from kafka_group.delta.offsets.offsets_table import GROUP_METADATA_KEY
 
 __all__ = ["ATTEMPTS", "DELTA_RS_FEATURES", "CompactionOutcome", "auto_compact", "engine_for", "file_entries"]
 
@@ -95,17 +96,18 @@ def file_entries(table: Any) -> List[FileEntry]:
 
 
 def auto_compact(table_path: str, storage_options: Mapping[str, str], session: Mapping[str, Optional[str]], *,
-                 batch_id: int) -> CompactionOutcome:
+                 batch_id: int, group: Optional[str] = None) -> CompactionOutcome:
     """Compact ``table_path``'s small files as its settings say, right after batch ``batch_id``'s commit.
 
     Never raises for a failed compaction, nor for a setting it cannot read: the batch has landed, so this
     is logged (the table is unchanged, or holds complete compaction commits) and the next batch tries again.
+    ``group`` (the sink's consumer group) is recorded in the commits' info, as in the sink's data commits.
     Caller: the sink, on the driver (``foreachBatch``), after the batch's commit.
     """
     outcome = CompactionOutcome()
     try:
         for attempt in range(1, ATTEMPTS + 1):
-            if _attempt(table_path, storage_options, session, batch_id, outcome):
+            if _attempt(table_path, storage_options, session, batch_id, group, outcome):
                 return outcome
             logger.info("compaction of %s after batch %d lost a race with another writer (attempt %d of %d)",
                         table_path, batch_id, attempt, ATTEMPTS)
@@ -118,7 +120,7 @@ def auto_compact(table_path: str, storage_options: Mapping[str, str], session: M
 
 
 def _attempt(table_path: str, storage_options: Mapping[str, str], session: Mapping[str, Optional[str]],
-             batch_id: int, outcome: CompactionOutcome) -> bool:
+             batch_id: int, group: Optional[str], outcome: CompactionOutcome) -> bool:
     """One plan and its commits; False when a commit lost a race (plan again on the new version)."""
     from deltalake import DeltaTable
 
@@ -143,7 +145,7 @@ def _attempt(table_path: str, storage_options: Mapping[str, str], session: Mappi
             logger.warning("not compacting the small files of %s: it has %s", table_path, why)
         return True
     info = {"kafkaGroup.operation": "autoCompact", "kafkaGroup.batchId": batch_id,
-            "kafkaGroup.targetSize": settings.target_size}
+            "kafkaGroup.targetSize": settings.target_size, **({} if group is None else {GROUP_METADATA_KEY: group})}
     outcome.engine = engine
     done = (_by_delta_rs(table, bins, settings, info, outcome) if engine == "delta-rs"
             else _by_own_rewrite(table, table_path, storage_options, bins, info, outcome))
