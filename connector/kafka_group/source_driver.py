@@ -137,8 +137,8 @@ class SourceDriver:
     def next_offsets(self, start: BatchOffsets, max_records: Optional[int],
                      max_bytes: Optional[int] = None) -> Optional[BatchOffsets]:
         """Plan the next micro-batch after ``start`` (the previous batch's end) within ``max_records`` and
-        ``max_bytes`` (Spark's read limit and ``maxBytesPerTrigger``; None for all available). None when there is nothing to read (Spark then gets
-        ``start`` back); an AvailableNow run with nothing to plan waits for its end. Caller: Spark's planning thread."""
+        ``max_bytes`` (Spark's read limit and ``maxBytesPerTrigger``; None for all available). None when there is
+        nothing to read (Spark then gets ``start`` back); an AvailableNow run with nothing to plan waits for its end. Caller: Spark's planning thread."""
         end = self._plan_next(start, max_records, max_bytes)
         if end is not None or self._target is None:
             return end

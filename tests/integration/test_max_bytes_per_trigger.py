@@ -23,7 +23,8 @@ def produce_sized(servers: str, topic: str, partitions: int, per_partition: int,
     assert producer.flush(60) == 0
 
 
-def run_batches(spark: SparkSession, kafka: Cluster, topic: str, tmp: Any, **options: Any) -> Dict[int, List[Tuple[int, int, int]]]:
+def run_batches(spark: SparkSession, kafka: Cluster, topic: str, tmp: Any,
+                **options: Any) -> Dict[int, List[Tuple[int, int, int]]]:
     """(partition, offset, payload bytes) of every row, by batch id, of an AvailableNow run."""
     batches: Dict[int, List[Tuple[int, int, int]]] = {}
     lock = threading.Lock()

@@ -19,7 +19,8 @@ from kafka_group.errors import ConfigError
 MB = 1024 * 1024
 
 
-def files(sizes: Sequence[int], partition: Tuple[Tuple[str, Optional[str]], ...] = (), start: int = 0) -> list[FileEntry]:
+def files(sizes: Sequence[int], partition: Tuple[Tuple[str, Optional[str]], ...] = (),
+          start: int = 0) -> list[FileEntry]:
     return [FileEntry(f"p{partition}-{start + i}.parquet", size, 10, partition, order=start + i)
             for i, size in enumerate(sizes)]
 

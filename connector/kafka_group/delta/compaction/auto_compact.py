@@ -135,7 +135,11 @@ def _attempt(table_path: str, storage_options: Mapping[str, str], session: Mappi
     if engine == "own":
         why = _own_rewrite_refusal(table)
         engine = "" if why else engine
-    bins = plan_bins(_with_deleted_rows(table, table_path, storage_options, file_entries(table)), settings)
+    entries = file_entries(table)
+    bins = plan_bins(entries, settings)
+    if bins and "deletionVectors" in set(protocol.reader_features or []):
+        # Only when there is something to pack: DV cardinalities cost a walk of the log since its checkpoint.
+        bins = plan_bins(_with_deleted_rows(table, table_path, storage_options, entries), settings)
     if not bins:
         return True
     if why is not None:
@@ -167,10 +171,7 @@ def _own_rewrite_refusal(table: Any) -> Optional[str]:
 
 def _with_deleted_rows(table: Any, table_path: str, storage_options: Mapping[str, str],
                        entries: List[FileEntry]) -> List[FileEntry]:
-    """``entries`` with each file's deleted rows (its deletion vector's cardinality) on a table with DVs."""
-    features = set(table.protocol().reader_features or [])
-    if "deletionVectors" not in features or not entries:
-        return entries
+    """``entries`` with each file's deleted rows (its deletion vector's cardinality), for a table with DVs."""
     import dataclasses
 
     adds = _adds(table, table_path, storage_options, [e.path for e in entries])
@@ -178,7 +179,8 @@ def _with_deleted_rows(table: Any, table_path: str, storage_options: Mapping[str
             for e in entries]
 
 
-def _adds(table: Any, table_path: str, storage_options: Mapping[str, str], paths: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+def _adds(table: Any, table_path: str, storage_options: Mapping[str, str],
+          paths: Sequence[str]) -> Dict[str, Dict[str, Any]]:
     from kafka_group.delta.log.live_adds import live_adds
     from kafka_group.delta.storage.table_location import table_filesystem
 

@@ -112,8 +112,8 @@ def rewrite_bin(table: Any, table_path: str, storage_options: Mapping[str, str],
         indexed = int(config.get("delta.dataSkippingNumIndexedCols") or DEFAULT_INDEXED_COLUMNS)
     except ValueError:
         indexed = DEFAULT_INDEXED_COLUMNS
-    written = [DataFile(w.path, w.size, w.num_records, w.stats,
-                        w.partition_values if mapping is None else mapping.physical_partition_values(w.partition_values))
+    written = [DataFile(w.path, w.size, w.num_records, w.stats, w.partition_values if mapping is None
+                        else mapping.physical_partition_values(w.partition_values))
                for w in write_partitioned(rows(), filesystem=fs, schema=schema, batch_id=version + 1,
                                           partition_by=partition_by, indexed_columns=indexed,
                                           stats_columns=stats_columns(config), mapping=mapping)]
