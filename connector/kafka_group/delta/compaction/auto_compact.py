@@ -6,22 +6,17 @@ committed and before ``foreachBatch`` returns, so the sink's next batch never ra
 1. loads the table's newest version and its settings (:func:`~.bins.settings_of`): off by
    ``delta.autoOptimize.autoCompact=false``, else target, small-file size and threshold;
 2. lists the live files (delta-rs ``get_add_actions``) and plans the bins (:func:`~.bins.plan_bins`);
-3. rewrites them, one bin at a time on the driver, by one of two engines:
+3. rewrites them, one bin at a time, on the driver (:func:`~.rewrite.rewrite_bin`: one commit per bin,
+   put-if-absent, rebased over other writers' commits that touch none of its files). delta-rs's own
+   ``optimize.compact`` is not used: :mod:`~.rewrite` says what was measured (it duplicates rows when two
+   writers compact the same files);
+4. a commit that conflicts is planned again on the new version, at most :data:`ATTEMPTS` times; then,
+   or on any error, compaction is given up for this batch and logged: it is optional, the batch's commit
+   is not. The next batch tries again.
 
-   - **delta-rs** ``optimize.compact`` (one commit per partition that reached the threshold,
-     ``max_concurrent_tasks=1``: one bin in memory at a time, DataFusion spilling beyond its pool)
-     for tables whose features it handles (:data:`DELTA_RS_FEATURES`): the commit is delta-rs's,
-     conditional on the version, rebased by its conflict checker over concurrent appends;
-   - the connector's own rewrite (:func:`~.rewrite.rewrite_bin`) for tables with column mapping,
-     deletion vectors (applied: the deleted rows are not written), in-commit timestamps, domain
-     metadata, clustering, type widening, v2 checkpoints (local file systems and S3: the
-     put-if-absent commit);
-
-   row tracking, and column mapping over nested columns in the own rewrite, are skipped (logged once per
-   table): a rewrite must keep row ids, and the rewrite's reader maps top-level physical names only;
-4. a commit lost to a concurrent writer is planned again on the new version, at most
-   :data:`ATTEMPTS` times; then, or on any error, compaction is given up for this batch and logged:
-   it is optional, the batch's commit is not. The next batch tries again.
+Skipped, logged once per table: row tracking (a rewrite must keep row ids), column mapping over nested
+columns (the rewrite's reader maps top-level physical names), stores without the connector's
+put-if-absent commit (Azure, GCS) and features its commit does not honour.
 
 Every compaction commit has ``dataChange=false`` on its adds and removes and no ``txn``: no offset
 moves, and streaming readers of the table (``readStream`` on Delta) skip it.
@@ -34,21 +29,17 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from kafka_group.delta.compaction.bins import Bin, CompactionSettings, FileEntry, plan_bins, settings_of
+from kafka_group.delta.compaction.bins import Bin, FileEntry, plan_bins, settings_of
 from kafka_group.delta.log.actions import protocol_refusal
 from kafka_group.delta.log.commit import own_commit_refusal
 from kafka_group.delta.offsets.offsets_table import GROUP_METADATA_KEY
 
-__all__ = ["ATTEMPTS", "DELTA_RS_FEATURES", "CompactionOutcome", "auto_compact", "engine_for", "file_entries"]
+__all__ = ["ATTEMPTS", "CompactionOutcome", "auto_compact", "engine_for", "file_entries"]
 
 logger = logging.getLogger(__name__)
 
-#: Plans of one batch's compaction: a commit lost to another writer is planned again this many times in all.
+#: Plans of one batch's compaction: a commit that conflicts with another writer's is planned again this many times.
 ATTEMPTS = 3
-#: Table features under which delta-rs 1.6.6's ``optimize.compact`` commits correctly (measured: it refuses
-#: ``columnMapping`` and the writer features it cannot commit to, and cannot read deletion vectors).
-DELTA_RS_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
-                               "timestampNtz"})
 #: Tables whose skip was logged already (one warning per table and process).
 _warned: Set[str] = set()
 
@@ -58,7 +49,7 @@ class CompactionOutcome:
     """What one run of :func:`auto_compact` did."""
 
     engine: str = ""
-    """``delta-rs``, ``own``, or empty when nothing was rewritten."""
+    """``own`` (the connector's rewrite), or empty when nothing was rewritten."""
     versions: List[int] = field(default_factory=list)
     """The compaction commits made."""
     files_removed: int = 0
@@ -69,13 +60,12 @@ class CompactionOutcome:
 
 def engine_for(reader_features: Sequence[str], writer_features: Sequence[str], min_reader: int, min_writer: int,
                table_path: str) -> Tuple[str, Optional[str]]:
-    """The engine that compacts a table with this protocol (``delta-rs`` or ``own``), or ``("", why not)``."""
+    """``("own", None)`` when the connector's rewrite may compact a table with this protocol at ``table_path``,
+    else ``("", why not)``."""
     features = set(reader_features) | set(writer_features)
     if "rowTracking" in features:
         return "", ("row tracking: a rewrite must keep each row's id and commit version (materialized columns), "
                     "which the sink's compaction does not write; run OPTIMIZE with delta-spark")
-    if features <= DELTA_RS_FEATURES and min_reader <= 1 and min_writer <= 7:
-        return "delta-rs", None
     why = protocol_refusal(min_reader, min_writer, reader_features, writer_features) or own_commit_refusal(table_path)
     return ("", why) if why is not None else ("own", None)
 
@@ -151,8 +141,7 @@ def _attempt(table_path: str, storage_options: Mapping[str, str], session: Mappi
     info = {"kafkaGroup.operation": "autoCompact", "kafkaGroup.batchId": batch_id,
             "kafkaGroup.targetSize": settings.target_size, **({} if group is None else {GROUP_METADATA_KEY: group})}
     outcome.engine = engine
-    done = (_by_delta_rs(table, bins, settings, info, outcome) if engine == "delta-rs"
-            else _by_own_rewrite(table, table_path, storage_options, bins, info, outcome))
+    done = _by_own_rewrite(table, table_path, storage_options, bins, info, outcome)
     if done:
         logger.info("compacted %s after batch %d (%s): %d small files into %d, version(s) %s", table_path,
                     batch_id, engine, outcome.files_removed, outcome.files_added, outcome.versions)
@@ -185,29 +174,6 @@ def _adds(table: Any, table_path: str, storage_options: Mapping[str, str],
     from kafka_group.delta.storage.table_location import table_filesystem
 
     return live_adds(table_filesystem(table_path, storage_options), int(table.version()), paths)
-
-
-def _by_delta_rs(table: Any, bins: Sequence[Bin], settings: CompactionSettings, info: Mapping[str, Any],
-                 outcome: CompactionOutcome) -> bool:
-    """delta-rs's ``optimize.compact`` on each partition with bins (one commit each); False: lost a race."""
-    from deltalake import CommitProperties
-    from deltalake.exceptions import CommitFailedError
-
-    for partition in sorted({b.partition for b in bins}, key=lambda p: [(n, v or "") for n, v in p]):
-        # delta-rs matches the NULL partition with "" (measured: None is refused, so is "is null")
-        filters = [(name, "=", "" if value is None else value) for name, value in partition] or None
-        try:
-            metrics = table.optimize.compact(
-                partition_filters=filters, target_size=settings.target_size, max_concurrent_tasks=1,
-                commit_properties=CommitProperties(custom_metadata={k: str(v) for k, v in info.items()}))
-        except CommitFailedError as exc:
-            logger.info("delta-rs compaction commit refused: %s", exc)
-            return False
-        if int(metrics.get("numFilesRemoved", 0)):
-            outcome.versions.append(int(table.version()))
-        outcome.files_removed += int(metrics.get("numFilesRemoved", 0))
-        outcome.files_added += int(metrics.get("numFilesAdded", 0))
-    return True
 
 
 def _by_own_rewrite(table: Any, table_path: str, storage_options: Mapping[str, str], bins: Sequence[Bin],
