@@ -102,7 +102,8 @@ class Version:
 def commit_versions(table: str) -> List[Version]:
     """Every commit of ``table`` (a local path) from its ``_delta_log/<version>.json`` files: the commit's
     timestamp (``commitInfo.inCommitTimestamp`` when present, else ``commitInfo.timestamp``, else the log
-    file's modification time) and the paths (unquoted, relative to the table) of its ``add`` actions."""
+    file's modification time) and the paths (unquoted, relative to the table) of its ``add`` actions with
+    ``dataChange`` (the sink's compaction rewrites rows already added, with ``dataChange=false``)."""
     log = os.path.join(table, "_delta_log")
     versions: List[Version] = []
     for name in sorted(os.listdir(log)):
@@ -121,7 +122,7 @@ def commit_versions(table: str) -> List[Version]:
                         found.timestamp_ms, found.in_commit_timestamp = int(info["inCommitTimestamp"]), True
                     elif "timestamp" in info:
                         found.timestamp_ms = int(info["timestamp"])
-                elif "add" in action:
+                elif "add" in action and action["add"].get("dataChange", True):  # not a compaction's rewrite
                     found.adds.append(urllib.parse.unquote(action["add"]["path"]))
         versions.append(found)
     return versions

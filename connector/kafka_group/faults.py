@@ -16,7 +16,9 @@ batch's data commit; reached only by a batch that adds columns). The keyed sink
 nothing merged yet), ``delta.before_merge`` (the offsets checked, the MERGE about to run and
 commit) and, in SCD type 1, ``keyed.after_tombstones`` (a batch with deletes recorded their
 tombstones, its data and offsets not committed yet); its own MERGE (tables with deletion vectors)
-adds ``delta.own_merge_written`` (its data and deletion vector files written, its commit not).
+adds ``delta.own_merge_written`` (its data and deletion vector files written, its commit not). The sink's
+compaction by the connector's own rewrite adds ``compaction.written`` (a bin's compacted file written, the
+commit that removes its small files not; reached only when a table is compacted that way).
 """
 
 from __future__ import annotations

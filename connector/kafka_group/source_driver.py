@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional
+from typing import AbstractSet, Any, Dict, FrozenSet, List, Mapping, Optional
 
 from kafka_group.collaborators import Cluster, Committer, Member
 from kafka_group.config.source_options import SourceOptions
 from kafka_group.faults import crash_point
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.flow.flow_control import FlowControl
+from kafka_group.flow.record_sizes import RecordSizes
 from kafka_group.group.group_commits import GroupCommits
 from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report
 from kafka_group.offsets import BatchOffsets, TopicPartition
+from kafka_group.plan.byte_budget import record_caps
 from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
 from kafka_group.plan.data_loss import checked_positions
 from kafka_group.plan.durable_starts import DurableStarts, StartStore
@@ -78,6 +80,7 @@ class SourceDriver:
         self._gate = (None if options.min_offsets_per_trigger is None
                       else TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms))
         self._target: Optional[Dict[TopicPartition, int]] = None
+        self._record_sizes: Optional[RecordSizes] = None  # maxBytesPerTrigger's sampler, made at the first plan
         self._latest: Dict[TopicPartition, int] = {}  # the last plan's latest offsets, for progress
         self._last_positions: Dict[TopicPartition, int] = {}  # planning thread only: AvailableNow's end check
         self._joined = member is None
@@ -131,16 +134,17 @@ class SourceDriver:
                                       timeout_ms=self._options.connect_timeout_ms, pause_s=self.available_now_pause_s)
         logger.info("AvailableNow run stops at %s", describe_positions(self._target))
 
-    def next_offsets(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
-        """Plan the next micro-batch after ``start`` (the previous batch's end) within ``max_records``
-        (Spark's read limit; None for all available). None when there is nothing to read (Spark then gets
-        ``start`` back); an AvailableNow run with nothing to plan waits for its end. Caller: Spark's planning thread."""
-        end = self._plan_next(start, max_records)
+    def next_offsets(self, start: BatchOffsets, max_records: Optional[int],
+                     max_bytes: Optional[int] = None) -> Optional[BatchOffsets]:
+        """Plan the next micro-batch after ``start`` (the previous batch's end) within ``max_records`` and
+        ``max_bytes`` (Spark's read limit and ``maxBytesPerTrigger``; None for all available). None when there is
+        nothing to read (Spark then gets ``start`` back); an AvailableNow run with nothing to plan waits for its end. Caller: Spark's planning thread."""
+        end = self._plan_next(start, max_records, max_bytes)
         if end is not None or self._target is None:
             return end
         end = await_end(group_id=self._options.group_id, timeout_ms=self._options.available_now_timeout_ms,
                         find_unfinished=lambda: self._unfinished_target(start, self.owned()), owned=self.owned,
-                        plan_again=lambda: self._plan_next(start, max_records), closed=lambda: self._closed,
+                        plan_again=lambda: self._plan_next(start, max_records, max_bytes), closed=lambda: self._closed,
                         pause_s=self.available_now_pause_s)
         if end is None and not self._closed:
             self._settle_group(start)
@@ -163,7 +167,8 @@ class SourceDriver:
                                cluster=self._cluster, store=self._store, member=self._member,
                                timeout_s=self._options.connect_timeout_ms / 1000, spec=self._spec)
 
-    def _plan_next(self, start: BatchOffsets, max_records: Optional[int]) -> Optional[BatchOffsets]:
+    def _plan_next(self, start: BatchOffsets, max_records: Optional[int],
+                   max_bytes: Optional[int] = None) -> Optional[BatchOffsets]:
         self._ensure_joined()
         self.flow.restore_once(start.flow)
         self._position_new_partitions(start)
@@ -185,7 +190,8 @@ class SourceDriver:
             takes = [n for n in (max_records, self._options.flow_policy.max_per_partition) if n is not None]
             limits = self._alignment.view(checked, latest, min(takes) if takes else None).limits
         paused, flow = self.flow.state_of(checked)
-        plan = plan_batch(checked, latest, max_records, self._options.flow_policy, paused, limits)
+        caps = None if max_bytes is None else self._byte_caps(checked, latest, max_bytes, paused)
+        plan = plan_batch(checked, latest, max_records, self._options.flow_policy, paused, limits, caps)
         self._last_positions = dict(checked)
         if self._gate is not None and self._target is None and not self._gate.admit(backlog(checked, latest, paused)):
             # minOffsetsPerTrigger: this trigger is skipped (an AvailableNow run must end: it is not gated).
@@ -200,6 +206,16 @@ class SourceDriver:
         end = BatchOffsets.from_ranges(positions, ranges, group=group, offsets_table=table, flow=flow)
         logger.info("planned %s", BatchPlan(ranges, plan.held).describe())
         return end
+
+    def _byte_caps(self, positions: Dict[TopicPartition, int], latest: Mapping[TopicPartition, int], max_bytes: int,
+                   paused: AbstractSet[TopicPartition]) -> Dict[TopicPartition, int]:
+        """``maxBytesPerTrigger`` as a record cap per partition (:func:`~kafka_group.plan.byte_budget.record_caps`),
+        from record sizes sampled now (:class:`~kafka_group.flow.record_sizes.RecordSizes`)."""
+        if self._record_sizes is None:
+            self._record_sizes = RecordSizes(self._options.client_config, self._options.group_id,
+                                             self._options.connect_timeout_ms)
+        sizes = self._record_sizes.measure(positions, latest)
+        return record_caps(positions, latest, sizes, max_bytes, paused)
 
     def latest_report(self) -> Dict[TopicPartition, int]:
         """The latest offsets seen by the last planning call, for query progress. Caller: Spark's planning thread."""
@@ -242,7 +258,7 @@ class SourceDriver:
         generation = self._generation()  # before owned(): positions of partitions revoked in between are dropped
         self._commits.final(self._store, self.owned(), generation)
         self.flow.close()
-        for client in (self._alignment, self._member, self._committer):
+        for client in (self._alignment, self._record_sizes, self._member, self._committer):
             if client is not None:
                 client.close()
 

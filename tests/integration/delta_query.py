@@ -3,7 +3,7 @@
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
         [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S] [--trigger-seconds S]
         [--option KEY=VALUE ...] [--storage KEY=VALUE ...] [--report FILE] [--stop-file PATH]
-        [--add-column] [--merge-schema] [--keyed 1|2]
+        [--add-column] [--merge-schema] [--keyed 1|2] [--conf KEY=VALUE ...]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger (--trigger-seconds) for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
@@ -45,6 +45,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--merge-schema", action="store_true", help="DeltaSink(..., merge_schema=True)")
     parser.add_argument("--record-reads", default=None,
                         help="append 'partition offset' of every record each batch read to this file")
+    parser.add_argument("--conf", action="append", default=[], help="a Spark session setting KEY=VALUE")
     parser.add_argument("--keyed", type=int, default=None,
                         help="the keyed sink of tests/cdc_support.py's events (sequence_by seq), SCD type 1 or 2")
     args = parser.parse_args(argv)
@@ -60,7 +61,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     storage = dict(item.partition("=")[::2] for item in args.storage)
     extra.update({f"offsets.table.storage.{key}": value for key, value in storage.items()})
     spark = local_session("delta-query", extra_conf=short_lived_driver_conf(
-        {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}))
+        {"spark.sql.streaming.noDataMicroBatches.enabled": "false",
+         **dict(item.partition("=")[::2] for item in args.conf)}))
     reader = (
         spark.readStream.format("kafka-group")
         .option("kafka.bootstrap.servers", args.servers)

@@ -71,7 +71,7 @@ def test_the_core_never_imports_the_spark_glue() -> None:
 
 #: ``kafka_group.delta``'s subpackages, lowest first: each may import only those before it
 #: (``connector/kafka_group/delta/__init__.py`` and each subpackage's docstring say why).
-DELTA_LAYERS = ("storage", "rules", "files", "log", "offsets", "keyed")
+DELTA_LAYERS = ("storage", "rules", "files", "log", "offsets", "keyed", "compaction")
 
 
 def _unit(module: str, package: str = "kafka_group") -> str:

@@ -95,6 +95,7 @@ BAD_VALUES = {
     "startingOffsetsByTimestamp": '{"orders":{"0":"noon"}}',
     "startingOffsetsByTimestampStrategy": "earliest",
     "maxOffsetsPerTrigger": "0",
+    "maxBytesPerTrigger": "lots",
     "minOffsetsPerTrigger": "-1",
     "endingOffsets": "earliest",
     "endingTimestamp": "tomorrow",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
+from kafka_group.delta.rules.table_properties import parse_size
 from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.callable_spec import check_callable_spec
@@ -444,6 +445,11 @@ MAX_OFFSETS_PER_TRIGGER: OptionSpec[int] = OptionSpec(
     'Records per micro-batch, shared among owned partitions as `flow.budgetSharing` says (equal shares by default; Spark shares by backlog, see [Differences](differences.md)). `Trigger.AvailableNow` keeps to it too, as Spark 4 does.',
     parser=positive_int,
 )
+MAX_BYTES_PER_TRIGGER: OptionSpec[int] = OptionSpec(
+    'maxBytesPerTrigger', 'size (`64m`, `1g`, bytes)', 'none',
+    'Payload bytes per micro-batch (key, value and headers, uncompressed, as the rows carry them), as Spark names the option of its file and Delta sources. The planner estimates each partition\'s bytes per record from the first records of its backlog (a sample of up to 32 records fetched on the driver at each plan), shares the budget fairly in bytes among partitions with a backlog and gives each `floor(share / bytes per record)` records, so the estimated batch stays at or under the budget; records larger than their sample make the real size differ. When no partition can take one whole record, the one with the largest share still takes one, so the stream moves. Composes with `maxOffsetsPerTrigger` (both bound the batch; Spark is then given the record limit) and `maxOffsetsPerPartition`; `Trigger.AvailableNow` keeps to it, as to `maxOffsetsPerTrigger`. See [Flow control](flow-control.md#bytes-per-batch).',
+    parser=lambda name, raw: parse_size(raw, f"option '{name}'"),
+)
 ENDING_OFFSETS: OptionSpec[StartingOffsets] = OptionSpec(
     'endingOffsets', '`latest` or JSON', '`latest`',
     'Batch reads (`spark.read`) only: where each partition\'s read ends (exclusive). JSON: `{"orders":{"0":50,"1":-1}}` (-1 latest); partitions it does not name end at latest. A stream refuses it.',
@@ -805,6 +811,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     ENDING_TIMESTAMP,
     ENDING_OFFSETS_BY_TIMESTAMP,
     MAX_OFFSETS_PER_TRIGGER,
+    MAX_BYTES_PER_TRIGGER,
     MIN_OFFSETS_PER_TRIGGER,
     MAX_TRIGGER_DELAY,
     FAIL_ON_DATA_LOSS,

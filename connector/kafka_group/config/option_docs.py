@@ -45,7 +45,8 @@ GROUPS: Tuple[OptionGroup, ...] = (
                  "endingOffsetsByTimestamp", "failOnDataLoss")),
     OptionGroup("How much a batch reads",
                 "Rate limits and trigger thresholds.",
-                ("maxOffsetsPerTrigger", "maxOffsetsPerPartition", "minOffsetsPerTrigger", "maxTriggerDelay",
+                ("maxOffsetsPerTrigger", "maxBytesPerTrigger", "maxOffsetsPerPartition", "minOffsetsPerTrigger",
+                 "maxTriggerDelay",
                  "availableNowTimeoutMs")),
     OptionGroup("Flow control",
                 "How the batch budget is shared, priorities, event-time alignment and the control channel of "

@@ -146,6 +146,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         cluster_parallelism=catalog.FETCH_CLUSTER_PARALLELISM.get(opts),
     )
     max_offsets_per_trigger = catalog.MAX_OFFSETS_PER_TRIGGER.get(opts)
+    max_bytes_per_trigger = catalog.MAX_BYTES_PER_TRIGGER.get(opts)
     min_offsets_per_trigger = catalog.MIN_OFFSETS_PER_TRIGGER.get(opts)
     max_trigger_delay_ms = catalog.MAX_TRIGGER_DELAY.value(opts)
     fail_on_data_loss = catalog.FAIL_ON_DATA_LOSS.value(opts)
@@ -205,6 +206,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         group_id=group_id,
         starting_offsets=starting,
         max_offsets_per_trigger=max_offsets_per_trigger,
+        max_bytes_per_trigger=max_bytes_per_trigger,
         min_offsets_per_trigger=min_offsets_per_trigger,
         max_trigger_delay_ms=max_trigger_delay_ms,
         fail_on_data_loss=fail_on_data_loss,

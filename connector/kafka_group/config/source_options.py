@@ -98,6 +98,7 @@ class SourceOptions:
     min_offsets_per_trigger: Optional[int] = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     ending_offsets: Optional[StartingOffsets] = None
+    max_bytes_per_trigger: Optional[int] = None
     given: FrozenSet[str] = frozenset()
     task_sizing: TaskSizing = field(default_factory=TaskSizing)
     client_config: Mapping[str, str] = field(default_factory=dict)

@@ -12,5 +12,6 @@ From the lowest layer to the highest (a subpackage imports only those before it,
 - :mod:`kafka_group.delta.log`: Delta's log as the connector reads and writes it itself, one module per
   PROTOCOL.md section (actions, log replay, the put-if-absent commit, checkpoints, deletion vectors);
 - :mod:`kafka_group.delta.offsets`: the Kafka offsets kept in the table and the commit of a batch with them;
-- :mod:`kafka_group.delta.keyed`: the keyed (CDC) sink's MERGE.
+- :mod:`kafka_group.delta.keyed`: the keyed (CDC) sink's MERGE;
+- :mod:`kafka_group.delta.compaction`: the sink's own bin-packing of small files (``dataChange=false``).
 """

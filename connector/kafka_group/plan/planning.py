@@ -37,6 +37,8 @@ class HoldReason:
     """Topics of a higher priority took the batch budget."""
     BUDGET = "maxOffsetsPerTrigger"
     """Its share of the batch budget."""
+    BYTES = "maxBytesPerTrigger"
+    """Its share of the batch's byte budget (:mod:`kafka_group.plan.byte_budget`)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ def plan_batch(
     policy: FlowPolicy = FlowPolicy(),
     paused: AbstractSet[TopicPartition] = frozenset(),
     limits: Optional[Mapping[TopicPartition, int]] = None,
+    caps: Optional[Mapping[TopicPartition, int]] = None,
 ) -> BatchPlan:
     """Plan one micro-batch under the flow-control rules.
 
@@ -165,6 +168,9 @@ def plan_batch(
         Partitions paused by hand.
     limits : mapping of TopicPartition to int, optional
         An offset each partition must not read up to (event-time alignment).
+    caps : mapping of TopicPartition to int, optional
+        The most records each partition may give (``maxBytesPerTrigger``'s share, applied after the
+        per-partition cap; a partition missing here is not capped).
 
     Returns
     -------
@@ -188,6 +194,9 @@ def plan_batch(
             if policy.max_per_partition is not None and allowance > policy.max_per_partition:
                 allowance = policy.max_per_partition
                 reason = reason or HoldReason.CAP
+            if caps is not None and tp in caps and allowance > caps[tp]:
+                allowance = caps[tp]
+                reason = reason or HoldReason.BYTES
         allowances[tp] = allowance
         if reason is not None and backlog > 0:
             held[tp] = reason

@@ -6,7 +6,8 @@ Delta commit that holds the data and the new position of every planned partition
 
 - :func:`land_rows` (append): the table's rules and schema checked, the executors' Parquet files
   (:mod:`~pyspark_kafka_group.sink.sink_files`), then one commit of those files with the offsets
-  (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`);
+  (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`), then the table's small files
+  compacted when enough have gathered (:mod:`~pyspark_kafka_group.sink.sink_compaction`, its own commit);
 - :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
   SCD type 1's tombstones, then one MERGE commit with the offsets (:mod:`kafka_group.delta.keyed.commit`).
 
@@ -26,6 +27,7 @@ from kafka_group.errors import ConfigError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 from pyspark_kafka_group.sink.keyed_changes import change_set
+from pyspark_kafka_group.sink.sink_compaction import compact_after_commit
 from pyspark_kafka_group.sink.sink_files import partition_columns, write_files
 from pyspark_kafka_group.sink.sink_rules import VIOLATION_COLUMN, apply_rules
 
@@ -75,6 +77,8 @@ def land_rows(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: D
     store.commit(files, schema, ranges, metadata=_commit_metadata(batch_id, ranges), partition_by=columns,
                  merge_schema=merge_schema, contract=contract)
     crash_point("sink.after_commit")
+    if files:  # right after its own commit: the sink's next batch never races it
+        compact_after_commit(batch, store.table_path, storage_options, batch_id, store.group)
 
 
 def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: KeyedOffsetStore,

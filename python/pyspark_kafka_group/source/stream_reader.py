@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
@@ -84,9 +85,12 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return write_offset_document(self._source_driver().initial_offsets())  # type: ignore[no-any-return]
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """``maxOffsetsPerTrigger`` as Spark's ``ReadMaxRows``, else all available."""
+        """``maxOffsetsPerTrigger`` as Spark's ``ReadMaxRows``, else ``maxBytesPerTrigger`` as ``ReadMaxBytes``,
+        else all available (Python sources have no composite limit: with both, the bytes come from the options)."""
         if self._options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self._options.max_offsets_per_trigger)
+        if self._options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self._options.max_bytes_per_trigger)
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[type-arg]
@@ -95,7 +99,9 @@ class KafkaGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         Returns ``start`` unchanged when there is nothing new to read.
         """
         max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        end = self._source_driver().next_offsets(read_offset_document(start), max_records)
+        max_bytes = (limit.max_bytes if isinstance(limit, ReadMaxBytes)
+                     else self._options.max_bytes_per_trigger if isinstance(limit, ReadMaxRows) else None)
+        end = self._source_driver().next_offsets(read_offset_document(start), max_records, max_bytes)
         return start if end is None else write_offset_document(end)
 
     def prepareForTriggerAvailableNow(self) -> None:
