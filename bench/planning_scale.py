@@ -1,11 +1,10 @@
 """Planning time per micro-batch and driver memory by the number of topics a query subscribes to, same run.
 
 Run from the repository root (the package and the development brokers installed, Java 17 and
-Maven present; the spark-sql-kafka-0-10 and delta-spark jars are fetched on first use), under the
-integration lock when other runs share the machine::
+Maven present; the spark-sql-kafka-0-10 and delta-spark jars are fetched on first use)::
 
-    flock /tmp/integration.lock python -m bench.planning_scale            # 10, 50 and 200 topics of 8 partitions
-    flock /tmp/integration.lock python -m bench.planning_scale --topics 200 --contenders kg
+    python -m bench.planning_scale                                # 10, 50 and 200 topics of 8 partitions
+    python -m bench.planning_scale --topics 200 --contenders kg
 
 One Apache Kafka broker (KRaft, loopback, ``kafka_group_devbroker``) with ``max(--topics)`` topics of
 ``--partitions`` partitions (``scale-000``, ``scale-001``...), ``--records`` records of 100 B produced
