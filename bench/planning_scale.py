@@ -325,11 +325,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     results: List[Dict[str, Any]] = []
     alone: Optional[Dict[str, Any]] = None
     try:
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         servers = cluster.bootstrap_servers
         names = topic_names(max(counts))
-        futures = cluster.admin().create_topics(
+        futures = AdminClient({"bootstrap.servers": servers}).create_topics(
             [NewTopic(n, num_partitions=args.partitions, replication_factor=1) for n in names], request_timeout=120)
         for future in futures.values():
             future.result(120)

@@ -17,7 +17,7 @@ between (usually one per batch, one file read each). It answers exactly what del
 - a commit file that cannot be read, or more than :data:`CATCH_UP_LIMIT` new versions, start it
   over at the new version.
 
-:func:`app_transactions` shares one per table (its location and its Delta table id, so a table
+:func:`app_transactions` shares one per table (its location, storage options and Delta table id, so a table
 deleted and created again at the same place is another table) in the process, bounded to
 :data:`KEPT_TABLES` tables: DeltaSink opens its table at every batch.
 """
@@ -30,7 +30,6 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from kafka_group.delta.log.snapshot import commit_actions_of
-from kafka_group.errors import OffsetStoreError
 
 __all__ = ["AppTransactions", "CATCH_UP_LIMIT", "KEPT_TABLES", "RETENTION_PROPERTY", "app_transactions"]
 
@@ -43,7 +42,7 @@ KEPT_TABLES = 64
 #: The table property under which Delta may expire application transactions.
 RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 
-_tables: "OrderedDict[Tuple[str, str], AppTransactions]" = OrderedDict()
+_tables: "OrderedDict[Tuple[str, Tuple[Tuple[str, str], ...], str], AppTransactions]" = OrderedDict()
 _tables_lock = threading.Lock()
 
 
@@ -104,7 +103,7 @@ class AppTransactions:
                         self._known[txn["appId"]] = found
                     else:  # delta-rs reads it, or refuses the log: its answer is the one given
                         self._known.pop(txn["appId"], None)
-        except (OSError, OffsetStoreError) as exc:  # a commit file gone or unreadable: ask delta-rs again
+        except Exception as exc:  # a commit file gone or unreadable, a store it cannot open: delta-rs answers
             logger.debug("reading the commits of '%s' up to version %d failed (%s); asking delta-rs again",
                          self._table_uri, version, exc)
             self._start_at(version)
@@ -126,8 +125,9 @@ class AppTransactions:
 
 def app_transactions(table_uri: str, table: Any,
                      storage_options: Optional[Mapping[str, str]] = None) -> AppTransactions:
-    """The process's :class:`AppTransactions` of ``table`` (a ``DeltaTable`` at ``table_uri``), by location and table id."""
-    key = (table_uri, str(table.metadata().id))
+    """The process's :class:`AppTransactions` of ``table`` (a ``DeltaTable`` at ``table_uri``), by location, storage
+    options and table id."""
+    key = (table_uri, tuple(sorted((storage_options or {}).items())), str(table.metadata().id))
     with _tables_lock:
         found = _tables.get(key)
         if found is None:
