@@ -21,6 +21,8 @@ import math
 import os
 import pathlib
 import threading
+import types
+import uuid
 import warnings
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional
 
@@ -205,11 +207,19 @@ def test_progress_events() -> None:
 # -- the Delta offsets table, read back -------------------------------------------------------------
 
 class FakeTable:
-    """What :class:`OffsetsTable` reads of a delta-rs table: transaction versions and history."""
+    """What :class:`OffsetsTable` reads of a delta-rs table: transaction versions, history, its version and
+    metadata (a table id of its own: the process keeps transaction versions per table id)."""
 
     def __init__(self, versions: Mapping[str, Any], history: List[Any]) -> None:
         self._versions = versions
         self._history = history
+        self._metadata = types.SimpleNamespace(id=str(uuid.uuid4()), configuration={})
+
+    def version(self) -> int:
+        return 0
+
+    def metadata(self) -> Any:
+        return self._metadata
 
     def transaction_version(self, app_id: str) -> Any:
         return self._versions.get(app_id)
@@ -220,7 +230,7 @@ class FakeTable:
 
 def _offsets_table(group: str) -> OffsetsTable:
     table = OffsetsTable.__new__(OffsetsTable)  # no delta-rs table: the fake is handed in
-    table.table_path, table.group, table._legacy = "/t", group, None
+    table.table_path, table.group, table._legacy, table._storage_options = "/t", group, None, {}
     return table
 
 

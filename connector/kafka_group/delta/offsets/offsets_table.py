@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Seque
 
 from kafka_group.delta.log.actions import COMMITTABLE_FEATURES, OWN_COMMIT_FEATURES, needs_own_commit
 from kafka_group.delta.log.commit import own_commit_refusal
+from kafka_group.delta.offsets.app_transactions import AppTransactions, app_transactions
 from kafka_group.delta.offsets.transaction_ids import OWNER_ID, legacy_marker_id, legacy_transaction_id, owner_version
 from kafka_group.delta.offsets.transaction_ids import partitions_transaction_id, start_transaction_id, transaction_id
 from kafka_group.delta.storage.conditional_put import check_conditional_put
@@ -126,9 +127,9 @@ class OffsetsTable:
         table = self._load()
         if table is None:
             return {}
-        found = {tp: table.transaction_version(start_transaction_id(self.group, tp)) for tp in partitions}
-        return {tp: self._position(tp, version, start_transaction_id(self.group, tp))
-                for tp, version in found.items() if version is not None}
+        ids = {tp: start_transaction_id(self.group, tp) for tp in partitions}
+        found = self._app_transactions(table).versions(table, ids.values())
+        return {tp: self._position(tp, found[app_id], app_id) for tp, app_id in ids.items() if found[app_id] is not None}
 
     def partition_counts(self, topics: Iterable[str]) -> Dict[str, int]:
         """The partition count recorded for each of ``topics`` (:meth:`hold_starts`, taken while the table held
@@ -158,14 +159,25 @@ class OffsetsTable:
             # Written by the connector before issue 26 for this group (the group check ran): its
             # positions are of the old form until a commit moves them. Never changes after.
             self._legacy = table.transaction_version(legacy_marker_id(self.group)) is not None
+        wanted = list(partitions)
+        txns = self._app_transactions(table)
+        found = txns.versions(table, [transaction_id(self.group, tp) for tp in wanted])
+        if self._legacy:
+            found.update({app_id: version for app_id, version in txns.versions(
+                table, [legacy_transaction_id(self.group, tp) for tp in wanted]).items() if version is not None})
         result: Dict[TopicPartition, int] = {}
-        for tp in partitions:
-            version = table.transaction_version(transaction_id(self.group, tp))
+        for tp in wanted:
+            version = found[transaction_id(self.group, tp)]
             if version is None and self._legacy:
-                version = table.transaction_version(legacy_transaction_id(self.group, tp))
+                version = found.get(legacy_transaction_id(self.group, tp))
             if version is not None:
                 result[tp] = self._position(tp, version)
         return result
+
+    def _app_transactions(self, table: Any) -> AppTransactions:
+        """The versions of ``table``'s application transactions, shared in the process (:mod:`.app_transactions`:
+        delta-rs scans the whole snapshot for each id)."""
+        return app_transactions(self.table_path, table, self._storage_options)
 
     def _position(self, tp: TopicPartition, version: Any, app_id: Optional[str] = None) -> int:
         """A transaction version read back as ``tp``'s position: a Kafka offset, or the table is refused.

@@ -21,6 +21,7 @@ numbered from it on was added since (review of issue 33's fix, finding 1).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import urllib.parse
 
@@ -42,8 +43,10 @@ OWNER_ID = f"{_PREFIX}:owner"
 _LEGACY_PREFIX = "kafka-group"
 
 
+@functools.lru_cache(maxsize=4096)
 def _encode(text: str) -> str:
-    """``text`` percent-encoded (UTF-8), with no ``:`` left in it."""
+    """``text`` percent-encoded (UTF-8), with no ``:`` left in it (cached: a plan of 1,600 partitions encodes
+    the group and each topic at every planning call, a tenth of the plan's time before)."""
     return urllib.parse.quote(text, safe="")
 
 
