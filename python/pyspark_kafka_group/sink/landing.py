@@ -16,7 +16,7 @@ injection points of the exactly-once tests.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from kafka_group.delta.keyed.change_rules import KeyedSpec
 from kafka_group.delta.keyed.commit import KeyedOffsetStore, refuse_null_keys
@@ -25,7 +25,8 @@ from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
-from pyspark_kafka_group.sink.keyed_changes import change_set
+from pyspark_kafka_group.sink.keyed_changes import change_frame, collect_changes
+from pyspark_kafka_group.sink.keyed_tasks import merge_as_tasks
 from pyspark_kafka_group.sink.sink_files import partition_columns, write_files
 from pyspark_kafka_group.sink.sink_rules import VIOLATION_COLUMN, apply_rules
 
@@ -80,9 +81,13 @@ def land_rows(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: D
 def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: KeyedOffsetStore,
                  spec: KeyedSpec, *, transform: Optional[Callable[[Any], Any]],
                  partition_by: Optional[Sequence[str]],
-                 tombstones_of: Callable[[str, KeyedSpec], Tombstones]) -> None:
-    """Keyed mode: the batch's change set (computed by Spark, in the driver's memory) MERGEd into the
-    table with the batch's offsets, in one commit (:mod:`kafka_group.delta.keyed.commit`).
+                 tombstones_of: Callable[[str, KeyedSpec], Tombstones],
+                 table_properties: Optional[Mapping[str, str]] = None) -> None:
+    """Keyed mode: the batch's change set (computed by Spark) MERGEd into the table with the batch's
+    offsets, in one commit: for SCD1 into a table with deletion vectors (new tables get them unless
+    ``table_properties`` says otherwise) as Spark tasks, the change set never on the driver
+    (:mod:`pyspark_kafka_group.sink.keyed_tasks`); otherwise collected to the driver's memory and
+    MERGEd there (:mod:`kafka_group.delta.keyed.commit`).
 
     ``transform`` is the sink's (the change set applies it after marking each record's Kafka offset and
     tombstone);
@@ -90,22 +95,31 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
     object per location). Other parameters as :func:`land_rows`'s.
     """
     crash_point("sink.before_write")
-    changes, stored = change_set(batch, transform, spec)
-    if not ranges and changes.num_rows == 0:
-        return
-    refuse_null_keys(changes, spec, store.table_path)
+    events, stored = change_frame(batch, transform, spec)
     tombstones = tombstones_of(store.table_path, spec) if spec.scd_type == 1 else None
     columns = list(partition_by) if partition_by is not None else (store.partition_columns() or [])
     missing = [c for c in columns if c not in stored]
     if missing:
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
+    if spec.scd_type == 1 and store.merges_as_tasks(stored, table_properties):
+        merge_as_tasks(events, stored, batch_id, ranges, store, spec, partition_by=columns,
+                       storage_options=store.storage_options(), tombstones=tombstones,
+                       metadata=_commit_metadata(batch_id, ranges), table_properties=table_properties)
+        crash_point("sink.after_commit")
+        if tombstones is not None:
+            tombstones.collect_garbage()
+        return
+    changes, stored = collect_changes(events, stored, spec)
+    if not ranges and changes.num_rows == 0:
+        return
+    refuse_null_keys(changes, spec, store.table_path)
     crash_point("sink.before_commit")
     if tombstones is not None:  # before the commit: kafka_group.delta.keyed.tombstones says why
         tombstones.record(tombstones.deletes(changes))
     store.merge_changes(changes, spec, stored, ranges, partition_by=columns,
                         metadata=_commit_metadata(batch_id, ranges),
-                        prepare=None if tombstones is None else tombstones.apply)
+                        prepare=None if tombstones is None else tombstones.apply, table_properties=table_properties)
     crash_point("sink.after_commit")
     if tombstones is not None:
         tombstones.collect_garbage()
