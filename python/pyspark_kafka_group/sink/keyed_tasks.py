@@ -38,11 +38,12 @@ from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.files.not_null_check import check_not_null
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec, quote
 from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, refuse_null_key_count, table_schema
-from kafka_group.delta.keyed.own_merge import commit_merge, readd_with_dv, refuse_own_merge, remove_of
+from kafka_group.delta.keyed.own_merge import commit_merge, readd_with_dv, refuse_own_merge, remove_of, row_tracking_columns
 from kafka_group.delta.keyed.task_merge import (
     FILE_ID,
     POSITION,
     RESULT_COLUMNS,
+    ROW_ID,
     TARGET_SEQ,
     CandidateFile,
     candidate_files,
@@ -50,6 +51,7 @@ from kafka_group.delta.keyed.task_merge import (
     key_scanner,
 )
 from kafka_group.delta.keyed.tombstones import Tombstones
+from kafka_group.delta.log.actions import TableState, row_tracking_on
 from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.faults import crash_point
@@ -126,23 +128,29 @@ class _TaskMerge:
 
     def run(self, table: Any, txns: List[Tuple[str, int]], info: Dict[str, Any]) -> Optional[int]:
         """Plan on ``table``'s loaded version, have the executors write, commit (None: another writer won)."""
+        import pyarrow as pa
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         path = self.store.table_path
-        refuse_own_merge(table, path)
+        refuse_own_merge(table, path, row_tracking=True)
         changes = self._without_tombstoned(self.events)
         fs = table_filesystem(path, self.options)
         config = dict(table.metadata().configuration or {})
         mapping = column_mapping_of(json.loads(table.schema().to_json()), config, path)
         files = candidate_files(table, fs, self.keys, self.bounds)
         table_arrow = _pa_schema(table)
+        # Row tracking: updated rows keep their ids, written in the materialized column; their commit version
+        # column is NULL, so they read the new file's defaultRowCommitVersion (PROTOCOL.md, "Row Tracking").
+        tracked = row_tracking_columns(config) if row_tracking_on(
+            TableState(int(table.version()), frozenset(table.protocol().writer_features or []), config)) else None
         results = None
         file_rows: List[Any] = []
         written: List[DataFile] = []
         try:
             if files:
-                matched = self._scan(path, table.table_uri, table_arrow, mapping, files).join(
+                matched = self._scan(path, table.table_uri, table_arrow, mapping, files,
+                                     None if tracked is None else tracked[0]).join(
                     changes.select(*[quote(k) for k in self.keys], SEQ, DELETE_COLUMN), on=self.keys, how="inner")
                 writer = dv_writer(path, table.table_uri, self.options,
                                    {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records()) for f in files},
@@ -154,14 +162,24 @@ class _TaskMerge:
                 upserts = changes.where(~F.col(DELETE_COLUMN)).join(
                     results.where("kind = 'blocked'").select(*[quote(k) for k in self.keys]), on=self.keys,
                     how="left_anti")
+                if tracked is not None:
+                    upserts = upserts.join(results.where("kind = 'fired'").select(
+                        *[quote(k) for k in self.keys], ROW_ID), on=self.keys, how="left")
             else:
                 upserts = changes.where(~F.col(DELETE_COLUMN))
-            rows = upserts.select(*[F.col(SEQ).alias(SEQUENCE_COLUMN) if f.name == SEQUENCE_COLUMN
-                                    else F.col(quote(f.name)) for f in table_arrow])
+                if tracked is not None:
+                    upserts = upserts.withColumn(ROW_ID, F.lit(None).cast("long"))
+            columns = [F.col(SEQ).alias(SEQUENCE_COLUMN) if f.name == SEQUENCE_COLUMN else F.col(quote(f.name))
+                       for f in table_arrow]
+            written_schema = table_arrow
+            if tracked is not None:
+                columns += [F.col(ROW_ID).alias(tracked[0]), F.lit(None).cast("long").alias(tracked[1])]
+                written_schema = pa.schema(list(table_arrow) + [pa.field(c, pa.int64()) for c in tracked])
+            rows = upserts.select(*columns)
             partition_by = list(table.metadata().partition_columns or [])
             contract = self.store.write_contract(list(table_arrow.names))
-            new_files = write_files(rows, self.batch_id, table_arrow, partition_by, self.store, path, self.options,
-                                    contract)
+            new_files = write_files(rows, self.batch_id, written_schema, partition_by, self.store, path,
+                                    self.options, contract)
             if mapping is not None:
                 new_files = [DataFile(f.path, f.size, f.num_records, f.stats,
                                       mapping.physical_partition_values(f.partition_values), f.null_counts)
@@ -190,18 +208,21 @@ class _TaskMerge:
             if results is not None:
                 results.unpersist()
 
-    def _scan(self, root: str, uri: str, schema: Any, mapping: Any, files: Sequence[CandidateFile]) -> Any:
-        """The live rows' keys and sequences of ``files`` (of the table at ``root``), read by the executors."""
+    def _scan(self, root: str, uri: str, schema: Any, mapping: Any, files: Sequence[CandidateFile],
+              row_id_column: Optional[str] = None) -> Any:
+        """The live rows' keys and sequences of ``files`` (of the table at ``root``), and with
+        ``row_id_column`` their row ids, read by the executors."""
         from pyspark.sql.types import LongType, StructField, StructType
 
         session = self.events.sparkSession
         out = StructType([StructField(FILE_ID, LongType()), StructField(POSITION, LongType())]
                          + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys]
-                         + [StructField(TARGET_SEQ, self.events.schema[SEQ].dataType, True)])
+                         + [StructField(TARGET_SEQ, self.events.schema[SEQ].dataType, True)]
+                         + ([StructField(ROW_ID, LongType(), True)] if row_id_column else []))
         shipped = session.createDataFrame([(f.file_id, f.path, json.dumps(f.add)) for f in files],
                                           "file_id long, path string, add string")
         shipped = shipped.repartition(max(1, -(-len(files) // _FILES_PER_TASK)))
-        scanner = key_scanner(root, uri, self.options, schema, self.keys, _arrow(out), mapping)
+        scanner = key_scanner(root, uri, self.options, schema, self.keys, _arrow(out), mapping, row_id_column)
         return shipped.mapInArrow(scanner, out)
 
     def _without_tombstoned(self, changes: Any) -> Any:

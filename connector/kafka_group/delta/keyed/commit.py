@@ -209,7 +209,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
         if table is None:
             return wants_deletion_vectors(dict(table_properties or {}), self.table_path)
         columns = {f.name for f in table.schema().fields}
-        return (needs_own_merge(table) and own_merge_refusal(table, 1) is None
+        return (needs_own_merge(table) and own_merge_refusal(table, 1, row_tracking=True) is None
                 and columns <= set(stored) | {SEQUENCE_COLUMN})
 
     def merge_as_tasks(self, schema: Any, ranges: Sequence[OffsetRange],
@@ -233,7 +233,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
                 continue
             self._check_owner(table)
             self._check_appendable(table)
-            _refuse_own_unmergeable(self.table_path, table, 1)
+            _refuse_own_unmergeable(self.table_path, table, 1, row_tracking=True)
             self._refuse_conflicts(table, ranges)
             merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
             self.check_partition_columns(partition_by, table)
@@ -359,9 +359,9 @@ def _refuse_unmergeable(table_path: str, table: Any) -> None:
             "To go on: " + "; ".join(fixes))
 
 
-def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int) -> None:
+def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int, *, row_tracking: bool = False) -> None:
     """Refuse a table with deletion vectors that the own MERGE does not honour yet (the reason named)."""
-    why = own_merge_refusal(table, scd_type)
+    why = own_merge_refusal(table, scd_type, row_tracking=row_tracking)
     if why is not None:
         raise UnsupportedTableFeatureError(
             f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors, which the "

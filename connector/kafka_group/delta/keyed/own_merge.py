@@ -47,6 +47,7 @@ Caller: :class:`~kafka_group.delta.keyed.commit.KeyedOffsetStore` on the driver,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -56,19 +57,19 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.keyed.own_plan import FilePlan, plan_scd1, read_file
-from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal
+from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal, row_tracking_on
 from kafka_group.delta.log.checkpoints import checkpoint_if_due
 from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
 from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
 from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
-from kafka_group.delta.log.snapshot import commit_path, last_in_commit_timestamp
+from kafka_group.delta.log.snapshot import commit_path, last_in_commit_timestamp, row_id_high_water_mark
 from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 
 __all__ = ["commit_merge", "invariant_columns", "needs_own_merge", "own_merge", "own_merge_refusal", "readd_with_dv",
-           "refuse_own_merge", "remove_of"]
+           "refuse_own_merge", "remove_of", "row_tracking_columns"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ logger = logging.getLogger(__name__)
 #: them on every table-features protocol; their properties are checked in :func:`own_merge_refusal`).
 _OWN_MERGE_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants", "timestampNtz", "changeDataFeed",
                                   "columnMapping"})
+#: What the MERGE as Spark tasks honours beside: row tracking (updated rows keep their ids).
+_ROW_TRACKING_FEATURES = frozenset({"rowTracking", "domainMetadata"})
 _DEFAULT_INDEXED_COLUMNS = 32
 
 
@@ -85,12 +88,18 @@ def needs_own_merge(table: Any) -> bool:
     return "deletionVectors" in set(protocol.reader_features or []) | set(protocol.writer_features or [])
 
 
-def own_merge_refusal(table: Any, scd_type: int) -> Optional[str]:
-    """Why this module may not merge into ``table`` (None: it may)."""
+def own_merge_refusal(table: Any, scd_type: int, *, row_tracking: bool = False) -> Optional[str]:
+    """Why this module may not merge into ``table`` (None: it may). ``row_tracking``: the MERGE as Spark
+    tasks, which keeps updated rows' ids (:func:`row_tracking_columns`), asks."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-    problems = [f"the '{f}' table feature" for f in sorted(features - _OWN_MERGE_FEATURES)]
+    honoured = _OWN_MERGE_FEATURES | (_ROW_TRACKING_FEATURES if row_tracking else frozenset())
+    problems = [f"the '{f}' table feature" for f in sorted(features - honoured)]
+    if row_tracking and "rowTracking" in features and row_tracking_columns(config) is None:
+        problems.append("row tracking without its materialized column names in the table's properties")
+    if row_tracking and "rowTracking" in features and "columnMapping" in features:
+        problems.append("row tracking with column mapping (together not written yet)")
     if scd_type != 1:
         problems.append("stored_as_scd_type=2 (the own MERGE applies SCD1 only so far)")
     if str(config.get("delta.columnMapping.mode", "none")).lower() != "none" and any(
@@ -104,6 +113,15 @@ def own_merge_refusal(table: Any, scd_type: int) -> Optional[str]:
     if invariants:  # legacy invariants, at any depth: this MERGE does not evaluate them
         problems.append(f"legacy invariants (delta.invariants) on {', '.join(invariants)}")
     return ", ".join(problems) or None
+
+
+def row_tracking_columns(config: Mapping[str, Optional[str]]) -> Optional[Tuple[str, str]]:
+    """The materialized row id and row commit version columns of a table with row tracking (PROTOCOL.md,
+    "Row Tracking": ``delta.rowTracking.materializedRowIdColumnName`` and
+    ``...materializedRowCommitVersionColumnName``); None when either is missing."""
+    row_id = config.get("delta.rowTracking.materializedRowIdColumnName")
+    version = config.get("delta.rowTracking.materializedRowCommitVersionColumnName")
+    return (row_id, version) if row_id and version else None
 
 
 def invariant_columns(schema_json: Mapping[str, Any]) -> List[str]:
@@ -133,11 +151,11 @@ def invariant_columns(schema_json: Mapping[str, Any]) -> List[str]:
     return found
 
 
-def refuse_own_merge(table: Any, table_path: str) -> None:
+def refuse_own_merge(table: Any, table_path: str, *, row_tracking: bool = False) -> None:
     """Raise :class:`~kafka_group.errors.UnsupportedTableFeatureError` unless the connector may merge into
     ``table`` and commit itself (:func:`own_merge_refusal`, the store, the protocol)."""
     protocol = table.protocol()
-    why = own_merge_refusal(table, 1) or own_commit_refusal(table_path) or protocol_refusal(
+    why = own_merge_refusal(table, 1, row_tracking=row_tracking) or own_commit_refusal(table_path) or protocol_refusal(
         int(protocol.min_reader_version), int(protocol.min_writer_version), protocol.reader_features or [],
         protocol.writer_features or [])
     if why is not None:
@@ -256,6 +274,8 @@ def commit_merge(table: Any, table_path: str, storage_options: Mapping[str, str]
     deleted, updated, inserted = counts
     state = TableState(version, frozenset(protocol.writer_features or []), config,
                        last_in_commit_timestamp=last_in_commit_timestamp(fs, version))
+    if row_tracking_on(state):  # new files get fresh row ids past the mark (updated rows carry theirs materialized)
+        state = dataclasses.replace(state, row_id_high_water_mark=row_id_high_water_mark(fs, version))
     actions = commit_actions(state, new_files, txns, now_ms=now_ms, operation="MERGE", info=info)
     actions[0]["commitInfo"].update({"isBlindAppend": False, "operationParameters": {
         "kafkaGroup.engine": "own", "deletedRows": str(deleted), "updatedRows": str(updated),

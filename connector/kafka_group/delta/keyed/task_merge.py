@@ -40,16 +40,20 @@ from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError
 
-__all__ = ["FILE_ID", "POSITION", "TARGET_SEQ", "RESULT_COLUMNS", "CandidateFile", "candidate_files", "dv_writer",
+__all__ = ["FILE_ID", "POSITION", "ROW_ID", "TARGET_SEQ", "RESULT_COLUMNS", "CandidateFile", "candidate_files", "dv_writer",
            "key_scanner"]
 
 #: The scan's columns beside the keys: the candidate file's number, the row's physical position, its sequence.
 FILE_ID = "__kg_file"
 POSITION = "__kg_pos"
 TARGET_SEQ = "__kg_target_seq"
-#: :func:`dv_writer`'s columns before the keys: ``kind`` is 'file' (a touched file) or 'blocked' (a key).
+#: Row tracking: a live row's stable row id (its materialized one, else its file's ``baseRowId`` + position).
+ROW_ID = "__kg_row_id"
+#: :func:`dv_writer`'s columns before the keys: ``kind`` is 'file' (a touched file), 'blocked' (a key whose
+#: row is newer than its change) or 'fired' (row tracking: an upserted key and its row's id).
 RESULT_COLUMNS = (("kind", "string"), (FILE_ID, "long"), ("dv", "string"), ("dv_path", "string"),
-                  ("dv_size", "long"), ("all_deleted", "boolean"), ("deleted", "long"), ("updated", "long"))
+                  ("dv_size", "long"), ("all_deleted", "boolean"), ("deleted", "long"), ("updated", "long"),
+                  (ROW_ID, "long"))
 
 
 @dataclass(frozen=True)
@@ -105,10 +109,11 @@ def candidate_files(table: Any, fs: Any, keys: Sequence[str], bounds: Mapping[st
 
 
 def key_scanner(table_path: str, table_uri: str, storage_options: Mapping[str, str], schema: Any,
-                keys: Sequence[str], out_schema: Any,
-                mapping: Optional[ColumnMapping]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+                keys: Sequence[str], out_schema: Any, mapping: Optional[ColumnMapping],
+                row_id_column: Optional[str] = None) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of the scan: rows ``(file_id, path, add)`` in (one per candidate
-    file), ``(FILE_ID, POSITION, keys..., TARGET_SEQ)`` out (``out_schema``), one row per live row.
+    file), ``(FILE_ID, POSITION, keys..., TARGET_SEQ)`` out (``out_schema``), one row per live row;
+    with ``row_id_column`` (the table's materialized row id column: row tracking) also :data:`ROW_ID`.
 
     ``schema``: the table's Arrow schema (a tombstones' table has ``__SEQUENCE`` too). Caller: Spark
     tasks (the closure is pickled, storage options included; never logged)."""
@@ -132,7 +137,11 @@ def key_scanner(table_path: str, table_uri: str, storage_options: Mapping[str, s
                 positions = pa.array(np.arange(physical, dtype=np.int64))
                 columns = [pa.repeat(pa.scalar(file_id, pa.int64()), physical), positions]
                 columns += [rows.column(c) for c in wanted]
-                out = pa.table(columns, names=[FILE_ID, POSITION] + list(keys) + [TARGET_SEQ])
+                names = [FILE_ID, POSITION] + list(keys) + [TARGET_SEQ]
+                if row_id_column is not None:
+                    columns.append(_row_ids(fs, path, row_id_column, add, positions))
+                    names.append(ROW_ID)
+                out = pa.table(columns, names=names)
                 if len(old):
                     out = out.filter(pc.invert(pc.is_in(positions, value_set=pa.array(old))))
                 yield from out.cast(out_schema).to_batches(max_chunksize=65536)
@@ -169,6 +178,10 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
             if blocked.num_rows:
                 yield _result(out_schema, keys, blocked, kind="blocked")
             hit = mine.filter(fired)
+            if ROW_ID in mine.column_names:  # row tracking: an updated row keeps its id
+                upserted = hit.filter(pc.invert(hit.column(DELETE_COLUMN)))
+                if upserted.num_rows:
+                    yield _result(out_schema, list(keys) + [ROW_ID], upserted, kind="fired")
             if hit.num_rows == 0:
                 continue
             path, dv_json, num_records = files[file_id]
@@ -192,6 +205,26 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
                                     "dv_path": dv.relative_path(), "dv_size": len(body)})
 
     return write
+
+
+def _row_ids(fs: Any, path: str, column: str, add: Mapping[str, Any], positions: Any) -> Any:
+    """Each row's stable row id (PROTOCOL.md, "Row Tracking"): the materialized ``column`` where the file
+    has it and it is not NULL, else the file's ``baseRowId`` plus the row's position."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    base = add.get("baseRowId")
+    if base is None:
+        raise OffsetStoreError(f"the table's file {path!r} has no baseRowId, though the table tracks row ids: "
+                               "the keyed sink wrote nothing and moved no offset")
+    fresh = pc.add(positions, pa.scalar(int(base), pa.int64()))
+    with fs.open_input_file(path) as handle:
+        parquet = pq.ParquetFile(handle)
+        if column not in parquet.schema_arrow.names:
+            return fresh
+        stored = parquet.read(columns=[column]).column(column).cast(pa.int64())
+    return pc.coalesce(stored, fresh)
 
 
 def _row(schema: Any, values: Mapping[str, Any]) -> Any:
