@@ -100,7 +100,7 @@ def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequen
         if tombstones is not None and stats["deletes"]:  # before the commit: kafka_group.delta.keyed.tombstones
             deletes = events.where(F.col(DELETE_COLUMN)).select(*[quote(k) for k in keys], SEQ).toArrow()
             tombstones.record(deletes.cast(arrow_subset(arrow, keys + [SEQ])).rename_columns(keys + [SEQUENCE_COLUMN]))
-        plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds)
+        plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds, int(stats["n"]))
         store.merge_as_tasks(schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
                              table_properties=table_properties)
     finally:
@@ -119,12 +119,13 @@ class _TaskMerge:
 
     def __init__(self, events: Any, stored: List[str], batch_id: int, store: KeyedOffsetStore, spec: KeyedSpec,
                  storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
-                 bounds: Mapping[str, Tuple[Any, Any]]) -> None:
+                 bounds: Mapping[str, Tuple[Any, Any]], count: int) -> None:
         self.events, self.stored, self.batch_id, self.store = events, stored, batch_id, store
         self.keys = list(spec.keys)
         self.options = dict(storage_options)
         self.tombstones = tombstones
         self.bounds = bounds
+        self.count = count
 
     def run(self, table: Any, txns: List[Tuple[str, int]], info: Dict[str, Any]) -> Optional[int]:
         """Plan on ``table``'s loaded version, have the executors write, commit (None: another writer won)."""
@@ -134,6 +135,8 @@ class _TaskMerge:
 
         path = self.store.table_path
         refuse_own_merge(table, path, row_tracking=True)
+        if self.count == 0:  # no change: the offsets alone (no file read)
+            return NOTHING
         changes = self._without_tombstoned(self.events)
         fs = table_filesystem(path, self.options)
         config = dict(table.metadata().configuration or {})
