@@ -15,7 +15,8 @@ random-key updates (keys drawn over the whole table: every file holds one) lands
 No Kafka: both read the same change set from Spark (``spark.range`` hashed to keys), so the figures are
 the MERGE's. Printed per run: wall time of the batch, the Python driver's peak RSS (``ru_maxrss`` of this
 process: the kafka-group driver's memory; delta-spark's driver work is in the JVM), and CPU seconds of
-the Spark JVM and its Python workers (local mode: driver and executors share that JVM) per change.
+the whole process tree (this driver, the Spark JVM, its Python workers: local mode runs driver and
+executors in that JVM) per distinct changed key.
 Both tables are checked against the changes afterwards (row count, and the changed rows' values).
 """
 
@@ -49,10 +50,6 @@ def _tree_cpu(pid: int) -> float:
         grew = bool(more)
     ticks = os.sysconf("SC_CLK_TCK")
     return sum(sum(int(x) for x in stats[p][11:15]) for p in tree if p in stats) / ticks
-
-
-def _jvm_pid(spark: Any) -> int:
-    return int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # noqa: SLF001 - local mode: the one JVM
 
 
 def _build(spark: Any, path: str, rows: int) -> None:
@@ -114,7 +111,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     spark = _spark(args.cores)
     spark.conf.set("spark.sql.shuffle.partitions", str(4 * args.cores))
-    jvm = _jvm_pid(spark)
+    tree = os.getpid()  # this driver, its JVM (local mode: the executors too) and the JVM's Python workers
     out: Dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv[1:],
                            "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "versions": _versions(),
                            "runs": []}
@@ -126,9 +123,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         batch = _changes(spark, rows, args.changes, seed=rows).cache()
         distinct = batch.select("id").distinct().count()
         for name, land in (("s3", _s3), ("kg", _kg)):
-            cpu, started = _tree_cpu(jvm), time.perf_counter()
+            cpu, started = _tree_cpu(tree), time.perf_counter()
             land(spark, tables[name], batch, 1)
-            seconds, used = time.perf_counter() - started, _tree_cpu(jvm) - cpu
+            seconds, used = time.perf_counter() - started, _tree_cpu(tree) - cpu
             count = spark.read.format("delta").load(tables[name]).count()
             changed = spark.read.format("delta").load(tables[name]).where("v LIKE 'u%'").count()
             run = {"contender": name, "rows": rows, "changes": args.changes, "distinct_keys": distinct,
