@@ -137,12 +137,9 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
         last_error: Optional[Exception] = None
         for attempt in range(1, COMMIT_ATTEMPTS + 2):
-            table = self._load(refresh=True)
+            table = self._table_to_merge_into(schema, partition_by, table_properties)
             if table is None:
-                self._create(schema, partition_by, table_properties)
                 continue
-            self._check_owner(table)
-            self._check_appendable(table)
             own = needs_own_merge(table)
             if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed.own_merge)
                 _refuse_own_unmergeable(self.table_path, table, spec.scd_type)
@@ -227,12 +224,9 @@ class KeyedOffsetStore(DeltaOffsetStore):
         txns = self._transactions(ranges)
         custom = {GROUP_METADATA_KEY: self.group, **(metadata or {})}
         for _ in range(1, COMMIT_ATTEMPTS + 2):
-            table = self._load(refresh=True)
+            table = self._table_to_merge_into(schema, partition_by, table_properties)
             if table is None:
-                self._create(schema, partition_by, table_properties)
                 continue
-            self._check_owner(table)
-            self._check_appendable(table)
             _refuse_own_unmergeable(self.table_path, table, 1, row_tracking=True)
             self._refuse_conflicts(table, ranges)
             merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
@@ -245,6 +239,18 @@ class KeyedOffsetStore(DeltaOffsetStore):
         raise OffsetConflictError(
             f"refusing to merge into offsets.table '{self.table_path}' for group '{self.group}': concurrent "
             "writers kept winning")
+
+    def _table_to_merge_into(self, schema: Any, partition_by: Sequence[str],
+                             table_properties: Optional[Mapping[str, str]]) -> Any:
+        """The table at its latest version, its owner and appendability checked; None when it did not
+        exist (it is created now, and the caller loads it again)."""
+        table = self._load(refresh=True)
+        if table is None:
+            self._create(schema, partition_by, table_properties)
+            return None
+        self._check_owner(table)
+        self._check_appendable(table)
+        return table
 
     def _refuse_conflicts(self, table: Any, ranges: Sequence[OffsetRange]) -> None:
         check = self._check_in(table, ranges)
