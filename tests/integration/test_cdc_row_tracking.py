@@ -9,13 +9,14 @@ rows get fresh ids. Read through delta-spark's ``_metadata.row_id`` and ``_metad
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from pyspark.sql import SparkSession
 
 from kafka_group.delta.keyed.change_rules import KeyedSpec
 from kafka_group.delta.keyed.commit import KeyedOffsetStore
+from kafka_group.delta.keyed.create import created_properties
 from kafka_group.delta.keyed.tombstones import Tombstones
 from pyspark_kafka_group.sink.landing import land_changes
 
@@ -31,14 +32,16 @@ def _tracked(spark: SparkSession, table: pathlib.Path) -> Tracked:
     return {r["id"]: (r["v"], r["row_id"], r["row_commit_version"]) for r in rows}
 
 
-def _land(spark: SparkSession, table: pathlib.Path, batch_id: int, events: List[Tuple[int, str, str, int]]) -> int:
+def _land(spark: SparkSession, table: pathlib.Path, batch_id: int, events: List[Tuple[int, str, str, int]],
+          table_properties: Optional[Dict[str, str]] = None) -> int:
     """Land ``events`` (id, v, op, Kafka offset) as one keyed SCD1 batch; the table's version after it."""
     spec = KeyedSpec.build(["id"], None, "op = 'd'", None, ["op", "offset"], 1)
     store = KeyedOffsetStore(str(table), "row-tracking-group", {})
     tombstones = Tombstones(str(table), {}, spec, 3600.0)
     batch = spark.createDataFrame(events, "id long, v string, op string, offset long")
     land_changes(batch, batch_id, [], store, spec, transform=None, partition_by=None,
-                 tombstones_of=lambda _path, _spec: tombstones, table_properties=None)
+                 tombstones_of=lambda _path, _spec: tombstones,
+                 table_properties=created_properties(table_properties, 1))
     return int(spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").collect()[0]["version"])
 
 
@@ -77,3 +80,23 @@ def test_updated_rows_keep_their_row_ids_and_take_the_merge_commit_version(
     assert len({r[1] for r in again.values()}) == len(again) == 100
     history: Any = spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").collect()[0]
     assert history["operation"] == "MERGE"
+
+
+def test_a_table_the_sink_creates_with_row_tracking_keeps_ids_across_updates(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    table = tmp_path / "created"
+    tracking = {"delta.enableRowTracking": "true"}
+    first = _land(spark, table, 0, [(i, f"a{i}", "u", 100 + i) for i in range(50)], tracking)
+    before = _tracked(spark, table)
+    assert sorted(r[1] for r in before.values()) == list(range(50))  # fresh ids from 0, in its first commit
+    assert {r[2] for r in before.values()} == {first}
+    second = _land(spark, table, 1, [(i, f"b{i}", "u", 1000 + i) for i in range(0, 50, 5)]
+                   + [(1, "", "d", 1001), (60, "n60", "u", 1060)], tracking)
+    after = _tracked(spark, table)
+    for i in range(0, 50, 5):
+        assert after[i] == (f"b{i}", before[i][1], second), i
+    assert 1 not in after and after[60][1] >= 50 and after[60][2] == second
+    assert all(after[i] == before[i] for i in range(50) if i % 5 and i != 1)
+    features = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").collect()[0]["tableFeatures"]
+    assert {"deletionVectors", "rowTracking", "domainMetadata"} <= set(features)

@@ -110,3 +110,18 @@ def test_tables_the_keyed_sink_creates_get_deletion_vectors_unless_told_otherwis
     assert dt.transaction_version("owner") == 3
     assert pa.table(QueryBuilder().register("t", dt).execute("SELECT count(*) AS n FROM t").read_all()).to_pylist() == [
         {"n": 0}]
+
+
+def test_a_created_table_with_row_tracking_lists_its_features_and_materialized_columns(tmp_path: pathlib.Path) -> None:
+    properties = created_properties({"delta.enableRowTracking": "true"}, 1)
+    with pytest.raises(ConfigError, match="row tracking"):
+        created_properties({"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "false"}, 1)
+    table = tmp_path / "tracked"
+    schema = pa.schema([("id", pa.int64()), ("__SEQUENCE", pa.int64())])
+    assert create_with_deletion_vectors(str(table), {}, schema, [], properties, ("owner", 1), {})
+    dt = DeltaTable(str(table))
+    assert set(dt.protocol().writer_features or []) == {"deletionVectors", "domainMetadata", "rowTracking"}
+    config = dt.metadata().configuration
+    assert config["delta.enableRowTracking"] == "true"
+    assert config["delta.rowTracking.materializedRowIdColumnName"].startswith("_row-id-col-")
+    assert config["delta.rowTracking.materializedRowCommitVersionColumnName"].startswith("_row-commit-version-col-")

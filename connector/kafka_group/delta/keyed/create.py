@@ -8,7 +8,8 @@ overrides the defaults (:func:`created_properties`).
 
 A table with deletion vectors is created by the connector's own commit (PROTOCOL.md, "Table Features":
 reader version 3, writer version 7, the ``deletionVectors`` reader and writer feature, and nothing
-else: delta-rs 1.6.6's create would also list ``variantType``), written as ``_delta_log/0...0.json``
+else: delta-rs 1.6.6's create would also list ``variantType``; with ``delta.enableRowTracking`` also
+the ``rowTracking`` and ``domainMetadata`` writer features and the materialized columns' names), written as ``_delta_log/0...0.json``
 if absent, so two queries creating it at once leave one table. Where the connector cannot commit
 itself (:func:`~kafka_group.delta.log.commit.own_commit_refusal`: stores other than local, shared file
 systems and S3), and for SCD type 2 (which the own MERGE does not write yet), delta-rs creates the
@@ -37,8 +38,9 @@ _DV = "delta.enableDeletionVectors"
 DEFAULT_KEYED_PROPERTIES: Mapping[str, str] = {_DV: "true"}
 #: Properties the keyed sink sets at creation: deletion vectors (on or off), and table properties that
 #: enable no table feature (a feature the sink does not write would need more than a property).
+_RT = "delta.enableRowTracking"
 _SETTABLE = frozenset({
-    _DV, "delta.dataSkippingNumIndexedCols", "delta.dataSkippingStatsColumns", "delta.checkpointInterval",
+    _DV, _RT, "delta.dataSkippingNumIndexedCols", "delta.dataSkippingStatsColumns", "delta.checkpointInterval",
     "delta.logRetentionDuration", "delta.deletedFileRetentionDuration", "delta.targetFileSize",
 })
 
@@ -58,8 +60,13 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], scd_type: 
         raise ConfigError(f"DeltaSink(table_properties=...): {', '.join(unknown)} cannot be set by the keyed sink "
                           f"(it sets {', '.join(sorted(_SETTABLE))}); create the table with delta-spark first, "
                           "with the properties you want: the sink merges into it")
-    if given.get(_DV, "true").lower() not in ("true", "false"):
-        raise ConfigError(f"DeltaSink(table_properties={{'{_DV}': ...}}) is 'true' or 'false', got {given[_DV]!r}")
+    for name in (_DV, _RT):
+        if given.get(name, "true").lower() not in ("true", "false"):
+            raise ConfigError(f"DeltaSink(table_properties={{'{name}': ...}}) is 'true' or 'false', got {given[name]!r}")
+    if given.get(_RT, "false").lower() == "true" and (scd_type != 1 or given.get(_DV, "true").lower() != "true"):
+        raise ConfigError(f"DeltaSink(table_properties={{'{_RT}': 'true'}}): the keyed sink writes row tracking on "
+                          "SCD type 1 tables with deletion vectors only (the MERGE as Spark tasks); leave "
+                          f"'{_DV}' at 'true' and stored_as_scd_type at 1, or leave row tracking out")
     if scd_type != 1:
         if given.get(_DV, "false").lower() == "true":
             raise ConfigError(f"DeltaSink(stored_as_scd_type=2, table_properties={{'{_DV}': 'true'}}): the keyed "
@@ -81,11 +88,20 @@ def create_with_deletion_vectors(table_path: str, storage_options: Mapping[str, 
     from deltalake import Schema
 
     now_ms = int(time.time() * 1000)
+    writer_features = ["deletionVectors"]
+    configuration = dict(properties)
+    if configuration.get(_RT, "false").lower() == "true":
+        # PROTOCOL.md, "Row Tracking": the feature needs domainMetadata; the materialized columns' names are
+        # the table's own (delta-spark's pattern), where updated rows keep their ids
+        writer_features += ["domainMetadata", "rowTracking"]
+        configuration["delta.rowTracking.materializedRowIdColumnName"] = f"_row-id-col-{uuid.uuid4()}"
+        configuration["delta.rowTracking.materializedRowCommitVersionColumnName"] = (
+            f"_row-commit-version-col-{uuid.uuid4()}")
     protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-                "writerFeatures": ["deletionVectors"]}
+                "writerFeatures": writer_features}
     metadata = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
                 "schemaString": Schema.from_arrow(schema).to_json(), "partitionColumns": list(partition_by),
-                "configuration": dict(properties), "createdTime": now_ms}
+                "configuration": configuration, "createdTime": now_ms}
     info_action: Dict[str, Any] = {"timestamp": now_ms, "operation": "CREATE TABLE",
                                    "operationParameters": {"mode": "ErrorIfExists"}, "isBlindAppend": True,
                                    "engineInfo": "pyspark-kafka-group", **dict(info)}
