@@ -63,6 +63,10 @@ __all__ = ["merge_as_tasks"]
 
 logger = logging.getLogger(__name__)
 
+#: Every join here is a sort-merge join: Spark estimates a scan's size from its input, the small list of
+#: files, and would broadcast a table's worth of keys (at 100,000,000 rows: "Not enough memory to build
+#: and broadcast the table"); a sort-merge join spills instead, so a task's memory stays its share.
+_JOIN = "merge"
 #: Candidate files per scan task at most (a task reads one file's key columns at a time).
 _FILES_PER_TASK = 4
 
@@ -153,7 +157,7 @@ class _TaskMerge:
         try:
             if files:
                 matched = self._scan(path, table.table_uri, table_arrow, mapping, files,
-                                     None if tracked is None else tracked[0]).join(
+                                     None if tracked is None else tracked[0]).hint(_JOIN).join(
                     changes.select(*[quote(k) for k in self.keys], SEQ, DELETE_COLUMN), on=self.keys, how="inner")
                 writer = dv_writer(path, table.table_uri, self.options,
                                    {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records()) for f in files},
@@ -162,11 +166,11 @@ class _TaskMerge:
                     StorageLevel.MEMORY_AND_DISK)
                 file_rows = results.where("kind = 'file'").collect()
                 written += [DataFile(r["dv_path"], int(r["dv_size"]), 0) for r in file_rows if r["dv_path"]]
-                upserts = changes.where(~F.col(DELETE_COLUMN)).join(
+                upserts = changes.where(~F.col(DELETE_COLUMN)).hint(_JOIN).join(
                     results.where("kind = 'blocked'").select(*[quote(k) for k in self.keys]), on=self.keys,
                     how="left_anti")
                 if tracked is not None:
-                    upserts = upserts.join(results.where("kind = 'fired'").select(
+                    upserts = upserts.hint(_JOIN).join(results.where("kind = 'fired'").select(
                         *[quote(k) for k in self.keys], ROW_ID), on=self.keys, how="left")
             else:
                 upserts = changes.where(~F.col(DELETE_COLUMN))
@@ -243,7 +247,7 @@ class _TaskMerge:
         known = self._scan(self.tombstones.path, tombs.table_uri, _pa_schema(tombs), None,  # type: ignore[union-attr]
                            files).groupBy(*[quote(k) for k in self.keys]).agg(
             F.max(TARGET_SEQ).alias(TARGET_SEQ))
-        joined = changes.join(known, on=self.keys, how="left")
+        joined = changes.hint(_JOIN).join(known, on=self.keys, how="left")
         keep = F.col(TARGET_SEQ).isNull() | (F.col(SEQ) >= F.col(TARGET_SEQ)) | F.col(DELETE_COLUMN)
         return joined.where(keep).drop(TARGET_SEQ)
 
