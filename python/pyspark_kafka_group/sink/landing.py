@@ -8,7 +8,9 @@ Delta commit that holds the data and the new position of every planned partition
   (:mod:`~pyspark_kafka_group.sink.sink_files`), then one commit of those files with the offsets
   (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`);
 - :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
-  SCD type 1's tombstones, then one MERGE commit with the offsets (:mod:`kafka_group.delta.keyed.commit`).
+  SCD type 1's tombstones, then one MERGE commit with the offsets: as Spark tasks into a table with
+  deletion vectors (:mod:`~pyspark_kafka_group.sink.keyed_tasks`), else on the driver
+  (:mod:`kafka_group.delta.keyed.commit`).
 
 Caller: the driver, inside ``foreachBatch``, one batch at a time. The ``crash_point`` names are the fault
 injection points of the exactly-once tests.

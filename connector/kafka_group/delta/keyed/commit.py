@@ -13,6 +13,10 @@ removed (or any other commit in between) never lands; this store then checks the
 new version and merges again, at most
 :data:`~kafka_group.delta.offsets.offsets_table.COMMIT_ATTEMPTS` times.
 
+:meth:`KeyedOffsetStore.merge_as_tasks` is the same loop for the SCD1 MERGE as Spark tasks into a table
+with deletion vectors (:mod:`pyspark_kafka_group.sink.keyed_tasks`): there the change set is never in the
+driver's memory.
+
 Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
 """
 

@@ -37,7 +37,8 @@ Column mapping (``name`` and ``id``, top-level primitive columns): the target's 
 the new files written under the physical names (with field ids), partition values and statistics
 keyed by them (:mod:`kafka_group.delta.rules.column_mapping`, as the append path writes them).
 
-Refused here (:func:`own_merge_refusal`, with the reason): SCD2, row tracking, column mapping with
+Refused here (:func:`own_merge_refusal`, with the reason): SCD2, row tracking (but on the MERGE as
+Spark tasks, :mod:`kafka_group.delta.keyed.task_merge`, which keeps updated rows' ids), column mapping with
 nested columns, the change data feed enabled, legacy invariants at any depth (nested fields'
 included: :func:`invariant_columns`), and any feature outside
 :data:`_OWN_MERGE_FEATURES`.
