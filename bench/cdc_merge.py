@@ -166,9 +166,13 @@ def run(spark: Any, servers: str, topic: str, table: str, checkpoint: str, conte
 
 def table_state(table: str) -> State:
     """The table's live rows, read with delta-rs (the keyed sink's own columns left out)."""
-    from deltalake import DeltaTable
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
 
-    data = DeltaTable(table).to_pyarrow_dataset().to_table(columns=COLUMNS).to_pylist()
+    # QueryBuilder honours deletion vectors (the keyed sink's new tables have them; to_pyarrow_dataset refuses them)
+    names = ", ".join(f'"{c}"' for c in COLUMNS)
+    data = pa.table(QueryBuilder().register("t", DeltaTable(table)).execute(f"SELECT {names} FROM t")
+                    .read_all()).to_pylist()
     return {r["id"]: (r["name"], r["amount"], r["seq"]) for r in data}
 
 

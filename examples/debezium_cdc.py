@@ -184,9 +184,12 @@ def run_query(spark: Any, args: argparse.Namespace, bootstrap_servers: str) -> N
 
 def read_table(table: str) -> Dict[int, Row]:
     """The table's rows by ``id`` (with delta-rs, not Spark), its columns only."""
-    from deltalake import DeltaTable
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
 
-    data = DeltaTable(table).to_pyarrow_dataset().to_table(columns=["id", "first_name", "last_name", "email"])
+    # through delta-rs's SQL engine: it honours the deletion vectors the keyed sink's tables have
+    query = 'SELECT "id", "first_name", "last_name", "email" FROM t'
+    data = pa.table(QueryBuilder().register("t", DeltaTable(table)).execute(query).read_all())
     return {row["id"]: row for row in data.to_pylist()}
 
 

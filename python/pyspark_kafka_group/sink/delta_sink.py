@@ -38,6 +38,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kafka_group.delta.keyed.change_rules import KeyedSpec
 from kafka_group.delta.keyed.commit import KeyedOffsetStore
+from kafka_group.delta.keyed.create import created_properties
 from kafka_group.delta.keyed.tombstones import DEFAULT_RETENTION_SECONDS, Tombstones, retention_seconds, tombstones_location
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.storage.table_names import ResolvedTable, check_location, parse_table_name
@@ -140,6 +141,8 @@ class DeltaSink:
         it, an event older than its key's delete that arrives in a later batch is ignored; after it
         the tombstone is collected and such an event inserts the key again (docs/cdc.md). The default
         is Kafka's default ``retention.ms`` (Databricks' AUTO CDC keeps 2 days).
+    table_properties : dict, optional
+        Keyed mode: the created table's properties, over ``{"delta.enableDeletionVectors": "true"}`` (docs/cdc.md).
     merge_schema : bool, default False
         Delta's ``mergeSchema``: columns a batch adds (top-level, or fields of structs) are added
         to the table's schema, and columns of the table a batch lacks are read as NULL for its
@@ -198,6 +201,7 @@ class DeltaSink:
         except_column_list: Optional[Sequence[str]] = None,
         stored_as_scd_type: int = 1,
         tombstone_retention: Union[float, datetime.timedelta, None] = None,
+        table_properties: Optional[Mapping[str, Any]] = None,
     ) -> None:
         if (path is None) == (table is None):
             raise ConfigError("DeltaSink takes the Delta table's location, DeltaSink('/lake/orders_bronze'), or its "
@@ -208,12 +212,10 @@ class DeltaSink:
             parse_table_name(table)  # a malformed name fails here, not at the first batch
         elif table is not None and not isinstance(table, ResolvedTable):
             raise ConfigError(f"DeltaSink(table=...) takes a table name or a ResolvedTable, got {type(table).__name__}")
-        if isinstance(partition_by, str) or (
-            partition_by is not None and not all(isinstance(c, str) and c for c in partition_by)
-        ):
-            raise ConfigError(
-                f"DeltaSink(partition_by=...) takes a list of column names, such as ['date'], got {partition_by!r}"
-            )
+        if isinstance(partition_by, str) or (partition_by is not None
+                                             and not all(isinstance(c, str) and c for c in partition_by)):
+            raise ConfigError("DeltaSink(partition_by=...) takes a list of column names, such as ['date'], "
+                              f"got {partition_by!r}")
         require_sink_dependencies()
         #: The table's location; for ``table=`` a name, set at the first batch (:meth:`_location`).
         self.path: Optional[str] = None if path is None else check_location(path, where="DeltaSink(path)")
@@ -240,10 +242,11 @@ class DeltaSink:
                 raise ConfigError("DeltaSink(tombstone_retention=...) belongs to stored_as_scd_type=1 (SCD type 2 "
                                   "remembers deletes in its closed versions): leave it out")
         elif (sequence_by, apply_as_deletes, column_list, except_column_list, stored_as_scd_type,
-              tombstone_retention) != (None, None, None, None, 1, None):
+              tombstone_retention, table_properties) != (None, None, None, None, 1, None, None):
             raise ConfigError("DeltaSink: sequence_by, apply_as_deletes, column_list, except_column_list, "
-                              "stored_as_scd_type and tombstone_retention belong to the keyed mode: give keys=[...] "
-                              "too")
+                              "stored_as_scd_type, tombstone_retention and table_properties belong to the keyed "
+                              "mode: give keys=[...] too")
+        self.table_properties = None if self.keyed is None else created_properties(table_properties, self.keyed.scd_type)
         #: Seconds a SCD1 delete is remembered (its tombstone's retention).
         self.tombstone_retention = (DEFAULT_RETENTION_SECONDS if tombstone_retention is None
                                     else retention_seconds(tombstone_retention))
@@ -306,7 +309,8 @@ class DeltaSink:
         if self.keyed is not None:
             assert isinstance(store, KeyedOffsetStore)
             land_changes(batch, batch_id, ranges, store, self.keyed, transform=self.transform,
-                         partition_by=self.partition_by, tombstones_of=self._tombstones_of)
+                         partition_by=self.partition_by, tombstones_of=self._tombstones_of,
+                         table_properties=self.table_properties)
             return
         land_rows(batch if self.transform is None else self.transform(batch), batch_id, ranges, store,
                   partition_by=self.partition_by, merge_schema=self.merge_schema,

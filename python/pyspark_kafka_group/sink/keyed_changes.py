@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Optional, Tuple
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, KAFKA_COLUMN, OFFSET, SEQ, KeyedSpec, quote
 from kafka_group.errors import ConfigError
 
-__all__ = ["change_set"]
+__all__ = ["change_frame", "change_set", "collect_changes", "refuse_null_sequences"]
 
 _ORDERABLE = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "date", "timestamp",
               "timestamp_ntz")
@@ -25,10 +25,14 @@ _ORDERABLE = ("byte", "short", "integer", "long", "float", "double", "decimal", 
 def change_set(batch: Any, transform: Optional[Callable[[Any], Any]], spec: KeyedSpec) -> Tuple[Any, List[str]]:
     """The batch's change set as a pyarrow Table (stored columns, sequence, delete flag, Kafka offset)
     and the stored column names. Runs the Spark job; the result is a batch's changes, in the driver."""
+    return collect_changes(*change_frame(batch, transform, spec), spec)
+
+
+def change_frame(batch: Any, transform: Optional[Callable[[Any], Any]], spec: KeyedSpec) -> Tuple[Any, List[str]]:
+    """The batch's change set as a Spark DataFrame (as :func:`change_set`'s, on the executors: SCD1's
+    latest event per key computed there) and the stored column names; no Spark job runs."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructField, StructType
 
     if "offset" not in batch.columns:
         raise ConfigError(
@@ -64,11 +68,24 @@ def change_set(batch: Any, transform: Optional[Callable[[Any], Any]], spec: Keye
         order = Window.partitionBy(*[F.col(quote(k)) for k in spec.keys]).orderBy(
             F.col(SEQ).desc_nulls_last(), F.col(OFFSET).desc())
         events = events.withColumn("__kg_rank", F.row_number().over(order)).where("__kg_rank = 1").drop("__kg_rank")
+    return events, stored
+
+
+def collect_changes(events: Any, stored: List[str], spec: KeyedSpec) -> Tuple[Any, List[str]]:
+    """:func:`change_frame`'s change set collected to the driver as a pyarrow Table (the driver's MERGE)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructField, StructType
+
     schema = StructType([StructField(f.name, f.dataType, True) for f in events.schema.fields])
     table = events.toArrow()
     table = table.cast(to_arrow_schema(schema, timezone="UTC"))
-    if table.column(SEQ).null_count:
-        raise ConfigError(f"DeltaSink(sequence_by={spec.sequence_by!r}) is NULL for {table.column(SEQ).null_count} "
+    refuse_null_sequences(spec, table.column(SEQ).null_count)
+    return table, stored
+
+
+def refuse_null_sequences(spec: KeyedSpec, nulls: int) -> None:
+    """Refuse a change set with ``nulls`` events without a sequence."""
+    if nulls:
+        raise ConfigError(f"DeltaSink(sequence_by={spec.sequence_by!r}) is NULL for {nulls} "
                           "event(s) of this batch; every event needs a sequence (coalesce it in the expression). "
                           "Nothing of the batch landed and no offset moved")
-    return table, stored

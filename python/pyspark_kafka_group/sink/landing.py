@@ -9,7 +9,9 @@ Delta commit that holds the data and the new position of every planned partition
   (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`), then the table's small files
   compacted when enough have gathered (:mod:`~pyspark_kafka_group.sink.sink_compaction`, its own commit);
 - :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
-  SCD type 1's tombstones, then one MERGE commit with the offsets (:mod:`kafka_group.delta.keyed.commit`).
+  SCD type 1's tombstones, then one MERGE commit with the offsets: as Spark tasks into a table with
+  deletion vectors (:mod:`~pyspark_kafka_group.sink.keyed_tasks`), else on the driver
+  (:mod:`kafka_group.delta.keyed.commit`).
 
 Caller: the driver, inside ``foreachBatch``, one batch at a time. The ``crash_point`` names are the fault
 injection points of the exactly-once tests.
@@ -17,7 +19,7 @@ injection points of the exactly-once tests.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from kafka_group.delta.keyed.change_rules import KeyedSpec
 from kafka_group.delta.keyed.commit import KeyedOffsetStore, refuse_null_keys
@@ -26,7 +28,8 @@ from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
-from pyspark_kafka_group.sink.keyed_changes import change_set
+from pyspark_kafka_group.sink.keyed_changes import change_frame, collect_changes
+from pyspark_kafka_group.sink.keyed_tasks import merge_as_tasks
 from pyspark_kafka_group.sink.sink_compaction import compact_after_commit
 from pyspark_kafka_group.sink.sink_files import partition_columns, write_files
 from pyspark_kafka_group.sink.sink_rules import VIOLATION_COLUMN, apply_rules
@@ -84,9 +87,13 @@ def land_rows(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: D
 def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store: KeyedOffsetStore,
                  spec: KeyedSpec, *, transform: Optional[Callable[[Any], Any]],
                  partition_by: Optional[Sequence[str]],
-                 tombstones_of: Callable[[str, KeyedSpec], Tombstones]) -> None:
-    """Keyed mode: the batch's change set (computed by Spark, in the driver's memory) MERGEd into the
-    table with the batch's offsets, in one commit (:mod:`kafka_group.delta.keyed.commit`).
+                 tombstones_of: Callable[[str, KeyedSpec], Tombstones],
+                 table_properties: Optional[Mapping[str, str]] = None) -> None:
+    """Keyed mode: the batch's change set (computed by Spark) MERGEd into the table with the batch's
+    offsets, in one commit: for SCD1 into a table with deletion vectors (new tables get them unless
+    ``table_properties`` says otherwise) as Spark tasks, the change set never on the driver
+    (:mod:`pyspark_kafka_group.sink.keyed_tasks`); otherwise collected to the driver's memory and
+    MERGEd there (:mod:`kafka_group.delta.keyed.commit`).
 
     ``transform`` is the sink's (the change set applies it after marking each record's Kafka offset and
     tombstone);
@@ -94,22 +101,31 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
     object per location). Other parameters as :func:`land_rows`'s.
     """
     crash_point("sink.before_write")
-    changes, stored = change_set(batch, transform, spec)
-    if not ranges and changes.num_rows == 0:
-        return
-    refuse_null_keys(changes, spec, store.table_path)
+    events, stored = change_frame(batch, transform, spec)
     tombstones = tombstones_of(store.table_path, spec) if spec.scd_type == 1 else None
     columns = list(partition_by) if partition_by is not None else (store.partition_columns() or [])
     missing = [c for c in columns if c not in stored]
     if missing:
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
+    if spec.scd_type == 1 and store.merges_as_tasks(stored, table_properties):
+        merge_as_tasks(events, stored, batch_id, ranges, store, spec, partition_by=columns,
+                       storage_options=store.storage_options(), tombstones=tombstones,
+                       metadata=_commit_metadata(batch_id, ranges), table_properties=table_properties)
+        crash_point("sink.after_commit")
+        if tombstones is not None:
+            tombstones.collect_garbage()
+        return
+    changes, stored = collect_changes(events, stored, spec)
+    if not ranges and changes.num_rows == 0:
+        return
+    refuse_null_keys(changes, spec, store.table_path)
     crash_point("sink.before_commit")
     if tombstones is not None:  # before the commit: kafka_group.delta.keyed.tombstones says why
         tombstones.record(tombstones.deletes(changes))
     store.merge_changes(changes, spec, stored, ranges, partition_by=columns,
                         metadata=_commit_metadata(batch_id, ranges),
-                        prepare=None if tombstones is None else tombstones.apply)
+                        prepare=None if tombstones is None else tombstones.apply, table_properties=table_properties)
     crash_point("sink.after_commit")
     if tombstones is not None:
         tombstones.collect_garbage()

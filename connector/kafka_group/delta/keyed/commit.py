@@ -13,6 +13,10 @@ removed (or any other commit in between) never lands; this store then checks the
 new version and merges again, at most
 :data:`~kafka_group.delta.offsets.offsets_table.COMMIT_ATTEMPTS` times.
 
+:meth:`KeyedOffsetStore.merge_as_tasks` is the same loop for the SCD1 MERGE as Spark tasks into a table
+with deletion vectors (:mod:`pyspark_kafka_group.sink.keyed_tasks`): there the change set is never in the
+driver's memory.
+
 Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
 """
 
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.keyed.change_rules import (
@@ -29,6 +33,7 @@ from kafka_group.delta.keyed.change_rules import (
     END_COLUMN,
     OFFSET,
     SEQ,
+    SEQUENCE_COLUMN,
     START_COLUMN,
     KeyedSpec,
     MergeClauses,
@@ -37,6 +42,7 @@ from kafka_group.delta.keyed.change_rules import (
     scd2_changes,
     scd2_clauses,
 )
+from kafka_group.delta.keyed.create import create_with_deletion_vectors, wants_deletion_vectors
 from kafka_group.delta.keyed.key_rows import rows_of_keys
 from kafka_group.delta.keyed.own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
 from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
@@ -46,20 +52,27 @@ from kafka_group.errors import OffsetConflictError, OffsetStoreError, Unsupporte
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 
-__all__ = ["KeyedOffsetStore", "refuse_null_keys", "table_schema"]
+__all__ = ["NOTHING", "KeyedOffsetStore", "refuse_null_key_count", "refuse_null_keys", "table_schema"]
 
 logger = logging.getLogger(__name__)
+
+#: What a :meth:`KeyedOffsetStore.merge_as_tasks` run returns when the batch changes no row.
+NOTHING = -1
 
 
 def refuse_null_keys(changes: Any, spec: KeyedSpec, table_path: str) -> None:
     """Refuse a change set with a NULL key (before anything of it is written, tombstones included)."""
     for k in spec.keys:
-        nulls = changes.column(k).null_count
-        if nulls:
-            raise OffsetStoreError(
-                f"DeltaSink(keys={list(spec.keys)}): {nulls} change(s) of this batch have a NULL '{k}', and "
-                f"a key identifies a row of offsets.table '{table_path}'. Nothing of the batch landed and "
-                "no offset moved: fill or drop those rows in the transform, then restart the query")
+        refuse_null_key_count(spec, table_path, k, changes.column(k).null_count)
+
+
+def refuse_null_key_count(spec: KeyedSpec, table_path: str, k: str, nulls: int) -> None:
+    """Refuse a change set with ``nulls`` events whose key column ``k`` is NULL."""
+    if nulls:
+        raise OffsetStoreError(
+            f"DeltaSink(keys={list(spec.keys)}): {nulls} change(s) of this batch have a NULL '{k}', and "
+            f"a key identifies a row of offsets.table '{table_path}'. Nothing of the batch landed and "
+            "no offset moved: fill or drop those rows in the transform, then restart the query")
 
 
 def table_schema(changes_schema: Any, spec: KeyedSpec, stored: Sequence[str]) -> Any:
@@ -85,13 +98,16 @@ class KeyedOffsetStore(DeltaOffsetStore):
         metadata: Optional[Mapping[str, Any]] = None,
         partition_by: Sequence[str] = (),
         prepare: Optional[Callable[[Any], Any]] = None,
+        table_properties: Optional[Mapping[str, str]] = None,
     ) -> int:
         """Apply ``changes`` (a pyarrow Table: ``stored`` columns, ``__kg_seq``, ``__kg_delete``,
         ``__kg_offset``) and advance ``ranges`` to their ``until``, in one Delta commit.
 
         ``prepare`` (pyarrow Table in, pyarrow Table out: SCD1's tombstone filter,
         :meth:`kafka_group.delta.keyed.tombstones.Tombstones.apply`) runs on ``changes`` at each attempt,
-        after the table version the MERGE commits on is loaded.
+        after the table version the MERGE commits on is loaded. ``table_properties``: those of the table
+        the first batch creates (:func:`~kafka_group.delta.keyed.create.created_properties`; None: delta-rs's
+        defaults, no deletion vectors).
 
         Returns
         -------
@@ -125,25 +141,15 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
         last_error: Optional[Exception] = None
         for attempt in range(1, COMMIT_ATTEMPTS + 2):
-            table = self._load(refresh=True)
+            table = self._table_to_merge_into(schema, partition_by, table_properties)
             if table is None:
-                self._create(schema, partition_by)
                 continue
-            self._check_owner(table)
-            self._check_appendable(table)
             own = needs_own_merge(table)
             if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed.own_merge)
                 _refuse_own_unmergeable(self.table_path, table, spec.scd_type)
             else:
                 _refuse_unmergeable(self.table_path, table)
-            check = self._check_in(table, ranges)
-            if check.conflicts or check.already_committed:
-                raise OffsetConflictError(
-                    f"refusing to merge into offsets.table '{self.table_path}' for group '{self.group}': "
-                    + (check.describe_conflicts(ranges) if check.conflicts
-                       else "the table already holds exactly these ranges (committed before)")
-                    + ". Another member committed these partitions meanwhile, or their offsets were reset; the "
-                    "batch is not landed and the query replans from the table's offsets")
+            self._refuse_conflicts(table, ranges)
             merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
             self.check_partition_columns(partition_by, table)
             batch = changes if prepare is None else prepare(changes)
@@ -191,6 +197,75 @@ class KeyedOffsetStore(DeltaOffsetStore):
             f"refusing to merge into offsets.table '{self.table_path}' for group '{self.group}': concurrent "
             f"writers kept winning ({last_error})")
 
+    def storage_options(self) -> Dict[str, str]:
+        """The running batch's storage options (secrets: never logged)."""
+        return dict(self._storage_options)
+
+    def merges_as_tasks(self, stored: Sequence[str], table_properties: Optional[Mapping[str, str]]) -> bool:
+        """Whether a SCD1 batch of ``stored`` columns goes to :meth:`merge_as_tasks`: the table has deletion
+        vectors (the own MERGE's tables) and no column the batch does not store but ``__SEQUENCE`` (an
+        update keeps such a column's value: the driver's own MERGE reads it), or the first batch creates
+        the table with deletion vectors."""
+        table = self._load(refresh=True)
+        if table is None:
+            return wants_deletion_vectors(dict(table_properties or {}), self.table_path)
+        columns = {f.name for f in table.schema().fields}
+        return (needs_own_merge(table) and own_merge_refusal(table, 1, row_tracking=True) is None
+                and columns <= set(stored) | {SEQUENCE_COLUMN})
+
+    def merge_as_tasks(self, schema: Any, ranges: Sequence[OffsetRange],
+                       run: Callable[[Any, List[Tuple[str, int]], Dict[str, Any]], Optional[int]], *,
+                       metadata: Optional[Mapping[str, Any]] = None, partition_by: Sequence[str] = (),
+                       table_properties: Optional[Mapping[str, str]] = None) -> int:
+        """:meth:`merge_changes`'s commit loop for the SCD1 MERGE as Spark tasks
+        (:mod:`kafka_group.delta.keyed.task_merge`): the same checks on each attempt's table version
+        (owner, conflicts, schema, partitioning, the own MERGE's refusals), then ``run(table, txns,
+        info)``, which plans, has the executors write, and commits; it returns the new version, None
+        when another writer won the version (the loop checks the offsets again), or :data:`NOTHING`
+        when no row changes (the offsets alone are committed). ``schema``: the table's Arrow schema
+        (:func:`table_schema`)."""
+        self.check_conditional_put()
+        txns = self._transactions(ranges)
+        custom = {GROUP_METADATA_KEY: self.group, **(metadata or {})}
+        for _ in range(1, COMMIT_ATTEMPTS + 2):
+            table = self._table_to_merge_into(schema, partition_by, table_properties)
+            if table is None:
+                continue
+            _refuse_own_unmergeable(self.table_path, table, 1, row_tracking=True)
+            self._refuse_conflicts(table, ranges)
+            merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
+            self.check_partition_columns(partition_by, table)
+            done = run(table, [(t.app_id, t.version) for t in txns], custom)
+            if done == NOTHING:
+                return self.commit([], schema, ranges, metadata=metadata, partition_by=partition_by)
+            if done is not None:
+                return done
+        raise OffsetConflictError(
+            f"refusing to merge into offsets.table '{self.table_path}' for group '{self.group}': concurrent "
+            "writers kept winning")
+
+    def _table_to_merge_into(self, schema: Any, partition_by: Sequence[str],
+                             table_properties: Optional[Mapping[str, str]]) -> Any:
+        """The table at its latest version, its owner and appendability checked; None when it did not
+        exist (it is created now, and the caller loads it again)."""
+        table = self._load(refresh=True)
+        if table is None:
+            self._create(schema, partition_by, table_properties)
+            return None
+        self._check_owner(table)
+        self._check_appendable(table)
+        return table
+
+    def _refuse_conflicts(self, table: Any, ranges: Sequence[OffsetRange]) -> None:
+        check = self._check_in(table, ranges)
+        if check.conflicts or check.already_committed:
+            raise OffsetConflictError(
+                f"refusing to merge into offsets.table '{self.table_path}' for group '{self.group}': "
+                + (check.describe_conflicts(ranges) if check.conflicts
+                   else "the table already holds exactly these ranges (committed before)")
+                + ". Another member committed these partitions meanwhile, or their offsets were reset; the "
+                "batch is not landed and the query replans from the table's offsets")
+
     def _transactions(self, ranges: Sequence[OffsetRange]) -> List[Any]:
         from deltalake.transaction import Transaction
 
@@ -198,17 +273,28 @@ class KeyedOffsetStore(DeltaOffsetStore):
         txns.append(Transaction(OWNER_ID, owner_version(self.group)))
         return txns
 
-    def _create(self, schema: Any, partition_by: Sequence[str]) -> None:
-        """Create the empty table, owned by this group (a MERGE needs a table; no offset moves)."""
+    def _create(self, schema: Any, partition_by: Sequence[str],
+                table_properties: Optional[Mapping[str, str]] = None) -> None:
+        """Create the empty table, owned by this group (a MERGE needs a table; no offset moves), with
+        ``table_properties`` (deletion vectors: :mod:`kafka_group.delta.keyed.create`)."""
         from deltalake import DeltaTable
         from deltalake.transaction import CommitProperties, Transaction
 
+        info = {GROUP_METADATA_KEY: self.group, "kafkaGroup.operation": "createKeyedTable"}
+        configuration = dict(table_properties or {})
+        if wants_deletion_vectors(configuration, self.table_path):
+            if not create_with_deletion_vectors(self.table_path, self._storage_options, schema, partition_by,
+                                                configuration, (OWNER_ID, owner_version(self.group)), info):
+                logger.info("another writer created %s first; merging into it", self.table_path)
+            crash_point("delta.after_create")
+            return
+        configuration.pop("delta.enableDeletionVectors", None)
         properties = CommitProperties(app_transactions=[Transaction(OWNER_ID, owner_version(self.group))],
-                                      custom_metadata={GROUP_METADATA_KEY: self.group,
-                                                       "kafkaGroup.operation": "createKeyedTable"})
+                                      custom_metadata=info)
         try:
             DeltaTable.create(self.table_path, schema, mode="error", partition_by=list(partition_by) or None,
-                              storage_options=self._storage_options or None, commit_properties=properties)
+                              storage_options=self._storage_options or None, commit_properties=properties,
+                              configuration=configuration or None)
         except Exception as exc:  # another writer created it meanwhile: the caller loads it and checks again
             if self._load() is None:
                 raise OffsetStoreError(f"creating offsets.table '{self.table_path}' failed: {exc}") from exc
@@ -283,9 +369,9 @@ def _refuse_unmergeable(table_path: str, table: Any) -> None:
             "To go on: " + "; ".join(fixes))
 
 
-def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int) -> None:
+def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int, *, row_tracking: bool = False) -> None:
     """Refuse a table with deletion vectors that the own MERGE does not honour yet (the reason named)."""
-    why = own_merge_refusal(table, scd_type)
+    why = own_merge_refusal(table, scd_type, row_tracking=row_tracking)
     if why is not None:
         raise UnsupportedTableFeatureError(
             f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors, which the "

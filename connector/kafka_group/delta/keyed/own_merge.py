@@ -37,7 +37,8 @@ Column mapping (``name`` and ``id``, top-level primitive columns): the target's 
 the new files written under the physical names (with field ids), partition values and statistics
 keyed by them (:mod:`kafka_group.delta.rules.column_mapping`, as the append path writes them).
 
-Refused here (:func:`own_merge_refusal`, with the reason): SCD2, row tracking, column mapping with
+Refused here (:func:`own_merge_refusal`, with the reason): SCD2, row tracking (but on the MERGE as
+Spark tasks, :mod:`kafka_group.delta.keyed.task_merge`, which keeps updated rows' ids), column mapping with
 nested columns, the change data feed enabled, legacy invariants at any depth (nested fields'
 included: :func:`invariant_columns`), and any feature outside
 :data:`_OWN_MERGE_FEATURES`.
@@ -47,6 +48,7 @@ Caller: :class:`~kafka_group.delta.keyed.commit.KeyedOffsetStore` on the driver,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -56,18 +58,19 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.keyed.own_plan import FilePlan, plan_scd1, read_file
-from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal
+from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal, row_tracking_on
 from kafka_group.delta.log.checkpoints import checkpoint_if_due
 from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
 from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
 from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
-from kafka_group.delta.log.snapshot import commit_path, last_in_commit_timestamp
+from kafka_group.delta.log.snapshot import commit_path, last_in_commit_timestamp, row_id_high_water_mark
 from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 from kafka_group.faults import crash_point
 
-__all__ = ["invariant_columns", "needs_own_merge", "own_merge", "own_merge_refusal"]
+__all__ = ["commit_merge", "invariant_columns", "needs_own_merge", "own_merge", "own_merge_refusal", "readd_with_dv",
+           "refuse_own_merge", "remove_of", "row_tracking_columns"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,8 @@ logger = logging.getLogger(__name__)
 #: them on every table-features protocol; their properties are checked in :func:`own_merge_refusal`).
 _OWN_MERGE_FEATURES = frozenset({"deletionVectors", "appendOnly", "invariants", "timestampNtz", "changeDataFeed",
                                   "columnMapping"})
+#: What the MERGE as Spark tasks honours beside: row tracking (updated rows keep their ids).
+_ROW_TRACKING_FEATURES = frozenset({"rowTracking", "domainMetadata"})
 _DEFAULT_INDEXED_COLUMNS = 32
 
 
@@ -84,12 +89,18 @@ def needs_own_merge(table: Any) -> bool:
     return "deletionVectors" in set(protocol.reader_features or []) | set(protocol.writer_features or [])
 
 
-def own_merge_refusal(table: Any, scd_type: int) -> Optional[str]:
-    """Why this module may not merge into ``table`` (None: it may)."""
+def own_merge_refusal(table: Any, scd_type: int, *, row_tracking: bool = False) -> Optional[str]:
+    """Why this module may not merge into ``table`` (None: it may). ``row_tracking``: the MERGE as Spark
+    tasks, which keeps updated rows' ids (:func:`row_tracking_columns`), asks."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-    problems = [f"the '{f}' table feature" for f in sorted(features - _OWN_MERGE_FEATURES)]
+    honoured = _OWN_MERGE_FEATURES | (_ROW_TRACKING_FEATURES if row_tracking else frozenset())
+    problems = [f"the '{f}' table feature" for f in sorted(features - honoured)]
+    if row_tracking and "rowTracking" in features and row_tracking_columns(config) is None:
+        problems.append("row tracking without its materialized column names in the table's properties")
+    if row_tracking and "rowTracking" in features and "columnMapping" in features:
+        problems.append("row tracking with column mapping (together not written yet)")
     if scd_type != 1:
         problems.append("stored_as_scd_type=2 (the own MERGE applies SCD1 only so far)")
     if str(config.get("delta.columnMapping.mode", "none")).lower() != "none" and any(
@@ -103,6 +114,15 @@ def own_merge_refusal(table: Any, scd_type: int) -> Optional[str]:
     if invariants:  # legacy invariants, at any depth: this MERGE does not evaluate them
         problems.append(f"legacy invariants (delta.invariants) on {', '.join(invariants)}")
     return ", ".join(problems) or None
+
+
+def row_tracking_columns(config: Mapping[str, Optional[str]]) -> Optional[Tuple[str, str]]:
+    """The materialized row id and row commit version columns of a table with row tracking (PROTOCOL.md,
+    "Row Tracking": ``delta.rowTracking.materializedRowIdColumnName`` and
+    ``...materializedRowCommitVersionColumnName``); None when either is missing."""
+    row_id = config.get("delta.rowTracking.materializedRowIdColumnName")
+    version = config.get("delta.rowTracking.materializedRowCommitVersionColumnName")
+    return (row_id, version) if row_id and version else None
 
 
 def invariant_columns(schema_json: Mapping[str, Any]) -> List[str]:
@@ -130,6 +150,19 @@ def invariant_columns(schema_json: Mapping[str, Any]) -> List[str]:
 
     walk(schema_json, "")
     return found
+
+
+def refuse_own_merge(table: Any, table_path: str, *, row_tracking: bool = False) -> None:
+    """Raise :class:`~kafka_group.errors.UnsupportedTableFeatureError` unless the connector may merge into
+    ``table`` and commit itself (:func:`own_merge_refusal`, the store, the protocol)."""
+    protocol = table.protocol()
+    why = own_merge_refusal(table, 1, row_tracking=row_tracking) or own_commit_refusal(table_path) or protocol_refusal(
+        int(protocol.min_reader_version), int(protocol.min_writer_version), protocol.reader_features or [],
+        protocol.writer_features or [])
+    if why is not None:
+        raise UnsupportedTableFeatureError(
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has {why}. Nothing was "
+            "written and no offset moved. Land into a new table (the first batch creates one without them)")
 
 
 def own_merge(
@@ -164,14 +197,7 @@ def own_merge(
     """
     from kafka_group.delta.files.parquet_writer import write_partitioned
 
-    why = own_merge_refusal(table, 1)
-    protocol = table.protocol()
-    why = why or own_commit_refusal(table_path) or protocol_refusal(int(protocol.min_reader_version), int(protocol.min_writer_version),
-                                  protocol.reader_features or [], protocol.writer_features or [])
-    if why is not None:
-        raise UnsupportedTableFeatureError(
-            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has {why}. Nothing was "
-            "written and no offset moved. Land into a new table (the first batch creates one without them)")
+    refuse_own_merge(table, table_path)
     fs = table_filesystem(table_path, storage_options)
     version = int(table.version())
     config = dict(table.metadata().configuration or {})
@@ -186,7 +212,7 @@ def own_merge(
         rows = [plan.new_rows]
         removes, readds = [], []
         for f in plan.files:
-            removes.append(_remove(f.add, now_ms))
+            removes.append(remove_of(f.add, now_ms))
             remaining = f.num_records - len(_deleted_after(f))
             if remaining == 0:
                 continue
@@ -224,42 +250,64 @@ def own_merge(
                          batch_id=version + 1, partition_by=partition_by, indexed_columns=indexed,
                          stats_columns=stats or None, mapping=mapping)]
         written += new_files
-        state = TableState(version, frozenset(protocol.writer_features or []), config,
-                           last_in_commit_timestamp=last_in_commit_timestamp(fs, version))
-        actions = commit_actions(state, new_files, txns, now_ms=now_ms, operation="MERGE", info=info)
-        actions[0]["commitInfo"].update({"isBlindAppend": False, "operationParameters": {
-            "kafkaGroup.engine": "own", "deletedRows": str(plan.deleted), "updatedRows": str(plan.updated),
-            "insertedRows": str(plan.inserted)}})
-        actions[1:1] = [{"remove": r} for r in removes] + [{"add": a} for a in readds]
-        crash_point("delta.own_merge_written")
-        body = encode_actions(actions)
-        try:
-            landed = put_if_absent(table_path, storage_options, commit_path(version + 1), body)
-        except OffsetStoreError:
-            written = []  # the commit may have landed and reference them: kept (VACUUM removes them if not)
-            raise
-        # False is another writer's commit, or this one's: the S3 client retries a PUT whose answer it lost,
-        # and the retry's If-None-Match then finds the first attempt's object
-        ours = landed or _holds(fs, commit_path(version + 1), body)
-        if ours is None:  # unreadable: it may be this commit, whose files must stay
-            logger.warning("could not read version %d of %s to tell whose commit it is; keeping this MERGE's %d "
-                           "files (VACUUM removes them if no version references them)", version + 1, table_path,
-                           len(written))
-            written = []
-            return None
-        if ours:
-            written = []
-            checkpoint_if_due(table, table_path, config, version + 1)
-            logger.info("merged version %d of %s (own MERGE%s): %d deleted, %d updated, %d inserted", version + 1,
-                        table_path, " with deletion vectors" if with_dvs else ", copy-on-write", plan.deleted,
-                        plan.updated, plan.inserted)
-            return version + 1
-        logger.info("own MERGE into %s lost version %d to another writer; checking offsets again", table_path,
-                    version + 1)
-        return None
+        return commit_merge(table, table_path, storage_options, fs, removes, readds, new_files, written, txns,
+                            info=info, counts=(plan.deleted, plan.updated, plan.inserted), with_dvs=with_dvs)
     finally:
         if written:
             delete_files(table_path, storage_options, written)
+
+
+def commit_merge(table: Any, table_path: str, storage_options: Mapping[str, str], fs: Any,
+                 removes: Sequence[Mapping[str, Any]], readds: Sequence[Mapping[str, Any]],
+                 new_files: Sequence[DataFile], written: List[DataFile], txns: Sequence[Tuple[str, int]], *,
+                 info: Mapping[str, Any], counts: Tuple[int, int, int], with_dvs: bool) -> Optional[int]:
+    """Commit a MERGE planned on ``table``'s loaded version: the ``removes``, the re-``add``s with their
+    new deletion vectors, the ``new_files`` and the ``txns``, as version + 1 if absent (:func:`own_merge`'s
+    commit, shared with the MERGE as Spark tasks). ``counts``: rows deleted, updated and inserted.
+
+    ``written`` are the files this attempt wrote (DV files and data files): emptied when they must stay
+    (the commit landed, or may have); what is left in it the caller deletes.
+    """
+    version = int(table.version())
+    protocol = table.protocol()
+    config = dict(table.metadata().configuration or {})
+    now_ms = int(time.time() * 1000)
+    deleted, updated, inserted = counts
+    state = TableState(version, frozenset(protocol.writer_features or []), config,
+                       last_in_commit_timestamp=last_in_commit_timestamp(fs, version))
+    if row_tracking_on(state):  # new files get fresh row ids past the mark (updated rows carry theirs materialized)
+        state = dataclasses.replace(state, row_id_high_water_mark=row_id_high_water_mark(fs, version))
+    actions = commit_actions(state, new_files, txns, now_ms=now_ms, operation="MERGE", info=info)
+    actions[0]["commitInfo"].update({"isBlindAppend": False, "operationParameters": {
+        "kafkaGroup.engine": "own", "deletedRows": str(deleted), "updatedRows": str(updated),
+        "insertedRows": str(inserted)}})
+    actions[1:1] = [{"remove": r} for r in removes] + [{"add": a} for a in readds]
+    crash_point("delta.own_merge_written")
+    body = encode_actions(actions)
+    try:
+        landed = put_if_absent(table_path, storage_options, commit_path(version + 1), body)
+    except OffsetStoreError:
+        written.clear()  # the commit may have landed and reference them: kept (VACUUM removes them if not)
+        raise
+    # False is another writer's commit, or this one's: the S3 client retries a PUT whose answer it lost,
+    # and the retry's If-None-Match then finds the first attempt's object
+    ours = landed or _holds(fs, commit_path(version + 1), body)
+    if ours is None:  # unreadable: it may be this commit, whose files must stay
+        logger.warning("could not read version %d of %s to tell whose commit it is; keeping this MERGE's %d "
+                       "files (VACUUM removes them if no version references them)", version + 1, table_path,
+                       len(written))
+        written.clear()
+        return None
+    if ours:
+        written.clear()
+        checkpoint_if_due(table, table_path, config, version + 1)
+        logger.info("merged version %d of %s (own MERGE%s): %d deleted, %d updated, %d inserted", version + 1,
+                    table_path, " with deletion vectors" if with_dvs else ", copy-on-write", deleted,
+                    updated, inserted)
+        return version + 1
+    logger.info("own MERGE into %s lost version %d to another writer; checking offsets again", table_path,
+                version + 1)
+    return None
 
 
 def _holds(fs: Any, path: str, body: bytes) -> Optional[bool]:
@@ -297,7 +345,7 @@ def _deleted_after(f: FilePlan) -> Any:
     return union_rows(f.old_deleted, f.newly_deleted)
 
 
-def _remove(add: Mapping[str, Any], now_ms: int) -> Dict[str, Any]:
+def remove_of(add: Mapping[str, Any], now_ms: int) -> Dict[str, Any]:
     """The ``remove`` of a live logical file: its path, partition values, size, DV and row ids kept."""
     remove: Dict[str, Any] = {"path": add["path"], "deletionTimestamp": now_ms, "dataChange": True,
                               "extendedFileMetadata": True, "partitionValues": add.get("partitionValues") or {},
@@ -315,15 +363,21 @@ def _with_new_dv(f: FilePlan) -> Tuple[Dict[str, Any], DataFile, bytes]:
     bitmap = serialize_bitmap(rows)
     dv = new_file_descriptor(uuid.uuid4(), bitmap, len(rows))
     body = dv_file_bytes(bitmap)
-    readd = dict(f.add)
-    readd["deletionVector"] = dv.to_json()
+    return readd_with_dv(f.add, dv.to_json(), f.num_records), DataFile(dv.relative_path(), len(body), 0), body
+
+
+def readd_with_dv(add: Mapping[str, Any], dv: Mapping[str, Any], num_records: int) -> Dict[str, Any]:
+    """The re-``add`` of a live file with its new deletion vector ``dv`` (its descriptor's JSON): the
+    statistics' bounds loosened (``tightBounds`` false: PROTOCOL.md, "Per-file Statistics")."""
+    readd = dict(add)
+    readd["deletionVector"] = dict(dv)
     readd["dataChange"] = True
     try:
         stats = json.loads(readd.get("stats") or "{}")
     except ValueError:
         stats = {}
-    stats["numRecords"] = f.num_records
+    stats["numRecords"] = num_records
     stats["tightBounds"] = False
     readd["stats"] = json.dumps(stats, separators=(",", ":"))
-    return readd, DataFile(dv.relative_path(), len(body), 0), body
+    return readd
 

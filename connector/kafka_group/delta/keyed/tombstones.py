@@ -150,6 +150,11 @@ class Tombstones:
             return None
         return self._loaded
 
+    def current(self) -> Any:
+        """The tombstones' delta-rs table at its latest version (None: none recorded yet): the MERGE as
+        Spark tasks scans its files on the executors (:mod:`pyspark_kafka_group.sink.keyed_tasks`)."""
+        return self._table()
+
     def deletes(self, changes: Any) -> Any:
         """The change set's deletes as tombstones (keys, ``__SEQUENCE``), for :meth:`record`.
 

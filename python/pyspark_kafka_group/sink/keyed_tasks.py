@@ -1,0 +1,281 @@
+"""The keyed sink's SCD1 MERGE as Spark tasks, for tables with deletion vectors (the default for new ones).
+
+The batch's change set stays a DataFrame (:func:`~pyspark_kafka_group.sink.keyed_changes.change_frame`:
+the latest event per key computed on the executors) and is never collected to the driver. Per commit
+attempt (:meth:`kafka_group.delta.keyed.commit.KeyedOffsetStore.merge_as_tasks`, on the table version
+the commit must follow):
+
+1. SCD1's tombstones: the tombstones' files are scanned by the executors and joined with the change
+   set (an upsert below its key's tombstone is dropped, as :meth:`~kafka_group.delta.keyed.tombstones.Tombstones.apply`);
+2. the driver lists the target's candidate files from the log (their statistics against the batch's
+   key bounds) and ships paths and ``add`` actions, one row per file; the executors read their share
+   of the files' key columns and ``__SEQUENCE`` and Spark joins them with the batch's keys;
+3. the matches, repartitioned by file, are turned into new deletion vectors written by the executors
+   (:func:`~kafka_group.delta.keyed.task_merge.dv_writer`), which return one descriptor per touched
+   file and the keys whose row is newer than the change;
+4. the new rows (upserts but those) are written by the executors as append mode writes its files
+   (:func:`~pyspark_kafka_group.sink.sink_files.write_files`);
+5. the driver commits removes, re-adds with the new deletion vectors, the new files and the offsets in
+   one commit (:func:`~kafka_group.delta.keyed.own_merge.commit_merge`), or deletes them if another
+   writer won the version (the next attempt plans again).
+
+What the driver holds: one row of the batch's statistics (count, NULL counts, key bounds), the
+candidate files' ``add`` actions (the log's, not the data), one row per touched file, and the
+batch's deletes' keys and sequences when it has deletes (SCD1's tombstones are recorded by delta-rs
+on the driver before the commit: :mod:`kafka_group.delta.keyed.tombstones` says why).
+
+Caller: :func:`pyspark_kafka_group.sink.landing.land_changes` on the driver, one batch at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from kafka_group.delta.files.commit_files import DataFile, delete_files
+from kafka_group.delta.files.not_null_check import check_not_null
+from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec, quote
+from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, refuse_null_key_count, table_schema
+from kafka_group.delta.keyed.own_merge import commit_merge, readd_with_dv, refuse_own_merge, remove_of, row_tracking_columns
+from kafka_group.delta.keyed.task_merge import (
+    FILE_ID,
+    POSITION,
+    RESULT_COLUMNS,
+    ROW_ID,
+    TARGET_SEQ,
+    CandidateFile,
+    candidate_files,
+    dv_writer,
+    key_scanner,
+)
+from kafka_group.delta.keyed.tombstones import Tombstones
+from kafka_group.delta.log.actions import TableState, row_tracking_on
+from kafka_group.delta.rules.column_mapping import column_mapping_of
+from kafka_group.delta.storage.table_location import table_filesystem
+from kafka_group.faults import crash_point
+from kafka_group.offsets import OffsetRange
+from pyspark_kafka_group.sink.keyed_changes import refuse_null_sequences
+from pyspark_kafka_group.sink.sink_files import write_files
+
+__all__ = ["merge_as_tasks"]
+
+logger = logging.getLogger(__name__)
+
+#: Every join here is a sort-merge join: Spark estimates a scan's size from its input, the small list of
+#: files, and would broadcast a table's worth of keys (at 100,000,000 rows: "Not enough memory to build
+#: and broadcast the table"); a sort-merge join spills instead, so a task's memory stays its share.
+_JOIN = "merge"
+#: Candidate files per scan task at most (a task reads one file's key columns at a time).
+_FILES_PER_TASK = 4
+
+
+def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequence[OffsetRange],
+                   store: KeyedOffsetStore, spec: KeyedSpec, *, partition_by: Sequence[str],
+                   storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
+                   metadata: Mapping[str, Any], table_properties: Optional[Mapping[str, str]]) -> None:
+    """MERGE ``events`` (:func:`~pyspark_kafka_group.sink.keyed_changes.change_frame`'s SCD1 change set)
+    into ``store``'s table with ``ranges``, in one commit, the work on the executors (module docstring)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructField, StructType
+
+    events = events.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        keys = list(spec.keys)
+        aggregates = [F.count(F.lit(1)).alias("n"), F.sum(F.col(DELETE_COLUMN).cast("long")).alias("deletes"),
+                      F.sum(F.col(SEQ).isNull().cast("long")).alias("null_seq")]
+        for i, k in enumerate(keys):
+            aggregates += [F.sum(F.col(quote(k)).isNull().cast("long")).alias(f"null{i}"),
+                           F.min(quote(k)).alias(f"min{i}"), F.max(quote(k)).alias(f"max{i}")]
+        stats = events.agg(*aggregates).collect()[0]
+        if not ranges and not stats["n"]:
+            return
+        for i, k in enumerate(keys):
+            refuse_null_key_count(spec, store.table_path, k, int(stats[f"null{i}"] or 0))
+        refuse_null_sequences(spec, int(stats["null_seq"] or 0))
+        bounds = {k: (stats[f"min{i}"], stats[f"max{i}"]) for i, k in enumerate(keys) if stats[f"min{i}"] is not None}
+        arrow = to_arrow_schema(StructType([StructField(f.name, f.dataType, True) for f in events.schema.fields]),
+                                timezone="UTC")
+        schema = table_schema(arrow, spec, stored)
+        crash_point("sink.before_commit")
+        if tombstones is not None and stats["deletes"]:  # before the commit: kafka_group.delta.keyed.tombstones
+            deletes = events.where(F.col(DELETE_COLUMN)).select(*[quote(k) for k in keys], SEQ).toArrow()
+            tombstones.record(deletes.cast(arrow_subset(arrow, keys + [SEQ])).rename_columns(keys + [SEQUENCE_COLUMN]))
+        plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds, int(stats["n"]))
+        store.merge_as_tasks(schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
+                             table_properties=table_properties)
+    finally:
+        events.unpersist()
+
+
+def arrow_subset(schema: Any, names: Sequence[str]) -> Any:
+    """``schema``'s fields ``names``, in that order (pyarrow)."""
+    import pyarrow as pa
+
+    return pa.schema([schema.field(n) for n in names])
+
+
+class _TaskMerge:
+    """One batch's MERGE attempts: :meth:`run` is :meth:`KeyedOffsetStore.merge_as_tasks`'s ``run``."""
+
+    def __init__(self, events: Any, stored: List[str], batch_id: int, store: KeyedOffsetStore, spec: KeyedSpec,
+                 storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
+                 bounds: Mapping[str, Tuple[Any, Any]], count: int) -> None:
+        self.events, self.stored, self.batch_id, self.store = events, stored, batch_id, store
+        self.keys = list(spec.keys)
+        self.options = dict(storage_options)
+        self.tombstones = tombstones
+        self.bounds = bounds
+        self.count = count
+
+    def run(self, table: Any, txns: List[Tuple[str, int]], info: Dict[str, Any]) -> Optional[int]:
+        """Plan on ``table``'s loaded version, have the executors write, commit (None: another writer won)."""
+        import pyarrow as pa
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        path = self.store.table_path
+        refuse_own_merge(table, path, row_tracking=True)
+        if self.count == 0:  # no change: the offsets alone (no file read)
+            return NOTHING
+        changes = self._without_tombstoned(self.events)
+        fs = table_filesystem(path, self.options)
+        config = dict(table.metadata().configuration or {})
+        mapping = column_mapping_of(json.loads(table.schema().to_json()), config, path)
+        files = candidate_files(table, fs, self.keys, self.bounds)
+        table_arrow = _pa_schema(table)
+        # Row tracking: updated rows keep their ids, written in the materialized column; their commit version
+        # column is NULL, so they read the new file's defaultRowCommitVersion (PROTOCOL.md, "Row Tracking").
+        tracked = row_tracking_columns(config) if row_tracking_on(
+            TableState(int(table.version()), frozenset(table.protocol().writer_features or []), config)) else None
+        results = None
+        file_rows: List[Any] = []
+        written: List[DataFile] = []
+        try:
+            if files:
+                matched = self._scan(path, table.table_uri, table_arrow, mapping, files,
+                                     None if tracked is None else tracked[0]).hint(_JOIN).join(
+                    changes.select(*[quote(k) for k in self.keys], SEQ, DELETE_COLUMN), on=self.keys, how="inner")
+                writer = dv_writer(path, table.table_uri, self.options,
+                                   {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records()) for f in files},
+                                   self.keys, _arrow(self._result_schema()))
+                results = matched.repartition(F.col(FILE_ID)).mapInArrow(writer, self._result_schema()).persist(
+                    StorageLevel.MEMORY_AND_DISK)
+                file_rows = results.where("kind = 'file'").collect()
+                written += [DataFile(r["dv_path"], int(r["dv_size"]), 0) for r in file_rows if r["dv_path"]]
+                upserts = changes.where(~F.col(DELETE_COLUMN)).hint(_JOIN).join(
+                    results.where("kind = 'blocked'").select(*[quote(k) for k in self.keys]), on=self.keys,
+                    how="left_anti")
+                if tracked is not None:
+                    upserts = upserts.hint(_JOIN).join(results.where("kind = 'fired'").select(
+                        *[quote(k) for k in self.keys], ROW_ID), on=self.keys, how="left")
+            else:
+                upserts = changes.where(~F.col(DELETE_COLUMN))
+                if tracked is not None:
+                    upserts = upserts.withColumn(ROW_ID, F.lit(None).cast("long"))
+            columns = [F.col(SEQ).alias(SEQUENCE_COLUMN) if f.name == SEQUENCE_COLUMN else F.col(quote(f.name))
+                       for f in table_arrow]
+            written_schema = table_arrow
+            if tracked is not None:
+                columns += [F.col(ROW_ID).alias(tracked[0]), F.lit(None).cast("long").alias(tracked[1])]
+                written_schema = pa.schema(list(table_arrow) + [pa.field(c, pa.int64()) for c in tracked])
+            rows = upserts.select(*columns)
+            partition_by = list(table.metadata().partition_columns or [])
+            contract = self.store.write_contract(list(table_arrow.names))
+            new_files = write_files(rows, self.batch_id, written_schema, partition_by, self.store, path,
+                                    self.options, contract)
+            if mapping is not None:
+                new_files = [DataFile(f.path, f.size, f.num_records, f.stats,
+                                      mapping.physical_partition_values(f.partition_values), f.null_counts)
+                             for f in new_files]
+            written += new_files
+            if not file_rows and not new_files:
+                return NOTHING
+            check_not_null(path, table, new_files, None)
+            now_ms = int(time.time() * 1000)
+            by_id = {f.file_id: f for f in files}
+            removes, readds = [], []
+            for r in file_rows:
+                f = by_id[int(r[FILE_ID])]
+                removes.append(remove_of(f.add, now_ms))
+                if not r["all_deleted"]:
+                    readds.append(readd_with_dv(f.add, json.loads(r["dv"]), _num_records(f, fs)))
+            deleted = sum(int(r["deleted"]) for r in file_rows)
+            updated = sum(int(r["updated"]) for r in file_rows)
+            inserted = sum(f.num_records for f in new_files) - updated
+            crash_point("delta.before_merge")
+            return commit_merge(table, path, self.options, fs, removes, readds, new_files, written, txns, info=info,
+                                counts=(deleted, updated, inserted), with_dvs=True)
+        finally:
+            if written:
+                delete_files(path, self.options, written)
+            if results is not None:
+                results.unpersist()
+
+    def _scan(self, root: str, uri: str, schema: Any, mapping: Any, files: Sequence[CandidateFile],
+              row_id_column: Optional[str] = None) -> Any:
+        """The live rows' keys and sequences of ``files`` (of the table at ``root``), and with
+        ``row_id_column`` their row ids, read by the executors."""
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        session = self.events.sparkSession
+        out = StructType([StructField(FILE_ID, LongType()), StructField(POSITION, LongType())]
+                         + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys]
+                         + [StructField(TARGET_SEQ, self.events.schema[SEQ].dataType, True)]
+                         + ([StructField(ROW_ID, LongType(), True)] if row_id_column else []))
+        shipped = session.createDataFrame([(f.file_id, f.path, json.dumps(f.add)) for f in files],
+                                          "file_id long, path string, add string")
+        shipped = shipped.repartition(max(1, -(-len(files) // _FILES_PER_TASK)))
+        scanner = key_scanner(root, uri, self.options, schema, self.keys, _arrow(out), mapping, row_id_column)
+        return shipped.mapInArrow(scanner, out)
+
+    def _without_tombstoned(self, changes: Any) -> Any:
+        """``changes`` without the upserts below their key's tombstone (the tombstones' files scanned and
+        joined by the executors, on the tombstones' latest version)."""
+        from pyspark.sql import functions as F
+
+        tombs = None if self.tombstones is None else self.tombstones.current()
+        if tombs is None:
+            return changes
+        fs = table_filesystem(self.tombstones.path, self.options)  # type: ignore[union-attr]
+        files = candidate_files(tombs, fs, self.keys, self.bounds)
+        if not files:
+            return changes
+        known = self._scan(self.tombstones.path, tombs.table_uri, _pa_schema(tombs), None,  # type: ignore[union-attr]
+                           files).groupBy(*[quote(k) for k in self.keys]).agg(
+            F.max(TARGET_SEQ).alias(TARGET_SEQ))
+        joined = changes.hint(_JOIN).join(known, on=self.keys, how="left")
+        keep = F.col(TARGET_SEQ).isNull() | (F.col(SEQ) >= F.col(TARGET_SEQ)) | F.col(DELETE_COLUMN)
+        return joined.where(keep).drop(TARGET_SEQ)
+
+    def _result_schema(self) -> Any:
+        from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+        return StructType([StructField(name, _parse_datatype_string(kind), True) for name, kind in RESULT_COLUMNS]
+                          + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys])
+
+
+def _arrow(struct: Any) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(struct, timezone="UTC")
+
+
+def _pa_schema(table: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.schema(table.schema().to_arrow())
+
+
+def _num_records(f: CandidateFile, fs: Any) -> int:
+    """A touched file's physical row count (its statistics', else its Parquet footer's)."""
+    import pyarrow.parquet as pq
+
+    known = f.num_records()
+    if known is not None:
+        return known
+    with fs.open_input_file(f.path) as handle:
+        return int(pq.ParquetFile(handle).metadata.num_rows)
