@@ -45,7 +45,7 @@ from typing import AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Se
 from kafka_group.delta.compaction.bins import Bin
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.files.file_stats import DEFAULT_INDEXED_COLUMNS
-from kafka_group.delta.keyed.own_merge import _holds, _remove, pa_schema
+from kafka_group.delta.keyed.own_merge import _holds, pa_schema, remove_of
 from kafka_group.delta.keyed.own_plan import read_file
 from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions
 from kafka_group.delta.log.checkpoints import checkpoint_if_due
@@ -136,7 +136,7 @@ def rewrite_bin(table: Any, table_path: str, storage_options: Mapping[str, str],
             raise OffsetStoreError(f"compacting {len(bin_.files)} files of '{table_path}' wrote "
                                    f"{sum(f.num_records for f in written)} rows, not their {expected}: nothing was "
                                    "committed")
-        removes = [_remove(adds[f.path], 0) for f in bin_.files]  # path, partition values, size, stats, DV
+        removes = [remove_of(adds[f.path], 0) for f in bin_.files]  # path, partition values, size, stats, DV
         crash_point("compaction.written")
         base = version
         for _ in range(REBASES + 1):
