@@ -8,7 +8,7 @@ Delta commit that holds the data and the new position of every planned partition
   (:mod:`~pyspark_kafka_group.sink.sink_files`), then one commit of those files with the offsets
   (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`);
 - :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
-  SCD type 1's tombstones, then one MERGE commit with the offsets (:mod:`kafka_group.delta.keyed.commit`).
+  the tombstones, then one MERGE commit with the offsets (:mod:`kafka_group.delta.keyed.commit`).
 
 Caller: the driver, inside ``foreachBatch``, one batch at a time. The ``crash_point`` names are the fault
 injection points of the exactly-once tests.
@@ -86,7 +86,7 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
 
     ``transform`` is the sink's (the change set applies it after marking each record's Kafka offset and
     tombstone);
-    ``tombstones_of(table_path, spec)`` gives SCD type 1's tombstones of the table (the sink keeps one
+    ``tombstones_of(table_path, spec)`` gives the tombstones of the table (the sink keeps one
     object per location). Other parameters as :func:`land_rows`'s.
     """
     crash_point("sink.before_write")
@@ -94,21 +94,21 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
     if not ranges and changes.num_rows == 0:
         return
     refuse_null_keys(changes, spec, store.table_path)
-    tombstones = tombstones_of(store.table_path, spec) if spec.scd_type == 1 else None
+    tombstones = tombstones_of(store.table_path, spec)  # SCD2 too: a late upsert before a delete stays closed
     columns = list(partition_by) if partition_by is not None else (store.partition_columns() or [])
     missing = [c for c in columns if c not in stored]
     if missing:
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
     crash_point("sink.before_commit")
-    if tombstones is not None:  # before the commit: kafka_group.delta.keyed.tombstones says why
-        tombstones.record(tombstones.deletes(changes))
+    # before the commit: kafka_group.delta.keyed.tombstones says why
+    tombstones.record(tombstones.deletes(changes))
     store.merge_changes(changes, spec, stored, ranges, partition_by=columns,
                         metadata=_commit_metadata(batch_id, ranges),
-                        prepare=None if tombstones is None else tombstones.apply)
+                        prepare=tombstones.apply if spec.scd_type == 1 else None,
+                        deletes_of=tombstones.all_of if spec.scd_type == 2 else None)
     crash_point("sink.after_commit")
-    if tombstones is not None:
-        tombstones.collect_garbage()
+    tombstones.collect_garbage()
 
 
 def _commit_metadata(batch_id: int, ranges: Sequence[OffsetRange]) -> Dict[str, Any]:
