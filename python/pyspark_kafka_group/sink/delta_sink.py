@@ -116,7 +116,7 @@ class DeltaSink:
         existing table must be partitioned by exactly these. Left out, the sink follows an
         existing table's partitioning and creates a new table unpartitioned.
 
-    keys : list of str, optional
+    keys : list of str or Column, optional
         The keyed (CDC) mode: the columns (after ``transform``) that identify a row. Each batch's
         change events are then MERGEd into the table with its offsets in one Delta commit: upserts,
         deletes (a Kafka tombstone, a record whose value is NULL, deletes its key; so does
@@ -197,7 +197,7 @@ class DeltaSink:
         storage_options: Optional[Mapping[str, str]] = None,
         partition_by: Optional[Sequence[str]] = None,
         merge_schema: bool = False,
-        keys: Optional[Sequence[str]] = None,
+        keys: Optional[Sequence[Any]] = None,
         sequence_by: Any = None,
         apply_as_deletes: Optional[str] = None,
         column_list: Optional[Sequence[Any]] = None,
