@@ -2,12 +2,12 @@
 
 An event is ``(partition, id, value)``: ``value`` None is a Kafka tombstone, else a dict
 ``{"v": int, "seq": int, "op": "u"|"d"}`` produced as JSON with key ``id``. The oracles never look at
-the sink: SCD1 is the last event of each key by sequence (deletes applied), SCD2 the intervals
-between a key's events in sequence order, late ones included (rounds are landed one after another;
-SCD1 ignores an event not newer than what an earlier round left for its key). The events made by
-:func:`random_events` never tie: a key's
-sequences are distinct (:func:`random_events`), so the oracles need no rule for equal sequences, which
-``tests/integration/test_cdc_ties.py`` checks on its own (the later offset wins, in one batch or several).
+the sink: SCD1 is the last event of each key by sequence (deletes applied); SCD2 the intervals
+between a key's events in sequence order, late ones (below what an earlier round left) placed where
+their sequence falls, and of two events with one sequence the later (by round, then production
+order) kept. The events of :func:`random_events` never tie (a key's sequences are distinct), so the
+SCD1 oracle needs no rule for equal sequences; ``tests/integration/test_cdc_ties.py`` checks ties on
+their own (the later offset wins, in one batch or several).
 """
 
 from __future__ import annotations
