@@ -31,7 +31,7 @@ from typing import Any, Collection, Dict, Hashable, Iterable, List, Mapping, Opt
 
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, END_COLUMN, OFFSET, SEQ, START_COLUMN
 
-__all__ = ["History", "order_key", "place_events"]
+__all__ = ["History", "group_by_key", "order_key", "place_events"]
 
 Key = Tuple[Hashable, ...]
 
