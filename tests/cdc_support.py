@@ -2,11 +2,12 @@
 
 An event is ``(partition, id, value)``: ``value`` None is a Kafka tombstone, else a dict
 ``{"v": int, "seq": int, "op": "u"|"d"}`` produced as JSON with key ``id``. The oracles never look at
-the sink: SCD1 is the last event of each key by sequence (deletes applied), SCD2 the intervals
-between a key's events in sequence order; an event not newer than what an earlier round left for its
-key is ignored (rounds are landed one after another). The events made here never tie: a key's
-sequences are distinct (:func:`random_events`), so the oracles need no rule for equal sequences, which
-``tests/integration/test_cdc_ties.py`` checks on its own (the later offset wins, in one batch or several).
+the sink: SCD1 is the last event of each key by sequence (deletes applied); SCD2 the intervals
+between a key's events in sequence order, late ones (below what an earlier round left) placed where
+their sequence falls, and of two events with one sequence the later (by round, then production
+order) kept. The events of :func:`random_events` never tie (a key's sequences are distinct), so the
+SCD1 oracle needs no rule for equal sequences; ``tests/integration/test_cdc_ties.py`` checks ties on
+their own (the later offset wins, in one batch or several).
 """
 
 from __future__ import annotations
@@ -77,23 +78,22 @@ def scd1_oracle(rounds: Sequence[Sequence[Event]], *, by_offset: bool) -> Dict[s
 
 
 def scd2_oracle(rounds: Sequence[Sequence[Event]], *, by_offset: bool) -> List[Row]:
-    """(id, v, start, end) of every version: a key's events in sequence order, an upsert valid until the
-    next event; an event not newer than the key's latest of an earlier round is ignored."""
-    latest: Dict[str, int] = {}
-    kept: Dict[str, List[Tuple[int, Event]]] = {}
-    for r in range(len(rounds)):
-        this = [(s, e) for rr, s, e in _sequenced(rounds, by_offset) if rr == r]
-        this = [(s, e) for s, e in this if e[1] not in latest or s > latest[e[1]]]
-        for s, e in this:
-            kept.setdefault(e[1], []).append((s, e))
-        for s, e in this:
-            latest[e[1]] = max(s, latest.get(e[1], s))
+    """(id, v, start, end) of every version: every event of a key, whatever its round, in sequence order
+    (one event per sequence: the later one, by round then production order, wins a tie); an upsert valid
+    until the key's next event, a delete closing the version before it. Late events (below what an
+    earlier round left) are placed into the history where their sequence falls, as AUTO CDC does."""
+    by_key: Dict[str, Dict[int, Tuple[Tuple[int, int], Event]]] = {}
+    for n, (r, s, e) in enumerate(_sequenced(rounds, by_offset)):
+        kept = by_key.setdefault(e[1], {})
+        if s not in kept or kept[s][0] < (r, n):
+            kept[s] = ((r, n), e)
     rows: List[Row] = []
-    for key, evs in kept.items():
-        evs.sort(key=lambda x: x[0])
-        for i, (s, e) in enumerate(evs):
+    for key, kept in by_key.items():
+        order = sorted(kept)
+        for i, s in enumerate(order):
+            e = kept[s][1]
             if e[2] is not None and e[2]["op"] != "d":
-                rows.append((key, int(e[2]["v"]), s, evs[i + 1][0] if i + 1 < len(evs) else None))
+                rows.append((key, int(e[2]["v"]), s, order[i + 1] if i + 1 < len(order) else None))
     return sorted(rows, key=repr)
 
 

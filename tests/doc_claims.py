@@ -332,10 +332,19 @@ CLAIMS: Tuple[Claim, ...] = (
         _I + "test_object_store.py::test_two_writers_of_one_partition_on_s3_one_wins_and_the_losers_files_stay_invisible")),
     Claim("cdc.md", "- **Equal sequences: the later Kafka offset.**", (
         _I + "test_cdc_ties.py::test_equal_sequences_and_snapshot_rows_give_one_table_whatever_the_batches",
-        _U + "test_keyed_rules.py::test_scd2_an_event_at_the_keys_latest_sequence_replaces_what_made_it")),
+        _U + "test_keyed_rules.py::test_scd2_equal_sequences_the_batchs_event_wins_over_the_tables")),
+    Claim("cdc.md", "| AUTO CDC | here | differs how, and why |", (
+        _U + "test_keyed_rules.py::test_parameters_are_refused_with_the_fix",
+        _U + "test_keyed_rules.py::test_delta_sink_checks_the_auto_cdc_parameters_when_made",
+        _I + "test_cdc_auto.py::test_scd2_late_events_and_deletes_give_the_oracle_wherever_the_batches_are_cut",
+        _I + "test_cdc_auto.py::test_scd2_struct_sequence_and_tracked_columns",
+        _I + "test_cdc_auto.py::test_scd1_ignore_null_updates_and_a_truncate_land_with_their_offsets",
+        _I + "test_cdc_auto.py::test_a_typo_names_the_parameter_and_the_columns",
+        _I + "test_cdc_ties.py::test_equal_sequences_and_snapshot_rows_give_one_table_whatever_the_batches")),
     Claim("exactly-once.md", "**Across batches.** Sequences are stored", (
         _U + "test_keyed_rules.py::test_scd1_merge_applies_events_not_older_than_the_row_and_quotes_names",
-        _U + "test_keyed_rules.py::test_scd2_versions_close_in_sequence_order_and_ignore_what_the_table_has_seen")),
+        _U + "test_keyed_rules.py::test_scd2_a_late_event_splits_the_version_it_falls_in",
+        _U + "test_keyed_rules.py::test_scd2_deletes_that_closed_nothing_are_remembered_by_their_tombstones")),
     Claim("exactly-once.md", "**Deletion vectors.** delta-rs 1.6.6 writes none on MERGE", (
         _U + "test_keyed_own_merge.py::test_marks_matched_rows_in_a_new_deletion_vector",
         _U + "test_keyed_own_merge.py::test_a_lost_race_commits_nothing_and_leaves_no_file",

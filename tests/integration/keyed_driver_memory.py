@@ -34,7 +34,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     spark = local_session("keyed-driver-memory", extra_conf={"spark.sql.shuffle.partitions": "8"})
     spec = KeyedSpec.build(["id"], None, None, None, ["value", "offset"], 1)
-    properties = created_properties({"delta.enableDeletionVectors": "false"} if args.driver_merge else None, 1)
+    properties = created_properties({"delta.enableDeletionVectors": "false"} if args.driver_merge else None, spec)
     store = KeyedOffsetStore(args.table, "memory-group", {})
     tombstones = Tombstones(args.table, {}, spec, 3600.0)
 

@@ -227,17 +227,14 @@ def test_compacted_topic_read_from_the_start_gives_the_same_table(
     assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
 
 
-def crash_round(rng: random.Random, rounds: List[List[Event]], scd: int) -> List[Event]:
-    """The crash test's next round of events (no Kafka tombstones: both types order by ``seq``).
-
-    SCD2: sequences grow with the offsets (batches may cut a run anywhere without changing its oracle).
-    SCD1: sequences shuffled within the round (older events in later batches), even numbers; and, for
-    each key whose last event so far is a delete, an upsert one below that delete (odd: no ties), mixed
-    in: events older than an earlier delete, which must leave the key deleted (issue 36)."""
-    events = [e for e in random_events(rng, 25, 60, 3, seq_from=1000 * len(rounds), shuffle_seq=scd == 1)
+def crash_round(rng: random.Random, rounds: List[List[Event]]) -> List[Event]:
+    """The crash test's next round of events (no Kafka tombstones: both types order by ``seq``), the same
+    for both types: sequences shuffled within the round (older events in later batches), even numbers;
+    and, for each key whose last event so far is a delete, an upsert one below that delete (odd: no
+    ties), mixed in: events older than an earlier delete, which SCD1 ignores (issue 36) and SCD2 places
+    into the history, closed by that delete."""
+    events = [e for e in random_events(rng, 25, 60, 3, seq_from=1000 * len(rounds), shuffle_seq=True)
               if e[2] is not None]
-    if scd == 2:
-        return events
     events = [(p, k, {**v, "seq": 2 * v["seq"]}) for p, k, v in events if v is not None]
     last: Dict[str, Event] = {}
     for e in (e for r in rounds for e in r):
@@ -258,7 +255,7 @@ def test_killed_during_merge_batches_lands_each_change_exactly_once(
     """SIGKILL the whole query at each step of the keyed commit (before the change set, after SCD1's
     tombstones, before and inside the MERGE's commit path, after it: the two SCD types share that path
     and split the points), then run to the end; the table then equals the oracle. Both order by ``seq``;
-    SCD1's later rounds bring events older than earlier deletes (:func:`crash_round`)."""
+    later rounds bring events older than earlier deletes (:func:`crash_round`)."""
     # Two kills per SCD type by default (CI's budget), at different points for the two types so the pair
     # covers all four; KAFKA_GROUP_CRASH_KILLS asks for more (each point in turn).
     kills_wanted = int(os.environ.get("KAFKA_GROUP_CRASH_KILLS", "2"))
@@ -273,7 +270,7 @@ def test_killed_during_merge_batches_lands_each_change_exactly_once(
     rounds: List[List[Event]] = []
     kills = runs = 0
     while kills < kills_wanted:
-        events = crash_round(rng, rounds, scd)
+        events = crash_round(rng, rounds)
         produce_events(kafka.bootstrap_servers, topic, events)
         rounds.append(events)
         env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": points[kills % len(points)],

@@ -41,7 +41,7 @@ def _land(spark: SparkSession, table: pathlib.Path, batch_id: int, events: List[
     batch = spark.createDataFrame(events, "id long, v string, op string, offset long")
     land_changes(batch, batch_id, [], store, spec, transform=None, partition_by=None,
                  tombstones_of=lambda _path, _spec: tombstones,
-                 table_properties=created_properties(table_properties, 1))
+                 table_properties=created_properties(table_properties, spec))
     return int(spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").collect()[0]["version"])
 
 

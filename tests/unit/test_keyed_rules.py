@@ -11,13 +11,11 @@ from kafka_group.delta.keyed.change_rules import (
     OFFSET,
     SEQ,
     KeyedSpec,
-    KeyLatest,
-    latest_sequences,
     quote,
     scd1_clauses,
-    scd2_changes,
     scd2_clauses,
 )
+from kafka_group.delta.keyed.scd2_history import order_key, place_events
 from kafka_group.errors import ConfigError
 
 
@@ -25,20 +23,46 @@ def spec(**kw: Any) -> KeyedSpec:
     args: Dict[str, Any] = {"keys": ["id"], "sequence_by": None, "apply_as_deletes": None, "column_list": None,
                             "except_column_list": None, "stored_as_scd_type": 1}
     args.update(kw)
-    return KeyedSpec.build(args["keys"], args["sequence_by"], args["apply_as_deletes"], args["column_list"],
-                           args["except_column_list"], args["stored_as_scd_type"])
+    return KeyedSpec.build(args.pop("keys"), args.pop("sequence_by"), args.pop("apply_as_deletes"),
+                           args.pop("column_list"), args.pop("except_column_list"), args.pop("stored_as_scd_type"),
+                           **args)
+
+
+@pytest.mark.parametrize("given, scd", [(1, 1), (2, 2), ("1", 1), ("2", 2)])
+def test_stored_as_scd_type_takes_auto_cdcs_spellings(given: Any, scd: int) -> None:
+    assert spec(stored_as_scd_type=given).scd_type == scd
+
+
+def test_track_history_lists_name_stored_columns_and_give_the_tracked_ones() -> None:
+    batch = ["__kafka", "id", "v", "w", "op"]
+    assert spec(stored_as_scd_type=2).tracked_columns(["id", "v", "w"]) is None  # every upsert: a version
+    assert spec(stored_as_scd_type=2, track_history_column_list=["v"]).tracked_columns(["id", "v", "w"]) == ("v",)
+    assert spec(stored_as_scd_type=2, track_history_except_column_list=["w"]).tracked_columns(
+        ["id", "v", "w"]) == ("v",)
+    with pytest.raises(ConfigError, match="track_history_column_list=...\\) names x, which the table does not "
+                                          "store \\(it stores id, v\\)"):
+        spec(stored_as_scd_type=2, track_history_column_list=["x"], column_list=["id", "v"]).stored_columns(batch)
 
 
 @pytest.mark.parametrize("kw, message", [
     ({"keys": "id"}, r"keys=\.\.\.\) takes a list of column names"),
     ({"keys": []}, "at least one column"),
-    ({"stored_as_scd_type": 3}, "is 1 or 2"),
-    ({"stored_as_scd_type": True}, "is 1 or 2"),
+    ({"stored_as_scd_type": 3}, "is 1, 2, '1' or '2'.*got 3"),
+    ({"stored_as_scd_type": "3"}, "is 1, 2, '1' or '2'.*got '3'"),
+    ({"stored_as_scd_type": "scd2"}, "got 'scd2'"),
+    ({"stored_as_scd_type": True}, "got True"),
+    ({"apply_as_truncates": "op = 't'", "stored_as_scd_type": 2}, "apply_as_truncates=...\\) belongs to stored_as_scd_type=1"),
+    ({"track_history_column_list": ["v"]}, "belong to stored_as_scd_type=2"),
+    ({"track_history_except_column_list": ["v"]}, "belong to stored_as_scd_type=2"),
+    ({"track_history_column_list": ["v"], "track_history_except_column_list": ["w"], "stored_as_scd_type": 2},
+     "not both"),
+    ({"ignore_null_updates": "yes"}, "ignore_null_updates=...\\) is True or False"),
+    ({"apply_as_truncates": ""}, "apply_as_truncates=...\\) takes a SQL expression"),
     ({"column_list": ["v"]}, "key column\\(s\\) id must be stored"),
     ({"except_column_list": ["id"]}, "key column\\(s\\) id must be stored"),
     ({"column_list": ["id"], "except_column_list": ["v"]}, "not both"),
     ({"keys": ["__SEQUENCE"]}, "is the sink's own"),
-    ({"sequence_by": ""}, "sequence_by=...\\) takes a SQL expression"),
+    ({"sequence_by": ""}, "sequence_by=...\\) takes a SQL expression string or a Column"),
 ])
 def test_parameters_are_refused_with_the_fix(kw: Dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -72,49 +96,91 @@ def event(key: str, seq: int, v: Optional[int], offset: int) -> Dict[str, Any]:
     return {"id": key, "v": v, SEQ: seq, DELETE_COLUMN: v is None, OFFSET: offset}
 
 
-def test_scd2_versions_close_in_sequence_order_and_ignore_what_the_table_has_seen() -> None:
+def row(key: str, v: Any, start: Any, end: Any) -> Dict[str, Any]:
+    return {"id": key, "v": v, "__START_AT": start, "__END_AT": end}
+
+
+def history(rows: List[Dict[str, Any]], events: List[Dict[str, Any]], tombstones: Any = (),
+            **kw: Any) -> List[Any]:
+    out = place_events(rows, tombstones, events, columns=["id", "v"], keys=["id"], **kw)
+    return sorted(((r["v"], r["__START_AT"], r["__END_AT"]) for r in out.rows), key=lambda r: order_key(r[1]))
+
+
+def test_scd2_events_in_one_batch_make_versions_in_sequence_order() -> None:
     events = [event("a", 5, 50, 0), event("a", 3, 30, 1), event("a", 9, None, 2), event("a", 12, 120, 3),
-              event("b", 1, 10, 4),  # older than the table's latest of b: ignored
-              event("c", 7, 70, 5), event("c", 7, 71, 6)]  # one sequence twice: the later offset wins
-    latest = latest_sequences([{"id": "a", "__START_AT": 1, "__END_AT": None},
-                               {"id": "b", "__START_AT": 2, "__END_AT": 4},
-                               {"id": "b", "__START_AT": 0, "__END_AT": 2}], ["id"])
-    assert latest == {("a",): KeyLatest(1, True), ("b",): KeyLatest(4, False)}
-    changes = scd2_changes(events, ["id"], ["id", "v"], latest)
-    assert sorted(changes.inserts, key=lambda r: (r["id"], r["__START_AT"])) == [
-        {"id": "a", "v": 30, "__START_AT": 3, "__END_AT": 5},
-        {"id": "a", "v": 50, "__START_AT": 5, "__END_AT": 9},  # closed by the delete
-        {"id": "a", "v": 120, "__START_AT": 12, "__END_AT": None},
-        {"id": "c", "v": 71, "__START_AT": 7, "__END_AT": None},
-    ]
-    assert sorted(changes.closes) == [(("a",), 3), (("c",), 7)]
+              event("a", 7, 70, 4), event("a", 7, 71, 5)]  # one sequence twice: the later offset wins
+    assert history([], events) == [(30, 3, 5), (50, 5, 7), (71, 7, 9), (120, 12, None)]
 
 
-def test_scd2_an_event_at_the_keys_latest_sequence_replaces_what_made_it() -> None:
-    """A tie with the table: the table's event came in an earlier batch (an earlier offset), so the
-    batch's event wins, as it would within one batch."""
-    rows: List[Dict[str, Any]] = [{"id": "open", "__START_AT": 1, "__END_AT": 5},
-                                  {"id": "open", "__START_AT": 5, "__END_AT": None},
-                                  {"id": "gone", "__START_AT": 1, "__END_AT": 5},  # deleted at 5
-                                  {"id": "snap", "__START_AT": None, "__END_AT": None}]  # no sequence
-    latest = latest_sequences(rows, ["id"])
-    assert latest == {("open",): KeyLatest(5, True), ("gone",): KeyLatest(5, False)}
-    events = [event("open", 5, 51, 10), event("open", 4, 40, 11),  # below the latest: ignored
-              event("gone", 5, 52, 12), event("gone", 7, None, 13),
-              event("snap", 3, 30, 14)]
-    changes = scd2_changes(events, ["id"], ["id", "v"], latest)
-    assert sorted(changes.inserts, key=lambda r: (r["id"], r["__START_AT"])) == [
-        {"id": "gone", "v": 52, "__START_AT": 5, "__END_AT": 7},
-        {"id": "open", "v": 51, "__START_AT": 5, "__END_AT": None},
-        {"id": "snap", "v": 30, "__START_AT": 3, "__END_AT": None},
-    ]
-    assert changes.drops == [(("open",), 5)]  # the version the earlier event opened at 5
-    assert sorted(changes.closes) == [(("gone",), 5), (("snap",), 3)]  # 'gone' has none to close; 'open''s goes
-    deleted = scd2_changes([event("open", 5, None, 10)], ["id"], ["id", "v"], latest)
-    assert (deleted.inserts, deleted.closes, deleted.drops) == ([], [], [(("open",), 5)])
+def test_scd2_a_late_event_splits_the_version_it_falls_in() -> None:
+    rows = [row("a", 10, 1, 5), row("a", 50, 5, None)]
+    assert history(rows, [event("a", 3, 30, 9)]) == [(10, 1, 3), (30, 3, 5), (50, 5, None)]
+    assert history(rows, [event("a", 0, 0, 9)]) == [(0, 0, 1), (10, 1, 5), (50, 5, None)]  # before them all
+    assert history(rows, [event("a", 3, None, 9)]) == [(10, 1, 3), (50, 5, None)]  # a late delete closes it early
+    # a late upsert after a delete that closed the key: open until the next event only
+    assert history([row("a", 10, 1, 5), row("a", 60, 8, None)], [event("a", 6, 66, 9)]) == [
+        (10, 1, 5), (66, 6, 8), (60, 8, None)]
+
+
+def test_scd2_deletes_that_closed_nothing_are_remembered_by_their_tombstones() -> None:
+    """Upsert 1, delete 5, delete 7 (the key already closed), then a late upsert at 6: valid until 7."""
+    assert history([row("a", 10, 1, 5)], [event("a", 6, 60, 9)], tombstones=[5, 7]) == [(10, 1, 5), (60, 6, 7)]
+    assert history([], [event("a", 2, 20, 9)], tombstones=[4]) == [(20, 2, 4)]  # a delete of a key never seen
+
+
+def test_scd2_equal_sequences_the_batchs_event_wins_over_the_tables() -> None:
+    """The table's event came in an earlier batch (an earlier offset): the batch's wins, as within a batch."""
+    assert history([row("a", 10, 1, 5), row("a", 50, 5, None)], [event("a", 5, 51, 9)]) == [(10, 1, 5), (51, 5, None)]
+    assert history([row("a", 10, 1, 5), row("a", 50, 5, None)], [event("a", 5, None, 9)]) == [(10, 1, 5)]
+    # a version at a tombstone's sequence is a later upsert of that sequence: it stays
+    assert history([row("a", 10, 1, 5), row("a", 50, 5, None)], [event("a", 9, 90, 9)], tombstones=[5]) == [
+        (10, 1, 5), (50, 5, 9), (90, 9, None)]
+    # a snapshot row (no sequence) is before every event
+    assert history([row("a", 7, None, None)], [event("a", 3, 30, 9)]) == [(7, None, 3), (30, 3, None)]
+
+
+def test_scd2_an_unchanged_history_is_not_rewritten() -> None:
+    rows = [row("a", 10, 1, 5), row("a", 50, 5, None)]
+    assert not place_events(rows, [], [event("a", 5, 50, 9)], columns=["id", "v"], keys=["id"]).changed
+    assert place_events(rows, [], [event("a", 6, 50, 9)], columns=["id", "v"], keys=["id"]).changed
+
+
+def test_scd2_tracked_columns_and_ignored_nulls() -> None:
+    cols = ["id", "v", "w"]
+
+    def ev(seq: int, v: Any, w: Any, offset: int = 0) -> Dict[str, Any]:
+        return {"id": "a", "v": v, "w": w, SEQ: seq, DELETE_COLUMN: False, OFFSET: offset}
+
+    def run(events: List[Dict[str, Any]], **kw: Any) -> List[Any]:
+        out = place_events([], [], events, columns=cols, keys=["id"], **kw).rows
+        return [(r["v"], r["w"], r["__START_AT"], r["__END_AT"]) for r in out]
+
+    events = [ev(1, 1, "x"), ev(2, 1, "y"), ev(3, 2, "y"), ev(4, 2, "z")]
+    assert run(events, tracked=("v",)) == [(1, "y", 1, 3), (2, "z", 3, None)]  # w updated in place
+    assert run(events) == [(1, "x", 1, 2), (1, "y", 2, 3), (2, "y", 3, 4), (2, "z", 4, None)]
+    assert run([ev(1, 1, "x"), ev(2, None, "y")], ignore_null_updates=True) == [(1, "x", 1, 2), (1, "y", 2, None)]
+    assert run([ev(1, 1, "x"), ev(2, None, "y")]) == [(1, "x", 1, 2), (None, "y", 2, None)]
+
+
+def test_struct_sequences_order_field_by_field_nulls_first() -> None:
+    seqs = [{"ts": 2, "lsn": 1}, {"ts": 1, "lsn": 9}, {"ts": 1, "lsn": None}, {"ts": 1, "lsn": 3}]
+    assert sorted(seqs, key=order_key) == [{"ts": 1, "lsn": None}, {"ts": 1, "lsn": 3}, {"ts": 1, "lsn": 9},
+                                           {"ts": 2, "lsn": 1}]
+    assert order_key(None) < order_key({"ts": 0, "lsn": 0})
+
+
+def test_scd2_merge_drops_a_changed_keys_versions_and_inserts_them_again() -> None:
     clauses = scd2_clauses(["id"], ["id", "v"])
-    assert clauses.delete_when == "s.__kg_action = 'drop'" and clauses.update_when == "s.__kg_action = 'close'"
-    assert "t.`__START_AT` = s.`__START_AT`" in clauses.predicate
+    assert clauses.predicate == "t.`id` = s.`id` AND s.__kg_action = 'drop'"
+    assert clauses.delete_when == "s.__kg_action = 'drop'" and clauses.update_when is None
+    assert clauses.insert_when == "s.__kg_action = 'insert'"
+
+
+def test_scd1_ignore_null_updates_and_truncates() -> None:
+    clauses = scd1_clauses(["id"], ["id", "v"], ignore_null_updates=True)
+    assert clauses.updates == {"`v`": "coalesce(s.`v`, t.`v`)", "`__SEQUENCE`": f"s.{SEQ}"}
+    truncated = scd1_clauses(["id"], ["id", "v"], truncate=True)
+    assert truncated.update_when == f"NOT s.{DELETE_COLUMN} AND TRUE"  # the row was truncated: any event
 
 
 def test_tables_a_merge_could_corrupt_are_refused_before_anything_is_written(tmp_path: Any) -> None:
@@ -129,3 +195,29 @@ def test_tables_a_merge_could_corrupt_are_refused_before_anything_is_written(tmp
     write_deltalake(str(tmp_path / "ao"), pa.table({"id": [1]}), configuration={"delta.appendOnly": "true"})
     with pytest.raises(UnsupportedTableFeatureError, match="delta.appendOnly = true.*no offset moved"):
         _refuse_unmergeable("ao", DeltaTable(str(tmp_path / "ao")))
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"ignore_null_updates": True}, "belong to the keyed mode"),
+    ({"keys": ["id"], "stored_as_scd_type": "two"}, "stored_as_scd_type=...\\) is 1, 2, '1' or '2'.*got 'two'"),
+    ({"keys": ["id"], "sequence_by": 5}, "sequence_by=...\\) takes a SQL expression string or a Column.*got int"),
+    ({"keys": ["id"], "apply_as_truncates": "op = 't'", "stored_as_scd_type": "2"}, "belongs to stored_as_scd_type=1"),
+    ({"keys": ["id"], "merge_schema": True}, "does not merge schemas"),
+])
+def test_delta_sink_checks_the_auto_cdc_parameters_when_made(kw: Dict[str, Any], message: str) -> None:
+    from pyspark_kafka_group import DeltaSink
+
+    with pytest.raises(ConfigError, match=message):
+        DeltaSink("/lake/t", **kw)
+
+
+def test_delta_sink_takes_the_auto_cdc_parameters() -> None:
+    from pyspark_kafka_group import DeltaSink
+
+    sink = DeltaSink("/lake/t", keys=["id"], stored_as_scd_type="2", ignore_null_updates=True,
+                     track_history_except_column_list=["updated"], sequence_by="ts")
+    assert sink.keyed is not None
+    assert (sink.keyed.scd_type, sink.keyed.ignore_null_updates, sink.keyed.track_history_except_column_list) == (
+        2, True, ("updated",))
+    truncating = DeltaSink("/lake/t", keys=["id"], apply_as_truncates="op = 'TRUNCATE'")
+    assert truncating.keyed is not None and truncating.keyed.apply_as_truncates == "op = 'TRUNCATE'"

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
+from kafka_group.delta.keyed.change_rules import KeyedSpec
 from kafka_group.delta.keyed.create import created_properties, create_with_deletion_vectors
 from kafka_group.delta.keyed.own_plan import plan_scd1
 from kafka_group.delta.keyed.task_merge import (
@@ -36,6 +37,9 @@ from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import ConfigError
 
 SOURCE = pathlib.Path(__file__).parent / "data" / "dv_table"
+
+SCD1 = KeyedSpec.build(["id"], None, None, None, None, 1)
+SCD2 = KeyedSpec.build(["id"], None, None, None, None, 2)
 
 
 def _changes() -> Any:
@@ -90,18 +94,18 @@ def test_the_tasks_delete_the_rows_the_drivers_own_merge_plans(tmp_path: pathlib
 
 
 def test_tables_the_keyed_sink_creates_get_deletion_vectors_unless_told_otherwise(tmp_path: pathlib.Path) -> None:
-    assert created_properties(None, 1) == {"delta.enableDeletionVectors": "true"}
-    assert created_properties({"delta.enableDeletionVectors": False}, 1) == {"delta.enableDeletionVectors": "false"}
-    assert created_properties(None, 2) == {"delta.enableDeletionVectors": "false"}
+    assert created_properties(None, SCD1) == {"delta.enableDeletionVectors": "true"}
+    assert created_properties({"delta.enableDeletionVectors": False}, SCD1) == {"delta.enableDeletionVectors": "false"}
+    assert created_properties(None, SCD2) == {"delta.enableDeletionVectors": "false"}
     with pytest.raises(ConfigError, match="delta.enableChangeDataFeed"):
-        created_properties({"delta.enableChangeDataFeed": "true"}, 1)
+        created_properties({"delta.enableChangeDataFeed": "true"}, SCD1)
     with pytest.raises(ConfigError, match="SCD type 2"):
-        created_properties({"delta.enableDeletionVectors": "true"}, 2)
+        created_properties({"delta.enableDeletionVectors": "true"}, SCD2)
 
     table = tmp_path / "new"
     schema = pa.schema([("id", pa.int64()), ("__SEQUENCE", pa.int64())])
-    assert create_with_deletion_vectors(str(table), {}, schema, [], created_properties(None, 1), ("owner", 3), {})
-    assert not create_with_deletion_vectors(str(table), {}, schema, [], created_properties(None, 1), ("owner", 3), {})
+    assert create_with_deletion_vectors(str(table), {}, schema, [], created_properties(None, SCD1), ("owner", 3), {})
+    assert not create_with_deletion_vectors(str(table), {}, schema, [], created_properties(None, SCD1), ("owner", 3), {})
     dt = DeltaTable(str(table))
     protocol = dt.protocol()
     assert (protocol.min_reader_version, protocol.min_writer_version) == (3, 7)
@@ -113,9 +117,9 @@ def test_tables_the_keyed_sink_creates_get_deletion_vectors_unless_told_otherwis
 
 
 def test_a_created_table_with_row_tracking_lists_its_features_and_materialized_columns(tmp_path: pathlib.Path) -> None:
-    properties = created_properties({"delta.enableRowTracking": "true"}, 1)
+    properties = created_properties({"delta.enableRowTracking": "true"}, SCD1)
     with pytest.raises(ConfigError, match="row tracking"):
-        created_properties({"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "false"}, 1)
+        created_properties({"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "false"}, SCD1)
     table = tmp_path / "tracked"
     schema = pa.schema([("id", pa.int64()), ("__SEQUENCE", pa.int64())])
     assert create_with_deletion_vectors(str(table), {}, schema, [], properties, ("owner", 1), {})

@@ -152,7 +152,7 @@ def test_a_table_folder_holding_only_tombstones_is_still_the_tables(tmp_path: pa
 
 @pytest.mark.parametrize("kw, message", [
     ({"tombstone_retention": 60}, "belong to the keyed mode"),
-    ({"keys": ["id"], "stored_as_scd_type": 2, "tombstone_retention": 60}, "belongs to stored_as_scd_type=1"),
+    ({"keys": ["id"], "stored_as_scd_type": 2, "tombstone_retention": 0}, "must be a positive duration"),
     ({"keys": ["id"], "tombstone_retention": "2 days"}, "takes seconds or a datetime.timedelta"),
 ])
 def test_delta_sink_checks_tombstone_retention(kw: Any, message: str) -> None:
@@ -166,4 +166,5 @@ def test_delta_sink_keeps_deletes_seven_days_by_default() -> None:
     from pyspark_kafka_group import DeltaSink
 
     assert DeltaSink("/lake/t", keys=["id"]).tombstone_retention == 7 * 24 * 3600
+    assert DeltaSink("/lake/t", keys=["id"], stored_as_scd_type="2", tombstone_retention=60).tombstone_retention == 60
     assert DeltaSink("/lake/t", keys=["id"], tombstone_retention=datetime.timedelta(hours=1)).tombstone_retention == 3600

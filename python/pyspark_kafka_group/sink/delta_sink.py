@@ -38,8 +38,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kafka_group.delta.keyed.change_rules import KeyedSpec
 from kafka_group.delta.keyed.commit import KeyedOffsetStore
-from kafka_group.delta.keyed.create import created_properties
-from kafka_group.delta.keyed.tombstones import DEFAULT_RETENTION_SECONDS, Tombstones, retention_seconds, tombstones_location
+from kafka_group.delta.keyed.tombstones import Tombstones, tombstones_location
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.storage.table_names import ResolvedTable, check_location, parse_table_name
 from kafka_group.delta.storage.unity_catalog import UnityCatalog
@@ -47,6 +46,7 @@ from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.offsets import OffsetRange
 from pyspark_kafka_group.session.spark_requirement import require_sink_dependencies
 from pyspark_kafka_group.sink.catalog_tables import resolve_table
+from pyspark_kafka_group.sink.keyed_parameters import keyed_parameters, keyed_table_properties
 from pyspark_kafka_group.sink.landing import land_changes, land_rows
 from pyspark_kafka_group.sink.sink_checkpoint import (
     CONNECT_NEEDS_CHECKPOINT,
@@ -116,16 +116,17 @@ class DeltaSink:
         existing table must be partitioned by exactly these. Left out, the sink follows an
         existing table's partitioning and creates a new table unpartitioned.
 
-    keys : list of str, optional
+    keys : list of str or Column, optional
         The keyed (CDC) mode: the columns (after ``transform``) that identify a row. Each batch's
         change events are then MERGEd into the table with its offsets in one Delta commit: upserts,
         deletes (a Kafka tombstone, a record whose value is NULL, deletes its key; so does
         ``apply_as_deletes``), the latest event per key by ``sequence_by`` winning (equal sequences:
         the later Kafka offset, in one batch or across batches), and events older than what the table
         holds for their key ignored (docs/cdc.md). Without ``keys`` the sink appends, as before.
-    sequence_by : str, optional
-        Keyed mode: a SQL expression (a column name, or such as ``"source.lsn"``) ordering the events
-        of a key: a number, string, date or timestamp. Default: the Kafka offset, which orders a key's
+    sequence_by : str or Column, optional
+        Keyed mode: a SQL expression (a column name, or such as ``"source.lsn"``) or a Column ordering
+        the events of a key: a number, string, date or timestamp (SCD type 2 also a struct, ordered
+        field by field, ``F.struct("ts", "lsn")``). Default: the Kafka offset, which orders a key's
         events as long as the key stays in one partition (Kafka's keyed partitioning; a topic whose
         partition count changed moves keys: give a sequence from the data then).
     apply_as_deletes : str, optional
@@ -133,14 +134,18 @@ class DeltaSink:
         ``"op = 'd'"``.
     column_list, except_column_list : list of str, optional
         Keyed mode: the transformed columns the table stores (keys included), or those it leaves out.
-    stored_as_scd_type : {1, 2}, default 1
+    stored_as_scd_type : {1, 2, "1", "2"}, default 1
         Keyed mode: 1 keeps one row per live key, with its event's sequence in ``__SEQUENCE``;
         2 keeps every version with its validity ``[__START_AT, __END_AT)`` (``__END_AT`` NULL: current).
     tombstone_retention : float or datetime.timedelta, default 7 days
-        Keyed mode, SCD type 1: how long a delete is remembered (seconds, or a ``timedelta``). Within
+        Keyed mode: how long a delete is remembered (seconds, or a ``timedelta``). Within
         it, an event older than its key's delete that arrives in a later batch is ignored; after it
         the tombstone is collected and such an event inserts the key again (docs/cdc.md). The default
         is Kafka's default ``retention.ms`` (Databricks' AUTO CDC keeps 2 days).
+    ignore_null_updates, apply_as_truncates, track_history_column_list, track_history_except_column_list
+        Keyed mode, as in AUTO CDC: NULL columns of an update keep the table's values; a SQL boolean
+        expression marking a truncate (SCD type 1); the columns whose change makes a new version (SCD
+        type 2; others update the current version in place). docs/cdc.md, "Parameters".
     table_properties : dict, optional
         Keyed mode: the created table's properties, over ``{"delta.enableDeletionVectors": "true"}`` (docs/cdc.md).
     merge_schema : bool, default False
@@ -194,13 +199,17 @@ class DeltaSink:
         storage_options: Optional[Mapping[str, str]] = None,
         partition_by: Optional[Sequence[str]] = None,
         merge_schema: bool = False,
-        keys: Optional[Sequence[str]] = None,
-        sequence_by: Optional[str] = None,
+        keys: Optional[Sequence[Any]] = None,
+        sequence_by: Any = None,
         apply_as_deletes: Optional[str] = None,
-        column_list: Optional[Sequence[str]] = None,
-        except_column_list: Optional[Sequence[str]] = None,
-        stored_as_scd_type: int = 1,
+        column_list: Optional[Sequence[Any]] = None,
+        except_column_list: Optional[Sequence[Any]] = None,
+        stored_as_scd_type: Union[int, str] = 1,
         tombstone_retention: Union[float, datetime.timedelta, None] = None,
+        ignore_null_updates: bool = False,
+        apply_as_truncates: Optional[str] = None,
+        track_history_column_list: Optional[Sequence[Any]] = None,
+        track_history_except_column_list: Optional[Sequence[Any]] = None,
         table_properties: Optional[Mapping[str, Any]] = None,
     ) -> None:
         if (path is None) == (table is None):
@@ -231,25 +240,14 @@ class DeltaSink:
         self._batch_storage_options = self.storage_options  # the running batch's: the catalog's merged in
         self.partition_by = None if partition_by is None else list(partition_by)
         self.merge_schema = bool(merge_schema)
-        self.keyed: Optional[KeyedSpec] = None
-        if keys is not None:
-            if self.merge_schema:
-                raise ConfigError("DeltaSink(keys=..., merge_schema=True): the keyed mode does not merge schemas; "
-                                  "leave merge_schema out, or add the columns with ALTER TABLE ... ADD COLUMNS")
-            self.keyed = KeyedSpec.build(keys, sequence_by, apply_as_deletes, column_list, except_column_list,
-                                         stored_as_scd_type)
-            if tombstone_retention is not None and self.keyed.scd_type != 1:
-                raise ConfigError("DeltaSink(tombstone_retention=...) belongs to stored_as_scd_type=1 (SCD type 2 "
-                                  "remembers deletes in its closed versions): leave it out")
-        elif (sequence_by, apply_as_deletes, column_list, except_column_list, stored_as_scd_type,
-              tombstone_retention, table_properties) != (None, None, None, None, 1, None, None):
-            raise ConfigError("DeltaSink: sequence_by, apply_as_deletes, column_list, except_column_list, "
-                              "stored_as_scd_type, tombstone_retention and table_properties belong to the keyed "
-                              "mode: give keys=[...] too")
-        self.table_properties = None if self.keyed is None else created_properties(table_properties, self.keyed.scd_type)
-        #: Seconds a SCD1 delete is remembered (its tombstone's retention).
-        self.tombstone_retention = (DEFAULT_RETENTION_SECONDS if tombstone_retention is None
-                                    else retention_seconds(tombstone_retention))
+        #: The keyed mode's parameters (None: append), and how long a delete is remembered (seconds).
+        self.keyed, self.tombstone_retention = keyed_parameters(keys, self.merge_schema, {
+            "sequence_by": sequence_by, "apply_as_deletes": apply_as_deletes, "column_list": column_list,
+            "except_column_list": except_column_list, "stored_as_scd_type": stored_as_scd_type,
+            "tombstone_retention": tombstone_retention, "ignore_null_updates": ignore_null_updates,
+            "apply_as_truncates": apply_as_truncates, "track_history_column_list": track_history_column_list,
+            "track_history_except_column_list": track_history_except_column_list})
+        self.table_properties = keyed_table_properties(self.keyed, table_properties)
         self._tombstones: Optional[Tombstones] = None
 
     def __repr__(self) -> str:  # never the storage options: they hold credentials

@@ -9,7 +9,7 @@ Delta commit that holds the data and the new position of every planned partition
   (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`), then the table's small files
   compacted when enough have gathered (:mod:`~pyspark_kafka_group.sink.sink_compaction`, its own commit);
 - :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
-  SCD type 1's tombstones, then one MERGE commit with the offsets: as Spark tasks into a table with
+  the tombstones, then one MERGE commit with the offsets: as Spark tasks into a table with
   deletion vectors (:mod:`~pyspark_kafka_group.sink.keyed_tasks`), else on the driver
   (:mod:`kafka_group.delta.keyed.commit`).
 
@@ -97,38 +97,42 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
 
     ``transform`` is the sink's (the change set applies it after marking each record's Kafka offset and
     tombstone);
-    ``tombstones_of(table_path, spec)`` gives SCD type 1's tombstones of the table (the sink keeps one
+    ``tombstones_of(table_path, spec)`` gives the tombstones of the table (the sink keeps one
     object per location). Other parameters as :func:`land_rows`'s.
     """
     crash_point("sink.before_write")
-    events, stored = change_frame(batch, transform, spec)
-    tombstones = tombstones_of(store.table_path, spec) if spec.scd_type == 1 else None
+    frame = change_frame(batch, transform, spec)
+    stored = frame.stored
+    tombstones = tombstones_of(store.table_path, spec)  # SCD2 too: a late upsert before a delete stays closed
     columns = list(partition_by) if partition_by is not None else (store.partition_columns() or [])
     missing = [c for c in columns if c not in stored]
     if missing:
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
-    if spec.scd_type == 1 and store.merges_as_tasks(stored, table_properties):
-        merge_as_tasks(events, stored, batch_id, ranges, store, spec, partition_by=columns,
+    # The tasks MERGE applies neither a truncate nor ignore_null_updates: such batches go to the driver's
+    # MERGE, which refuses them on a table with deletion vectors (new tables for them get none).
+    if (spec.scd_type == 1 and not frame.truncated and not spec.ignore_null_updates
+            and store.merges_as_tasks(stored, table_properties)):
+        merge_as_tasks(frame.events, stored, batch_id, ranges, store, spec, partition_by=columns,
                        storage_options=store.storage_options(), tombstones=tombstones,
                        metadata=_commit_metadata(batch_id, ranges), table_properties=table_properties)
         crash_point("sink.after_commit")
-        if tombstones is not None:
-            tombstones.collect_garbage()
+        tombstones.collect_garbage()
         return
-    changes, stored = collect_changes(events, stored, spec)
+    changes, stored = collect_changes(frame, spec)
     if not ranges and changes.num_rows == 0:
         return
     refuse_null_keys(changes, spec, store.table_path)
     crash_point("sink.before_commit")
-    if tombstones is not None:  # before the commit: kafka_group.delta.keyed.tombstones says why
-        tombstones.record(tombstones.deletes(changes))
+    # before the commit: kafka_group.delta.keyed.tombstones says why
+    tombstones.record(tombstones.deletes(changes))
     store.merge_changes(changes, spec, stored, ranges, partition_by=columns,
                         metadata=_commit_metadata(batch_id, ranges),
-                        prepare=None if tombstones is None else tombstones.apply, table_properties=table_properties)
+                        prepare=tombstones.apply if spec.scd_type == 1 else None,
+                        deletes_of=tombstones.all_of if spec.scd_type == 2 else None,
+                        table_properties=table_properties)
     crash_point("sink.after_commit")
-    if tombstones is not None:
-        tombstones.collect_garbage()
+    tombstones.collect_garbage()
 
 
 def _commit_metadata(batch_id: int, ranges: Sequence[OffsetRange]) -> Dict[str, Any]:

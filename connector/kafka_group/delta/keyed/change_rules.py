@@ -14,19 +14,16 @@ SCD type 1 (the table holds one row per live key)
     tombstone (:mod:`kafka_group.delta.keyed.tombstones`), which drops a later batch's upserts of the
     key below the delete's sequence, for the tombstones' retention (docs/cdc.md).
 SCD type 2 (the table holds every version, valid in ``[__START_AT, __END_AT)``)
-    Every event of a batch at or above the key's latest sequence in the table (the latest
-    ``__END_AT`` or ``__START_AT`` of its rows, :func:`latest_sequences`; NULLs are below any)
-    counts, in sequence order: an upsert opens a version and closes the one before; a delete closes
-    it. An event at the key's latest sequence is a tie with the event that made it, and as within a
-    batch the later one wins: the current version opened at that sequence is dropped, and the event
-    applies in its place. Events below the key's latest sequence are ignored (deletes are
-    remembered: a closed row keeps them).
+    Every event counts, in sequence order, wherever it falls in the key's history: an upsert opens
+    a version and closes the one before, a delete closes it; a late event splits the version it
+    falls in (:mod:`kafka_group.delta.keyed.scd2_history`). Each key the batch changes has its
+    versions replaced in the MERGE (:func:`scd2_clauses`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kafka_group.errors import ConfigError
 
@@ -39,12 +36,10 @@ __all__ = [
     "SEQ",
     "SEQUENCE_COLUMN",
     "START_COLUMN",
-    "KeyLatest",
-    "Scd2Changes",
-    "latest_sequences",
+    "TRUNCATE_METADATA",
     "quote",
     "scd1_clauses",
-    "scd2_changes",
+    "scd2_clauses",
 ]
 
 #: SCD1: the sequence of the event each row holds (compared with the next events of its key).
@@ -62,7 +57,8 @@ DELETE_COLUMN = "__kg_delete"
 OFFSET = "__kg_offset"
 #: SCD2's change set: what a row does ('insert' a version, 'close' the key's current one) and when.
 ACTION = "__kg_action"
-CLOSE_AT = "__kg_close_at"
+#: The change set's schema metadata key saying the batch holds a truncate (``apply_as_truncates``, SCD1).
+TRUNCATE_METADATA = b"kafka_group.truncate"
 
 _RESERVED = (SEQUENCE_COLUMN, START_COLUMN, END_COLUMN, KAFKA_COLUMN)
 
@@ -77,28 +73,53 @@ class KeyedSpec:
     """What ``DeltaSink(keys=..., ...)`` was given, checked (:meth:`build`)."""
 
     keys: Tuple[str, ...]
-    sequence_by: Optional[str]
+    sequence_by: Any
+    """A SQL expression (str), a pyspark Column (a struct orders field by field), or None (the offset)."""
     apply_as_deletes: Optional[str]
     column_list: Optional[Tuple[str, ...]]
     except_column_list: Tuple[str, ...]
     scd_type: int
+    ignore_null_updates: bool = False
+    apply_as_truncates: Optional[str] = None
+    track_history_column_list: Optional[Tuple[str, ...]] = None
+    track_history_except_column_list: Optional[Tuple[str, ...]] = None
 
     @staticmethod
     def build(keys: Any, sequence_by: Any, apply_as_deletes: Any, column_list: Any, except_column_list: Any,
-              stored_as_scd_type: Any) -> "KeyedSpec":
-        """Check the parameters; a :class:`~kafka_group.errors.ConfigError` names the wrong one and the fix."""
+              stored_as_scd_type: Any, *, ignore_null_updates: Any = False, apply_as_truncates: Any = None,
+              track_history_column_list: Any = None, track_history_except_column_list: Any = None) -> "KeyedSpec":
+        """Check the parameters; a :class:`~kafka_group.errors.ConfigError` names the wrong one and the fix.
+
+        ``sequence_by`` is a SQL expression string, or any other object (a pyspark Column: the Spark
+        layer checks it, this core imports no pyspark)."""
         names = _names("keys", keys)
         if not names:
             raise ConfigError("DeltaSink(keys=...) needs at least one column name, such as keys=['id']")
-        for label, value in (("sequence_by", sequence_by), ("apply_as_deletes", apply_as_deletes)):
+        if isinstance(sequence_by, str) and not sequence_by.strip():
+            raise ConfigError(f"DeltaSink(sequence_by=...) takes a SQL expression string or a Column, got {sequence_by!r}")
+        for label, value in (("apply_as_deletes", apply_as_deletes), ("apply_as_truncates", apply_as_truncates)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(f"DeltaSink({label}=...) takes a SQL expression string, got {value!r}")
+        if not isinstance(ignore_null_updates, bool):
+            raise ConfigError(f"DeltaSink(ignore_null_updates=...) is True or False, got {ignore_null_updates!r}")
         if column_list is not None and except_column_list is not None:
             raise ConfigError("DeltaSink takes column_list or except_column_list, not both: give one")
         columns = None if column_list is None else _names("column_list", column_list)
         excluded = () if except_column_list is None else _names("except_column_list", except_column_list)
-        if stored_as_scd_type not in (1, 2) or isinstance(stored_as_scd_type, bool):
-            raise ConfigError(f"DeltaSink(stored_as_scd_type=...) is 1 or 2, got {stored_as_scd_type!r}")
+        scd_type = scd_type_of(stored_as_scd_type)
+        if track_history_column_list is not None and track_history_except_column_list is not None:
+            raise ConfigError("DeltaSink takes track_history_column_list or track_history_except_column_list, not "
+                              "both: give one")
+        tracked = None if track_history_column_list is None else _names("track_history_column_list",
+                                                                        track_history_column_list)
+        untracked = None if track_history_except_column_list is None else _names(
+            "track_history_except_column_list", track_history_except_column_list)
+        if scd_type != 2 and (tracked is not None or untracked is not None):
+            raise ConfigError("DeltaSink(track_history_column_list / track_history_except_column_list) belong to "
+                              "stored_as_scd_type=2 (SCD type 1 keeps no history), as in AUTO CDC: leave them out")
+        if scd_type != 1 and apply_as_truncates is not None:
+            raise ConfigError("DeltaSink(apply_as_truncates=...) belongs to stored_as_scd_type=1, as in AUTO CDC "
+                              "(a truncate would erase the history SCD type 2 keeps): leave it out")
         for name in names + (columns or ()) :
             if name in _RESERVED:
                 raise ConfigError(f"DeltaSink: the column name {name!r} is the sink's own ({', '.join(_RESERVED)}); "
@@ -108,7 +129,8 @@ class KeyedSpec:
         if missing or dropped:
             raise ConfigError(f"DeltaSink: the key column(s) {', '.join(missing + dropped)} must be stored: keep "
                               "them in column_list and out of except_column_list")
-        return KeyedSpec(names, sequence_by, apply_as_deletes, columns, excluded, int(stored_as_scd_type))
+        return KeyedSpec(names, sequence_by, apply_as_deletes, columns, excluded, scd_type, ignore_null_updates,
+                         apply_as_truncates, tracked, untracked)
 
     def stored_columns(self, batch_columns: Sequence[str]) -> List[str]:
         """The transform's columns the table stores (keys included), in the batch's order."""
@@ -118,12 +140,36 @@ class KeyedSpec:
             if unknown:
                 raise ConfigError(f"DeltaSink(column_list=...) names {', '.join(unknown)}, which the transform's "
                                   f"rows do not have (they have {', '.join(present)})")
-            return [c for c in present if c in self.column_list]
-        return [c for c in present if c not in self.except_column_list]
+            stored = [c for c in present if c in self.column_list]
+        else:
+            stored = [c for c in present if c not in self.except_column_list]
+        for label, names in (("track_history_column_list", self.track_history_column_list),
+                             ("track_history_except_column_list", self.track_history_except_column_list)):
+            unknown = [c for c in names or () if c not in stored]
+            if unknown:
+                raise ConfigError(f"DeltaSink({label}=...) names {', '.join(unknown)}, which the table does not store "
+                                  f"(it stores {', '.join(stored)})")
+        return stored
+
+    def tracked_columns(self, columns: Sequence[str]) -> Optional[Tuple[str, ...]]:
+        """SCD2: the columns (of the table's ``columns``) whose change makes a new version; None: every upsert
+        makes one."""
+        if self.track_history_column_list is not None:
+            return self.track_history_column_list
+        if self.track_history_except_column_list is not None:
+            return tuple(c for c in columns if c not in self.track_history_except_column_list and c not in self.keys)
+        return None
 
     def system_columns(self) -> Tuple[str, ...]:
         """The columns the sink adds to the table."""
         return (SEQUENCE_COLUMN,) if self.scd_type == 1 else (START_COLUMN, END_COLUMN)
+
+
+def scd_type_of(value: Any) -> int:
+    """``stored_as_scd_type`` as AUTO CDC takes it: 1, 2, "1" or "2"."""
+    if isinstance(value, bool) or value not in (1, 2, "1", "2"):
+        raise ConfigError(f"DeltaSink(stored_as_scd_type=...) is 1, 2, '1' or '2' (as AUTO CDC), got {value!r}")
+    return int(value)
 
 
 def _names(label: str, value: Any) -> Tuple[str, ...]:
@@ -151,122 +197,46 @@ class MergeClauses:
     inserts: Dict[str, str]
 
 
-def scd1_clauses(keys: Sequence[str], stored: Sequence[str]) -> MergeClauses:
+def scd1_clauses(keys: Sequence[str], stored: Sequence[str], *, ignore_null_updates: bool = False,
+                 truncate: bool = False) -> MergeClauses:
     """SCD1: a delete at or above the row's sequence removes it, such an upsert replaces it, an unknown
-    key's upsert is inserted.
+    key's upsert is inserted. ``ignore_null_updates``: an upsert's NULL columns keep the row's values.
+    ``truncate``: the batch holds a truncate, the change set only its events after it; every row the
+    change set does not match is deleted (:func:`~kafka_group.delta.keyed.commit` adds that clause) and a
+    matched row takes its event whatever its sequence (the row was truncated).
 
     ``stored`` are the change set's data columns (keys included); the change set holds one event
     per key, with :data:`SEQ` and :data:`DELETE_COLUMN`.
     """
     # at or above the row's: the later event of a tie wins (docstring); a NULL sequence takes any event
-    newer = f"(s.{SEQ} >= t.{quote(SEQUENCE_COLUMN)} OR t.{quote(SEQUENCE_COLUMN)} IS NULL)"
+    newer = "TRUE" if truncate else f"(s.{SEQ} >= t.{quote(SEQUENCE_COLUMN)} OR t.{quote(SEQUENCE_COLUMN)} IS NULL)"
     values = {quote(c): f"s.{quote(c)}" for c in stored}
     values[quote(SEQUENCE_COLUMN)] = f"s.{SEQ}"
+    updates = {k: v for k, v in values.items() if k not in {quote(c) for c in keys}}
+    if ignore_null_updates and not truncate:
+        updates = {k: v if k == quote(SEQUENCE_COLUMN) else f"coalesce({v}, t.{k})" for k, v in updates.items()}
     return MergeClauses(
         predicate=key_predicate(keys),
         delete_when=f"s.{DELETE_COLUMN} AND {newer}",
         update_when=f"NOT s.{DELETE_COLUMN} AND {newer}",
-        updates={k: v for k, v in values.items() if k not in {quote(c) for c in keys}},
+        updates=updates,
         insert_when=f"NOT s.{DELETE_COLUMN}",
         inserts=values,
     )
 
 
-def scd2_clauses(keys: Sequence[str], stored: Sequence[str]) -> MergeClauses:
-    """SCD2: a 'close' row ends the key's current version; a 'drop' row deletes the key's current
-    version opened at its ``__START_AT`` (a tie the later event wins); an 'insert' row (it never
-    matches) adds one."""
-    values = {quote(c): f"s.{quote(c)}" for c in stored}
+def scd2_clauses(keys: Sequence[str], columns: Sequence[str]) -> MergeClauses:
+    """SCD2: a 'drop' row deletes every version of its key; an 'insert' row (it never matches) adds one.
+    A key the batch changes gets one 'drop' and all its versions again
+    (:func:`~kafka_group.delta.keyed.scd2_history.place_events`)."""
+    values = {quote(c): f"s.{quote(c)}" for c in columns}
     values[quote(START_COLUMN)] = f"s.{quote(START_COLUMN)}"
     values[quote(END_COLUMN)] = f"s.{quote(END_COLUMN)}"
     return MergeClauses(
-        predicate=f"{key_predicate(keys)} AND t.{quote(END_COLUMN)} IS NULL AND (s.{ACTION} = 'close' OR "
-                  f"(s.{ACTION} = 'drop' AND t.{quote(START_COLUMN)} = s.{quote(START_COLUMN)}))",
+        predicate=f"{key_predicate(keys)} AND s.{ACTION} = 'drop'",
         delete_when=f"s.{ACTION} = 'drop'",
-        update_when=f"s.{ACTION} = 'close'",
-        updates={quote(END_COLUMN): f"s.{CLOSE_AT}"},
+        update_when=None,
+        updates={},
         insert_when=f"s.{ACTION} = 'insert'",
         inserts=values,
     )
-
-
-Key = Tuple[Hashable, ...]
-
-
-@dataclass(frozen=True)
-class KeyLatest:
-    """SCD2: a key's latest sequence in the table, and whether its current version opened there."""
-
-    sequence: Any
-    """The highest ``__END_AT``, else ``__START_AT``, of its rows (NULLs left out)."""
-    opened: bool
-    """Its current version (``__END_AT`` NULL) starts at :attr:`sequence`: an event of that sequence
-    replaces it."""
-
-
-def latest_sequences(rows: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> Dict[Key, KeyLatest]:
-    """SCD2: each key's latest sequence in the table, from its rows (the highest ``__END_AT``, else
-    ``__START_AT``): events below it are ignored, deleted keys' included. A key whose rows have no
-    sequence (a snapshot loaded by another tool) is left out: every event of it counts."""
-    latest: Dict[Key, Any] = {}
-    current: Dict[Key, Any] = {}
-    for row in rows:
-        key = tuple(row[k] for k in keys)
-        if row[END_COLUMN] is None:
-            current[key] = row[START_COLUMN]
-        seq = row[END_COLUMN] if row[END_COLUMN] is not None else row[START_COLUMN]
-        if seq is not None and (key not in latest or seq > latest[key]):
-            latest[key] = seq
-    return {key: KeyLatest(seq, key in current and current[key] is not None and current[key] == seq)
-            for key, seq in latest.items()}
-
-
-@dataclass(frozen=True)
-class Scd2Changes:
-    """SCD2's MERGE source: versions to insert, the current versions to close (key, at), and those to
-    drop (key, their ``__START_AT``)."""
-
-    inserts: List[Dict[str, Any]]
-    closes: List[Tuple[Key, Any]]
-    drops: List[Tuple[Key, Any]] = field(default_factory=list)
-
-
-def scd2_changes(events: Iterable[Mapping[str, Any]], keys: Sequence[str], stored: Sequence[str],
-                 latest: Mapping[Key, KeyLatest]) -> Scd2Changes:
-    """The versions a batch's events make (see the module docstring).
-
-    ``events`` carry the ``stored`` columns, :data:`SEQ`, :data:`DELETE_COLUMN` and :data:`OFFSET` (the
-    Kafka offset, which orders events of equal sequence; the later one wins). ``latest`` is
-    :func:`latest_sequences` of the table's rows for these keys.
-    """
-    by_key: Dict[Key, List[Mapping[str, Any]]] = {}
-    for e in events:
-        key = tuple(e[k] for k in keys)
-        if key in latest and e[SEQ] < latest[key].sequence:
-            continue  # older than what the table holds: out of order
-        by_key.setdefault(key, []).append(e)
-    inserts: List[Dict[str, Any]] = []
-    closes: List[Tuple[Key, Any]] = []
-    drops: List[Tuple[Key, Any]] = []
-    for key, evs in by_key.items():
-        evs.sort(key=lambda e: (e[SEQ], e[OFFSET]))
-        deduped: List[Mapping[str, Any]] = []
-        for e in evs:  # one event per sequence: the later in Kafka wins
-            if deduped and deduped[-1][SEQ] == e[SEQ]:
-                deduped[-1] = e
-            else:
-                deduped.append(e)
-        first = deduped[0][SEQ]
-        if key in latest and first == latest[key].sequence and latest[key].opened:
-            # A tie with the event that opened the key's current version, from an earlier batch (so an
-            # earlier offset of the key's partition): this one wins. That version goes; the one before it
-            # is already closed at this sequence.
-            drops.append((key, first))
-        else:  # (a tie with a delete: the key has no current version, and the close matches nothing)
-            closes.append((key, first))
-        for i, e in enumerate(deduped):
-            if e[DELETE_COLUMN]:
-                continue
-            end = deduped[i + 1][SEQ] if i + 1 < len(deduped) else None
-            inserts.append({**{c: e[c] for c in stored}, START_COLUMN: e[SEQ], END_COLUMN: end})
-    return Scd2Changes(inserts, closes, drops)

@@ -29,20 +29,19 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.delta.keyed.change_rules import (
     ACTION,
-    CLOSE_AT,
     END_COLUMN,
     OFFSET,
     SEQ,
     SEQUENCE_COLUMN,
     START_COLUMN,
+    TRUNCATE_METADATA,
     KeyedSpec,
     MergeClauses,
-    latest_sequences,
     scd1_clauses,
-    scd2_changes,
     scd2_clauses,
 )
 from kafka_group.delta.keyed.create import create_with_deletion_vectors, wants_deletion_vectors
+from kafka_group.delta.keyed.scd2_history import group_by_key, place_events
 from kafka_group.delta.keyed.key_rows import rows_of_keys
 from kafka_group.delta.keyed.own_merge import invariant_columns, needs_own_merge, own_merge, own_merge_refusal
 from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
@@ -98,6 +97,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
         metadata: Optional[Mapping[str, Any]] = None,
         partition_by: Sequence[str] = (),
         prepare: Optional[Callable[[Any], Any]] = None,
+        deletes_of: Optional[Callable[[Any], Any]] = None,
         table_properties: Optional[Mapping[str, str]] = None,
     ) -> int:
         """Apply ``changes`` (a pyarrow Table: ``stored`` columns, ``__kg_seq``, ``__kg_delete``,
@@ -105,7 +105,11 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
         ``prepare`` (pyarrow Table in, pyarrow Table out: SCD1's tombstone filter,
         :meth:`kafka_group.delta.keyed.tombstones.Tombstones.apply`) runs on ``changes`` at each attempt,
-        after the table version the MERGE commits on is loaded. ``table_properties``: those of the table
+        after the table version the MERGE commits on is loaded. ``deletes_of`` (SCD2: the change set in,
+        every recorded delete of its keys out, keys and ``__SEQUENCE``:
+        :meth:`kafka_group.delta.keyed.tombstones.Tombstones.all_of`) likewise. A change set whose schema
+        metadata holds :data:`~kafka_group.delta.keyed.change_rules.TRUNCATE_METADATA` empties the table
+        first, in the same commit. ``table_properties``: those of the table
         the first batch creates (:func:`~kafka_group.delta.keyed.create.created_properties`; None: delta-rs's
         defaults, no deletion vectors).
 
@@ -132,6 +136,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
         import pyarrow as pa
 
         refuse_null_keys(changes, spec, self.table_path)
+        truncate = TRUNCATE_METADATA in (changes.schema.metadata or {})
         schema = table_schema(changes.schema, spec, stored)
         self.check_conditional_put()
         txns = self._transactions(ranges)
@@ -147,13 +152,14 @@ class KeyedOffsetStore(DeltaOffsetStore):
             own = needs_own_merge(table)
             if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed.own_merge)
                 _refuse_own_unmergeable(self.table_path, table, spec.scd_type)
+                _refuse_own_parameters(self.table_path, spec, truncate)
             else:
                 _refuse_unmergeable(self.table_path, table)
             self._refuse_conflicts(table, ranges)
             merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
             self.check_partition_columns(partition_by, table)
             batch = changes if prepare is None else prepare(changes)
-            if batch.num_rows == 0:
+            if batch.num_rows == 0 and not truncate:
                 return self.commit([], schema, ranges, metadata=metadata, partition_by=partition_by)
             if own:
                 crash_point("delta.before_merge")
@@ -164,13 +170,16 @@ class KeyedOffsetStore(DeltaOffsetStore):
                 last_error = OffsetStoreError("another writer committed the version this MERGE was planned on")
                 continue
             if spec.scd_type == 1:
-                source, clauses = batch.drop_columns([OFFSET]), scd1_clauses(spec.keys, stored)
+                source = batch.drop_columns([OFFSET])
+                clauses = scd1_clauses(spec.keys, stored, ignore_null_updates=spec.ignore_null_updates,
+                                       truncate=truncate)
             else:
-                source, clauses = self._scd2_source(table, batch, spec, stored), scd2_clauses(spec.keys, stored)
+                source, columns = self._scd2_source(table, batch, spec, stored, deletes_of)
+                clauses = scd2_clauses(spec.keys, columns)
             properties = CommitProperties(app_transactions=txns, custom_metadata=custom, max_commit_retries=0)
             crash_point("delta.before_merge")
             try:
-                metrics = _merge(table, source, clauses, properties)
+                metrics = _merge(table, source, clauses, properties, truncate=truncate)
             except CommitFailedError as exc:
                 last_error = exc
                 logger.info("MERGE attempt %d into %s lost a race (%s); checking offsets again", attempt,
@@ -300,31 +309,41 @@ class KeyedOffsetStore(DeltaOffsetStore):
                 raise OffsetStoreError(f"creating offsets.table '{self.table_path}' failed: {exc}") from exc
         crash_point("delta.after_create")
 
-    def _scd2_source(self, table: Any, changes: Any, spec: KeyedSpec, stored: Sequence[str]) -> Any:
-        """SCD2's MERGE source: the table's latest sequence of each changed key (read from the
-        files holding those keys only), then the versions to insert and the rows to close or drop."""
+    def _scd2_source(self, table: Any, changes: Any, spec: KeyedSpec, stored: Sequence[str],
+                     deletes_of: Optional[Callable[[Any], Any]]) -> Any:
+        """SCD2's MERGE source and its data columns: for each key whose versions the batch changes
+        (:func:`~kafka_group.delta.keyed.scd2_history.place_events`, from the key's rows, read from the
+        files holding the batch's keys only, and its recorded deletes), a 'drop' row and its versions."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        first = spec.keys[0]
+        table_schema_ = pa.schema(table.schema().to_arrow())
+        columns = [c for c in table_schema_.names if c not in (START_COLUMN, END_COLUMN)]
+        columns += [c for c in stored if c not in columns]
+        read = [c for c in columns if c in table_schema_.names] + [START_COLUMN, END_COLUMN]
         rows: List[Dict[str, Any]] = []
-        for part in rows_of_keys(table, first, pc.unique(changes.column(first)),
-                                 list(spec.keys) + [START_COLUMN, END_COLUMN]):
+        for part in rows_of_keys(table, spec.keys[0], pc.unique(changes.column(spec.keys[0])), read):
             rows += part.to_pylist()
-        latest = latest_sequences(rows, spec.keys)
-        result = scd2_changes(changes.to_pylist(), spec.keys, stored, latest)
-        schema = pa.schema([changes.schema.field(c) for c in stored]
-                           + [pa.field(START_COLUMN, changes.schema.field(SEQ).type),
-                              pa.field(END_COLUMN, changes.schema.field(SEQ).type),
-                              pa.field(ACTION, pa.string()), pa.field(CLOSE_AT, changes.schema.field(SEQ).type)])
-        out: List[Dict[str, Any]] = [{**row, ACTION: "insert", CLOSE_AT: None} for row in result.inserts]
-        for key, at in result.closes:
-            out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: None,
-                        END_COLUMN: None, ACTION: "close", CLOSE_AT: at})
-        for key, start in result.drops:  # a tie with the key's current version: the later event replaces it
-            out.append({**{c: None for c in stored}, **dict(zip(spec.keys, key)), START_COLUMN: start,
-                        END_COLUMN: None, ACTION: "drop", CLOSE_AT: None})
-        return pa.Table.from_pylist(out, schema=schema)
+        rows_by_key = group_by_key(rows, spec.keys)
+        deletes = group_by_key(deletes_of(changes).to_pylist() if deletes_of is not None else [], spec.keys)
+        tracked = spec.tracked_columns(columns)
+        seq_type = changes.schema.field(SEQ).type
+        out: List[Dict[str, Any]] = []
+        for key, events in group_by_key(changes.to_pylist(), spec.keys).items():
+            history = place_events(rows_by_key.get(key, []), [d[SEQUENCE_COLUMN] for d in deletes.get(key, [])], events,
+                                   columns=columns, keys=spec.keys, tracked=tracked,
+                                   ignore_null_updates=spec.ignore_null_updates)
+            if not history.changed:
+                continue
+            out.append({**{c: None for c in columns}, **dict(zip(spec.keys, key)), START_COLUMN: None,
+                        END_COLUMN: None, ACTION: "drop"})
+            out += [{**{c: row.get(c) for c in columns}, START_COLUMN: row[START_COLUMN],
+                     END_COLUMN: row[END_COLUMN], ACTION: "insert"} for row in history.rows]
+        field_of = {f.name: f for f in changes.schema} | {f.name: f for f in table_schema_}
+        schema = pa.schema([field_of[c].with_nullable(True) for c in columns]
+                           + [pa.field(START_COLUMN, seq_type), pa.field(END_COLUMN, seq_type),
+                              pa.field(ACTION, pa.string())])
+        return pa.Table.from_pylist(out, schema=schema), columns
 
 
 #: Writer features a delta-rs MERGE honours on its own, as this sink has seen it do (plain Parquet rewrites).
@@ -380,9 +399,22 @@ def _refuse_own_unmergeable(table_path: str, table: Any, scd_type: int, *, row_t
             "feature with delta-spark (ALTER TABLE ... DROP FEATURE)")
 
 
-def _merge(table: Any, source: Any, clauses: MergeClauses, properties: Any) -> Dict[str, Any]:
+def _refuse_own_parameters(table_path: str, spec: KeyedSpec, truncate: bool) -> None:
+    """Refuse what the own MERGE (a table with deletion vectors) does not apply yet: a truncate, and
+    ``ignore_null_updates``."""
+    why = [w for w, on in (("apply_as_truncates (this batch holds a truncate)", truncate),
+                           ("ignore_null_updates", spec.ignore_null_updates)) if on]
+    if why:
+        raise UnsupportedTableFeatureError(
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors, whose "
+            f"MERGE (the connector's own) does not apply {' and '.join(why)} yet. Nothing was written and no offset "
+            "moved. Land into a table without deletion vectors, or leave the parameter out")
+
+
+def _merge(table: Any, source: Any, clauses: MergeClauses, properties: Any, *, truncate: bool = False) -> Dict[str, Any]:
     """Run one MERGE of ``source`` into ``table`` (not streamed: delta-rs then prunes the target's
-    files by the source's key range) and commit it with ``properties``."""
+    files by the source's key range) and commit it with ``properties``. ``truncate``: every target row
+    no source row matches is deleted too (the table emptied before the batch's later events)."""
     merger = table.merge(source, clauses.predicate, source_alias="s", target_alias="t", streamed_exec=False,
                          commit_properties=properties)
     if clauses.delete_when is not None:
@@ -392,5 +424,7 @@ def _merge(table: Any, source: Any, clauses: MergeClauses, properties: Any) -> D
     elif clauses.updates:
         merger = merger.when_matched_update(updates=clauses.updates)
     merger = merger.when_not_matched_insert(updates=clauses.inserts, predicate=clauses.insert_when)
+    if truncate:
+        merger = merger.when_not_matched_by_source_delete()
     return dict(merger.execute())
 

@@ -25,13 +25,15 @@ import time
 import uuid
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+from kafka_group.delta.keyed.change_rules import KeyedSpec
 from kafka_group.delta.log.actions import encode_actions
 from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
 from kafka_group.delta.log.snapshot import commit_path
 from kafka_group.delta.storage.table_location import local_table_path
 from kafka_group.errors import ConfigError
 
-__all__ = ["DEFAULT_KEYED_PROPERTIES", "created_properties", "create_with_deletion_vectors", "wants_deletion_vectors"]
+__all__ = ["DEFAULT_KEYED_PROPERTIES", "created_properties", "create_with_deletion_vectors", "driver_only",
+           "wants_deletion_vectors"]
 
 _DV = "delta.enableDeletionVectors"
 #: The properties of a table the keyed sink creates, unless ``table_properties`` says otherwise.
@@ -45,11 +47,12 @@ _SETTABLE = frozenset({
 })
 
 
-def created_properties(table_properties: Optional[Mapping[str, Any]], scd_type: int) -> Dict[str, str]:
+def created_properties(table_properties: Optional[Mapping[str, Any]], spec: KeyedSpec) -> Dict[str, str]:
     """``DeltaSink(table_properties=...)`` checked, over :data:`DEFAULT_KEYED_PROPERTIES`.
 
-    SCD type 2 tables get no deletion vectors by default (the own MERGE writes SCD type 1 only), and
-    asking for them there is refused.
+    Tables for what only the driver's MERGE writes get no deletion vectors by default, and asking for
+    them there is refused: SCD type 2, ``ignore_null_updates`` and ``apply_as_truncates`` (see
+    :func:`driver_only`).
     """
     if table_properties is not None and not isinstance(table_properties, Mapping):
         raise ConfigError("DeltaSink(table_properties=...) takes a dict of Delta table properties, such as "
@@ -63,16 +66,30 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], scd_type: 
     for name in (_DV, _RT):
         if given.get(name, "true").lower() not in ("true", "false"):
             raise ConfigError(f"DeltaSink(table_properties={{'{name}': ...}}) is 'true' or 'false', got {given[name]!r}")
-    if given.get(_RT, "false").lower() == "true" and (scd_type != 1 or given.get(_DV, "true").lower() != "true"):
+    plain = driver_only(spec)
+    if given.get(_RT, "false").lower() == "true" and (plain is not None or given.get(_DV, "true").lower() != "true"):
         raise ConfigError(f"DeltaSink(table_properties={{'{_RT}': 'true'}}): the keyed sink writes row tracking on "
                           "SCD type 1 tables with deletion vectors only (the MERGE as Spark tasks); leave "
-                          f"'{_DV}' at 'true' and stored_as_scd_type at 1, or leave row tracking out")
-    if scd_type != 1:
+                          f"'{_DV}' at 'true', stored_as_scd_type at 1, ignore_null_updates and apply_as_truncates "
+                          "out, or leave row tracking out")
+    if plain is not None:
         if given.get(_DV, "false").lower() == "true":
-            raise ConfigError(f"DeltaSink(stored_as_scd_type=2, table_properties={{'{_DV}': 'true'}}): the keyed "
-                              "sink writes SCD type 2 into tables without deletion vectors only; leave it out")
+            raise ConfigError(f"DeltaSink({plain}, table_properties={{'{_DV}': 'true'}}): the keyed sink writes "
+                              f"{plain} into tables without deletion vectors only; leave it out")
         return {**given, _DV: "false"}
     return {**DEFAULT_KEYED_PROPERTIES, **given}
+
+
+def driver_only(spec: KeyedSpec) -> Optional[str]:
+    """The parameter of ``spec`` that only the driver's MERGE (a table without deletion vectors) applies,
+    such as ``stored_as_scd_type=2``, or None."""
+    if spec.scd_type != 1:
+        return "stored_as_scd_type=2"
+    if spec.ignore_null_updates:
+        return "ignore_null_updates=True"
+    if spec.apply_as_truncates:
+        return "apply_as_truncates"
+    return None
 
 
 def wants_deletion_vectors(properties: Mapping[str, str], table_path: str) -> bool:

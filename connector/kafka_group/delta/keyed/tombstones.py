@@ -158,7 +158,7 @@ class Tombstones:
     def deletes(self, changes: Any) -> Any:
         """The change set's deletes as tombstones (keys, ``__SEQUENCE``), for :meth:`record`.
 
-        ``changes`` is SCD1's change set, one event per key (keys, :data:`~kafka_group.delta.keyed.change_rules.SEQ`,
+        ``changes`` is a change set (SCD1's: one event per key; SCD2's: every event) (keys, :data:`~kafka_group.delta.keyed.change_rules.SEQ`,
         :data:`~kafka_group.delta.keyed.change_rules.DELETE_COLUMN`, other columns); no key is NULL.
         """
         deletes = changes.filter(changes.column(DELETE_COLUMN))
@@ -206,9 +206,28 @@ class Tombstones:
                     dropped, self.path)
         return changes.filter(keep)
 
+    def all_of(self, changes: Any) -> Any:
+        """SCD2: every tombstone of ``changes``' keys (keys, ``__SEQUENCE``; a delete recorded twice twice),
+        typed as ``changes``; read as :meth:`apply` reads them."""
+        import pyarrow as pa
+
+        rows = self._rows(changes)
+        if rows is None:
+            return pa.table({**{c: pa.array([], changes.schema.field(c).type) for c in self.keys},
+                             SEQUENCE_COLUMN: pa.array([], changes.schema.field(SEQ).type)})
+        return rows.rename_columns(list(self.keys) + [SEQUENCE_COLUMN])
+
     def _read(self, changes: Any) -> Optional[Any]:
         """The highest tombstone sequence of each of ``changes``' keys (keys, :data:`_TOMB_SEQ`), typed as
         ``changes``; only the files whose statistics may hold one of the keys are read."""
+        rows = self._rows(changes)
+        if rows is None:
+            return None
+        return rows.group_by(list(self.keys)).aggregate([(_TOMB_SEQ, "max")]).rename_columns(
+            list(self.keys) + [_TOMB_SEQ])
+
+    def _rows(self, changes: Any) -> Optional[Any]:
+        """Every tombstone of ``changes``' keys (keys, :data:`_TOMB_SEQ`), typed as ``changes``."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -229,9 +248,7 @@ class Tombstones:
                 "a new table") from exc
         if not parts:
             return None
-        rows = pa.concat_tables(parts)
-        return rows.group_by(list(self.keys)).aggregate([(_TOMB_SEQ, "max")]).rename_columns(
-            list(self.keys) + [_TOMB_SEQ])
+        return pa.concat_tables(parts)
 
     def record(self, tombstones: Any) -> None:
         """Append ``tombstones`` (keys, ``__SEQUENCE``: :meth:`apply`'s second table) with the time now.
