@@ -16,7 +16,7 @@ from typing import Dict, List
 import pytest
 from deltalake import DeltaTable
 
-from kafka_group.delta.keyed.commit import _refuse_unmergeable
+from kafka_group.delta.keyed.refusals import refuse_unmergeable as _refuse_unmergeable
 from kafka_group.errors import UnsupportedTableFeatureError
 
 _AS_DELTA_SPARK_LISTS = {"minReaderVersion": 1, "minWriterVersion": 7,

@@ -187,7 +187,7 @@ def test_tables_a_merge_could_corrupt_are_refused_before_anything_is_written(tmp
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from kafka_group.delta.keyed.commit import _refuse_unmergeable
+    from kafka_group.delta.keyed.refusals import refuse_unmergeable as _refuse_unmergeable
     from kafka_group.errors import UnsupportedTableFeatureError
 
     write_deltalake(str(tmp_path / "plain"), pa.table({"id": [1], "t": pa.array([1], pa.timestamp("us"))}))

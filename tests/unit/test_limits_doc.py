@@ -18,7 +18,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence
 
 import pytest
 
-from kafka_group.delta.keyed import commit as keyed_commit
+from kafka_group.delta.keyed import refusals as keyed_commit
 from kafka_group.delta.keyed.own_merge import _OWN_MERGE_FEATURES, own_merge_refusal
 from kafka_group.delta.log.actions import COMMITTABLE_FEATURES
 from kafka_group.delta.offsets import offsets_table
@@ -83,7 +83,7 @@ def appends_refuse(table: _Table) -> bool:
 
 def delta_rs_merge_refuses(table: _Table) -> bool:
     try:
-        keyed_commit._refuse_unmergeable("/t", table)
+        keyed_commit.refuse_unmergeable("/t", table)
     except UnsupportedTableFeatureError:
         return True
     return False
@@ -95,7 +95,7 @@ def own_merge_refuses(table: _Table) -> bool:
 
 def test_the_universe_holds_every_feature_the_code_names() -> None:
     named = (set(COMMITTABLE_FEATURES) | set(offsets_table._REFUSED_FEATURES) | set(_OWN_MERGE_FEATURES)
-             | set(keyed_commit._MERGEABLE_FEATURES) | set(keyed_commit._LISTED_WHEN_UNUSED))
+             | set(keyed_commit.MERGEABLE_FEATURES) | set(keyed_commit.LISTED_WHEN_UNUSED))
     assert named <= DELTA_FEATURES, f"add {sorted(named - DELTA_FEATURES)} to DELTA_FEATURES"
 
 

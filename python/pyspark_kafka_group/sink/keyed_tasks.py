@@ -37,7 +37,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.files.not_null_check import check_not_null
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec, quote
-from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, refuse_null_key_count, table_schema
+from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, table_schema
+from kafka_group.delta.keyed.refusals import refuse_null_key_count
 from kafka_group.delta.keyed.own_merge import commit_merge, readd_with_dv, refuse_own_merge, remove_of, row_tracking_columns
 from kafka_group.delta.keyed.task_merge import (
     FILE_ID,

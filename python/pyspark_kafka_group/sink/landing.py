@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from kafka_group.delta.keyed.change_rules import KeyedSpec
-from kafka_group.delta.keyed.commit import KeyedOffsetStore, refuse_null_keys
+from kafka_group.delta.keyed.commit import KeyedOffsetStore
+from kafka_group.delta.keyed.refusals import refuse_null_keys
 from kafka_group.delta.keyed.tombstones import Tombstones
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError

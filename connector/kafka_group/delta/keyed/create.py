@@ -75,9 +75,14 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], spec: Keye
     if plain is not None:
         if given.get(_DV, "false").lower() == "true":
             raise ConfigError(f"DeltaSink({plain}, table_properties={{'{_DV}': 'true'}}): the keyed sink writes "
-                              f"{plain} into tables without deletion vectors only; leave it out")
+                              f"{_WHAT[plain]} into tables without deletion vectors only; leave it out")
         return {**given, _DV: "false"}
     return {**DEFAULT_KEYED_PROPERTIES, **given}
+
+
+#: What each :func:`driver_only` parameter makes the sink write, for its refusals.
+_WHAT = {"stored_as_scd_type=2": "SCD type 2", "ignore_null_updates=True": "ignore_null_updates",
+         "apply_as_truncates": "truncates"}
 
 
 def driver_only(spec: KeyedSpec) -> Optional[str]:
