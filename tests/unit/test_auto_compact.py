@@ -115,3 +115,16 @@ def test_two_compactions_of_the_same_files_never_duplicate_rows(
     assert rows(tmp_path) == Counter(range(16))
     assert len(DeltaTable(str(tmp_path)).file_uris()) == 2
     assert other and outcome.skipped is None
+
+
+def test_a_file_removed_after_the_plan_makes_its_bin_planned_again(
+        tmp_path: pathlib.Path, at_written: Callable[[Callable[[], None]], None]) -> None:
+    """Another writer deletes a row of the second bin's partition while the first bin is being written: the
+    first bin commits over it, the second bin's files are no longer all live, and it is planned again on the
+    new version (not given up for the batch)."""
+    small_appends(tmp_path, 8)
+    at_written(lambda: DeltaTable(str(tmp_path)).delete("n = 5"))  # n=5 is of day "b", the second bin
+    outcome = auto_compact(str(tmp_path), {}, SESSION, batch_id=8)
+    assert outcome.skipped is None
+    assert rows(tmp_path) == Counter(n for n in range(16) if n != 5)
+    assert len(DeltaTable(str(tmp_path)).file_uris()) == 2

@@ -183,6 +183,9 @@ def _by_own_rewrite(table: Any, table_path: str, storage_options: Mapping[str, s
 
     for b in bins:
         adds = _adds(table, table_path, storage_options, [f.path for f in b.files])
+        if len(adds) < len(b.files):  # another writer removed one since the plan (the table moved on after a bin)
+            logger.info("compaction of %s: a file of a bin was removed since the plan; planning again", table_path)
+            return False
         version = rewrite_bin(table, table_path, storage_options, b, adds, info=info)
         if version is None:
             return False
