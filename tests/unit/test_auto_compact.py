@@ -128,3 +128,26 @@ def test_a_file_removed_after_the_plan_makes_its_bin_planned_again(
     assert outcome.skipped is None
     assert rows(tmp_path) == Counter(n for n in range(16) if n != 5)
     assert len(DeltaTable(str(tmp_path)).file_uris()) == 2
+
+
+def test_settings_changed_between_two_bins_are_honoured_by_the_next_bin(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bins are planned on one version; another writer that turns compaction off (a metadata commit) after
+    the first bin's commit and before the second bin is read makes the run plan again, which sees it off."""
+    from kafka_group.delta.compaction import auto_compact as module
+
+    small_appends(tmp_path, 8)
+    original, calls = module._adds, []
+
+    def adds_after_another_writer(table: DeltaTable, *args: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:  # the second bin: the first one has committed
+            DeltaTable(str(tmp_path)).alter.set_table_properties({"delta.autoOptimize.autoCompact": "false"})
+            table.update_incremental()
+        return original(table, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "_adds", adds_after_another_writer)
+    outcome = auto_compact(str(tmp_path), {}, SESSION, batch_id=8)
+    assert (outcome.files_removed, outcome.files_added) == (4, 1)
+    assert outcome.skipped == "off (delta.autoOptimize.autoCompact=false)"
+    assert rows(tmp_path) == Counter(range(16))
