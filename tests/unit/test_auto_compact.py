@@ -123,7 +123,11 @@ def test_a_file_removed_after_the_plan_makes_its_bin_planned_again(
     first bin commits over it, the second bin's files are no longer all live, and it is planned again on the
     new version (not given up for the batch)."""
     small_appends(tmp_path, 8)
-    at_written(lambda: DeltaTable(str(tmp_path)).delete("n = 5"))  # n=5 is of day "b", the second bin
+
+    def delete_a_row() -> None:  # n=5 is of day "b", the second bin
+        DeltaTable(str(tmp_path)).delete("n = 5")
+
+    at_written(delete_a_row)
     outcome = auto_compact(str(tmp_path), {}, SESSION, batch_id=8)
     assert outcome.skipped is None
     assert rows(tmp_path) == Counter(n for n in range(16) if n != 5)
