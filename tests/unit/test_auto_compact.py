@@ -155,3 +155,22 @@ def test_settings_changed_between_two_bins_are_honoured_by_the_next_bin(
     assert (outcome.files_removed, outcome.files_added) == (4, 1)
     assert outcome.skipped == "off (delta.autoOptimize.autoCompact=false)"
     assert rows(tmp_path) == Counter(range(16))
+
+
+def test_the_rebase_check_refuses_a_commit_that_touched_a_file_of_the_bin() -> None:
+    """Another writer's commit at the bin's version: a deletion vector added to one of its files (remove and
+    add of the same path), a remove of one, or a protocol or metadata change make the bin plan again; an
+    append of other files does not. Paths compare decoded (the log percent-encodes them)."""
+    from kafka_group.delta.compaction.rewrite import rebase_conflict
+
+    bin_files = {"day=a b/part-1.parquet", "day=a b/part-2.parquet"}
+    dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1, "sizeInBytes": 36,
+          "cardinality": 1}
+    new_dv = [{"remove": {"path": "day=a%20b/part-2.parquet", "dataChange": True}},
+              {"add": {"path": "day=a%20b/part-2.parquet", "dataChange": True, "deletionVector": dv}}]
+    assert rebase_conflict(new_dv, bin_files) is not None
+    assert rebase_conflict([{"remove": {"path": "day=a%20b/part-1.parquet"}}], bin_files) is not None
+    assert rebase_conflict([{"metaData": {"id": "x"}}], bin_files) is not None
+    assert rebase_conflict([{"protocol": {"minReaderVersion": 3}}], bin_files) is not None
+    assert rebase_conflict([{"commitInfo": {}}, {"add": {"path": "day=a%20b/part-3.parquet"}},
+                            {"txn": {"appId": "a", "version": 1}}], bin_files) is None
