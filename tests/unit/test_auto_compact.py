@@ -115,3 +115,62 @@ def test_two_compactions_of_the_same_files_never_duplicate_rows(
     assert rows(tmp_path) == Counter(range(16))
     assert len(DeltaTable(str(tmp_path)).file_uris()) == 2
     assert other and outcome.skipped is None
+
+
+def test_a_file_removed_after_the_plan_makes_its_bin_planned_again(
+        tmp_path: pathlib.Path, at_written: Callable[[Callable[[], None]], None]) -> None:
+    """Another writer deletes a row of the second bin's partition while the first bin is being written: the
+    first bin commits over it, the second bin's files are no longer all live, and it is planned again on the
+    new version (not given up for the batch)."""
+    small_appends(tmp_path, 8)
+
+    def delete_a_row() -> None:  # n=5 is of day "b", the second bin
+        DeltaTable(str(tmp_path)).delete("n = 5")
+
+    at_written(delete_a_row)
+    outcome = auto_compact(str(tmp_path), {}, SESSION, batch_id=8)
+    assert outcome.skipped is None
+    assert rows(tmp_path) == Counter(n for n in range(16) if n != 5)
+    assert len(DeltaTable(str(tmp_path)).file_uris()) == 2
+
+
+def test_settings_changed_between_two_bins_are_honoured_by_the_next_bin(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bins are planned on one version; another writer that turns compaction off (a metadata commit) after
+    the first bin's commit and before the second bin is read makes the run plan again, which sees it off."""
+    from kafka_group.delta.compaction import auto_compact as module
+
+    small_appends(tmp_path, 8)
+    original, calls = module._adds, []
+
+    def adds_after_another_writer(table: DeltaTable, *args: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:  # the second bin: the first one has committed
+            DeltaTable(str(tmp_path)).alter.set_table_properties({"delta.autoOptimize.autoCompact": "false"})
+            table.update_incremental()
+        return original(table, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "_adds", adds_after_another_writer)
+    outcome = auto_compact(str(tmp_path), {}, SESSION, batch_id=8)
+    assert (outcome.files_removed, outcome.files_added) == (4, 1)
+    assert outcome.skipped == "off (delta.autoOptimize.autoCompact=false)"
+    assert rows(tmp_path) == Counter(range(16))
+
+
+def test_the_rebase_check_refuses_a_commit_that_touched_a_file_of_the_bin() -> None:
+    """Another writer's commit at the bin's version: a deletion vector added to one of its files (remove and
+    add of the same path), a remove of one, or a protocol or metadata change make the bin plan again; an
+    append of other files does not. Paths compare decoded (the log percent-encodes them)."""
+    from kafka_group.delta.compaction.rewrite import rebase_conflict
+
+    bin_files = {"day=a b/part-1.parquet", "day=a b/part-2.parquet"}
+    dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1, "sizeInBytes": 36,
+          "cardinality": 1}
+    new_dv = [{"remove": {"path": "day=a%20b/part-2.parquet", "dataChange": True}},
+              {"add": {"path": "day=a%20b/part-2.parquet", "dataChange": True, "deletionVector": dv}}]
+    assert rebase_conflict(new_dv, bin_files) is not None
+    assert rebase_conflict([{"remove": {"path": "day=a%20b/part-1.parquet"}}], bin_files) is not None
+    assert rebase_conflict([{"metaData": {"id": "x"}}], bin_files) is not None
+    assert rebase_conflict([{"protocol": {"minReaderVersion": 3}}], bin_files) is not None
+    assert rebase_conflict([{"commitInfo": {}}, {"add": {"path": "day=a%20b/part-3.parquet"}},
+                            {"txn": {"appId": "a", "version": 1}}], bin_files) is None

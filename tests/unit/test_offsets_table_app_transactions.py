@@ -152,3 +152,15 @@ def test_an_unreadable_commit_file_makes_it_ask_delta_rs_again(tmp_path: pathlib
     lookups.clear()
     assert store.positions(_PARTITIONS[:4]) == {tp: 20 for tp in _PARTITIONS[:4]}
     assert len(lookups) == 4
+
+
+def test_storage_options_are_a_key_of_the_process_cache_without_their_secrets(tmp_path: pathlib.Path) -> None:
+    """The cache is shared by location, storage options and table id; a secret of the options (an S3 key) is
+    part of what tells two caches apart but never kept in the cache's keys or shown by their reprs."""
+    _land(tmp_path, 0)
+    table = DeltaTable(str(tmp_path))
+    secret = "wJalrXUtnFEMI-not-a-real-secret"
+    first = app_transactions_module.app_transactions(str(tmp_path), table, {"aws_secret_access_key": secret})
+    assert app_transactions_module.app_transactions(str(tmp_path), table, {"aws_secret_access_key": secret}) is first
+    assert app_transactions_module.app_transactions(str(tmp_path), table, {"aws_secret_access_key": "x"}) is not first
+    assert secret not in repr(app_transactions_module._tables) and secret not in repr(first)

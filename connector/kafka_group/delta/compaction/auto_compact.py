@@ -176,13 +176,30 @@ def _adds(table: Any, table_path: str, storage_options: Mapping[str, str],
     return live_adds(table_filesystem(table_path, storage_options), int(table.version()), paths)
 
 
+def _shape(table: Any) -> Tuple[Any, ...]:
+    """What the plan and its checks read of ``table`` besides its files: protocol and metadata."""
+    protocol, metadata = table.protocol(), table.metadata()
+    return (int(protocol.min_reader_version), int(protocol.min_writer_version),
+            tuple(sorted(protocol.reader_features or [])), tuple(sorted(protocol.writer_features or [])),
+            metadata.id, table.schema().to_json(), tuple(metadata.partition_columns or []),
+            tuple(sorted((metadata.configuration or {}).items())))
+
+
 def _by_own_rewrite(table: Any, table_path: str, storage_options: Mapping[str, str], bins: Sequence[Bin],
                     info: Mapping[str, Any], outcome: CompactionOutcome) -> bool:
     """Each bin by :func:`~.rewrite.rewrite_bin`, one commit each; False: lost a race (plan again)."""
     from kafka_group.delta.compaction.rewrite import rewrite_bin
 
+    planned_on = _shape(table)
     for b in bins:
         adds = _adds(table, table_path, storage_options, [f.path for f in b.files])
+        if _shape(table) != planned_on:  # settings, schema or features the plan was not made under: plan again
+            logger.info("compaction of %s: the table's protocol or metadata changed since the plan; planning "
+                        "again", table_path)
+            return False
+        if len(adds) < len(b.files):  # another writer removed one since the plan (the table moved on after a bin)
+            logger.info("compaction of %s: a file of a bin was removed since the plan; planning again", table_path)
+            return False
         version = rewrite_bin(table, table_path, storage_options, b, adds, info=info)
         if version is None:
             return False

@@ -32,10 +32,13 @@ def live_adds(fs: Any, version: int, paths: Iterable[str]) -> Dict[str, Dict[str
     """The live ``add`` action (as in the log) of each of ``paths`` (decoded, relative to the table
     root) at ``version``, keyed by those paths.
 
+    A path whose newest action is a ``remove`` (removed by the version) is left out of the result.
+
     Raises
     ------
     OffsetStoreError
-        A path has no live ``add`` at that version (the log and delta-rs disagree).
+        A path has neither an ``add`` nor a ``remove`` in the log up to that version (the log and
+        delta-rs disagree).
     """
     try:
         return _live_adds_since(fs, version, set(paths), _last_checkpoint(fs, version))

@@ -17,13 +17,15 @@ between (usually one per batch, one file read each). It answers exactly what del
 - a commit file that cannot be read, or more than :data:`CATCH_UP_LIMIT` new versions, start it
   over at the new version.
 
-:func:`app_transactions` shares one per table (its location, storage options and Delta table id, so a table
-deleted and created again at the same place is another table) in the process, bounded to
-:data:`KEPT_TABLES` tables: DeltaSink opens its table at every batch.
+:func:`app_transactions` shares one per table (its location, a digest of its storage options, which may hold
+secrets, and Delta table id, so a table deleted and created again at the same place is another table) in the
+process, bounded to :data:`KEPT_TABLES` tables: DeltaSink opens its table at every batch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -42,7 +44,7 @@ KEPT_TABLES = 64
 #: The table property under which Delta may expire application transactions.
 RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 
-_tables: "OrderedDict[Tuple[str, Tuple[Tuple[str, str], ...], str], AppTransactions]" = OrderedDict()
+_tables: "OrderedDict[Tuple[str, str, str], AppTransactions]" = OrderedDict()
 _tables_lock = threading.Lock()
 
 
@@ -127,7 +129,7 @@ def app_transactions(table_uri: str, table: Any,
                      storage_options: Optional[Mapping[str, str]] = None) -> AppTransactions:
     """The process's :class:`AppTransactions` of ``table`` (a ``DeltaTable`` at ``table_uri``), by location, storage
     options and table id."""
-    key = (table_uri, tuple(sorted((storage_options or {}).items())), str(table.metadata().id))
+    key = (table_uri, _options_digest(storage_options), str(table.metadata().id))
     with _tables_lock:
         found = _tables.get(key)
         if found is None:
@@ -137,3 +139,10 @@ def app_transactions(table_uri: str, table: Any,
         else:
             _tables.move_to_end(key)
         return found
+
+
+def _options_digest(storage_options: Optional[Mapping[str, str]]) -> str:
+    """A digest of ``storage_options`` for the cache's key: they may hold secrets (an S3 secret key, a SAS
+    token), which the process-wide key must neither keep nor show in a repr."""
+    text = json.dumps(sorted((storage_options or {}).items()), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
