@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from kafka_group.redaction import scrub
+
 __all__ = ["failure_reason"]
 
 _EXCEPTION_LINE = re.compile(r"^[\w.]+(Error|Exception): ")
@@ -29,7 +31,8 @@ def failure_reason(exc: BaseException) -> str:
     -------
     str
         The connector's error (``kafka_group.errors.<Class>: <message>``, the last one when there are
-        several), else the last exception line of the text, else ``<type>: <first line>``.
+        several), else the last exception line of the text, else ``<type>: <first line>``; with the secrets
+        the connector was given in this process scrubbed out.
 
     Notes
     -----
@@ -48,7 +51,7 @@ def failure_reason(exc: BaseException) -> str:
     ...     sys.exit(f"orders-bronze failed: {failure_reason(exc)}")
     orders-bronze failed: kafka_group.errors.BrokerUnavailableError: could not reach the Kafka cluster at ...
     """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [line.strip() for line in scrub(str(exc)).splitlines() if line.strip()]
     own = [line[found.start():] for line in lines for found in [_OWN_ERROR.search(line)] if found]
     raised = [line for line in lines if _EXCEPTION_LINE.match(line)]
     if own or raised:
