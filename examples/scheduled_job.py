@@ -109,6 +109,8 @@ def run(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str], heartbea
     )
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    # every batch's progress is kept (the run's summary adds them up); a run's query ends, so they do not pile up
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
 
     sink = DeltaSink(
         args.table,

@@ -42,10 +42,9 @@ __all__ = ["ENV_PREFIX", "Heartbeat", "SESSION_CONF", "add_cluster_arguments", "
 logger = logging.getLogger(__name__)
 
 #: Settings of every session a job gets: the connector's own message first in errors its source raises at
-#: ``load()``, and every batch's progress kept (a job reads it when the query ends).
+#: ``load()``.
 SESSION_CONF: Mapping[str, str] = {
     "spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true",
-    "spark.sql.streaming.numRecentProgressUpdates": "100000",
 }
 
 
