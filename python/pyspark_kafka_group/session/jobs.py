@@ -257,7 +257,7 @@ def job_session(app_name: str, *, master: Optional[str] = None, conf: Sequence[s
             spark.conf.set(key, value)
         except Exception as exc:  # noqa: BLE001 - a platform may refuse a setting; the job works without it
             logger.info("could not set %s on the session (%s)", key, type(exc).__name__)
-    return spark, existing is None or bool(master)
+    return spark, existing is None  # getOrCreate() hands back a session that exists, --master or not: not ours
 
 
 def stop_session(spark: Any) -> None:
