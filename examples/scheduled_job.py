@@ -242,7 +242,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             landed, batches = run(spark, args, kafka, heartbeat)
             version, rows = table_summary(args.table)
             heartbeat.step(f"landed {landed} records in {batches} batches; table {args.table} version {version} "
-                           f"holds {rows} rows")
+                           f"holds {rows} rows", repeat=False)
             return 0
         except Exception as exc:  # the scheduler sees one clear line and a non-zero status
             print(f"scheduled_job: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
