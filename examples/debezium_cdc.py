@@ -17,16 +17,26 @@ and lands it with the keyed :class:`pyspark_kafka_group.DeltaSink`:
   offsets in the same Delta commit: a replayed batch changes nothing, and an event
   older than what the table holds for its key (the connector's repeats) is ignored.
 
-Run it anywhere with its own embedded Kafka cluster::
+Run it anywhere with its own embedded Kafka cluster and a local Spark session::
 
     python examples/debezium_cdc.py --embedded --table /tmp/cdc/customers --checkpoint /tmp/cdc/chk
 
-or produce the demo topic into your cluster with ``--bootstrap-servers ... --produce-demo``,
-or read your connector's topic with ``--bootstrap-servers``, ``--topic`` and ``--group``
-(its rows must have this example's ``customers`` columns). It runs one
-``Trigger.AvailableNow`` query in batches of ``--max-offsets-per-trigger`` records, then
-prints the table; with demo data it compares the table with the database's final state,
-computed from the produced events alone: exit status 0 when they are equal, 1 otherwise.
+On your cluster: with spark-submit it takes the session Spark gives it (or build one
+with ``--master``, or ``--local`` for a local one); the Kafka settings come from
+``--command-config FILE`` (a Java properties file, as Kafka's own tools take it),
+``KAFKA_GROUP_KAFKA_<SETTING>`` environment variables, ``--bootstrap-servers`` and
+``--kafka-option``. Produce the demo topic into your cluster with ``--produce-demo``::
+
+    spark-submit examples/debezium_cdc.py --command-config client.properties --produce-demo \\
+        --table /lake/customers --checkpoint /chk/customers
+
+or read your connector's topic with ``--topic`` and ``--group`` (its rows must have this
+example's ``customers`` columns). It runs one ``Trigger.AvailableNow`` query in batches of
+``--max-offsets-per-trigger`` records, logging each step from its first second, then prints
+the table; with demo data it compares the table with the database's final state, computed
+from the produced events alone. Exit status: 0 when they are equal (or, on your topic, when
+the run landed it), 1 otherwise (the reason on stderr, ``debezium_cdc: FAILED: ...``), 2
+for bad arguments.
 """
 
 from __future__ import annotations
@@ -37,8 +47,10 @@ import logging
 import os
 import random
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from pyspark_kafka_group.jobs import (Heartbeat, add_cluster_arguments, client_config, help_text, job_session,
+                                      kafka_settings, source_options, stop_session)
 from pyspark_kafka_group.query_errors import failure_reason
 
 logger = logging.getLogger("debezium_cdc")
@@ -140,11 +152,12 @@ def change_events(customers: int, changes: int, repeats: int, seed: int) -> Tupl
     return out, database
 
 
-def produce_demo(bootstrap_servers: str, topic: str, records: List[Record]) -> None:
-    """Produce the demo records in order, keyed (one key, one partition, as Debezium's producer does)."""
+def produce_demo(config: Mapping[str, str], topic: str, records: List[Record]) -> None:
+    """Produce the demo records in order, keyed (one key, one partition, as Debezium's producer does), with the
+    client configuration ``config`` (:func:`pyspark_kafka_group.jobs.client_config`)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5, "enable.idempotence": True})
+    producer = Producer({**config, "linger.ms": 5, "enable.idempotence": True})
     for key, value in records:
         producer.produce(topic, key=key, value=value)
         producer.poll(0)
@@ -157,14 +170,14 @@ def produce_demo(bootstrap_servers: str, topic: str, records: List[Record]) -> N
 # -- the query ---------------------------------------------------------------------------------
 
 
-def run_query(spark: Any, args: argparse.Namespace, bootstrap_servers: str) -> None:
+def run_query(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str], heartbeat: Heartbeat) -> None:
     """Land what the topic holds now, keyed by ``id``, with one AvailableNow query."""
     from pyspark_kafka_group import DeltaSink
     from pyspark_kafka_group.debezium import debezium_sink_options, debezium_transform
 
     stream = (
         spark.readStream.format("kafka-group")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .options(**source_options(kafka))  # the Kafka cluster, with its security settings
         .option("subscribe", args.topic)
         .option("kafka.group.id", args.group)
         .option("startingOffsets", "earliest")
@@ -173,8 +186,15 @@ def run_query(spark: Any, args: argparse.Namespace, bootstrap_servers: str) -> N
         .load()
     )
     sink = DeltaSink(args.table, keys=KEYS, transform=debezium_transform(schema=SCHEMA), **debezium_sink_options())
+
+    def land(batch: Any, batch_id: int) -> None:
+        heartbeat.step(f"applying batch {batch_id} by key")
+        sink(batch, batch_id)
+        heartbeat.step(f"batch {batch_id} applied; planning the next")
+
+    heartbeat.step(f"joining group '{args.group}' and planning the first batch of '{args.topic}'")
     query = (
-        stream.writeStream.foreachBatch(sink)
+        stream.writeStream.foreachBatch(land)
         .option("checkpointLocation", args.checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -212,24 +232,35 @@ def report(table: str, expected: Optional[Dict[int, Row]]) -> bool:
 
 
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--bootstrap-servers", help="the Kafka cluster (not with --embedded)")
+    parser = argparse.ArgumentParser(description=help_text(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topic", help=f"the Debezium topic (default with demo data: {DEMO_TOPIC})")
     parser.add_argument("--group", help=f"consumer group (default with demo data: {DEMO_GROUP})")
     parser.add_argument("--table", required=True, help="the Delta table keyed by id")
     parser.add_argument("--checkpoint", required=True, help="the query's checkpoint location")
-    parser.add_argument("--embedded", action="store_true", help="start an embedded Kafka cluster with demo data")
-    parser.add_argument("--produce-demo", action="store_true", help="produce the demo events to --bootstrap-servers")
+    parser.add_argument("--embedded", action="store_true",
+                        help="start an embedded Kafka cluster with demo data and a local Spark session")
+    parser.add_argument("--produce-demo", action="store_true", help="produce the demo events to your cluster first")
     parser.add_argument("--customers", type=int, default=200, help="rows of the demo's snapshot")
     parser.add_argument("--changes", type=int, default=1000, help="demo changes after the snapshot")
     parser.add_argument("--repeats", type=int, default=50, help="demo records sent again (a connector restart)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=500, help="records per micro-batch")
-    parser.add_argument("--seed", type=int, default=36)
+    parser.add_argument("--seed", type=int, default=36, help="the demo data's random seed")
+    add_cluster_arguments(parser)
     args = parser.parse_args(argv)
-    if args.embedded and args.bootstrap_servers:
-        parser.error("--embedded starts its own cluster: leave out --bootstrap-servers")
-    if not args.embedded and not args.bootstrap_servers:
-        parser.error("--bootstrap-servers required (or --embedded for a self-contained demo run)")
+    if args.master and args.local is not None:
+        parser.error("--master and --local both say where Spark runs: give one")
+    if args.embedded:
+        given = [flag for flag, value in (("--bootstrap-servers", args.bootstrap_servers), ("--master", args.master),
+                                          ("--command-config", args.command_config),
+                                          ("--kafka-option", args.kafka_option)) if value]
+        if given:
+            parser.error(f"--embedded starts its own cluster and local Spark: leave out {', '.join(given)}")
+    else:
+        try:
+            args.kafka = kafka_settings(args, os.environ)
+        except ValueError as exc:  # ConfigError: names the setting and its sources, never a value
+            parser.error(f"{exc} (or --embedded for a self-contained demo run)")
     demo = args.embedded or args.produce_demo
     args.topic, args.group = args.topic or (DEMO_TOPIC if demo else None), args.group or (DEMO_GROUP if demo else None)
     if not (args.topic and args.group):
@@ -244,33 +275,38 @@ def main(argv: Optional[List[str]] = None) -> int:
     for noisy in ("py4j", "kafka_group", "pyspark_kafka_group"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    from pyspark_kafka_group.spark_session import local_session
-
     embedded: Any = None
     spark: Any = None
-    try:
-        servers = args.bootstrap_servers
-        expected: Optional[Dict[int, Row]] = None
-        if args.embedded:
-            from kafka_group_devbroker import EmbeddedKafka
+    own_session = False
+    with Heartbeat(logger) as heartbeat:
+        try:
+            expected: Optional[Dict[int, Row]] = None
+            if args.embedded:
+                from kafka_group_devbroker import EmbeddedKafka
 
-            embedded = EmbeddedKafka(brokers=3, topics={args.topic: DEMO_PARTITIONS}).start()
-            servers = embedded.bootstrap_servers
-        if args.embedded or args.produce_demo:
-            records, expected = change_events(args.customers, args.changes, args.repeats, args.seed)
-            produce_demo(servers, args.topic, records)
-        spark = local_session("debezium-cdc", extra_conf={"spark.ui.showConsoleProgress": "false"})
-        run_query(spark, args, servers)
-        return 0 if report(args.table, expected) else 1
-    except Exception as exc:
-        logger.debug("the run failed", exc_info=True)
-        print(f"debezium_cdc: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if spark is not None:
-            spark.stop()
-        if embedded is not None:
-            embedded.stop()
+                heartbeat.step("starting an embedded Kafka cluster")
+                embedded = EmbeddedKafka(brokers=3, topics={args.topic: DEMO_PARTITIONS}).start()
+                kafka: Mapping[str, str] = {"bootstrap.servers": embedded.bootstrap_servers}
+            else:
+                kafka = args.kafka
+            if args.embedded or args.produce_demo:
+                heartbeat.step(f"producing the demo's change events to '{args.topic}'")
+                records, expected = change_events(args.customers, args.changes, args.repeats, args.seed)
+                produce_demo(client_config(kafka), args.topic, records)
+            heartbeat.step("starting the Spark session")
+            spark, own_session = job_session("debezium-cdc", master=args.master, conf=args.conf,
+                                             local=args.local if not args.embedded else (args.local or 2))
+            run_query(spark, args, kafka, heartbeat)
+            heartbeat.step("reading the table back", repeat=False)
+            return 0 if report(args.table, expected) else 1
+        except Exception as exc:  # one clear line and a non-zero status
+            print(f"debezium_cdc: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            if spark is not None and own_session:
+                stop_session(spark)
+            if embedded is not None:
+                embedded.stop()
 
 
 if __name__ == "__main__":

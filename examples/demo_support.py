@@ -139,8 +139,8 @@ class Member:
     def __init__(self, name: str, servers: str, table: str, checkpoint: str, logs: str, group: str,
                  starting_offsets: str, session_timeout_ms: int) -> None:
         self.name = name
-        self._command = [sys.executable, MEMBER_SCRIPT, "--bootstrap-servers", servers, "--table", table,
-                         "--checkpoint", checkpoint, "--name", name, "--group", group,
+        self._command = [sys.executable, MEMBER_SCRIPT, "--local", "1", "--bootstrap-servers", servers,
+                         "--table", table, "--checkpoint", checkpoint, "--name", name, "--group", group,
                          "--starting-offsets", starting_offsets, "--session-timeout-ms", str(session_timeout_ms)]
         self._logs = logs
         self._runs = 0

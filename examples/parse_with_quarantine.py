@@ -34,11 +34,21 @@ malformed records of each kind::
 
     python examples/parse_with_quarantine.py --embedded --table /tmp/q/orders --checkpoint /tmp/q/chk
 
-or against your cluster with ``--bootstrap-servers``, ``--topic`` and ``--group``.
+or against your cluster with ``--topic`` and ``--group``: with spark-submit it takes
+the session Spark gives it (or build one with ``--master``, or ``--local`` for a local
+one), and the Kafka settings come from ``--command-config FILE`` (a Java properties
+file, as Kafka's own tools take it), ``KAFKA_GROUP_KAFKA_<SETTING>`` environment
+variables, ``--bootstrap-servers`` and ``--kafka-option``::
+
+    spark-submit examples/parse_with_quarantine.py --command-config client.properties \\
+        --topic orders-raw --group orders-parser --table /lake/orders --checkpoint /chk/orders
+
 It runs one ``Trigger.AvailableNow`` query (the same transform serves a
-continuous query), then prints the good and quarantined counts, the quarantined
-rows by error, and, with ``--embedded``, whether every produced record is in the
-table exactly once: exit status 0 when it is, 1 otherwise or on failure.
+continuous query), logging each step from its first second, then prints the good
+and quarantined counts, the quarantined rows by error, and, with ``--embedded``,
+whether every produced record is in the table exactly once. Exit status: 0 when it
+is (or, on your topic, when the run landed it), 1 otherwise or on failure (the
+reason on stderr, ``parse_with_quarantine: FAILED: ...``), 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -50,8 +60,10 @@ import os
 import sys
 import time
 from collections import Counter
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from pyspark_kafka_group.jobs import (Heartbeat, add_cluster_arguments, help_text, job_session, kafka_settings,
+                                      source_options, stop_session)
 from pyspark_kafka_group.query_errors import failure_reason
 
 logger = logging.getLogger("parse_with_quarantine")
@@ -142,21 +154,29 @@ def produce_demo_records(bootstrap_servers: str, topic: str, good: int, bad_per_
     return sent_good, sent_bad
 
 
-def run_query(spark: Any, args: argparse.Namespace, bootstrap_servers: str) -> None:
+def run_query(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str], heartbeat: Heartbeat) -> None:
     """Land what the topic holds now, parsed or quarantined, with one AvailableNow query."""
     from pyspark_kafka_group import DeltaSink
 
     stream = (
         spark.readStream.format("kafka-group")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .options(**source_options(kafka))  # the Kafka cluster, with its security settings
         .option("subscribe", args.topic)
         .option("kafka.group.id", args.group)
         .option("startingOffsets", "earliest")
         .option("offsets.table", args.table)
         .load()
     )
+    sink = DeltaSink(args.table, transform=parse_or_quarantine)
+
+    def land(batch: Any, batch_id: int) -> None:
+        heartbeat.step(f"landing batch {batch_id}")
+        sink(batch, batch_id)
+        heartbeat.step(f"batch {batch_id} landed; planning the next")
+
+    heartbeat.step(f"joining group '{args.group}' and planning the first batch of '{args.topic}'")
     query = (
-        stream.writeStream.foreachBatch(DeltaSink(args.table, transform=parse_or_quarantine))
+        stream.writeStream.foreachBatch(land)
         .option("checkpointLocation", args.checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -202,25 +222,36 @@ def report(table: str, expected: Optional[Tuple[int, int]]) -> bool:
 
 
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--bootstrap-servers", help="the Kafka cluster (not with --embedded)")
+    parser = argparse.ArgumentParser(description=help_text(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topic", help=f"topic to read (default with --embedded: {DEMO_TOPIC})")
     parser.add_argument("--group", help=f"consumer group (default with --embedded: {DEMO_GROUP})")
     parser.add_argument("--table", required=True, help="the Delta table for parsed and quarantined rows")
     parser.add_argument("--checkpoint", required=True, help="the query's checkpoint location")
-    parser.add_argument("--embedded", action="store_true", help="start an embedded Kafka cluster with demo data")
+    parser.add_argument("--embedded", action="store_true",
+                        help="start an embedded Kafka cluster with demo data and a local Spark session")
     parser.add_argument("--good-records", type=int, default=1000, help="orders produced with --embedded")
     parser.add_argument("--bad-per-kind", type=int, default=3,
                         help=f"malformed records of each of the {len(MALFORMED)} kinds produced with --embedded")
+    add_cluster_arguments(parser)
     args = parser.parse_args(argv)
+    if args.master and args.local is not None:
+        parser.error("--master and --local both say where Spark runs: give one")
     if args.embedded:
-        if args.bootstrap_servers:
-            parser.error("--embedded starts its own cluster: leave out --bootstrap-servers")
+        given = [flag for flag, value in (("--bootstrap-servers", args.bootstrap_servers), ("--master", args.master),
+                                          ("--command-config", args.command_config),
+                                          ("--kafka-option", args.kafka_option)) if value]
+        if given:
+            parser.error(f"--embedded starts its own cluster and local Spark: leave out {', '.join(given)}")
         args.topic, args.group = args.topic or DEMO_TOPIC, args.group or DEMO_GROUP
     else:
-        missing = [f"--{n.replace('_', '-')}" for n in ("bootstrap_servers", "topic", "group") if not getattr(args, n)]
+        missing = [f"--{n}" for n in ("topic", "group") if not getattr(args, n)]
         if missing:
             parser.error(f"{', '.join(missing)} required (or --embedded for a self-contained demo run)")
+        try:
+            args.kafka = kafka_settings(args, os.environ)
+        except ValueError as exc:  # ConfigError: names the setting and its sources, never a value
+            parser.error(f"{exc} (or --embedded for a self-contained demo run)")
     args.table, args.checkpoint = os.path.abspath(args.table), os.path.abspath(args.checkpoint)
     return args
 
@@ -231,30 +262,36 @@ def main(argv: Optional[List[str]] = None) -> int:
     for noisy in ("py4j", "kafka_group", "pyspark_kafka_group"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    from kafka_group_devbroker import EmbeddedKafka
-    from pyspark_kafka_group.spark_session import local_session
-
-    embedded: Optional[EmbeddedKafka] = None
+    embedded: Any = None
     spark: Any = None
-    try:
-        servers = args.bootstrap_servers
-        expected: Optional[Tuple[int, int]] = None
-        if args.embedded:
-            embedded = EmbeddedKafka(brokers=3, topics={args.topic: DEMO_PARTITIONS}).start()
-            servers = embedded.bootstrap_servers
-            expected = produce_demo_records(servers, args.topic, args.good_records, args.bad_per_kind)
-        spark = local_session("parse-with-quarantine", extra_conf={"spark.ui.showConsoleProgress": "false"})
-        run_query(spark, args, servers)
-        return 0 if report(args.table, expected) else 1
-    except Exception as exc:
-        logger.debug("the run failed", exc_info=True)
-        print(f"parse_with_quarantine: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if spark is not None:
-            spark.stop()
-        if embedded is not None:
-            embedded.stop()
+    own_session = False
+    with Heartbeat(logger) as heartbeat:
+        try:
+            expected: Optional[Tuple[int, int]] = None
+            if args.embedded:
+                from kafka_group_devbroker import EmbeddedKafka
+
+                heartbeat.step("starting an embedded Kafka cluster with demo data")
+                embedded = EmbeddedKafka(brokers=3, topics={args.topic: DEMO_PARTITIONS}).start()
+                kafka: Mapping[str, str] = {"bootstrap.servers": embedded.bootstrap_servers}
+                expected = produce_demo_records(embedded.bootstrap_servers, args.topic, args.good_records,
+                                                args.bad_per_kind)
+            else:
+                kafka = args.kafka
+            heartbeat.step("starting the Spark session")
+            spark, own_session = job_session("parse-with-quarantine", master=args.master, conf=args.conf,
+                                             local=args.local if not args.embedded else (args.local or 2))
+            run_query(spark, args, kafka, heartbeat)
+            heartbeat.step("reading the table back", repeat=False)
+            return 0 if report(args.table, expected) else 1
+        except Exception as exc:  # one clear line and a non-zero status
+            print(f"parse_with_quarantine: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            if spark is not None and own_session:
+                stop_session(spark)
+            if embedded is not None:
+                embedded.stop()
 
 
 if __name__ == "__main__":

@@ -38,10 +38,14 @@ the only one that imports the development brokers, ``kafka_group_devbroker``)::
 
     python examples/scheduled_job.py --embedded --table /tmp/job/table --checkpoint /tmp/job/chk
 
-It logs one line per micro-batch and a summary (``landed N records in B batches;
-table version V holds R rows``). After the run it checks that the table's
-committed position of every partition the run read is at least the end of what
-the run planned (another member of the group may be further).
+It logs what it is doing from its first second (starting Spark, joining the group
+and planning the first batch, then each landed batch; a step that lasts is logged
+again every 10 s) and a summary (``landed N records in B batches; table version V
+holds R rows``).
+
+It imports only the public API: :mod:`pyspark_kafka_group.jobs` gives the cluster
+flags, the Kafka settings, the session and the progress lines, and
+:func:`pyspark_kafka_group.query_errors.failure_reason` the one-line error.
 
 Exit status: 0 when the run landed what it planned; 1 when it failed (the
 reason on stderr, starting with ``scheduled_job: FAILED:``); 2 for bad
@@ -54,30 +58,23 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
-import time
-import traceback
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
-from kafka_group.delta.storage.table_location import local_table_path
-from kafka_group.formats import read_progress
+from pyspark_kafka_group.jobs import (ENV_PREFIX, Heartbeat, add_cluster_arguments, help_text, job_session,
+                                      kafka_settings, source_options, stop_session)
 from pyspark_kafka_group.query_errors import failure_reason
 
 logger = logging.getLogger("scheduled_job")
-
-#: Environment variables holding Kafka client settings (the connector's command-line tools read the same).
-ENV_PREFIX = "KAFKA_GROUP_KAFKA_"
 
 #: Topic, group and partitions used with ``--embedded`` when not given.
 DEMO_TOPIC = "orders"
 DEMO_GROUP = "scheduled-job"
 DEMO_PARTITIONS = 4
 
-TopicPartitionKey = Tuple[str, int]
-
-
 class JobFailed(Exception):
-    """The run did not land what it planned; the message says what and how to fix it."""
+    """The run did not do what it should; the message says what and how to fix it."""
 
 
 def produce_demo_records(bootstrap_servers: str, topic: str, records: int) -> None:
@@ -96,55 +93,13 @@ def produce_demo_records(bootstrap_servers: str, topic: str, records: int) -> No
     logger.info("produced %d demo records to '%s'", records, topic)
 
 
-def kafka_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Dict[str, str]:
-    """The Kafka client settings of the run (no ``kafka.`` prefix): ``--command-config``, then
-    ``KAFKA_GROUP_KAFKA_*`` variables, then ``--bootstrap-servers`` and ``--kafka-option``.
-
-    Raises
-    ------
-    JobFailed
-        The file cannot be read, a setting is given by two sources (named, never its value), or no
-        bootstrap servers anywhere.
-    """
-    from kafka_group.config.properties_text import parse_properties
-
-    sources: List[Tuple[str, Dict[str, str]]] = []
-    if args.command_config:
-        try:
-            with open(args.command_config, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise JobFailed(f"--command-config '{args.command_config}' cannot be read ({exc.strerror})") from None
-        sources.append(("--command-config", parse_properties(text)))
-    sources.append(("the environment", {name[len(ENV_PREFIX):].lower().replace("_", "."): value
-                                        for name, value in environ.items()
-                                        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX)}))
-    flags = dict(option.split("=", 1) for option in args.kafka_option)
-    if args.bootstrap_servers:
-        flags["bootstrap.servers"] = args.bootstrap_servers
-    sources.append(("the flags", flags))
-    settings: Dict[str, str] = {}
-    given_by: Dict[str, str] = {}
-    for source, values in sources:
-        for key, value in values.items():
-            key = key.strip()
-            key = key[len("kafka."):] if key.startswith("kafka.") else key
-            if key in settings:
-                raise JobFailed(f"Kafka setting '{key}' is given by {given_by[key]} and by {source}: keep one")
-            settings[key], given_by[key] = value, source
-    if not settings.get("bootstrap.servers"):
-        raise JobFailed("no Kafka bootstrap servers: give --bootstrap-servers, bootstrap.servers in --command-config, "
-                        f"or {ENV_PREFIX}BOOTSTRAP_SERVERS (or --embedded for a self-contained demo run)")
-    return settings
-
-
-def run(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str]) -> Tuple[int, Dict[TopicPartitionKey, int]]:
-    """Run the AvailableNow query; return the records landed and, per partition, the end the run planned."""
+def run(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str], heartbeat: Heartbeat) -> Tuple[int, int]:
+    """Run the AvailableNow query; return the records landed and the micro-batches that landed them."""
     from pyspark_kafka_group import DeltaSink
 
     reader = spark.readStream.format("kafka-group")
-    for key, value in kafka.items():  # security settings in the Java client's names too: the source translates them
-        reader = reader.option(f"kafka.{key}", value)
+    for key, value in source_options(kafka).items():  # security settings in the Java client's names too
+        reader = reader.option(key, value)
     reader = (
         reader
         .option("subscribe", args.topic)
@@ -154,6 +109,8 @@ def run(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str]) -> Tuple
     )
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    # every batch's progress is kept (the run's summary adds them up); a run's query ends, so they do not pile up
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
 
     sink = DeltaSink(
         args.table,
@@ -162,12 +119,13 @@ def run(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str]) -> Tuple
             "timestamp AS kafka_timestamp",
         ),
     )
-    started = time.monotonic()
 
     def land(batch: Any, batch_id: int) -> None:
+        heartbeat.step(f"landing batch {batch_id}")
         sink(batch, batch_id)
-        logger.info("batch %d landed (%.1f s since start)", batch_id, time.monotonic() - started)
+        heartbeat.step(f"batch {batch_id} landed; planning the next")
 
+    heartbeat.step(f"joining group '{args.group}' and planning the first batch of '{args.topic}'")
     query = (
         reader.load().writeStream.foreachBatch(land)
         .option("checkpointLocation", args.checkpoint)
@@ -181,68 +139,30 @@ def run(spark: Any, args: argparse.Namespace, kafka: Mapping[str, str]) -> Tuple
             query.stop()
     progress: List[Any] = list(query.recentProgress)
     landed = sum(int(p.get("numInputRows", 0)) for p in progress)
-    return landed, planned_ends(progress)
+    return landed, sum(1 for p in progress if int(p.get("numInputRows", 0)) > 0)
 
 
-def planned_ends(progress: List[Any]) -> Dict[TopicPartitionKey, int]:
-    """The end of the last range planned for each partition, from the query's progress ``endOffset``."""
-    ends: Dict[TopicPartitionKey, int] = {}
-    for event in progress:
-        for source in read_progress(event).sources:
-            for r in source.end.planned_ranges() if source.end is not None else []:
-                if r.size > 0:
-                    key = (r.topic_partition.topic, r.topic_partition.partition)
-                    ends[key] = max(ends.get(key, 0), r.until_offset)
-    return ends
-
-
-def check_table(table: str, group: str, ends: Dict[TopicPartitionKey, int]) -> Tuple[int, int]:
-    """Check that the table committed what the run planned; return (table version, rows).
-
-    Raises
-    ------
-    JobFailed
-        A partition's committed position is behind what this run planned.
-    """
+def table_summary(table: str) -> Tuple[int, int]:
+    """The table's version and rows (-1 and 0 when nothing was ever landed), read with delta-rs."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
-    from kafka_group.offsets import TopicPartition
-
-    if not ends:
-        try:
-            DeltaTable(table)  # a local folder or an object-store URI (delta-rs reads AWS_*/AZURE_* variables)
-        except TableNotFoundError:
-            return -1, 0  # nothing to read yet, nothing landed yet
-    store = DeltaOffsetStore(table, group)
-    committed = store.positions(TopicPartition(t, p) for t, p in ends)
-    behind = {
-        f"{t}-{p}": (committed.get(TopicPartition(t, p)), end)
-        for (t, p), end in sorted(ends.items())
-        if committed.get(TopicPartition(t, p), -1) < end
-    }
-    if behind:
-        detail = ", ".join(f"{tp} committed {c} < planned {e}" for tp, (c, e) in behind.items())
-        raise JobFailed(f"the table '{table}' does not hold what this run planned: {detail}")
-    delta = DeltaTable(table)
+    try:
+        delta = DeltaTable(table)  # a local folder or an object-store URI (delta-rs reads AWS_*/AZURE_* variables)
+    except TableNotFoundError:
+        return -1, 0
     rows = sum(batch.num_rows for batch in delta.to_pyarrow_dataset().to_batches(columns=["offset"]))
     return int(delta.version()), rows
 
 
+def location(path: str) -> str:
+    """A local path made absolute; a URI (``s3://``, ``abfss://``, ``dbfs:/``, ``s3a://``) as written."""
+    return path if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:/", path) else os.path.abspath(path)
+
+
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--master", help="the Spark master of a session this job builds (local[4], spark://host:7077, "
-                                         "yarn); unset: the session spark-submit or the platform gives")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting of the session this job builds (repeatable), as spark-submit's --conf")
-    parser.add_argument("--bootstrap-servers", help="the Kafka cluster (not with --embedded)")
-    parser.add_argument("--command-config", metavar="FILE",
-                        help="Kafka client properties (Java names, as Kafka's tools take them: security.protocol, "
-                             "sasl.jaas.config, ssl.truststore.location, ...)")
-    parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Kafka client setting (repeatable; process lists show it: keep secrets in "
-                             f"--command-config or {ENV_PREFIX}<SETTING> variables)")
+    parser = argparse.ArgumentParser(description=help_text(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topic", help=f"topic to read (default with --embedded: {DEMO_TOPIC})")
     parser.add_argument("--group", help=f"consumer group to join (default with --embedded: {DEMO_GROUP})")
     parser.add_argument("--table", required=True, help="the Delta table (also holds the offsets)")
@@ -254,10 +174,11 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="start an embedded Kafka cluster with demo data (runs anywhere)")
     parser.add_argument("--demo-records", type=int, default=2000, help="records produced with --embedded")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    add_cluster_arguments(parser)
     args = parser.parse_args(argv)
     if args.embedded:
-        given = [flag for flag, value in (("--bootstrap-servers", args.bootstrap_servers), ("--master", args.master), ("--conf", args.conf),
-                                          ("--command-config", args.command_config),
+        given = [flag for flag, value in (("--bootstrap-servers", args.bootstrap_servers), ("--master", args.master),
+                                          ("--conf", args.conf), ("--command-config", args.command_config),
                                           ("--kafka-option", args.kafka_option)) if value]
         if given:
             parser.error(f"--embedded starts its own cluster and local Spark: leave out {', '.join(given)}")
@@ -267,53 +188,18 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         missing = [f"--{n}" for n in ("topic", "group") if not getattr(args, n)]
         if missing:
             parser.error(f"{', '.join(missing)} required (or --embedded for a self-contained demo run)")
-        for flag, values in (("--kafka-option", args.kafka_option), ("--conf", args.conf)):
-            if any("=" not in value or value.startswith("=") for value in values):
-                parser.error(f"{flag} takes KEY=VALUE (one was given without a key or '=')")  # never echo a value
+        if any("=" not in value or value.startswith("=") for value in args.conf):
+            parser.error("--conf takes KEY=VALUE (one was given without a key or '=')")  # never echo a value
+        if args.master and args.local is not None:
+            parser.error("--master and --local both say where Spark runs: give one")
         try:
             args.kafka = kafka_settings(args, os.environ)
-        except JobFailed as exc:  # names the setting and its sources, never a value
+        except ValueError as exc:  # ConfigError: names the setting and its sources, never a value
             parser.error(str(exc))
     if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger <= 0:
         parser.error("--max-offsets-per-trigger must be a positive number of records")
-    # local paths become absolute; URIs (s3://, abfss://, dbfs:/, s3a:// checkpoints) stay as written
-    args.table = local_table_path(args.table) or args.table
-    args.checkpoint = local_table_path(args.checkpoint) or args.checkpoint
+    args.table, args.checkpoint = location(args.table), location(args.checkpoint)
     return args
-
-
-def cluster_session(master: Optional[str], conf: List[str]) -> Tuple[Any, bool]:
-    """The Spark session of a run on your cluster, and whether this job made it (and so stops it).
-
-    Under spark-submit or inside a platform's job (Databricks, EMR steps) the session is the one
-    Spark gives (``SparkSession.builder.getOrCreate()``: master, executors and Python from the
-    submission); ``master`` builds one here instead. Never the local demo session. ``conf``
-    (``KEY=VALUE``) goes to the builder: it applies to a session made here, not to one that exists.
-    """
-    from pyspark.sql import SparkSession
-
-    existing = SparkSession.getActiveSession()
-    builder = SparkSession.builder.appName("scheduled-job")
-    if master:
-        builder = builder.master(master)
-    for setting in conf:
-        key, _, value = setting.partition("=")
-        builder = builder.config(key.strip(), value)
-    spark = existing if existing is not None and not master else builder.getOrCreate()
-    for key, value in SESSION_CONF.items():
-        try:
-            spark.conf.set(key, value)
-        except Exception as exc:  # a platform may refuse a setting; the run works without it
-            logger.info("could not set %s on the session (%s)", key, type(exc).__name__)
-    return spark, existing is None
-
-
-#: Session settings of every mode: planned_ends() reads every batch's progress; the connector's own
-#: message comes first in errors raised in the source.
-SESSION_CONF = {
-    "spark.sql.streaming.numRecentProgressUpdates": "100000",
-    "spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true",
-}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -326,46 +212,46 @@ def main(argv: Optional[List[str]] = None) -> int:
     for noisy in ("kafka_group", "pyspark_kafka_group"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
 
-    from kafka_group.redaction import register_client_secrets, scrub
-
     embedded: Any = None
     spark: Any = None
     own_session = True
-    started = time.monotonic()
-    try:
-        if args.embedded:  # the local demo mode: the only one that needs the development brokers
-            from kafka_group_devbroker import EmbeddedKafka
-            from pyspark_kafka_group.spark_session import local_session
+    with Heartbeat(logger) as heartbeat:
+        try:
+            if args.embedded:  # the local demo mode: the only one that needs the development brokers
+                from kafka_group_devbroker import EmbeddedKafka
 
-            embedded = EmbeddedKafka(brokers=3, topics={args.topic: DEMO_PARTITIONS}).start()
-            kafka = {"bootstrap.servers": embedded.bootstrap_servers}
-            logger.info("embedded Kafka at %s, topic '%s' with %d partitions", kafka["bootstrap.servers"], args.topic,
-                        DEMO_PARTITIONS)
-            produce_demo_records(kafka["bootstrap.servers"], args.topic, args.demo_records)
-            spark = local_session("scheduled-job", extra_conf={**SESSION_CONF, "spark.ui.showConsoleProgress": "false"})
-        else:
-            kafka = args.kafka
-            register_client_secrets(kafka)  # scrubbed from the connector's logs and errors in this process
-            spark, own_session = cluster_session(args.master, args.conf)
-            try:
-                master = spark.conf.get("spark.master", "?")
-            except Exception:  # a Connect server may not show it
-                master = "(not shown)"
-            logger.info("Kafka at %s; Spark master %s", kafka["bootstrap.servers"], master)
-        landed, ends = run(spark, args, kafka)
-        version, rows = check_table(args.table, args.group, ends)
-        logger.info("landed %d records in %.1f s; table %s version %d holds %d rows", landed,
-                    time.monotonic() - started, args.table, version, rows)
-        return 0
-    except Exception as exc:  # the scheduler sees one clear line and a non-zero status
-        logger.debug("the run failed: %s", scrub(traceback.format_exc()))
-        print(f"scheduled_job: FAILED: {scrub(failure_reason(exc))}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if spark is not None and own_session:
-            spark.stop()
-        if embedded is not None:
-            embedded.stop()
+                heartbeat.step("starting an embedded Kafka cluster with demo data")
+                embedded = EmbeddedKafka(brokers=3, topics={args.topic: DEMO_PARTITIONS}).start()
+                kafka = {"bootstrap.servers": embedded.bootstrap_servers}
+                logger.info("embedded Kafka at %s, topic '%s' with %d partitions", kafka["bootstrap.servers"],
+                            args.topic, DEMO_PARTITIONS)
+                produce_demo_records(kafka["bootstrap.servers"], args.topic, args.demo_records)
+                heartbeat.step("starting a local Spark session")
+                spark, own_session = job_session("scheduled-job", local=args.local or 2)
+            else:
+                kafka = args.kafka
+                heartbeat.step("starting the Spark session" if args.master or args.local else
+                               "getting the Spark session")
+                spark, own_session = job_session("scheduled-job", master=args.master, conf=args.conf,
+                                                 local=args.local)
+                try:
+                    master = spark.conf.get("spark.master", "?")
+                except Exception:  # a Connect server may not show it
+                    master = "(not shown)"
+                logger.info("Kafka at %s; Spark master %s", kafka["bootstrap.servers"], master)
+            landed, batches = run(spark, args, kafka, heartbeat)
+            version, rows = table_summary(args.table)
+            heartbeat.step(f"landed {landed} records in {batches} batches; table {args.table} version {version} "
+                           f"holds {rows} rows", repeat=False)
+            return 0
+        except Exception as exc:  # the scheduler sees one clear line and a non-zero status
+            print(f"scheduled_job: FAILED: {failure_reason(exc)}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            if spark is not None and own_session:
+                stop_session(spark)
+            if embedded is not None:
+                embedded.stop()
 
 
 if __name__ == "__main__":

@@ -46,10 +46,11 @@ TOP_LEVEL: Dict[str, str] = {
                 "a clean stop), the main job it runs as each member (`orders_to_delta.py`), a notebook tour "
                 "(`kafka_group_tour.ipynb`: Delta, pause/resume, a second query and its rebalance, lag plot; "
                 "locally by default, or on your Kafka and Spark with `YOUR_CLUSTER = True` in its section 0), a "
-                "scheduled job (`scheduled_job.py`, exit code; on your cluster through `spark-submit` or "
-                "`--master`, Kafka security settings from `--command-config` or `KAFKA_GROUP_KAFKA_*` variables; "
-                "`--embedded` is its local demo), parsing with quarantine (`parse_with_quarantine.py`), Debezium "
-                "changes into a keyed table (`debezium_cdc.py`)",
+                "scheduled job (`scheduled_job.py`, exit code), parsing with quarantine "
+                "(`parse_with_quarantine.py`), Debezium changes into a keyed table (`debezium_cdc.py`). Each script "
+                "runs on your cluster (the session `spark-submit` gives, or `--master`; Kafka settings from "
+                "`--command-config`, `KAFKA_GROUP_KAFKA_*` variables or flags, through `pyspark_kafka_group.jobs`) "
+                "and anywhere with `--embedded`; [examples/README.md](examples/README.md) says what each shows",
     "jvm-shim": "optional Java sources: a streaming query listener that turns progress into Spark metrics "
                 "([docs/metrics.md](docs/metrics.md)). `src/main/java/**/*.java` ships inside the wheel as "
                 "`pyspark_kafka_group/jvm_shim/main/java/`, and compiled as "

@@ -238,6 +238,10 @@ def test_scheduled_job_exits_0_when_everything_landed_and_1_with_the_reason_when
                          "600", "--table", str(table), "--checkpoint", str(tmp_path / "checkpoint"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "landed 1500 records" in result.stderr
+    # What it is doing from the first second (no minute of silence before the first batch).
+    steps = ["starting an embedded Kafka cluster", "starting a local Spark session", "joining group 'scheduled-job'",
+             "batch 0 landed"]
+    assert [step for step in steps if step not in result.stderr] == [], result.stderr[-3000:]
     rows = table_rows(table, ["partition", "offset"])
     landed = Counter(zip(rows["partition"], rows["offset"]))
     assert sum(landed.values()) == len(landed) == 1500
@@ -393,10 +397,10 @@ def test_debezium_cdc_lands_the_databases_final_state_from_apache_kafka(kafka: A
     topic, group = unique_name("dbz-customers"), unique_name("dbz-group")
     kafka.create_topic(topic, 3)
     table = tmp_path / "customers"
-    result = run_example("debezium_cdc.py", "--bootstrap-servers", kafka.bootstrap_servers, "--produce-demo",
-                         "--topic", topic, "--group", group, "--customers", "40", "--changes", "300", "--repeats",
-                         "30", "--max-offsets-per-trigger", "150", "--table", str(table), "--checkpoint",
-                         str(tmp_path / "checkpoint"), cwd=tmp_path)
+    result = run_example("debezium_cdc.py", "--local", "--bootstrap-servers", kafka.bootstrap_servers,
+                         "--produce-demo", "--topic", topic, "--group", group, "--customers", "40", "--changes",
+                         "300", "--repeats", "30", "--max-offsets-per-trigger", "150", "--table", str(table),
+                         "--checkpoint", str(tmp_path / "checkpoint"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-2000:]
     assert "the table equals the database" in result.stdout
     _, expected = example.change_events(40, 300, 30, 36)

@@ -36,7 +36,7 @@ def _undescribed(text: str) -> List[str]:
     return bare
 
 
-@pytest.mark.parametrize("command", [[], ["show"], ["reset"]])
+@pytest.mark.parametrize("command", [[], ["show"], ["reset"], ["from-spark-checkpoint"]])
 def test_help_describes_every_subcommand_and_flag_in_plain_text(
     capsys: pytest.CaptureFixture[str], command: List[str]
 ) -> None:

@@ -21,6 +21,7 @@ from kafka_group.group.cluster_metadata import ClusterView
 from kafka_group.log_setup import configure, level_of
 from kafka_group.offsets import TopicPartition, parse_starting_offsets
 from kafka_group.offsets_tool.admin import PartitionOffsets, parse_timestamp, past_end, plan_reset, show_offsets
+from kafka_group.offsets_tool.spark_checkpoint import positions_from_checkpoint, starting_offsets_json
 
 __all__ = ["build_parser", "main"]
 
@@ -34,6 +35,9 @@ show   prints each partition's position in the table, the broker's latest offset
 reset  moves positions (earliest, latest, a time, or explicit offsets) in a Delta commit of its
        own; a dry run unless --execute is given. A running query picks a reset up at its next
        batch: backwards re-lands records, forwards skips them.
+from-spark-checkpoint
+       prints where a stopped format("kafka") query's last finished batch ended, read from its
+       checkpoint, as the startingOffsets JSON of the kafka-group query that takes over.
 """
 
 EPILOG = f"""\
@@ -93,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line of ``kafka-group-offsets``."""
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{show,reset}",
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{show,reset,from-spark-checkpoint}",
                                 help="what to do (each takes --help)")
     show = sub.add_parser("show", help="print each partition's position in the table, latest offset and lag",
                           description="Print, per partition of the topics, the table's position (the next offset "
@@ -119,7 +123,41 @@ def build_parser() -> argparse.ArgumentParser:
                              "milliseconds since the epoch")
     target.add_argument("--to-offsets", default=None, metavar="JSON",
                         help='to explicit offsets, as JSON like {"orders":{"0":1200}}')
+    spark = sub.add_parser(
+        "from-spark-checkpoint", help="print a stopped format(\"kafka\") query's positions as startingOffsets JSON",
+        description="Print, as the startingOffsets JSON of a kafka-group query, where the last finished batch of a "
+                    "stopped format(\"kafka\") query ended: the end offsets in CHECKPOINT/offsets/N of the last "
+                    "batch N with a commit marker CHECKPOINT/commits/N (or, with --delta-table, the last batch "
+                    "Delta's streaming sink wrote to that table, if later). The new query then reads every record "
+                    "after those positions exactly once. Reads a local folder: copy an object-store checkpoint "
+                    "down first.")
+    spark.add_argument("checkpoint", metavar="CHECKPOINT", help="the old query's checkpointLocation (a folder)")
+    spark.add_argument("--source", type=int, default=-1, metavar="N",
+                       help="the Kafka source's number (from 0) when the old query has several sources")
+    spark.add_argument("--delta-table", default=None, metavar="PATH",
+                       help="the Delta table the old query wrote with format(\"delta\"): a batch it holds whose "
+                            "commit marker Spark never wrote (a killed query) counts as finished")
     return parser
+
+
+def _from_spark_checkpoint(args: argparse.Namespace) -> int:
+    delta_batch = None
+    if args.delta_table:
+        table = args.delta_table
+
+        def delta_batch(query_id: str) -> Optional[int]:
+            from deltalake import DeltaTable
+
+            version = DeltaTable(table).transaction_version(query_id)
+            return None if version is None else int(version)
+
+    positions = positions_from_checkpoint(args.checkpoint, source_index=args.source, delta_batch=delta_batch)
+    why = ("the last batch with a commit marker" if positions.source == "commits"
+           else "the last batch the Delta table holds")
+    print(f"batch {positions.batch_id} ({why}) ended at these positions; start the kafka-group query with "
+          "option('startingOffsets', <the line on stdout>)", file=sys.stderr)
+    print(starting_offsets_json(positions))
+    return 0
 
 
 def _cell(value: Optional[int]) -> str:
@@ -149,6 +187,8 @@ def _missing_topics(cluster_partitions: Sequence[TopicPartition], topics: Sequen
 
 def run(args: argparse.Namespace) -> int:
     """Carry out parsed ``args``; returns the exit code (raises the connector's errors)."""
+    if args.command == "from-spark-checkpoint":
+        return _from_spark_checkpoint(args)
     settings = tool_client_settings(args.command_config, os.environ, args.bootstrap_servers)
     cluster = ClusterView(settings, args.timeout_ms, servers_option="--bootstrap-servers",
                           timeout_option="--timeout-ms")
@@ -196,7 +236,7 @@ def _tool_words(message: str) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     """``kafka-group-offsets``: parse ``argv`` (default ``sys.argv[1:]``), run, return the exit code."""
     args = build_parser().parse_args(argv)
-    if args.log_level is not None:
+    if getattr(args, "log_level", None) is not None:  # from-spark-checkpoint talks to no cluster: no --log-level
         configure(args.log_level)
     try:
         return run(args)
