@@ -50,16 +50,16 @@ class SourceTable:
         payload = {"before": before, "after": after, "source": source, "op": op, "ts_ms": self._lsn + 1}
         return json.dumps({"schema": {"type": "struct"}, "payload": payload} if self.wrapped else payload).encode()
 
-    def change(self, rng: random.Random, keys: int, n: int) -> None:
+    def change(self, rng: random.Random, keys: int, n: int, bad: float = 0.06) -> None:
         """One random change: create a key that is not alive, else update or delete it (then its tombstone);
-        now and then a record that is not a change event."""
+        with probability ``bad`` a record that is not a change event instead."""
         k = rng.randrange(keys)
-        roll = rng.random()
-        if roll < 0.06:
+        if rng.random() < bad:
             p = k % self.partitions
             self.dead.append((p, self._count[p]))
             self._add(k, rng.choice([b"\xff not json", b'{"hello": "world"}']))
             return
+        roll = rng.random()
         row: Dict[str, Any] = {"id": k, "name": f"n{n}", "v": n}
         if k not in self.alive:
             self._add(k, self._event("c", None, row))
@@ -76,27 +76,38 @@ class SourceTable:
     def expected_rows(self) -> List[Tuple[int, str, int]]:
         return sorted((k, name, v) for k, (name, v) in self.alive.items())
 
-    def expected_dead(self, base: Dict[int, int]) -> List[Tuple[str, int, int]]:
-        """The dead letters' (topic, partition, offset), given each partition's first offset."""
-        return sorted((self.topic, p, base.get(p, 0) + i) for p, i in self.dead)
+    def expected_dead(self) -> List[Tuple[str, int, int]]:
+        """The dead letters' (topic, partition, offset) (a fresh topic: a record's offset is its index)."""
+        return sorted((self.topic, p, i) for p, i in self.dead)
+
+    def ends(self) -> Dict[int, int]:
+        """Each partition's end offset once every record is produced."""
+        return {q: sum(1 for p, _, _ in self.records if p == q) for q in range(self.partitions)}
 
 
 def make_tables(rng: random.Random, topics: Sequence[str], changes: int, *, partitions: int = 2,
-                keys: int = 12) -> List[SourceTable]:
+                keys: int = 12, bad: float = 0.06) -> List[SourceTable]:
     tables = [SourceTable(t, wrapped=i % 2 == 0, partitions=partitions) for i, t in enumerate(topics)]
-    for table in tables:
-        for n in range(changes):
-            table.change(rng, keys, n)
+    more_changes(rng, tables, range(changes), keys=keys, bad=bad)
     return tables
 
 
-def produce_tables(servers: str, tables: Sequence[SourceTable]) -> None:
-    """Produce every table's records in order (one idempotent producer: offsets follow the order per partition)."""
+def more_changes(rng: random.Random, tables: Sequence[SourceTable], numbers: Sequence[int], *, keys: int = 12,
+                 bad: float = 0.06) -> None:
+    """Changes numbered ``numbers`` of every table."""
+    for table in tables:
+        for n in numbers:
+            table.change(rng, keys, n, bad)
+
+
+def produce_tables(servers: str, tables: Sequence[SourceTable], since: int = 0) -> None:
+    """Produce every table's records from its ``since``-th on, in order (one idempotent producer: the offsets
+    of a fresh topic's partition follow the order)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 5, "enable.idempotence": True, "acks": "all"})
     for table in tables:
-        for p, key, value in table.records:
+        for p, key, value in table.records[since:]:
             producer.produce(table.topic, key=key, value=value, partition=p)
     assert producer.flush(60) == 0
 

@@ -14,6 +14,7 @@ from kafka_group.delta.offsets.table_routes import (
     TableShare,
     check_template,
     fill_template,
+    first_sights,
     parse_routes,
     route_shares,
     routes_key,
@@ -116,3 +117,25 @@ def test_a_table_beyond_the_range_beside_a_table_at_its_start_holds_it() -> None
     shares = route_shares(held(a={A0: 10}, dlq={A0: 35}), [r], ROUTES)
     assert shares == {"/lake/a": TableShare([r]), DLQ: TableShare([])}
     assert route_shares(held(a={A0: 35}), [r], TableRoutes(template="/lake/{topic}"))["/lake/a"] == TableShare([r])
+
+
+def test_a_table_removed_from_the_route_no_longer_counts() -> None:
+    """The dead-letter table left the route while the query was stopped: its positions (behind) are not read."""
+    without = TableRoutes(template="/lake/{topic}")
+    assert start_positions(held(a={A0: 50}, dlq={A0: 10}), [A0], without) == {A0: 50}
+
+
+def test_a_changed_route_starts_at_the_other_tables_of_the_route_or_none() -> None:
+    """Topic a's table moved from /lake/a to /new/a: the new table never saw a's partitions."""
+    moved = TableRoutes(template="/new/{topic}", shared=(DLQ,))
+    old = held(a={A0: 50}, dlq={A0: 50})
+    assert start_positions(old, [A0], moved) == {A0: 50}  # where the dead-letter table is
+    assert start_positions(old, [A0], TableRoutes(template="/new/{topic}")) == {}  # none: startingOffsets
+
+
+def test_a_table_records_the_partitions_it_never_saw_at_their_start_before_any_table_lands() -> None:
+    r, s = OffsetRange(A0, 10, 30), OffsetRange(B0, 0, 5)
+    h = held(a={A0: 10}, dlq={A0: 10})
+    shares = route_shares(h, [r, s], ROUTES)
+    assert first_sights(h, shares) == {"/lake/b": TableShare([OffsetRange(B0, 0, 0)]),
+                                       DLQ: TableShare([OffsetRange(B0, 0, 0)])}

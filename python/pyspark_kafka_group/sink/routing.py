@@ -30,6 +30,7 @@ from kafka_group.delta.offsets.table_routes import (
     TableShare,
     check_template,
     check_topic,
+    first_sights,
     is_template,
     route_shares,
     routes_key,
@@ -184,28 +185,26 @@ class RoutedDeltaSink:
         held = RoutedOffsetStore(self.routes, plan.group, self.storage_options).held(
             [r.topic_partition for r in plan.ranges])
         shares = route_shares(held, plan.ranges, self.routes)
+        # First every table records the partitions it never saw, at their ranges' starts (no data), then each
+        # table lands its share: a crash anywhere leaves every table of a route holding each of its partitions.
+        steps = [*first_sights(held, shares).items(), *((t, s) for t, s in shares.items() if s.ranges)]
         batch = batch.persist()  # each table reads its share: Kafka is read once
         try:
             rejected = None if self.dead_letters is None else self.dead_letters.flagged(batch, batch_id)
-            landed = 0
-            for location, share in shares.items():
-                if landed:
+            for n, (location, share) in enumerate(steps):
+                if n:
                     crash_point("sink.between_tables")
                 if self.dead_letters is not None and location == self.dead_letters.location:
                     assert rejected is not None
-                    rows = _share_rows(rejected, share)
-                    self._sink(location, None).land_planned(rows, batch_id, self._share_plan(plan, location, share))
+                    sink, rows = self._sink(location, None), rejected
                 else:
                     topic = next(t for t, loc in tables.items() if loc == location)
-                    rows = _share_rows(batch if self.dead_letters is None else self.dead_letters.kept(batch), share)
-                    self._sink(location, topic).land_planned(rows, batch_id, self._share_plan(plan, location, share))
-                landed += 1
+                    sink = self._sink(location, topic)
+                    rows = batch if self.dead_letters is None else self.dead_letters.kept(batch)
+                sink.land_planned(_share_rows(rows, share), batch_id,
+                                  BatchPlan(plan.batch_id, plan.group, location, list(share.ranges)))
         finally:
             batch.unpersist()
-
-    @staticmethod
-    def _share_plan(plan: BatchPlan, location: str, share: TableShare) -> BatchPlan:
-        return BatchPlan(plan.batch_id, plan.group, location, list(share.ranges))
 
     def _sink(self, location: str, topic: Optional[str]) -> DeltaSink:
         """The ``DeltaSink`` of one table (made at its first batch: its arguments are checked then)."""
@@ -239,16 +238,15 @@ class RoutedDeltaSink:
 
 
 def _share_rows(batch: Any, share: TableShare) -> Any:
-    """The rows of ``batch`` in ``share``'s ranges (from each range's start: rows a table holds are left out)."""
+    """The rows of ``batch`` inside ``share``'s ranges (a range trimmed to a table's position leaves out the rows
+    the table holds; an empty range, none)."""
     from pyspark.sql import functions as F
 
     keep = F.lit(False)
     for r in share.ranges:
         tp = r.topic_partition
-        cond = (F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
-        if tp in share.skip_below:
-            cond = cond & (F.col("offset") >= share.skip_below[tp])
-        keep = keep | cond
+        keep = keep | ((F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
+                       & (F.col("offset") >= r.from_offset) & (F.col("offset") < r.until_offset))
     return batch.where(keep)
 
 

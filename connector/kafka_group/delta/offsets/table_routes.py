@@ -14,6 +14,9 @@ them as a table with the test of each row:
 
 - :func:`start_positions`: a partition starts at the lowest position any table of its route holds; a table
   that never saw the partition does not count (a table added to the route starts where the others are).
+- :func:`first_sights`: before any table lands a row of a batch, each table records the partitions of its share
+  it has never seen, at the range's start (a commit with no data), so that every table of a route holds each of
+  its partitions from the first batch on;
 - :func:`route_shares`: each table lands its share of a batch's ranges. A table at a range's end already holds
   it (a replay after a crash between two tables' commits) and lands nothing of it. A table whose position lies
   inside the range (the range was planned again from a table that is behind, after a lost checkpoint) lands
@@ -36,7 +39,8 @@ from kafka_group.errors import ConfigError
 from kafka_group.json_text import parse_json
 from kafka_group.offsets import OffsetRange, TopicPartition
 
-__all__ = ["TOPIC_FIELD", "TableRoutes", "TableShare", "check_template", "check_topic", "fill_template", "is_template",
+__all__ = ["TOPIC_FIELD", "TableRoutes", "TableShare", "check_template", "check_topic", "fill_template", "first_sights",
+           "is_template",
            "parse_routes", "route_shares", "start_positions"]
 
 #: The field of a location template that the topic's name replaces.
@@ -195,6 +199,26 @@ def route_shares(held: Mapping[str, Mapping[TopicPartition, int]], ranges: Seque
                 continue
             share.ranges.append(r)
     return dict(sorted(shares.items()))
+
+
+def first_sights(held: Mapping[str, Mapping[TopicPartition, int]],
+                 shares: Mapping[str, TableShare]) -> Dict[str, TableShare]:
+    """The positions each table must record before any table of the batch lands a row: every partition of its
+    share it has never seen, at the range's start (an empty range).
+
+    Without them a crash after one table landed a partition's first range and before another table of its route
+    saw the partition, followed by a lost checkpoint, would start the partition where the first table is: the
+    second table, never having seen it, does not count (:func:`start_positions`), and would miss the range. With
+    them every table of the route holds the partition from its first batch on; a table added to the route later
+    records the start of its first range, where the others are.
+    """
+    found: Dict[str, TableShare] = {}
+    for table, share in shares.items():
+        unseen = [OffsetRange(r.topic_partition, r.from_offset, r.from_offset) for r in share.ranges
+                  if r.topic_partition not in held.get(table, {})]
+        if unseen:
+            found[table] = TableShare(unseen)
+    return found
 
 
 def parse_routes(offsets_table: str, shared: Sequence[str] = (), *,
