@@ -263,9 +263,9 @@ class DeltaSink:
         replays a batch from its checkpoint without asking the source, so a conflict
         that failed the batch would fail every restart.
         """
-        self.land_planned(batch, batch_id)
+        self._land_planned(batch, batch_id)
 
-    def land_planned(self, batch: Any, batch_id: int, plan: Optional[BatchPlan] = None) -> None:
+    def _land_planned(self, batch: Any, batch_id: int, plan: Optional[BatchPlan] = None) -> None:
         """Land ``batch`` by ``plan``: by default the query's plan of ``batch_id``, read from its checkpoint;
         :class:`~pyspark_kafka_group.sink.routing.RoutedDeltaSink` hands each of its tables its share."""
         path, self._batch_storage_options = self._location(batch)

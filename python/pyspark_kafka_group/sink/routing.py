@@ -201,7 +201,7 @@ class RoutedDeltaSink:
                     topic = next(t for t, loc in tables.items() if loc == location)
                     sink = self._sink(location, topic)
                     rows = batch if self.dead_letters is None else self.dead_letters.kept(batch)
-                sink.land_planned(_share_rows(rows, share), batch_id,
+                sink._land_planned(_share_rows(rows, share), batch_id,
                                   BatchPlan(plan.batch_id, plan.group, location, list(share.ranges)))
         finally:
             batch.unpersist()
