@@ -5,7 +5,8 @@ The driver takes its cluster view, group member and offset store as arguments
 options: :class:`~kafka_group.group.cluster_metadata.ClusterView`,
 :class:`~kafka_group.group.membership.GroupMember` (or a
 :class:`~kafka_group.group.offset_commits.GroupOffsetCommitter` for ``assign``),
-:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore`,
+:class:`~kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore` (or for many tables
+:class:`~kafka_group.delta.offsets.routed_store.RoutedOffsetStore`),
 :class:`~kafka_group.flow.event_time.EventTimeAlignment`, the user's rebalance
 listener and the flow-control channel.
 """
@@ -18,6 +19,8 @@ from typing import Optional
 from kafka_group.config.client_config import with_client_id
 from kafka_group.config.source_options import SourceOptions, SubscriptionKind
 from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+from kafka_group.delta.offsets.routed_store import RoutedOffsetStore
+from kafka_group.delta.offsets.table_routes import parse_routes
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.flow.flow_channel import check_root
 from kafka_group.group.cluster_metadata import ClusterView
@@ -25,6 +28,7 @@ from kafka_group.group.membership import GroupMember
 from kafka_group.group.offset_commits import GroupOffsetCommitter
 from kafka_group.group.rebalance_listener import load_rebalance_listener
 from kafka_group.offsets import TopicPartition
+from kafka_group.plan.durable_starts import StartStore
 from kafka_group.source_driver import SourceDriver
 
 __all__ = ["build_source_driver"]
@@ -50,10 +54,12 @@ def build_source_driver(options: SourceOptions) -> SourceDriver:
     # A refused flow-control folder stops the query before any client is made.
     control_root = check_root(options.control_dir)
     cluster = ClusterView(with_client_id(options.client_config, options.group_id, "admin"), options.connect_timeout_ms)
-    store: Optional[DeltaOffsetStore] = None
+    store: Optional[StartStore] = None
     if options.offsets_table is not None:
         assert options.group_id is not None
-        store = DeltaOffsetStore(options.offsets_table, options.group_id, options.offsets_table_storage)
+        routes = parse_routes(options.offsets_table, options.offsets_table_shared)
+        store = (DeltaOffsetStore(options.offsets_table, options.group_id, options.offsets_table_storage)
+                 if routes is None else RoutedOffsetStore(routes, options.group_id, options.offsets_table_storage))
     alignment: Optional[EventTimeAlignment] = None
     if options.max_drift_ms is not None:
         alignment = EventTimeAlignment(options.client_config, options.group_id, options.max_drift_ms,

@@ -11,7 +11,8 @@ Points: ``sink.before_write``, ``sink.before_commit``, ``sink.after_commit``
 (before Spark records the batch as done), ``source.before_kafka_commit`` (all of
 them in :data:`POINTS`, which every batch reaches), and ``delta.after_schema_merge``
 (between the ``ADD COLUMN`` commit of ``DeltaSink(merge_schema=True)`` and the
-batch's data commit; reached only by a batch that adds columns). The keyed sink
+batch's data commit; reached only by a batch that adds columns), and ``sink.between_tables``
+(``RoutedDeltaSink``: one table's share of a batch committed, the next table's not yet). The keyed sink
 (``DeltaSink(keys=...)``) adds ``delta.after_create`` (its first batch created the empty table,
 nothing merged yet), ``delta.before_merge`` (the offsets checked, the MERGE about to run and
 commit) and, in SCD type 1, ``keyed.after_tombstones`` (a batch with deletes recorded their

@@ -19,6 +19,7 @@ from typing import AbstractSet, Any, Dict, FrozenSet, List, Mapping, Optional
 
 from kafka_group.collaborators import Cluster, Committer, Member
 from kafka_group.config.source_options import SourceOptions
+from kafka_group.delta.offsets.table_routes import routes_key
 from kafka_group.faults import crash_point
 from kafka_group.flow.event_time import EventTimeAlignment
 from kafka_group.flow.flow_control import FlowControl
@@ -125,7 +126,9 @@ class SourceDriver:
         return BatchOffsets(self._book.pending(), {}, *self._doc_metadata())
 
     def _doc_metadata(self) -> tuple[Optional[str], Optional[str]]:
-        return (None, None) if self._store is None else (self._options.group_id, self._options.offsets_table)
+        if self._store is None or self._options.offsets_table is None:
+            return None, None
+        return self._options.group_id, routes_key(self._options.offsets_table, self._options.offsets_table_shared)
 
     def prepare_available_now(self) -> None:
         """Fix the end of an AvailableNow run: the latest offsets of now. Caller: Spark's planning thread."""

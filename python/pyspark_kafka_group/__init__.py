@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyspark_kafka_group.sink.catalog_tables import ResolvedTable, UnityCatalog, resolve_table
     from pyspark_kafka_group.session.cluster_size import cluster_options
     from pyspark_kafka_group.sink.delta_sink import DeltaSink
+    from pyspark_kafka_group.sink.routing import RoutedDeltaSink
 
 #: The class Spark's data source lookup registers automatically.
 DefaultSource = KafkaGroupDataSource
@@ -44,6 +45,7 @@ DefaultSource = KafkaGroupDataSource
 _LAZY: Dict[str, str] = {
     "DeltaSink": "pyspark_kafka_group.sink.delta_sink",
     "ResolvedTable": "pyspark_kafka_group.sink.catalog_tables",
+    "RoutedDeltaSink": "pyspark_kafka_group.sink.routing",
     "UnityCatalog": "pyspark_kafka_group.sink.catalog_tables",
     "resolve_table": "pyspark_kafka_group.sink.catalog_tables",
     "cluster_options": "pyspark_kafka_group.session.cluster_size",
@@ -65,5 +67,5 @@ def __dir__() -> List[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["DefaultSource", "DeltaSink", "KafkaGroupDataSource", "ResolvedTable", "UnityCatalog", "cluster_options",
-           "resolve_table"]
+__all__ = ["DefaultSource", "DeltaSink", "KafkaGroupDataSource", "ResolvedTable", "RoutedDeltaSink", "UnityCatalog",
+           "cluster_options", "resolve_table"]

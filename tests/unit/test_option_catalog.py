@@ -125,6 +125,7 @@ BAD_VALUES = {
     "flow.alignment.maxDrift": "30",
     "fetch.maxRecordsPerBatch": "0",
     "offsets.table": " ",
+    "offsets.table.shared": "sales.orders",
     "kafka.isolation.level": "read_dirty",
     "schemaRegistryAddress": "registry:8081",
     "schemaRegistry.basic.auth.user.info": "no-colon",

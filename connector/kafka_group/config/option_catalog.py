@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 
 from kafka_group.config.client_config import DEFAULT_ISOLATION_LEVEL, isolation_level
 from kafka_group.delta.rules.table_properties import parse_size
+from kafka_group.delta.offsets.table_routes import parse_routes
 from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.callable_spec import check_callable_spec
@@ -373,8 +374,18 @@ def _offsets_table(name: str, raw: str) -> str:
     path = raw.strip()
     if not path:
         raise ConfigError(f"option '{name}' is empty: give the path of the Delta table the query writes")
+    if "{" in path or "}" in path:  # many tables: a template or a mapping, checked whole here
+        parse_routes(path, where=f"option '{name}'")
+        return path
     # A catalog name is resolved by the caller (the reader has no session): refused here, never a relative folder.
     return check_location(path, where=f"option '{name}'")
+
+
+def _shared_tables(name: str, raw: str) -> Tuple[str, ...]:
+    tables = tuple(check_location(t, where=f"option '{name}'") for t in raw.split(",") if t.strip())
+    if not tables:
+        raise ConfigError(f"option '{name}' is empty: give the locations of the tables every partition commits to")
+    return tables
 
 
 #: The prefix of the offsets table's storage options (lower-cased, as Spark hands keys).
@@ -614,8 +625,13 @@ READ_PATH: OptionSpec[str] = OptionSpec(
 )
 OFFSETS_TABLE: OptionSpec[str] = OptionSpec(
     'offsets.table', 'path', 'none',
-    'The Delta table whose commits hold the offsets (write it with `DeltaSink`). Owned partitions are positioned from it at every batch; needs `kafka.group.id`. A path that is not a Delta table, or a table of another group, fails at start.',
+    'The Delta table whose commits hold the offsets (write it with `DeltaSink`). Owned partitions are positioned from it at every batch; needs `kafka.group.id`. A path that is not a Delta table, or a table of another group, fails at start. For one query landing many tables (`RoutedDeltaSink`): a location template with `{topic}` (`/lake/{topic}`: each topic\'s table, a topic name that is not a legal Kafka name is refused, never a folder outside the template\'s) or a JSON object of topic to location.',
     parser=_offsets_table,
+)
+OFFSETS_TABLE_SHARED: OptionSpec[Tuple[str, ...]] = OptionSpec(
+    'offsets.table.shared', 'comma-separated paths', 'none',
+    'With `offsets.table`: further Delta tables every partition commits its positions to, whatever its topic (a dead-letter table, the tables of a column route; `RoutedDeltaSink.source_options()` sets it). A partition starts at the lowest position any table of its route holds; a table that never saw it does not count (docs/exactly-once.md, "Many tables").',
+    parser=_shared_tables,
 )
 OFFSETS_TABLE_STORAGE: OptionSpec[str] = OptionSpec(
     'offsets.table.storage.*', 'string', '-',
@@ -839,6 +855,7 @@ OPTIONS: Tuple[OptionSpec[Any], ...] = (
     FETCH_MAX_RECORDS_PER_BATCH,
     READ_PATH,
     OFFSETS_TABLE,
+    OFFSETS_TABLE_SHARED,
     OFFSETS_TABLE_STORAGE,
     ISOLATION_LEVEL,
     KAFKA_CLIENT_SETTING,

@@ -59,7 +59,7 @@ GROUPS: Tuple[OptionGroup, ...] = (
                  "kafkaConsumer.pollTimeoutMs", "kafkaConsumer.cacheTimeoutMs", "includeHeaders", "read.path")),
     OptionGroup("Exactly-once into Delta",
                 "The Delta table whose commits hold the offsets ([Exactly-once](exactly-once.md)).",
-                ("offsets.table", "offsets.table.storage.*", "revokeTimeoutMs")),
+                ("offsets.table", "offsets.table.shared", "offsets.table.storage.*", "revokeTimeoutMs")),
     OptionGroup("Your code: rebalance listener and token provider",
                 "Options that name a `module:callable` the connector imports and calls "
                 "(see the trust model in `SECURITY.md`).",

@@ -124,6 +124,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
     group_id = catalog.GROUP_ID.get(opts)
     catalog.ISOLATION_LEVEL.get(opts)  # refuses a bad level at load(); the clients read it from client_config
     offsets_table = catalog.OFFSETS_TABLE.get(opts)
+    offsets_table_shared = catalog.OFFSETS_TABLE_SHARED.get(opts) or ()
     listener = catalog.REBALANCE_LISTENER.get(opts)
     starting = replace(
         catalog.STARTING_OFFSETS.value(opts),
@@ -185,6 +186,9 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
             "option 'offsets.table' needs 'kafka.group.id': the table keeps offsets per consumer group. "
             "Set .option(\"kafka.group.id\", \"<your-group>\")"
         )
+    if offsets_table_shared and offsets_table is None:
+        raise ConfigError("option 'offsets.table.shared' needs 'offsets.table': the shared tables hold positions "
+                          "beside it. Set 'offsets.table', or remove it")
     if offsets_table_storage and offsets_table is None:
         raise ConfigError(
             f"option '{catalog.OFFSETS_TABLE_STORAGE_PREFIX}{sorted(offsets_table_storage)[0]}' needs "
@@ -222,6 +226,7 @@ def parse_source_options(options: Mapping[str, str], *, stream: bool = True) -> 
         max_records_per_arrow_batch=max_records_per_arrow_batch,
         read_path=read_path,
         offsets_table=offsets_table,
+        offsets_table_shared=offsets_table_shared,
         offsets_table_storage=offsets_table_storage,
         rebalance_listener=listener,
         flow_policy=flow_policy,

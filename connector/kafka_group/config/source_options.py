@@ -89,6 +89,7 @@ class SourceOptions:
     available_now_timeout_ms: int = 300_000
     reader_cache_timeout_ms: int = 300_000
     offsets_table: Optional[str] = None
+    offsets_table_shared: Tuple[str, ...] = ()
     offsets_table_storage: Mapping[str, str] = field(default_factory=dict, repr=False)
     rebalance_listener: Optional[str] = None
     leave_group_on_stop: bool = True

@@ -52,11 +52,8 @@ from pyspark_kafka_group.sink.sink_checkpoint import (
     CONNECT_NEEDS_CHECKPOINT,
     BatchPlan,
     batch_plan,
-    checkpoint_of_running_query,
     connect_mode,
-    planned_offsets_text,
-    refuse_committed_batch,
-    verify_checkpoint,
+    read_batch_offsets,
 )
 
 __all__ = ["DeltaSink"]
@@ -267,8 +264,13 @@ class DeltaSink:
         replays a batch from its checkpoint without asking the source, so a conflict
         that failed the batch would fail every restart.
         """
+        self._land_planned(batch, batch_id)
+
+    def _land_planned(self, batch: Any, batch_id: int, plan: Optional[BatchPlan] = None) -> None:
+        """Land ``batch`` by ``plan``: by default the query's plan of ``batch_id``, read from its checkpoint;
+        :class:`~pyspark_kafka_group.sink.routing.RoutedDeltaSink` hands each of its tables its share."""
         path, self._batch_storage_options = self._location(batch)
-        plan = self._plan(batch, batch_id)
+        plan = self._plan(batch, batch_id) if plan is None else plan
         store = (DeltaOffsetStore if self.keyed is None else KeyedOffsetStore)(
             path, plan.group, self._batch_storage_options)
         # Before any file is written: a store that ignores conditional puts is refused (ConditionalPutError).
@@ -366,24 +368,11 @@ class DeltaSink:
         return batch_plan(self._read_offsets_file(batch, batch_id), batch_id, self.path)
 
     def _read_offsets_file(self, batch: Any, batch_id: int) -> str:
-        """The text of ``<checkpoint>/offsets/<batchId>``, without the driver's JVM.
-
-        Local paths (no scheme, or ``file:``) are read directly when the file is on this
-        machine; anything else (``dbfs:/``, ``s3a://``, ``abfss://``, ``hdfs://``, or a
-        path of the cluster's default file system) through Spark itself, with the
-        cluster's own credentials: ``read.text(wholetext=True)`` works in classic and
-        Spark Connect sessions alike. A ``checkpoint_location`` is checked once to be the
-        running query's, and at every batch not to have committed this batch already (see
-        :mod:`pyspark_kafka_group.sink.sink_checkpoint`).
-        """
-        session = batch.sparkSession
-        root = (self.checkpoint_location or checkpoint_of_running_query(session)).rstrip("/")
-        if self.checkpoint_location and not self._checkpoint_verified:
-            verify_checkpoint(session, root)
-            self._checkpoint_verified = True
-        if self.checkpoint_location:
-            refuse_committed_batch(session, root, batch_id)
-        return planned_offsets_text(session, root, batch_id)
+        """The text of ``<checkpoint>/offsets/<batchId>`` (:func:`~pyspark_kafka_group.sink.sink_checkpoint.read_batch_offsets`)."""
+        text = read_batch_offsets(batch.sparkSession, self.checkpoint_location, batch_id,
+                                  verify=not self._checkpoint_verified)
+        self._checkpoint_verified = True
+        return text
 
     # -- conflicts ---------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from kafka_group.formats import read_checkpoint_offsets
 from kafka_group.offsets import OffsetRange
 
 __all__ = ["BatchPlan", "CONNECT_NEEDS_CHECKPOINT", "batch_plan", "checkpoint_of_running_query", "connect_mode",
-           "local_path", "planned_offsets_text", "query_id", "read_text", "refuse_committed_batch",
+           "local_path", "planned_offsets_text", "query_id", "read_batch_offsets", "read_text", "refuse_committed_batch",
            "verify_checkpoint"]
 
 
@@ -57,6 +57,25 @@ def batch_plan(text: str, batch_id: int, table: str) -> BatchPlan:
             "the offsets must live in the table the data goes to. Use the same path for both"
         )
     return BatchPlan(batch_id, doc.group, doc.offsets_table, doc.planned_ranges())
+
+
+def read_batch_offsets(session: Any, checkpoint_location: Optional[str], batch_id: int, *, verify: bool) -> str:
+    """The text of ``<checkpoint>/offsets/<batchId>``, without the driver's JVM.
+
+    Local paths (no scheme, or ``file:``) are read directly when the file is on this
+    machine; anything else (``dbfs:/``, ``s3a://``, ``abfss://``, ``hdfs://``, or a
+    path of the cluster's default file system) through Spark itself, with the
+    cluster's own credentials: ``read.text(wholetext=True)`` works in classic and
+    Spark Connect sessions alike. A ``checkpoint_location`` (None: the running query's, classic sessions
+    only) is checked to be the running query's when ``verify`` (the sink's first batch), and at every
+    batch not to have committed this batch already.
+    """
+    root = (checkpoint_location or checkpoint_of_running_query(session)).rstrip("/")
+    if checkpoint_location and verify:
+        verify_checkpoint(session, root)
+    if checkpoint_location:
+        refuse_committed_batch(session, root, batch_id)
+    return planned_offsets_text(session, root, batch_id)
 
 
 def planned_offsets_text(session: Any, root: str, batch_id: int) -> str:
