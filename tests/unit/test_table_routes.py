@@ -53,7 +53,7 @@ def test_a_bad_template_is_refused_naming_the_option(template: str, says: str) -
     assert says in str(error.value)
 
 
-@pytest.mark.parametrize("topic", ["..", ".", "a/b", "../etc", "a b", "x" * 250, ""])
+@pytest.mark.parametrize("topic", ["..", ".", "a/b", "../etc", "a b", "x" * 250, "", "orders\n", "ordérs", "Ｏrders"])
 def test_a_topic_name_that_could_leave_the_folder_is_refused(topic: str) -> None:
     with pytest.raises(ConfigError, match="not a legal Kafka topic name"):
         fill_template("/lake/{topic}", topic, where="RoutedDeltaSink")

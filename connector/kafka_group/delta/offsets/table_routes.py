@@ -47,7 +47,7 @@ __all__ = ["TOPIC_FIELD", "TableRoutes", "TableShare", "check_template", "check_
 TOPIC_FIELD = "{topic}"
 
 #: A legal Kafka topic name (Kafka's own rule: these characters, at most 249 of them).
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$", re.ASCII)
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}", re.ASCII)
 #: ``{`` or ``}`` that are not part of ``{topic}``.
 _OTHER_BRACES = re.compile(r"[{}]")
 
@@ -88,7 +88,7 @@ def _folder(template: str) -> str:
 
 def check_topic(topic: str, *, where: str) -> str:
     """``topic`` if it is a legal Kafka topic name, else a :class:`ConfigError` (it would not stay a folder)."""
-    if not _TOPIC.match(topic) or topic in (".", ".."):
+    if not _TOPIC.fullmatch(topic) or topic in (".", ".."):  # fullmatch: "$" also matches before a final "\n"
         raise ConfigError(f"{where}: topic {topic!r} is not a legal Kafka topic name ([A-Za-z0-9._-], not '.' or "
                           "'..'), so it cannot name a table's folder")
     return topic
