@@ -19,6 +19,7 @@ from kafka_group.delta.offsets.table_routes import (
     route_shares,
     routes_key,
     start_positions,
+    topic_tables,
 )
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import OffsetRange, TopicPartition
@@ -139,3 +140,14 @@ def test_a_table_records_the_partitions_it_never_saw_at_their_start_before_any_t
     shares = route_shares(h, [r, s], ROUTES)
     assert first_sights(h, shares) == {"/lake/b": TableShare([OffsetRange(B0, 0, 0)]),
                                        DLQ: TableShare([OffsetRange(B0, 0, 0)])}
+
+
+@pytest.mark.parametrize("dead_letters", ["/lake/_dlq/", "file:///lake/_dlq", "/lake//_dlq"])
+def test_a_topic_whose_table_is_the_dead_letter_table_in_another_spelling_is_refused(dead_letters: str) -> None:
+    # Topic '_dlq' routes to '/lake/_dlq', the dead-letter table spelt otherwise: one physical table, which must
+    # neither count twice in the route nor take the topic's rows.
+    routes = TableRoutes(template="/lake/{topic}", shared=(dead_letters,))
+    assert routes.tables_of(TopicPartition("_dlq", 0)) == ["/lake/_dlq"]
+    with pytest.raises(ConfigError, match="would land in the dead-letter table"):
+        topic_tables(routes, ["orders", "_dlq"], where="RoutedDeltaSink")
+    assert topic_tables(routes, ["orders"], where="RoutedDeltaSink") == {"orders": "/lake/orders"}

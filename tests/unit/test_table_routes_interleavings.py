@@ -39,9 +39,17 @@ class Table:
             self.pos = r.until_offset
 
 
+def held_of(tables: Dict[str, Table]) -> Dict[str, Dict[TopicPartition, int]]:
+    """Each table's positions, as the sink reads them (a table that never saw the partition lacks it)."""
+    found: Dict[str, Dict[TopicPartition, int]] = {}
+    for name, table in tables.items():
+        found[name] = {} if table.pos is None else {TP: table.pos}
+    return found
+
+
 def run_batch(tables: Dict[str, Table], r: OffsetRange) -> Iterator[None]:
     """One batch of ``r``, a step at a time (the caller may stop it anywhere: a crash)."""
-    held = {t: ({} if tables[t].pos is None else {TP: tables[t].pos}) for t in TABLES}
+    held = held_of(tables)
     shares = route_shares(held, [r], ROUTES)
     for table, share in [*first_sights(held, shares).items(), *((t, s) for t, s in shares.items() if s.ranges)]:
         yield
@@ -49,7 +57,7 @@ def run_batch(tables: Dict[str, Table], r: OffsetRange) -> Iterator[None]:
 
 
 def plan(tables: Dict[str, Table], size: int) -> Optional[OffsetRange]:
-    held = {t: ({} if tables[t].pos is None else {TP: tables[t].pos}) for t in TABLES}
+    held = held_of(tables)
     start = start_positions(held, [TP], ROUTES).get(TP, 0)
     return None if start >= LOG_END else OffsetRange(TP, start, min(LOG_END, start + size))
 

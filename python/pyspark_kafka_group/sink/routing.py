@@ -34,7 +34,9 @@ from kafka_group.delta.offsets.table_routes import (
     is_template,
     route_shares,
     routes_key,
+    topic_tables,
 )
+from kafka_group.delta.storage.table_location import same_table_location
 from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.faults import crash_point
@@ -131,7 +133,7 @@ class RoutedDeltaSink:
             raise ConfigError(f"{where} takes a location template such as '/lake/{{topic}}' or a non-empty mapping "
                               f"of topic to location, got {type(tables).__name__}")
         dlq = None if dead_letters is None else check_location(dead_letters, where="RoutedDeltaSink(dead_letters)")
-        if dlq is not None and dlq in mapping.values():
+        if dlq is not None and any(same_table_location(dlq, loc) for loc in mapping.values()):
             raise ConfigError(f"RoutedDeltaSink(dead_letters) is {dlq!r}, a topic's table in the mapping: "
                               "give the dead letters a table of their own")
         shared = () if dlq is None else (dlq,)
@@ -171,17 +173,7 @@ class RoutedDeltaSink:
         """Land one micro-batch: each table's share in its own commit (Spark calls this through ``foreachBatch``)."""
         plan = self._plan(batch, batch_id)
         # Every table of the batch is known (and every topic checked) before anything lands.
-        found = {r.topic_partition.topic: self.routes.topic_table(r.topic_partition.topic, where="RoutedDeltaSink")
-                 for r in plan.ranges}
-        missing = sorted(t for t, loc in found.items() if loc is None)
-        if missing:
-            raise ConfigError(f"RoutedDeltaSink: topic(s) {', '.join(missing)} have no table in the mapping; add "
-                              "them, or subscribe only to the topics it names")
-        tables = {t: loc for t, loc in found.items() if loc is not None}
-        clash = sorted(t for t, loc in tables.items() if loc in self.routes.shared)
-        if clash:
-            raise ConfigError(f"RoutedDeltaSink: topic(s) {', '.join(clash)} would land in the dead-letter table "
-                              f"{self.routes.shared[0]!r}: give the dead letters a location outside the template")
+        tables = topic_tables(self.routes, [r.topic_partition.topic for r in plan.ranges], where="RoutedDeltaSink")
         held = RoutedOffsetStore(self.routes, plan.group, self.storage_options).held(
             [r.topic_partition for r in plan.ranges])
         shares = route_shares(held, plan.ranges, self.routes)

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from kafka_group.delta.storage.table_location import normalize_table_path
 from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.json_text import parse_json
@@ -41,7 +42,7 @@ from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["TOPIC_FIELD", "TableRoutes", "TableShare", "check_template", "check_topic", "fill_template", "first_sights",
            "is_template",
-           "parse_routes", "route_shares", "start_positions"]
+           "parse_routes", "route_shares", "start_positions", "topic_tables"]
 
 #: The field of a location template that the topic's name replaces.
 TOPIC_FIELD = "{topic}"
@@ -144,8 +145,32 @@ class TableRoutes:
     def tables_of(self, tp: TopicPartition) -> List[str]:
         """Every table that holds ``tp``'s positions: its topic's, then the shared ones (no repeats)."""
         own = self.topic_table(tp.topic)
-        tables = ([] if own is None else [own]) + [t for t in self.shared if t != own]
+        mine = None if own is None else normalize_table_path(own)
+        tables = ([] if own is None else [own]) + [t for t in self.shared if normalize_table_path(t) != mine]
         return tables
+
+
+def topic_tables(routes: TableRoutes, topics: Iterable[str], *, where: str) -> Dict[str, str]:
+    """The table of each of ``topics`` (a batch's), checked before anything of the batch lands.
+
+    Raises
+    ------
+    ConfigError
+        A topic the mapping does not route, or whose table is a shared table (the dead-letter table) in any
+        spelling of its location (``/lake/_dlq/`` and ``file:///lake/_dlq`` are ``/lake/_dlq``).
+    """
+    found = {t: routes.topic_table(t, where=where) for t in topics}
+    missing = sorted(t for t, loc in found.items() if loc is None)
+    if missing:
+        raise ConfigError(f"{where}: topic(s) {', '.join(missing)} have no table in the mapping; add "
+                          "them, or subscribe only to the topics it names")
+    tables = {t: loc for t, loc in found.items() if loc is not None}
+    shared = {normalize_table_path(s) for s in routes.shared}
+    clash = sorted(t for t, loc in tables.items() if normalize_table_path(loc) in shared)
+    if clash:
+        raise ConfigError(f"{where}: topic(s) {', '.join(clash)} would land in the dead-letter table "
+                          f"{routes.shared[0]!r}: give the dead letters a location outside the template")
+    return tables
 
 
 @dataclass(frozen=True)
