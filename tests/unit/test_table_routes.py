@@ -40,12 +40,21 @@ def test_template_routes_each_topic_to_its_folder_and_every_partition_to_the_sha
     assert TableRoutes(mapping={"a": "/x/orders"}, shared=("/x/all",)).tables_of(B0) == ["/x/all"]
     assert fill_template("s3://bucket/bronze/raw_{topic}", "db.public.orders", where="w") == (
         "s3://bucket/bronze/raw_db.public.orders")
+    # a bucket or container is a folder of the template's own
+    for template in ("s3://bucket/{topic}", "abfss://c@acct.dfs.core.windows.net/{topic}", "file:///lake/{topic}"):
+        assert check_template(template, where="w") == template
 
 
 @pytest.mark.parametrize("template, says", [
     ("/lake/orders", "without '{topic}'"),
     ("{topic}", "must come after a folder"),
     ("s3://{topic}/t", "must come after a folder"),
+    ("/{topic}", "must come after a folder"),
+    ("file:/{topic}", "must come after a folder"),  # the root of this machine's file system, as '/{topic}'
+    ("file:///{topic}", "must come after a folder"),
+    ("file://localhost/{topic}", "must come after a folder"),
+    ("dbfs:/{topic}", "must come after a folder"),
+    ("hdfs:///{topic}", "must come after a folder"),
     ("/lake/{topic}/{x}", "only the field"),
 ])
 def test_a_bad_template_is_refused_naming_the_option(template: str, says: str) -> None:

@@ -74,11 +74,27 @@ def check_template(template: str, *, where: str) -> str:
     if _OTHER_BRACES.search(text.replace(TOPIC_FIELD, "")):
         raise ConfigError(f"{where} is {text!r}: a location template takes only the field '{TOPIC_FIELD}' (no "
                           "other braces)")
-    folder = _folder(text)
-    if not folder.strip("/") or folder.endswith("://") or folder.endswith(":"):
+    if not _has_own_folder(_folder(text)):
         raise ConfigError(f"{where} is {text!r}: '{TOPIC_FIELD}' must come after a folder of the template's own, "
                           f"such as '/lake/{TOPIC_FIELD}', so that every table stays inside it")
     return text
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def _has_own_folder(folder: str) -> bool:
+    """Whether ``folder`` (a template's part before ``{topic}``'s segment) is more than a file system's root:
+    a path below ``/``, or a URI's bucket or container (``s3://bucket/``); ``file:///``, ``dbfs:/`` and
+    ``hdfs:///`` are roots, as ``/`` is."""
+    scheme = _SCHEME.match(folder)
+    rest = folder if scheme is None else folder[scheme.end():]
+    if scheme is not None and rest.startswith("//"):
+        authority, _, path = rest[2:].partition("/")
+        if authority and not (scheme.group().lower() == "file:" and authority == "localhost"):
+            return True
+        rest = path
+    return bool(rest.strip("/"))
 
 
 def _folder(template: str) -> str:
