@@ -19,6 +19,7 @@ from kafka_group.delta.offsets.table_routes import (
     route_shares,
     routes_key,
     start_positions,
+    topic_tables,
 )
 from kafka_group.errors import ConfigError
 from kafka_group.offsets import OffsetRange, TopicPartition
@@ -39,12 +40,21 @@ def test_template_routes_each_topic_to_its_folder_and_every_partition_to_the_sha
     assert TableRoutes(mapping={"a": "/x/orders"}, shared=("/x/all",)).tables_of(B0) == ["/x/all"]
     assert fill_template("s3://bucket/bronze/raw_{topic}", "db.public.orders", where="w") == (
         "s3://bucket/bronze/raw_db.public.orders")
+    # a bucket or container is a folder of the template's own
+    for template in ("s3://bucket/{topic}", "abfss://c@acct.dfs.core.windows.net/{topic}", "file:///lake/{topic}"):
+        assert check_template(template, where="w") == template
 
 
 @pytest.mark.parametrize("template, says", [
     ("/lake/orders", "without '{topic}'"),
     ("{topic}", "must come after a folder"),
     ("s3://{topic}/t", "must come after a folder"),
+    ("/{topic}", "must come after a folder"),
+    ("file:/{topic}", "must come after a folder"),  # the root of this machine's file system, as '/{topic}'
+    ("file:///{topic}", "must come after a folder"),
+    ("file://localhost/{topic}", "must come after a folder"),
+    ("dbfs:/{topic}", "must come after a folder"),
+    ("hdfs:///{topic}", "must come after a folder"),
     ("/lake/{topic}/{x}", "only the field"),
 ])
 def test_a_bad_template_is_refused_naming_the_option(template: str, says: str) -> None:
@@ -53,7 +63,7 @@ def test_a_bad_template_is_refused_naming_the_option(template: str, says: str) -
     assert says in str(error.value)
 
 
-@pytest.mark.parametrize("topic", ["..", ".", "a/b", "../etc", "a b", "x" * 250, ""])
+@pytest.mark.parametrize("topic", ["..", ".", "a/b", "../etc", "a b", "x" * 250, "", "orders\n", "ordérs", "Ｏrders"])
 def test_a_topic_name_that_could_leave_the_folder_is_refused(topic: str) -> None:
     with pytest.raises(ConfigError, match="not a legal Kafka topic name"):
         fill_template("/lake/{topic}", topic, where="RoutedDeltaSink")
@@ -139,3 +149,14 @@ def test_a_table_records_the_partitions_it_never_saw_at_their_start_before_any_t
     shares = route_shares(h, [r, s], ROUTES)
     assert first_sights(h, shares) == {"/lake/b": TableShare([OffsetRange(B0, 0, 0)]),
                                        DLQ: TableShare([OffsetRange(B0, 0, 0)])}
+
+
+@pytest.mark.parametrize("dead_letters", ["/lake/_dlq/", "file:///lake/_dlq", "/lake//_dlq"])
+def test_a_topic_whose_table_is_the_dead_letter_table_in_another_spelling_is_refused(dead_letters: str) -> None:
+    # Topic '_dlq' routes to '/lake/_dlq', the dead-letter table spelt otherwise: one physical table, which must
+    # neither count twice in the route nor take the topic's rows.
+    routes = TableRoutes(template="/lake/{topic}", shared=(dead_letters,))
+    assert routes.tables_of(TopicPartition("_dlq", 0)) == ["/lake/_dlq"]
+    with pytest.raises(ConfigError, match="would land in the dead-letter table"):
+        topic_tables(routes, ["orders", "_dlq"], where="RoutedDeltaSink")
+    assert topic_tables(routes, ["orders"], where="RoutedDeltaSink") == {"orders": "/lake/orders"}

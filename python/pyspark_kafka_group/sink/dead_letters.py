@@ -15,6 +15,10 @@ The table is a shared table of the route: it holds the positions of every partit
 with its rows (or alone, when a batch has no dead letter), so it lands each dead letter exactly once by the
 rules every routed table follows (docs/exactly-once.md, "Many tables").
 
+``dead_letter_when`` must be deterministic: :meth:`DeadLetters.flagged` and :meth:`DeadLetters.kept` each
+evaluate it (once for the dead-letter table, once for the topics' tables), so an answer that changes between
+the two would put a record in both or neither.
+
 Not dead letters (yet): rows a CHECK constraint refuses and NULL keys or sequences of a keyed table still fail
 the batch, as with one ``DeltaSink`` (they are found after the table's transform, which drops the record's
 bytes).

@@ -22,7 +22,7 @@ Caller: the driver, inside ``foreachBatch``, one batch at a time.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from kafka_group.delta.offsets.routed_store import RoutedOffsetStore
 from kafka_group.delta.offsets.table_routes import (
@@ -34,7 +34,9 @@ from kafka_group.delta.offsets.table_routes import (
     is_template,
     route_shares,
     routes_key,
+    topic_tables,
 )
+from kafka_group.delta.storage.table_location import normalize_table_path, same_table_location
 from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.faults import crash_point
@@ -93,7 +95,8 @@ class RoutedDeltaSink:
     ------
     ConfigError
         A template without ``{topic}`` or without a folder before it, a mapping naming an illegal topic, options
-        for a topic the mapping does not name, ``dead_letter_when`` without ``dead_letters``, or ``options``
+        for a topic the mapping does not name, different options for topics the mapping routes to one table
+        (with a function of the topic: at the batch, before anything lands), ``dead_letter_when`` without ``dead_letters``, or ``options``
         setting the routed sink's own arguments.
 
     Examples
@@ -131,7 +134,7 @@ class RoutedDeltaSink:
             raise ConfigError(f"{where} takes a location template such as '/lake/{{topic}}' or a non-empty mapping "
                               f"of topic to location, got {type(tables).__name__}")
         dlq = None if dead_letters is None else check_location(dead_letters, where="RoutedDeltaSink(dead_letters)")
-        if dlq is not None and dlq in mapping.values():
+        if dlq is not None and any(same_table_location(dlq, loc) for loc in mapping.values()):
             raise ConfigError(f"RoutedDeltaSink(dead_letters) is {dlq!r}, a topic's table in the mapping: "
                               "give the dead letters a table of their own")
         shared = () if dlq is None else (dlq,)
@@ -143,6 +146,7 @@ class RoutedDeltaSink:
                     raise ConfigError(f"RoutedDeltaSink(options) names topic {topic!r}, which the tables mapping "
                                       f"does not route (it routes {', '.join(sorted(mapping))})")
                 _check_options(topic, given)
+            _check_shared_tables(mapping, options.get)
         elif options is not None and not callable(options):
             raise ConfigError("RoutedDeltaSink(options) takes {topic: {DeltaSink arguments}} or a function of the topic")
         self._options = options
@@ -171,23 +175,14 @@ class RoutedDeltaSink:
         """Land one micro-batch: each table's share in its own commit (Spark calls this through ``foreachBatch``)."""
         plan = self._plan(batch, batch_id)
         # Every table of the batch is known (and every topic checked) before anything lands.
-        found = {r.topic_partition.topic: self.routes.topic_table(r.topic_partition.topic, where="RoutedDeltaSink")
-                 for r in plan.ranges}
-        missing = sorted(t for t, loc in found.items() if loc is None)
-        if missing:
-            raise ConfigError(f"RoutedDeltaSink: topic(s) {', '.join(missing)} have no table in the mapping; add "
-                              "them, or subscribe only to the topics it names")
-        tables = {t: loc for t, loc in found.items() if loc is not None}
-        clash = sorted(t for t, loc in tables.items() if loc in self.routes.shared)
-        if clash:
-            raise ConfigError(f"RoutedDeltaSink: topic(s) {', '.join(clash)} would land in the dead-letter table "
-                              f"{self.routes.shared[0]!r}: give the dead letters a location outside the template")
+        tables = topic_tables(self.routes, [r.topic_partition.topic for r in plan.ranges], where="RoutedDeltaSink")
         held = RoutedOffsetStore(self.routes, plan.group, self.storage_options).held(
             [r.topic_partition for r in plan.ranges])
         shares = route_shares(held, plan.ranges, self.routes)
         # First every table records the partitions it never saw, at their ranges' starts (no data), then each
         # table lands its share: a crash anywhere leaves every table of a route holding each of its partitions.
         steps = [*first_sights(held, shares).items(), *((t, s) for t, s in shares.items() if s.ranges)]
+        sinks = self._sinks_of(tables)  # every table's arguments checked before anything lands
         batch = batch.persist()  # each table reads its share: Kafka is read once
         try:
             rejected = None if self.dead_letters is None else self.dead_letters.flagged(batch, batch_id)
@@ -198,26 +193,36 @@ class RoutedDeltaSink:
                     assert rejected is not None
                     sink, rows = self._sink(location, None), rejected
                 else:
-                    topic = next(t for t, loc in tables.items() if loc == location)
-                    sink = self._sink(location, topic)
+                    sink = next(sinks[t] for t, loc in tables.items() if loc == location)
                     rows = batch if self.dead_letters is None else self.dead_letters.kept(batch)
                 sink._land_planned(_share_rows(rows, share), batch_id,
                                   BatchPlan(plan.batch_id, plan.group, location, list(share.ranges)))
         finally:
             batch.unpersist()
 
+    def _options_of(self, topic: str) -> TableOptions:
+        if isinstance(self._options, Mapping):
+            return self._options.get(topic, {})
+        if callable(self._options):
+            given = self._options(topic)
+            _check_options(topic, given)
+            return given
+        return {}
+
+    def _sinks_of(self, tables: Mapping[str, str]) -> Dict[str, DeltaSink]:
+        """The ``DeltaSink`` of each topic's table (``tables``: topic -> location); topics of one table (two
+        spellings of a location are one) share it and must have the same options."""
+        _check_shared_tables(tables, self._options_of)
+        return {topic: self._sink(location, topic) for topic, location in tables.items()}
+
     def _sink(self, location: str, topic: Optional[str]) -> DeltaSink:
         """The ``DeltaSink`` of one table (made at its first batch: its arguments are checked then)."""
-        sink = self._sinks.get(location)
+        key = normalize_table_path(location)
+        sink = self._sinks.get(key)
         if sink is None:
-            given: TableOptions = {}
-            if topic is not None and isinstance(self._options, Mapping):
-                given = self._options.get(topic, {})
-            elif topic is not None and callable(self._options):
-                given = self._options(topic)
-                _check_options(topic, given)
-            sink = self._sinks[location] = DeltaSink(location, checkpoint_location=self.checkpoint_location,
-                                                     storage_options=self.storage_options, **dict(given))
+            given = {} if topic is None else self._options_of(topic)
+            sink = self._sinks[key] = DeltaSink(location, checkpoint_location=self.checkpoint_location,
+                                                storage_options=self.storage_options, **dict(given))
         return sink
 
     def _plan(self, batch: Any, batch_id: int) -> BatchPlan:
@@ -258,6 +263,23 @@ def _check_options(topic: str, given: Any) -> None:
     if own:
         raise ConfigError(f"RoutedDeltaSink(options) for topic {topic!r} sets {', '.join(own)}: the routed sink sets "
                           "those itself (give checkpoint_location and storage_options to RoutedDeltaSink)")
+
+
+def _check_shared_tables(tables: Mapping[str, str], options_of: Callable[[str], Any]) -> None:
+    """Topics routed to one table (a mapping may fan in) must have the same options: the table has one
+    ``DeltaSink``, which would apply one topic's arguments to the other's rows."""
+    by_table: Dict[str, List[str]] = {}
+    for topic, location in tables.items():
+        by_table.setdefault(normalize_table_path(location), []).append(topic)
+    for location, topics in sorted(by_table.items()):
+        if len(topics) < 2:
+            continue  # options_of may be the user's function: called only where topics share a table
+        first = options_of(topics[0]) or {}
+        differ = [t for t in topics[1:] if (options_of(t) or {}) != first]
+        if differ:
+            raise ConfigError(f"RoutedDeltaSink(options): topics {', '.join([topics[0], *differ])} land in one table "
+                              f"{location!r} but have different options; route them to different tables, or give "
+                              "them the same options")
 
 
 def _json(mapping: Mapping[str, str]) -> str:

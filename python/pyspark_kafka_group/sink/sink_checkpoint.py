@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
+from kafka_group.delta.offsets.table_routes import is_template
 from kafka_group.delta.storage.table_location import same_table_location
 from kafka_group.errors import ConfigError
 from kafka_group.formats import read_checkpoint_offsets
@@ -51,6 +52,13 @@ def batch_plan(text: str, batch_id: int, table: str) -> BatchPlan:
         )
     doc = docs[0]
     assert doc.group is not None and doc.offsets_table is not None
+    if is_template(doc.offsets_table) or doc.offsets_table.lstrip().startswith("{"):
+        # A routed source (many tables): a plain DeltaSink would land every topic in one table (at a template's
+        # literal path even) while the source positions from the topics' own tables.
+        raise ConfigError(
+            f"the source's option 'offsets.table' is '{doc.offsets_table}', the tables of many topics: land them "
+            "with RoutedDeltaSink (its source_options() give the source's options), not DeltaSink"
+        )
     if not same_table_location(doc.offsets_table, table):
         raise ConfigError(
             f"the source's option 'offsets.table' is '{doc.offsets_table}' but DeltaSink writes '{table}': "

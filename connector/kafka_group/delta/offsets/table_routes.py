@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from kafka_group.delta.storage.table_location import normalize_table_path
 from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.json_text import parse_json
@@ -41,13 +42,13 @@ from kafka_group.offsets import OffsetRange, TopicPartition
 
 __all__ = ["TOPIC_FIELD", "TableRoutes", "TableShare", "check_template", "check_topic", "fill_template", "first_sights",
            "is_template",
-           "parse_routes", "route_shares", "start_positions"]
+           "parse_routes", "route_shares", "start_positions", "topic_tables"]
 
 #: The field of a location template that the topic's name replaces.
 TOPIC_FIELD = "{topic}"
 
 #: A legal Kafka topic name (Kafka's own rule: these characters, at most 249 of them).
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$", re.ASCII)
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}", re.ASCII)
 #: ``{`` or ``}`` that are not part of ``{topic}``.
 _OTHER_BRACES = re.compile(r"[{}]")
 
@@ -73,11 +74,27 @@ def check_template(template: str, *, where: str) -> str:
     if _OTHER_BRACES.search(text.replace(TOPIC_FIELD, "")):
         raise ConfigError(f"{where} is {text!r}: a location template takes only the field '{TOPIC_FIELD}' (no "
                           "other braces)")
-    folder = _folder(text)
-    if not folder.strip("/") or folder.endswith("://") or folder.endswith(":"):
+    if not _has_own_folder(_folder(text)):
         raise ConfigError(f"{where} is {text!r}: '{TOPIC_FIELD}' must come after a folder of the template's own, "
                           f"such as '/lake/{TOPIC_FIELD}', so that every table stays inside it")
     return text
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def _has_own_folder(folder: str) -> bool:
+    """Whether ``folder`` (a template's part before ``{topic}``'s segment) is more than a file system's root:
+    a path below ``/``, or a URI's bucket or container (``s3://bucket/``); ``file:///``, ``dbfs:/`` and
+    ``hdfs:///`` are roots, as ``/`` is."""
+    scheme = _SCHEME.match(folder)
+    rest = folder if scheme is None else folder[scheme.end():]
+    if scheme is not None and rest.startswith("//"):
+        authority, _, path = rest[2:].partition("/")
+        if authority and not (scheme.group().lower() == "file:" and authority == "localhost"):
+            return True
+        rest = path
+    return bool(rest.strip("/"))
 
 
 def _folder(template: str) -> str:
@@ -88,7 +105,7 @@ def _folder(template: str) -> str:
 
 def check_topic(topic: str, *, where: str) -> str:
     """``topic`` if it is a legal Kafka topic name, else a :class:`ConfigError` (it would not stay a folder)."""
-    if not _TOPIC.match(topic) or topic in (".", ".."):
+    if not _TOPIC.fullmatch(topic) or topic in (".", ".."):  # fullmatch: "$" also matches before a final "\n"
         raise ConfigError(f"{where}: topic {topic!r} is not a legal Kafka topic name ([A-Za-z0-9._-], not '.' or "
                           "'..'), so it cannot name a table's folder")
     return topic
@@ -144,8 +161,32 @@ class TableRoutes:
     def tables_of(self, tp: TopicPartition) -> List[str]:
         """Every table that holds ``tp``'s positions: its topic's, then the shared ones (no repeats)."""
         own = self.topic_table(tp.topic)
-        tables = ([] if own is None else [own]) + [t for t in self.shared if t != own]
+        mine = None if own is None else normalize_table_path(own)
+        tables = ([] if own is None else [own]) + [t for t in self.shared if normalize_table_path(t) != mine]
         return tables
+
+
+def topic_tables(routes: TableRoutes, topics: Iterable[str], *, where: str) -> Dict[str, str]:
+    """The table of each of ``topics`` (a batch's), checked before anything of the batch lands.
+
+    Raises
+    ------
+    ConfigError
+        A topic the mapping does not route, or whose table is a shared table (the dead-letter table) in any
+        spelling of its location (``/lake/_dlq/`` and ``file:///lake/_dlq`` are ``/lake/_dlq``).
+    """
+    found = {t: routes.topic_table(t, where=where) for t in topics}
+    missing = sorted(t for t, loc in found.items() if loc is None)
+    if missing:
+        raise ConfigError(f"{where}: topic(s) {', '.join(missing)} have no table in the mapping; add "
+                          "them, or subscribe only to the topics it names")
+    tables = {t: loc for t, loc in found.items() if loc is not None}
+    shared = {normalize_table_path(s) for s in routes.shared}
+    clash = sorted(t for t, loc in tables.items() if normalize_table_path(loc) in shared)
+    if clash:
+        raise ConfigError(f"{where}: topic(s) {', '.join(clash)} would land in the dead-letter table "
+                          f"{routes.shared[0]!r}: give the dead letters a location outside the template")
+    return tables
 
 
 @dataclass(frozen=True)
