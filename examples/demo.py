@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # demo_support, 
 
 from demo_support import (  # noqa: E402
     GROUP, MARKER, PARTITIONS, TOPIC, DemoError, Group, Member, OrderProducer, check_table, committed_offsets,
+    shown,
 )
 
 HELP_EPILOG = """\
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         a.start()
         b.start()
         step(started, "starting members A and B: two Spark drivers (local mode), one consumer group "
-                      f"'{group_id}', one Delta table (their Spark output goes to {logs})")
+                      f"'{group_id}', one Delta table (their Spark output goes to {shown(logs)})")
         group.wait(lambda g: g.sharing("A", "B"), "A and B to share the partitions")
         step(started, f"1. two members share the group: A owns {spans(group.owned['A'])}; "
                       f"B owns {spans(group.owned['B'])}")

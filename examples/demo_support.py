@@ -290,10 +290,16 @@ class Result:
             "    exactly where the last Delta commit left each one: a batch's rows and its Kafka offsets",
             "    are one Delta commit, so nothing was lost or landed twice.",
             "",
-            f"Delta table {table}: {self.rows:,} rows for {self.produced:,} events produced, in {seconds:.1f} s",
+            f"Delta table {shown(table)}: {self.rows:,} rows for {self.produced:,} events produced, in {seconds:.1f} s",
             *self.lines,
             verdict,
         ])
+
+
+def shown(path: str) -> str:
+    """``path`` as a person reads it: relative to the working folder when it is inside it."""
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else path
 
 
 def check_table(table: str, group: str, produced: Produced) -> Result:
