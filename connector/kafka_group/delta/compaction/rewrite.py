@@ -45,11 +45,11 @@ from typing import AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Se
 from kafka_group.delta.compaction.bins import Bin
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.files.file_stats import DEFAULT_INDEXED_COLUMNS
-from kafka_group.delta.keyed.own_merge import _holds, pa_schema, remove_of
+from kafka_group.delta.keyed.own_merge import pa_schema, remove_of
 from kafka_group.delta.keyed.own_plan import read_file
 from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions
 from kafka_group.delta.log.checkpoints import checkpoint_if_due
-from kafka_group.delta.log.commit import put_if_absent
+from kafka_group.delta.log.commit import holds_body, put_if_absent
 from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
 from kafka_group.delta.log.snapshot import commit_actions_of, commit_path, last_in_commit_timestamp
 from kafka_group.delta.rules.column_mapping import column_mapping_of
@@ -147,7 +147,7 @@ def rewrite_bin(table: Any, table_path: str, storage_options: Mapping[str, str],
                 to_delete = []  # it may have landed and reference them: kept (VACUUM removes them if not)
                 raise
             if not landed:  # another writer's, or this one's first attempt the S3 client retried
-                landed = _holds(fs, commit_path(base + 1), body) is True
+                landed = holds_body(fs, commit_path(base + 1), body) is True
             if landed:
                 to_delete = []
                 checkpoint_if_due(table, table_path, config, base + 1)

@@ -60,7 +60,7 @@ from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.keyed.own_plan import FilePlan, plan_scd1, read_file
 from kafka_group.delta.log.actions import TableState, commit_actions, encode_actions, protocol_refusal, row_tracking_on
 from kafka_group.delta.log.checkpoints import checkpoint_if_due
-from kafka_group.delta.log.commit import own_commit_refusal, put_if_absent
+from kafka_group.delta.log.commit import holds_body, own_commit_refusal, put_if_absent
 from kafka_group.delta.log.deletion_vectors import dv_file_bytes, new_file_descriptor
 from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
 from kafka_group.delta.log.snapshot import commit_path, last_in_commit_timestamp, row_id_high_water_mark
@@ -220,7 +220,7 @@ def own_merge(
                 readd, dv_file, body = _with_new_dv(f)
                 # False: a UUID collision, or the S3 client's retry of this PUT found its first attempt
                 if not (put_if_absent(table_path, storage_options, dv_file.path, body)
-                        or _holds(fs, dv_file.path, body)):  # never another's to delete
+                        or holds_body(fs, dv_file.path, body)):  # never another's to delete
                     raise OffsetStoreError(f"the deletion vector file {dv_file.path} exists already (a UUID collision); "
                                            "nothing was committed, the next attempt names another")
                 written.append(dv_file)
@@ -291,7 +291,7 @@ def commit_merge(table: Any, table_path: str, storage_options: Mapping[str, str]
         raise
     # False is another writer's commit, or this one's: the S3 client retries a PUT whose answer it lost,
     # and the retry's If-None-Match then finds the first attempt's object
-    ours = landed or _holds(fs, commit_path(version + 1), body)
+    ours = landed or holds_body(fs, commit_path(version + 1), body)
     if ours is None:  # unreadable: it may be this commit, whose files must stay
         logger.warning("could not read version %d of %s to tell whose commit it is; keeping this MERGE's %d "
                        "files (VACUUM removes them if no version references them)", version + 1, table_path,
@@ -308,17 +308,6 @@ def commit_merge(table: Any, table_path: str, storage_options: Mapping[str, str]
     logger.info("own MERGE into %s lost version %d to another writer; checking offsets again", table_path,
                 version + 1)
     return None
-
-
-def _holds(fs: Any, path: str, body: bytes) -> Optional[bool]:
-    """Whether ``path`` (relative to the table) holds ``body`` (what this MERGE wrote: its names carry a
-    UUID), None when it cannot be read."""
-    try:
-        with fs.open_input_stream(path) as stream:
-            return bool(stream.read() == body)
-    except OSError as exc:
-        logger.debug("could not read %s: %s", path, exc)
-        return None
 
 
 def pa_schema(table: Any) -> Any:

@@ -43,7 +43,7 @@ from kafka_group.delta.log.snapshot import row_id_high_water_mark
 from kafka_group.delta.storage.table_location import local_table_path, table_filesystem
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
-__all__ = ["commit_own", "own_commit_refusal", "put_if_absent"]
+__all__ = ["commit_own", "holds_body", "own_commit_refusal", "put_if_absent"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +102,18 @@ def put_if_absent(table_path: str, storage_options: Mapping[str, str], path: str
         raise OffsetStoreError(f"committing to offsets.table '{table_path}' failed: the conditional PUT of {path} "
                                f"answered HTTP {status}. Nothing of this batch is visible; the next run retries it")
     return True
+
+
+def holds_body(fs: Any, path: str, body: bytes) -> Optional[bool]:
+    """Whether ``path`` (relative to the table) holds ``body``, what this writer put there (a commit, or a file
+    whose name carries a UUID): after a put that reported the path taken, whether it was this writer's own
+    retried put. None when it cannot be read."""
+    try:
+        with fs.open_input_stream(path) as stream:
+            return bool(stream.read() == body)
+    except OSError as exc:
+        logger.debug("could not read %s: %s", path, exc)
+        return None
 
 
 def _local_put_if_absent(final: str, body: bytes) -> bool:
