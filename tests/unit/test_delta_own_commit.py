@@ -258,3 +258,23 @@ def test_live_adds_fall_back_to_the_listing_when_last_checkpoint_leads_to_cleane
     (tmp_path / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": 2, "size": 1}))  # stale hint
     found = live_adds(table_filesystem(str(tmp_path)), 5, ["data/a.parquet"])
     assert found["data/a.parquet"]["path"] == "data/a.parquet"
+
+
+def test_a_retried_commit_put_that_finds_its_own_first_attempt_lands_the_batch_once(
+        tmp_path: pathlib.Path, monkeypatch: Any) -> None:
+    """The commit's conditional PUT lands, but the S3 client retried it after the first answer was lost, and the
+    retry's ``If-None-Match`` answered 412: the batch is committed (this writer's own commit), not refused."""
+    import kafka_group.delta.log.commit as module
+
+    real = module.put_if_absent
+
+    def put(table_path: str, storage_options: Any, path: str, body: bytes) -> bool:
+        created = real(table_path, storage_options, path, body)
+        return False if created and path.endswith(f"{1:020d}.json") else created
+
+    monkeypatch.setattr(module, "put_if_absent", put)
+    _tracked_table(tmp_path, ["inCommitTimestamp"], {"delta.enableInCommitTimestamps": "true"})
+    store = DeltaOffsetStore(str(tmp_path), "g")
+    assert _batch(tmp_path, store, 0, 3) == 1
+    assert store.positions([TopicPartition("t", 0)]) == {TopicPartition("t", 0): 3}
+    assert not (tmp_path / "_delta_log" / f"{2:020d}.json").exists()

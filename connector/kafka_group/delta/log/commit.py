@@ -194,7 +194,11 @@ def commit_own(
         row_id_high_water_mark=row_id_high_water_mark(fs, version) if row_tracking_on(state) else None,
     )
     actions = commit_actions(state, files, txns, now_ms=int(time.time() * 1000), operation=operation, info=info)
-    if put_if_absent(table_path, storage_options, commit_path(version + 1), encode_actions(actions)):
+    body = encode_actions(actions)
+    # A put that found the version taken may be the S3 client's retry of this very put, whose first answer
+    # was lost: the commit then holds this body (its commitInfo's timestamp alone makes it this attempt's).
+    if (put_if_absent(table_path, storage_options, commit_path(version + 1), body)
+            or holds_body(fs, commit_path(version + 1), body) is True):
         checkpoint_if_due(table, table_path, state.configuration, version + 1)
         return version + 1
     why = "another writer committed it"
