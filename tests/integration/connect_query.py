@@ -12,7 +12,9 @@ else the process and its Spark server print goes to stderr). Commands (``op``):
     Run a DeltaSink query with ``Trigger.AvailableNow`` to its end
     (``servers``, ``topic``, ``group``, ``table``, ``checkpoint``, and further
     source ``options``; the sink is handed ``sink_checkpoint`` as its checkpoint
-    location when given, else ``checkpoint``).
+    location when given, else ``checkpoint``; ``keyed``: ``{"scd_type": 1 or 2}``
+    makes it the keyed sink of ``tests/cdc_support.py``'s events, ``sequence_by``
+    a Connect Column).
 ``start``
     Start the same query with a 500 ms trigger; answers its ``query`` id.
 ``flow``
@@ -73,8 +75,19 @@ def main(argv: Optional[list[str]] = None) -> int:
         for key, value in command.get("options", {}).items():  # further source options
             reader = reader.option(key, value)
         checkpoint = command["checkpoint"]
-        sink = DeltaSink(command["table"], transform=parse,
-                         checkpoint_location=command.get("sink_checkpoint", checkpoint))
+        keyed = command.get("keyed")
+        if keyed is None:
+            sink = DeltaSink(command["table"], transform=parse,
+                             checkpoint_location=command.get("sink_checkpoint", checkpoint))
+        else:  # tests/cdc_support.py's events: id from the key, v/seq/op from the JSON value
+            def parse_events(batch: Any) -> Any:
+                value = F.from_json(F.col("value").cast("string"), "v LONG, seq LONG, op STRING")
+                return batch.select("__kafka", F.col("key").cast("string").alias("id"), value.alias("j")).select(
+                    "__kafka", "id", "j.v", "j.seq", "j.op")
+
+            sink = DeltaSink(command["table"], keys=["id"], sequence_by=F.col("seq"), apply_as_deletes="op = 'd'",
+                             column_list=["id", "v"], stored_as_scd_type=keyed["scd_type"], transform=parse_events,
+                             checkpoint_location=command.get("sink_checkpoint", checkpoint))
         return reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
 
     def run(command: Dict[str, Any]) -> Dict[str, Any]:
