@@ -34,7 +34,7 @@ from kafka_group.delta.offsets.table_routes import parse_routes
 from kafka_group.delta.storage.table_names import check_location
 from kafka_group.errors import ConfigError
 from kafka_group.callable_spec import check_callable_spec
-from kafka_group.json_text import INT32_MAX, INT64_MAX
+from kafka_group.json_text import INT32_MAX, INT64_MAX, parse_json
 from kafka_group.offsets import (
     EARLIEST,
     LATEST,
@@ -382,7 +382,16 @@ def _offsets_table(name: str, raw: str) -> str:
 
 
 def _shared_tables(name: str, raw: str) -> Tuple[str, ...]:
-    tables = tuple(check_location(t, where=f"option '{name}'") for t in raw.split(",") if t.strip())
+    items: List[Any] = raw.split(",")
+    if raw.strip().startswith("["):  # a JSON array: locations that hold a comma (RoutedDeltaSink writes this form)
+        try:
+            items = parse_json(raw)
+        except ValueError as exc:
+            raise ConfigError(f"option '{name}' is not a JSON array of table locations: {exc}") from None
+        if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
+            raise ConfigError(f"option '{name}' as JSON must be an array of table locations, such as "
+                              '["/lake/dead_letters"]')
+    tables = tuple(check_location(t, where=f"option '{name}'") for t in items if t.strip())
     if not tables:
         raise ConfigError(f"option '{name}' is empty: give the locations of the tables every partition commits to")
     return tables
@@ -629,7 +638,7 @@ OFFSETS_TABLE: OptionSpec[str] = OptionSpec(
     parser=_offsets_table,
 )
 OFFSETS_TABLE_SHARED: OptionSpec[Tuple[str, ...]] = OptionSpec(
-    'offsets.table.shared', 'comma-separated paths', 'none',
+    'offsets.table.shared', 'comma-separated paths, or a JSON array of paths', 'none',
     'With `offsets.table`: further Delta tables every partition commits its positions to, whatever its topic (a dead-letter table, the tables of a column route; `RoutedDeltaSink.source_options()` sets it). A partition starts at the lowest position any table of its route holds; a table that never saw it does not count (docs/exactly-once.md, "Many tables").',
     parser=_shared_tables,
 )

@@ -21,6 +21,8 @@ Caller: the driver, inside ``foreachBatch``, one batch at a time.
 
 from __future__ import annotations
 
+import json
+
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
@@ -168,7 +170,7 @@ class RoutedDeltaSink:
         """The source's options that name this sink's tables (``offsets.table``, ``offsets.table.shared``)."""
         found: Dict[str, str] = {"offsets.table": self._source_table}
         if self.routes.shared:
-            found["offsets.table.shared"] = ",".join(self.routes.shared)
+            found["offsets.table.shared"] = json.dumps(list(self.routes.shared))  # a location may hold a comma
         return found
 
     def __call__(self, batch: Any, batch_id: int) -> None:
