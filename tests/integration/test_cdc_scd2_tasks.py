@@ -147,3 +147,33 @@ def test_scd2_tasks_killed_at_each_step_of_the_commit_land_each_event_once(
     assert spark_rows(spark, table, SCD2) == want
     ids = spark.read.format("delta").load(str(table)).select("_metadata.row_id").collect()
     assert len({r[0] for r in ids}) == len(ids) == len(want)
+
+
+def test_scd2_tasks_with_ignore_null_updates_equal_the_drivers_merge(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
+) -> None:
+    """``ignore_null_updates`` in SCD2 on the tasks path (a table with deletion vectors) gives the table the
+    driver's MERGE gives (a plain table) for the same rounds: late events, deletes, upserts with NULL ``v``
+    (which take the open version's value)."""
+    rng = random.Random(5104)
+    topic = make_topic(2)
+    rounds: List[List[Event]] = []
+    for number in range(3):
+        events = _round(rng, number)
+        rounds.append([(p, k, {**v, "v": None} if v is not None and v["op"] == "u" and rng.random() < 0.3 else v)
+                       for p, k, v in events])
+    tables = {"tasks": None, "driver": {"delta.enableDeletionVectors": "false"}}
+    for events in rounds:
+        produce_events(kafka.bootstrap_servers, topic, events)
+        for name, properties in tables.items():
+            sink = DeltaSink(str(tmp_path / name), keys=["id"], sequence_by="seq", apply_as_deletes="op = 'd'",
+                             transform=parse, column_list=["id", "v"], stored_as_scd_type=2,
+                             ignore_null_updates=True, table_properties=properties)
+            land_available_now(delta_source(spark, kafka, topic, f"group-{name}-{topic}", tmp_path / name,
+                                            maxOffsetsPerTrigger=1000), sink, tmp_path / f"chk-{name}")
+    tasks, driver = spark_rows(spark, tmp_path / "tasks", SCD2), spark_rows(spark, tmp_path / "driver", SCD2)
+    assert tasks == driver
+    # the NULLs were filled: an upsert's version holds a value wherever the key had one open before it
+    assert sum(1 for r in tasks if r[1] is None) < sum(1 for e in rounds for _, _, v in e if v and v["v"] is None)
+    assert _deletion_vectors_added_by_the_sink(tmp_path / "tasks") > 0
+    assert _deletion_vectors_added_by_the_sink(tmp_path / "driver") == 0

@@ -112,7 +112,7 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
     if missing:
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
-    # The tasks MERGE applies neither a truncate nor ignore_null_updates: such batches go to the driver's
+    # SCD1's tasks MERGE applies neither a truncate nor ignore_null_updates: such batches go to the driver's
     # MERGE, which refuses them on a table with deletion vectors (new tables for them get none).
     scd1_tasks = spec.scd_type == 1 and not frame.truncated and not spec.ignore_null_updates
     if (scd1_tasks or spec.scd_type == 2) and store.merges_as_tasks(stored, table_properties, spec.scd_type):

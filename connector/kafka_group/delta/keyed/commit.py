@@ -218,11 +218,11 @@ class KeyedOffsetStore(DeltaOffsetStore):
                        metadata: Optional[Mapping[str, Any]] = None, partition_by: Sequence[str] = (),
                        table_properties: Optional[Mapping[str, str]] = None, scd_type: int = 1) -> int:
         """:meth:`merge_changes`'s commit loop for the MERGE as Spark tasks of SCD type ``scd_type``
-        (:mod:`kafka_group.delta.keyed.task_merge`, :mod:`kafka_group.delta.keyed.scd2_tasks`): the same checks on each attempt's table version
-        (owner, conflicts, schema, partitioning, the own MERGE's refusals), then ``run(table, txns,
-        info)``, which plans, has the executors write, and commits; it returns the new version, None
-        when another writer won the version (the loop checks the offsets again), or :data:`NOTHING`
-        when no row changes (the offsets alone are committed). ``schema``: the table's Arrow schema
+        (:mod:`kafka_group.delta.keyed.task_merge`, :mod:`kafka_group.delta.keyed.scd2_tasks`): the same
+        checks on each attempt's table version (owner, conflicts, schema, partitioning, the own MERGE's
+        refusals), then ``run(table, txns, info)``, which plans, has the executors write, and commits;
+        it returns the new version, None when another writer won the version (the loop checks the
+        offsets again), or :data:`NOTHING` when no row changes (the offsets alone are committed). ``schema``: the table's Arrow schema
         (:func:`table_schema`)."""
         self.check_conditional_put()
         txns = self._transactions(ranges)
