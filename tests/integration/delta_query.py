@@ -3,7 +3,7 @@
     python -m tests.integration.delta_query SERVERS TOPIC GROUP TABLE CHECKPOINT
         [--assign JSON] [--available-now] [--max-offsets N] [--run-seconds S] [--trigger-seconds S]
         [--option KEY=VALUE ...] [--storage KEY=VALUE ...] [--report FILE] [--stop-file PATH]
-        [--add-column] [--merge-schema] [--keyed 1|2] [--conf KEY=VALUE ...]
+        [--add-column] [--merge-schema] [--keyed 1|2] [--table-property KEY=VALUE ...] [--conf KEY=VALUE ...]
 
 With --available-now it drains what is there and exits 0; otherwise it runs with
 a 500 ms trigger (--trigger-seconds) for --run-seconds and stops. KAFKA_GROUP_FAULT_POINT in the
@@ -48,6 +48,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--conf", action="append", default=[], help="a Spark session setting KEY=VALUE")
     parser.add_argument("--keyed", type=int, default=None,
                         help="the keyed sink of tests/cdc_support.py's events (sequence_by seq), SCD type 1 or 2")
+    parser.add_argument("--table-property", action="append", default=[],
+                        help="the keyed sink's table_properties KEY=VALUE (of the table its first batch creates)")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -92,7 +94,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         sink = DeltaSink(args.table, transform=cdc_support.parse, storage_options=storage, keys=["id"],
                          apply_as_deletes="op = 'd'", column_list=["id", "v"], stored_as_scd_type=args.keyed,
-                         sequence_by="seq")
+                         sequence_by="seq",
+                         table_properties=dict(item.partition("=")[::2] for item in args.table_property) or None)
 
     def land(batch: Any, batch_id: int) -> None:
         if args.record_reads:

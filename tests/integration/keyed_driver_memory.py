@@ -1,12 +1,13 @@
 """One keyed batch landed by a fresh driver process, which reports its own peak memory.
 
-    python -m tests.integration.keyed_driver_memory TABLE CHANGES [--driver-merge]
+    python -m tests.integration.keyed_driver_memory TABLE CHANGES [--driver-merge] [--scd 1|2]
 
 A warm-up batch of 1,000 changes lands first (the session, the table, the imports), then one batch of
 CHANGES random-key upserts of ~400 bytes each (keys spread over 10 x CHANGES, into the table the
 warm-up created). The process prints one JSON line: the Python driver's peak RSS (``ru_maxrss`` of
 this process alone: Spark's JVM is a child process, not counted) before and after the measured batch.
-``--driver-merge`` creates the table without deletion vectors (the MERGE on the driver) for contrast.
+``--driver-merge`` creates the table without deletion vectors (the MERGE on the driver) for contrast;
+``--scd 2`` lands SCD type 2 (every event is the change set) instead of SCD type 1.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("table")
     parser.add_argument("changes", type=int)
     parser.add_argument("--driver-merge", action="store_true")
+    parser.add_argument("--scd", type=int, default=1, choices=(1, 2))
     args = parser.parse_args(argv)
 
     from kafka_group.delta.keyed.change_rules import KeyedSpec
@@ -33,7 +35,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from pyspark_kafka_group.sink.landing import land_changes
 
     spark = local_session("keyed-driver-memory", extra_conf={"spark.sql.shuffle.partitions": "8"})
-    spec = KeyedSpec.build(["id"], None, None, None, ["value", "offset"], 1)
+    spec = KeyedSpec.build(["id"], None, None, None, ["value", "offset"], args.scd)
     properties = created_properties({"delta.enableDeletionVectors": "false"} if args.driver_merge else None, spec)
     store = KeyedOffsetStore(args.table, "memory-group", {})
     tombstones = Tombstones(args.table, {}, spec, 3600.0)

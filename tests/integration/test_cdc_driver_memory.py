@@ -1,4 +1,5 @@
-"""A keyed batch into a table with deletion vectors never collects its change set to the driver.
+"""A keyed batch into a table with deletion vectors never collects its change set to the driver (SCD1: the
+latest event per key; SCD2: every event).
 
 Each measurement is a fresh driver process (tests/integration/keyed_driver_memory.py) that lands a
 warm-up batch, then one batch of N random-key upserts of ~400 bytes, and reports its own peak RSS
@@ -27,8 +28,9 @@ SMALL, LARGE = 50_000, 500_000
 GROWTH_BOUND_KIB = 48 * 1024
 
 
-def _peak_growth(table: pathlib.Path, changes: int) -> Dict[str, int]:
-    result = subprocess.run([sys.executable, "-m", "tests.integration.keyed_driver_memory", str(table), str(changes)],
+def _peak_growth(table: pathlib.Path, changes: int, scd: int) -> Dict[str, int]:
+    result = subprocess.run([sys.executable, "-m", "tests.integration.keyed_driver_memory", str(table), str(changes),
+                             "--scd", str(scd)],
                             cwd=REPO, env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True,
                             timeout=900, start_new_session=True)
     assert result.returncode == 0, result.stderr.decode()[-3000:]
@@ -36,8 +38,10 @@ def _peak_growth(table: pathlib.Path, changes: int) -> Dict[str, int]:
     return report
 
 
-def test_the_drivers_peak_memory_stays_flat_while_the_change_set_grows_tenfold(tmp_path: pathlib.Path) -> None:
-    small = _peak_growth(tmp_path / "small", SMALL)
-    large = _peak_growth(tmp_path / "large", LARGE)
+@pytest.mark.parametrize("scd", [1, 2])
+def test_the_drivers_peak_memory_stays_flat_while_the_change_set_grows_tenfold(tmp_path: pathlib.Path,
+                                                                                scd: int) -> None:
+    small = _peak_growth(tmp_path / "small", SMALL, scd)
+    large = _peak_growth(tmp_path / "large", LARGE, scd)
     grown = (large["after_kib"] - large["before_kib"]) - (small["after_kib"] - small["before_kib"])
     assert grown < GROWTH_BOUND_KIB, (small, large)

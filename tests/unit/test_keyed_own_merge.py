@@ -144,6 +144,7 @@ def test_refuses_what_it_does_not_honour_yet_with_the_reason(tmp_path: pathlib.P
     loaded = DeltaTable(str(table))
     assert needs_own_merge(loaded) and own_merge_refusal(loaded, 1) is None
     assert "stored_as_scd_type=2" in (own_merge_refusal(loaded, 2) or "")
+    assert own_merge_refusal(loaded, 2, row_tracking=True) is None  # the MERGE as Spark tasks writes SCD2
     tracked = _with(table, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
                             "writerFeatures": ["deletionVectors", "rowTracking", "domainMetadata"]},
                     {"delta.enableRowTracking": "true"})

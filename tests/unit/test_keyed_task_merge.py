@@ -96,11 +96,13 @@ def test_the_tasks_delete_the_rows_the_drivers_own_merge_plans(tmp_path: pathlib
 def test_tables_the_keyed_sink_creates_get_deletion_vectors_unless_told_otherwise(tmp_path: pathlib.Path) -> None:
     assert created_properties(None, SCD1) == {"delta.enableDeletionVectors": "true"}
     assert created_properties({"delta.enableDeletionVectors": False}, SCD1) == {"delta.enableDeletionVectors": "false"}
-    assert created_properties(None, SCD2) == {"delta.enableDeletionVectors": "false"}
+    # SCD type 2 too (its MERGE as Spark tasks), overridable, with row tracking where asked
+    assert created_properties(None, SCD2) == {"delta.enableDeletionVectors": "true"}
+    assert created_properties({"delta.enableDeletionVectors": "false"}, SCD2) == {"delta.enableDeletionVectors": "false"}
+    assert created_properties({"delta.enableRowTracking": "true"}, SCD2) == {
+        "delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
     with pytest.raises(ConfigError, match="delta.enableChangeDataFeed"):
         created_properties({"delta.enableChangeDataFeed": "true"}, SCD1)
-    with pytest.raises(ConfigError, match="SCD type 2"):
-        created_properties({"delta.enableDeletionVectors": "true"}, SCD2)
 
     table = tmp_path / "new"
     schema = pa.schema([("id", pa.int64()), ("__SEQUENCE", pa.int64())])

@@ -13,9 +13,9 @@ removed (or any other commit in between) never lands; this store then checks the
 new version and merges again, at most
 :data:`~kafka_group.delta.offsets.offsets_table.COMMIT_ATTEMPTS` times.
 
-:meth:`KeyedOffsetStore.merge_as_tasks` is the same loop for the SCD1 MERGE as Spark tasks into a table
-with deletion vectors (:mod:`pyspark_kafka_group.sink.keyed_tasks`): there the change set is never in the
-driver's memory.
+:meth:`KeyedOffsetStore.merge_as_tasks` is the same loop for the MERGE as Spark tasks into a table with
+deletion vectors (SCD1: :mod:`pyspark_kafka_group.sink.keyed_tasks`, SCD2:
+:mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`): there the change set is never in the driver's memory.
 
 Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
 """
@@ -200,28 +200,29 @@ class KeyedOffsetStore(DeltaOffsetStore):
         """The running batch's storage options (secrets: never logged)."""
         return dict(self._storage_options)
 
-    def merges_as_tasks(self, stored: Sequence[str], table_properties: Optional[Mapping[str, str]]) -> bool:
-        """Whether a SCD1 batch of ``stored`` columns goes to :meth:`merge_as_tasks`: the table has deletion
-        vectors (the own MERGE's tables) and no column the batch does not store but ``__SEQUENCE`` (an
-        update keeps such a column's value: the driver's own MERGE reads it), or the first batch creates
-        the table with deletion vectors."""
+    def merges_as_tasks(self, stored: Sequence[str], table_properties: Optional[Mapping[str, str]],
+                        scd_type: int = 1) -> bool:
+        """Whether a batch of ``stored`` columns goes to :meth:`merge_as_tasks`: the table has deletion
+        vectors (the own MERGE's tables) and, for SCD1, no column the batch does not store but
+        ``__SEQUENCE`` (an update keeps such a column's value: the driver's own MERGE reads it; SCD2's
+        tasks read the key's whole rows), or the first batch creates the table with deletion vectors."""
         table = self._load(refresh=True)
         if table is None:
             return wants_deletion_vectors(dict(table_properties or {}), self.table_path)
         columns = {f.name for f in table.schema().fields}
-        return (needs_own_merge(table) and own_merge_refusal(table, 1, row_tracking=True) is None
-                and columns <= set(stored) | {SEQUENCE_COLUMN})
+        return (needs_own_merge(table) and own_merge_refusal(table, scd_type, row_tracking=True) is None
+                and (scd_type == 2 or columns <= set(stored) | {SEQUENCE_COLUMN}))
 
     def merge_as_tasks(self, schema: Any, ranges: Sequence[OffsetRange],
                        run: Callable[[Any, List[Tuple[str, int]], Dict[str, Any]], Optional[int]], *,
                        metadata: Optional[Mapping[str, Any]] = None, partition_by: Sequence[str] = (),
-                       table_properties: Optional[Mapping[str, str]] = None) -> int:
-        """:meth:`merge_changes`'s commit loop for the SCD1 MERGE as Spark tasks
-        (:mod:`kafka_group.delta.keyed.task_merge`): the same checks on each attempt's table version
-        (owner, conflicts, schema, partitioning, the own MERGE's refusals), then ``run(table, txns,
-        info)``, which plans, has the executors write, and commits; it returns the new version, None
-        when another writer won the version (the loop checks the offsets again), or :data:`NOTHING`
-        when no row changes (the offsets alone are committed). ``schema``: the table's Arrow schema
+                       table_properties: Optional[Mapping[str, str]] = None, scd_type: int = 1) -> int:
+        """:meth:`merge_changes`'s commit loop for the MERGE as Spark tasks of SCD type ``scd_type``
+        (:mod:`kafka_group.delta.keyed.task_merge`, :mod:`kafka_group.delta.keyed.scd2_tasks`): the same
+        checks on each attempt's table version (owner, conflicts, schema, partitioning, the own MERGE's
+        refusals), then ``run(table, txns, info)``, which plans, has the executors write, and commits;
+        it returns the new version, None when another writer won the version (the loop checks the
+        offsets again), or :data:`NOTHING` when no row changes (the offsets alone are committed). ``schema``: the table's Arrow schema
         (:func:`table_schema`)."""
         self.check_conditional_put()
         txns = self._transactions(ranges)
@@ -230,7 +231,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
             table = self._table_to_merge_into(schema, partition_by, table_properties)
             if table is None:
                 continue
-            refuse_own_unmergeable(self.table_path, table, 1, row_tracking=True)
+            refuse_own_unmergeable(self.table_path, table, scd_type, row_tracking=True)
             self._refuse_conflicts(table, ranges)
             merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
             self.check_partition_columns(partition_by, table)

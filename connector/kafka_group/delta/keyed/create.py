@@ -69,8 +69,8 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], spec: Keye
     plain = driver_only(spec)
     if given.get(_RT, "false").lower() == "true" and (plain is not None or given.get(_DV, "true").lower() != "true"):
         raise ConfigError(f"DeltaSink(table_properties={{'{_RT}': 'true'}}): the keyed sink writes row tracking on "
-                          "SCD type 1 tables with deletion vectors only (the MERGE as Spark tasks); leave "
-                          f"'{_DV}' at 'true', stored_as_scd_type at 1, ignore_null_updates and apply_as_truncates "
+                          "tables with deletion vectors only (the MERGE as Spark tasks); leave "
+                          f"'{_DV}' at 'true', ignore_null_updates (SCD type 1) and apply_as_truncates "
                           "out, or leave row tracking out")
     if plain is not None:
         if given.get(_DV, "false").lower() == "true":
@@ -81,15 +81,15 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], spec: Keye
 
 
 #: What each :func:`driver_only` parameter makes the sink write, for its refusals.
-_WHAT = {"stored_as_scd_type=2": "SCD type 2", "ignore_null_updates=True": "ignore_null_updates",
-         "apply_as_truncates": "truncates"}
+_WHAT = {"ignore_null_updates=True": "ignore_null_updates", "apply_as_truncates": "truncates"}
 
 
 def driver_only(spec: KeyedSpec) -> Optional[str]:
     """The parameter of ``spec`` that only the driver's MERGE (a table without deletion vectors) applies,
-    such as ``stored_as_scd_type=2``, or None."""
+    such as SCD type 1's ``ignore_null_updates=True``, or None (SCD type 2 applies its own on the tasks
+    path too)."""
     if spec.scd_type != 1:
-        return "stored_as_scd_type=2"
+        return None
     if spec.ignore_null_updates:
         return "ignore_null_updates=True"
     if spec.apply_as_truncates:

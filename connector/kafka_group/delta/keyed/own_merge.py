@@ -37,8 +37,9 @@ Column mapping (``name`` and ``id``, top-level primitive columns): the target's 
 the new files written under the physical names (with field ids), partition values and statistics
 keyed by them (:mod:`kafka_group.delta.rules.column_mapping`, as the append path writes them).
 
-Refused here (:func:`own_merge_refusal`, with the reason): SCD2, row tracking (but on the MERGE as
-Spark tasks, :mod:`kafka_group.delta.keyed.task_merge`, which keeps updated rows' ids), column mapping with
+Refused here (:func:`own_merge_refusal`, with the reason): SCD2 and row tracking (but on the MERGE as
+Spark tasks, :mod:`kafka_group.delta.keyed.task_merge` and :mod:`kafka_group.delta.keyed.scd2_tasks`, which
+write SCD2 and keep updated rows' ids), column mapping with
 nested columns, the change data feed enabled, legacy invariants at any depth (nested fields'
 included: :func:`invariant_columns`), and any feature outside
 :data:`_OWN_MERGE_FEATURES`.
@@ -91,7 +92,7 @@ def needs_own_merge(table: Any) -> bool:
 
 def own_merge_refusal(table: Any, scd_type: int, *, row_tracking: bool = False) -> Optional[str]:
     """Why this module may not merge into ``table`` (None: it may). ``row_tracking``: the MERGE as Spark
-    tasks, which keeps updated rows' ids (:func:`row_tracking_columns`), asks."""
+    tasks, which keeps updated rows' ids (:func:`row_tracking_columns`) and writes SCD2 too, asks."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
@@ -101,7 +102,7 @@ def own_merge_refusal(table: Any, scd_type: int, *, row_tracking: bool = False) 
         problems.append("row tracking without its materialized column names in the table's properties")
     if row_tracking and "rowTracking" in features and "columnMapping" in features:
         problems.append("row tracking with column mapping (together not written yet)")
-    if scd_type != 1:
+    if scd_type != 1 and not row_tracking:
         problems.append("stored_as_scd_type=2 (the own MERGE applies SCD1 only so far)")
     if str(config.get("delta.columnMapping.mode", "none")).lower() != "none" and any(
             type(f.type).__name__ != "PrimitiveType" for f in table.schema().fields):

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
+from kafka_group.delta.keyed.file_deletes import file_deletion_vector, matches_by_file
 from kafka_group.delta.keyed.key_rows import maximum_may_be_cut
 from kafka_group.delta.keyed.own_plan import read_file
-from kafka_group.delta.log.commit import put_if_absent
-from kafka_group.delta.log.deletion_vectors import DeletionVector, dv_file_bytes, new_file_descriptor, read_deleted_rows
-from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
+from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
 from kafka_group.delta.log.live_adds import live_adds
 from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.storage.table_location import table_filesystem
@@ -110,15 +109,17 @@ def candidate_files(table: Any, fs: Any, keys: Sequence[str], bounds: Mapping[st
 
 def key_scanner(table_path: str, table_uri: str, storage_options: Mapping[str, str], schema: Any,
                 keys: Sequence[str], out_schema: Any, mapping: Optional[ColumnMapping],
-                row_id_column: Optional[str] = None) -> Callable[[Iterator[Any]], Iterator[Any]]:
+                row_id_column: Optional[str] = None, *,
+                with_sequence: bool = True) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of the scan: rows ``(file_id, path, add)`` in (one per candidate
     file), ``(FILE_ID, POSITION, keys..., TARGET_SEQ)`` out (``out_schema``), one row per live row;
-    with ``row_id_column`` (the table's materialized row id column: row tracking) also :data:`ROW_ID`.
+    with ``row_id_column`` (the table's materialized row id column: row tracking) also :data:`ROW_ID`;
+    without ``with_sequence`` (an SCD2 table has no ``__SEQUENCE``) no ``TARGET_SEQ``.
 
     ``schema``: the table's Arrow schema (a tombstones' table has ``__SEQUENCE`` too). Caller: Spark
     tasks (the closure is pickled, storage options included; never logged)."""
     options = dict(storage_options)
-    wanted = list(keys) + [SEQUENCE_COLUMN]
+    wanted = list(keys) + ([SEQUENCE_COLUMN] if with_sequence else [])
 
     def scan(batches: Iterator[Any]) -> Iterator[Any]:
         import numpy as np
@@ -137,7 +138,7 @@ def key_scanner(table_path: str, table_uri: str, storage_options: Mapping[str, s
                 positions = pa.array(np.arange(physical, dtype=np.int64))
                 columns = [pa.repeat(pa.scalar(file_id, pa.int64()), physical), positions]
                 columns += [rows.column(c) for c in wanted]
-                names = [FILE_ID, POSITION] + list(keys) + [TARGET_SEQ]
+                names = [FILE_ID, POSITION] + list(keys) + ([TARGET_SEQ] if with_sequence else [])
                 if row_id_column is not None:
                     columns.append(_row_ids(fs, path, row_id_column, add, positions))
                     names.append(ROW_ID)
@@ -164,15 +165,9 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
-        parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-        if not parts:
-            return
-        matches = pa.concat_tables(parts)
         fs = table_filesystem(table_path, options)
-        for file_id in pc.unique(matches.column(FILE_ID)).to_pylist():
-            mine = matches.filter(pc.equal(matches.column(FILE_ID), file_id))
+        for file_id, mine in matches_by_file(batches, FILE_ID):
             fired = pc.fill_null(pc.greater_equal(mine.column(SEQ), mine.column(TARGET_SEQ)), True)
             blocked = mine.filter(pc.invert(fired))
             if blocked.num_rows:
@@ -185,24 +180,10 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
             if hit.num_rows == 0:
                 continue
             path, dv_json, num_records = files[file_id]
-            if num_records is None:
-                with fs.open_input_file(path) as handle:
-                    num_records = pq.ParquetFile(handle).metadata.num_rows
-            old = read_deleted_rows(DeletionVector.of(dv_json), fs, table_uri, num_records=num_records)
-            rows = union_rows(old, hit.column(POSITION).to_numpy())
             deletes = int(pc.sum(pc.cast(hit.column(DELETE_COLUMN), pa.int64())).as_py() or 0)
             counts = {"kind": "file", FILE_ID: file_id, "deleted": deletes, "updated": hit.num_rows - deletes}
-            if len(rows) >= num_records:
-                yield _row(out_schema, {**counts, "all_deleted": True})
-                continue
-            bitmap = serialize_bitmap(rows)
-            dv = new_file_descriptor(uuid.uuid4(), bitmap, len(rows))
-            body = dv_file_bytes(bitmap)
-            if not put_if_absent(table_path, options, dv.relative_path(), body):
-                raise OffsetStoreError(f"the deletion vector file {dv.relative_path()} exists already (a UUID "
-                                       "collision); nothing was committed, the next attempt names another")
-            yield _row(out_schema, {**counts, "all_deleted": False, "dv": json.dumps(dv.to_json()),
-                                    "dv_path": dv.relative_path(), "dv_size": len(body)})
+            yield _row(out_schema, {**counts, **file_deletion_vector(fs, table_path, table_uri, options, path, dv_json,
+                                                                     num_records, hit.column(POSITION).to_numpy())})
 
     return write
 
