@@ -177,3 +177,53 @@ def test_scd2_tasks_with_ignore_null_updates_equal_the_drivers_merge(
     assert sum(1 for r in tasks if r[1] is None) < sum(1 for e in rounds for _, _, v in e if v and v["v"] is None)
     assert _deletion_vectors_added_by_the_sink(tmp_path / "tasks") > 0
     assert _deletion_vectors_added_by_the_sink(tmp_path / "driver") == 0
+
+
+def test_scd2_into_a_delta_spark_table_keeps_the_row_ids_of_the_versions_it_rewrites(
+    spark: SparkSession, tmp_path: pathlib.Path
+) -> None:
+    """A table delta-spark created (deletion vectors, row tracking) and filled (no materialized row ids in
+    its files), one of its keys deleted by delta-spark's DELETE (a deletion vector); one SCD2 batch landed
+    by the sink: a later event closes a version, a late one splits one, a delete closes one, a key delta-spark
+    deleted and a new key start again. Every version is as expected; rewritten versions keep their ids and
+    take the batch's commit version, untouched ones keep both, new ones get fresh ids."""
+    from kafka_group.delta.keyed.change_rules import KeyedSpec
+    from kafka_group.delta.keyed.commit import KeyedOffsetStore
+    from kafka_group.delta.keyed.create import created_properties
+    from kafka_group.delta.keyed.tombstones import Tombstones
+    from pyspark_kafka_group.sink.landing import land_changes
+
+    table = tmp_path / "t"
+    spark.sql(f"CREATE TABLE delta.`{table}` (id STRING, v BIGINT, __START_AT BIGINT, __END_AT BIGINT) USING DELTA "
+              "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.enableRowTracking' = 'true')")
+    history = [(f"id{i}", i, 0, 10) for i in range(20)] + [(f"id{i}", 100 + i, 10, None) for i in range(20)]
+    spark.createDataFrame(history, "id string, v long, __START_AT long, __END_AT long").coalesce(2).write.format(
+        "delta").mode("append").save(str(table))
+    spark.sql(f"DELETE FROM delta.`{table}` WHERE id = 'id19'")
+    before = _tracked(spark, table)
+    assert len(before) == 38
+
+    spec = KeyedSpec.build(["id"], "seq", "op = 'd'", None, ["op", "offset", "seq"], 2)
+    events = [("id0", 200, 20, "u"), ("id1", 105, 5, "u"), ("id2", None, 15, "d"), ("id19", 119, 30, "u"),
+              ("id50", 50, 1, "u")]
+    batch = spark.createDataFrame([(k, v, s, op, 1000 + n) for n, (k, v, s, op) in enumerate(events)],
+                                  "id string, v long, seq long, op string, offset long")
+    tombstones = Tombstones(str(table), {}, spec, 3600.0)
+    land_changes(batch, 0, [], KeyedOffsetStore(str(table), "scd2-row-tracking", {}), spec, transform=None,
+                 partition_by=None, tombstones_of=lambda _path, _spec: tombstones,
+                 table_properties=created_properties(None, spec))
+    merge = max(int(h["version"]) for h in spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect()
+                if h["operation"] == "MERGE")
+    after = _tracked(spark, table)
+
+    rewritten = {("id0", 10): (100, 20), ("id1", 0): (1, 5), ("id2", 10): (102, 15)}
+    new = {("id0", 20): (200, None), ("id1", 5): (105, 10), ("id19", 30): (119, None), ("id50", 1): (50, None)}
+    assert set(after) == set(before) | set(new)
+    for key, (v, end, row_id, committed) in after.items():
+        if key in rewritten:
+            assert (v, end, row_id, committed) == (*rewritten[key], before[key][2], merge), key
+        elif key in new:
+            assert (v, end) == new[key] and row_id not in {r[2] for r in before.values()} and committed == merge, key
+        else:
+            assert (v, end, row_id, committed) == before[key], key
+    assert len({r[2] for r in after.values()}) == len(after)

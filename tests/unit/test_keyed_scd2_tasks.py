@@ -132,7 +132,7 @@ def test_the_row_reader_and_the_positions_writer_on_a_delta_spark_table(tmp_path
 
     result_schema = pa.schema([(name, {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_()}[kind])
                                for name, kind in DV_RESULT_COLUMNS])
-    dvs = {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records()) for f in files}
+    dvs = {f.file_id: (f.path, f.add, f.num_records()) for f in files}
     writer = positions_dv_writer(str(table), dt.table_uri, {}, dvs, result_schema)
     done = pa.Table.from_batches(list(writer(iter([wanted]))), schema=result_schema).to_pylist()
     assert len(done) == 1 and done[0]["deleted"] == 2 and not done[0]["all_deleted"]

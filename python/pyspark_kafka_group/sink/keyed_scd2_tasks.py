@@ -178,7 +178,7 @@ class _Scd2TaskMerge:
             by_id = {f.file_id: f for f in files}
             if files:
                 writer = positions_dv_writer(path, table.table_uri, self.options,
-                                             {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records())
+                                             {f.file_id: (f.path, f.add, f.num_records())
                                               for f in files}, _arrow(_struct(DV_RESULT_COLUMNS)))
                 file_rows = results.where(F.col(KIND) == "delete").select(FILE_ID, POSITION).repartition(
                     F.col(FILE_ID)).mapInArrow(writer, _struct(DV_RESULT_COLUMNS)).collect()

@@ -1,8 +1,8 @@
 """Positions to delete per file -> the file's new deletion vector, written by a Spark task.
 
-The one step every keyed MERGE as Spark tasks ends with on a table with deletion vectors: SCD1's
-(:func:`~kafka_group.delta.keyed.task_merge.dv_writer`, whose rows fire by sequence) and SCD2's
-(:mod:`kafka_group.delta.keyed.scd2_tasks`, whose rows are chosen per key). Given a touched file and
+The step SCD2's MERGE as Spark tasks (:mod:`kafka_group.delta.keyed.scd2_tasks`, whose rows are chosen
+per key) ends with on a table with deletion vectors, as SCD1's
+(:func:`~kafka_group.delta.keyed.task_merge.dv_writer`, whose rows fire by sequence). Given a touched file and
 the physical positions of the rows the MERGE deletes there, :func:`file_deletion_vector` unites them
 with the file's old deletion vector (PROTOCOL.md, "Deletion Vectors"), writes the new vector in a file
 of its own (``put_if_absent``: never another's), and says what the driver commits: a re-``add`` with
@@ -50,12 +50,12 @@ def matches_by_file(batches: Iterator[Any], column: str) -> Iterator[Tuple[int, 
 
 
 def file_deletion_vector(fs: Any, table_path: str, table_uri: str, storage_options: Mapping[str, str], path: str,
-                         dv_json: Optional[Dict[str, Any]], num_records: Optional[int], positions: Any) -> Dict[str, Any]:
+                         add: Mapping[str, Any], num_records: Optional[int], positions: Any) -> Dict[str, Any]:
     """The new deletion vector of the file at ``path`` (relative to the table) once the rows at
     ``positions`` (physical, numpy ``int64``) are deleted too, written to the table's folder.
 
-    ``dv_json``: the file's current descriptor (None: no deletion vector); ``num_records``: its physical
-    row count (None: read from its Parquet footer). Returns ``all_deleted`` (every row is then deleted:
+    ``add``: the file's live ``add`` action (its current deletion vector, if any); ``num_records``: its
+    physical row count (None: read from its Parquet footer). Returns ``all_deleted`` (every row is then deleted:
     the file is removed, no vector written) and else ``dv`` (the new descriptor's JSON), ``dv_path`` and
     ``dv_size`` (the file written, for the driver to delete if the commit is lost).
     """
@@ -64,7 +64,7 @@ def file_deletion_vector(fs: Any, table_path: str, table_uri: str, storage_optio
     if num_records is None:
         with fs.open_input_file(path) as handle:
             num_records = int(pq.ParquetFile(handle).metadata.num_rows)
-    old = read_deleted_rows(DeletionVector.of(dv_json), fs, table_uri, num_records=num_records)
+    old = read_deleted_rows(DeletionVector.of(add.get("deletionVector")), fs, table_uri, num_records=num_records)
     rows = union_rows(old, positions)
     if len(rows) >= num_records:
         return {"all_deleted": True}
@@ -81,12 +81,12 @@ def file_deletion_vector(fs: Any, table_path: str, table_uri: str, storage_optio
 
 
 def positions_dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str],
-                        files: Mapping[int, Tuple[str, Optional[Dict[str, Any]], Optional[int]]],
+                        files: Mapping[int, Tuple[str, Mapping[str, Any], Optional[int]]],
                         out_schema: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: rows ``(FILE_ID, POSITION)`` in (every row of a file in one task:
     repartition by file), one :data:`DV_RESULT_COLUMNS` row per touched file out (``out_schema``).
 
-    ``files``: file id -> (path, its deletion vector descriptor or None, its row count or None)."""
+    ``files``: file id -> (path, its live ``add``, its row count or None)."""
     options = dict(storage_options)
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
@@ -95,8 +95,8 @@ def positions_dv_writer(table_path: str, table_uri: str, storage_options: Mappin
         fs = table_filesystem(table_path, options)
         for file_id, mine in matches_by_file(batches, _FILE_ID):
             positions = union_rows(mine.column(1).to_numpy())
-            path, dv_json, num_records = files[file_id]
-            done = file_deletion_vector(fs, table_path, table_uri, options, path, dv_json, num_records, positions)
+            path, add, num_records = files[file_id]
+            done = file_deletion_vector(fs, table_path, table_uri, options, path, add, num_records, positions)
             values = {_FILE_ID: file_id, "deleted": len(positions), **done}
             yield pa.RecordBatch.from_pydict({f.name: [values.get(f.name)] for f in out_schema}, schema=out_schema)
 

@@ -21,7 +21,8 @@ falls in early. The result does not depend on where batches are cut (docs/cdc.md
 an in-place update or a filled NULL of an earlier batch hid an event that a late event would have
 ordered differently: the table keeps versions, not every event.
 
-Caller: :class:`~kafka_group.delta.keyed.commit.KeyedOffsetStore` on the driver (SCD type 2's MERGE source).
+Callers: :class:`~kafka_group.delta.keyed.commit.KeyedOffsetStore` on the driver (SCD type 2's MERGE source),
+and Spark tasks (:mod:`kafka_group.delta.keyed.scd2_tasks`: the MERGE as Spark tasks, one key at a time).
 """
 
 from __future__ import annotations

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
-from kafka_group.delta.keyed.file_deletes import file_deletion_vector, matches_by_file
 from kafka_group.delta.keyed.key_rows import maximum_may_be_cut
 from kafka_group.delta.keyed.own_plan import read_file
-from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
+from kafka_group.delta.log.commit import put_if_absent
+from kafka_group.delta.log.deletion_vectors import DeletionVector, dv_file_bytes, new_file_descriptor, read_deleted_rows
+from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
 from kafka_group.delta.log.live_adds import live_adds
 from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.storage.table_location import table_filesystem
@@ -165,9 +166,15 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
+        import pyarrow.parquet as pq
 
+        parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if not parts:
+            return
+        matches = pa.concat_tables(parts)
         fs = table_filesystem(table_path, options)
-        for file_id, mine in matches_by_file(batches, FILE_ID):
+        for file_id in pc.unique(matches.column(FILE_ID)).to_pylist():
+            mine = matches.filter(pc.equal(matches.column(FILE_ID), file_id))
             fired = pc.fill_null(pc.greater_equal(mine.column(SEQ), mine.column(TARGET_SEQ)), True)
             blocked = mine.filter(pc.invert(fired))
             if blocked.num_rows:
@@ -180,10 +187,24 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
             if hit.num_rows == 0:
                 continue
             path, dv_json, num_records = files[file_id]
+            if num_records is None:
+                with fs.open_input_file(path) as handle:
+                    num_records = pq.ParquetFile(handle).metadata.num_rows
+            old = read_deleted_rows(DeletionVector.of(dv_json), fs, table_uri, num_records=num_records)
+            rows = union_rows(old, hit.column(POSITION).to_numpy())
             deletes = int(pc.sum(pc.cast(hit.column(DELETE_COLUMN), pa.int64())).as_py() or 0)
             counts = {"kind": "file", FILE_ID: file_id, "deleted": deletes, "updated": hit.num_rows - deletes}
-            yield _row(out_schema, {**counts, **file_deletion_vector(fs, table_path, table_uri, options, path, dv_json,
-                                                                     num_records, hit.column(POSITION).to_numpy())})
+            if len(rows) >= num_records:
+                yield _row(out_schema, {**counts, "all_deleted": True})
+                continue
+            bitmap = serialize_bitmap(rows)
+            dv = new_file_descriptor(uuid.uuid4(), bitmap, len(rows))
+            body = dv_file_bytes(bitmap)
+            if not put_if_absent(table_path, options, dv.relative_path(), body):
+                raise OffsetStoreError(f"the deletion vector file {dv.relative_path()} exists already (a UUID "
+                                       "collision); nothing was committed, the next attempt names another")
+            yield _row(out_schema, {**counts, "all_deleted": False, "dv": json.dumps(dv.to_json()),
+                                    "dv_path": dv.relative_path(), "dv_size": len(body)})
 
     return write
 
