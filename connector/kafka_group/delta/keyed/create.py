@@ -51,8 +51,7 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], spec: Keye
     """``DeltaSink(table_properties=...)`` checked, over :data:`DEFAULT_KEYED_PROPERTIES`.
 
     Tables for what only the driver's MERGE writes get no deletion vectors by default, and asking for
-    them there is refused: SCD type 2, ``ignore_null_updates`` and ``apply_as_truncates`` (see
-    :func:`driver_only`).
+    them there is refused: SCD type 2 (see :func:`driver_only`).
     """
     if table_properties is not None and not isinstance(table_properties, Mapping):
         raise ConfigError("DeltaSink(table_properties=...) takes a dict of Delta table properties, such as "
@@ -70,8 +69,7 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], spec: Keye
     if given.get(_RT, "false").lower() == "true" and (plain is not None or given.get(_DV, "true").lower() != "true"):
         raise ConfigError(f"DeltaSink(table_properties={{'{_RT}': 'true'}}): the keyed sink writes row tracking on "
                           "SCD type 1 tables with deletion vectors only (the MERGE as Spark tasks); leave "
-                          f"'{_DV}' at 'true', stored_as_scd_type at 1, ignore_null_updates and apply_as_truncates "
-                          "out, or leave row tracking out")
+                          f"'{_DV}' at 'true' and stored_as_scd_type at 1, or leave row tracking out")
     if plain is not None:
         if given.get(_DV, "false").lower() == "true":
             raise ConfigError(f"DeltaSink({plain}, table_properties={{'{_DV}': 'true'}}): the keyed sink writes "
@@ -81,8 +79,7 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], spec: Keye
 
 
 #: What each :func:`driver_only` parameter makes the sink write, for its refusals.
-_WHAT = {"stored_as_scd_type=2": "SCD type 2", "ignore_null_updates=True": "ignore_null_updates",
-         "apply_as_truncates": "truncates"}
+_WHAT = {"stored_as_scd_type=2": "SCD type 2"}
 
 
 def driver_only(spec: KeyedSpec) -> Optional[str]:
@@ -90,10 +87,6 @@ def driver_only(spec: KeyedSpec) -> Optional[str]:
     such as ``stored_as_scd_type=2``, or None."""
     if spec.scd_type != 1:
         return "stored_as_scd_type=2"
-    if spec.ignore_null_updates:
-        return "ignore_null_updates=True"
-    if spec.apply_as_truncates:
-        return "apply_as_truncates"
     return None
 
 
