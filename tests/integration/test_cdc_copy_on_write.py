@@ -8,17 +8,15 @@ these batches took before), a plain one (copy-on-write by the executors), one wi
 (new deletion vectors), and one whose deletion vectors delta-spark wrote and then disabled
 (copy-on-write of files with a deletion vector). delta-spark deletes rows of each between the rounds.
 All four must hold the same rows after each round, read by delta-spark (and by delta-rs), with every
-offset once; the copy-on-write tables get no deletion vector from the sink.
+offset once; the copy-on-write tables get no deletion vector from the sink. (A SIGKILL before a
+copy-on-write commit: tests/integration/test_cdc_deletion_vectors.py.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import random
-import signal
-import subprocess
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -26,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from pyspark_kafka_group import DeltaSink
 from tests.cdc_support import Event, produce_events, spark_rows, table_rows
-from tests.support import REPO, Cluster, MakeTopic, delta_query_command, delta_source, land_available_now
+from tests.support import Cluster, MakeTopic, delta_source, land_available_now
 from tests.support import table_positions, unique_name
 
 pytestmark = pytest.mark.integration
@@ -130,30 +128,3 @@ def test_scd1_as_tasks_with_and_without_deletion_vectors_equals_the_driver_merge
     for name, path in paths.items():
         assert table_positions(path, groups[name], topic, 1) == {0: events}
 
-
-def test_killed_before_a_copy_on_write_commit_lands_each_change_once(
-    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
-) -> None:
-    """On a table without deletion vectors: SIGKILL the query after the executors rewrote the touched
-    files and wrote the new rows, before the commit (the second batch, so files of the first are
-    rewritten); the rerun lands each change once, read by delta-spark."""
-    from tests.cdc_support import random_events, scd1_oracle
-
-    rng = random.Random(2727)
-    topic, group, table, checkpoint = make_topic(2), unique_name("group"), tmp_path / "table", tmp_path / "chk"
-    spark.sql(f"CREATE TABLE delta.`{table}` (id STRING, v BIGINT, __SEQUENCE BIGINT) USING DELTA "
-              "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
-    events = [e for e in random_events(rng, 60, 80, 2) if e[2] is not None]  # the child orders by 'seq'
-    produce_events(kafka.bootstrap_servers, topic, events)
-    command = delta_query_command(kafka.bootstrap_servers, topic, group, table, checkpoint, "--available-now",
-                                  "--max-offsets", "40", "--keyed", "1")
-    env = {**os.environ, "KAFKA_GROUP_FAULT_POINT": "delta.own_merge_written", "KAFKA_GROUP_FAULT_HIT": "2"}
-    killed = subprocess.run(command, cwd=REPO, env=env, start_new_session=True, capture_output=True, timeout=300)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-3000:]
-    result = subprocess.run(command, cwd=REPO, start_new_session=True, capture_output=True, timeout=300)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
-    want = sorted(((k, v) for k, (v, _) in scd1_oracle([events], by_offset=False).items()), key=repr)
-    assert [r[:2] for r in spark_rows(spark, table, ["id", "v", "__SEQUENCE"])] == want
-    assert _sink_commits(table) and not any(a["add"].get("deletionVector") for c in _sink_commits(table)
-                                            for a in c if "add" in a)
-    assert table_positions(table, group, topic, 2) == {p: sum(1 for e in events if e[0] == p) for p in range(2)}
