@@ -101,3 +101,20 @@ def test_which_tables_the_merge_as_tasks_takes(tmp_path: pathlib.Path) -> None:
     DeltaTable.create(str(feed), schema, configuration={"delta.enableChangeDataFeed": "true"})
     assert "change data feed" in (task_merge_refusal(DeltaTable(str(feed)), str(feed)) or "")
     assert "'abfss://'" in (task_merge_refusal(DeltaTable(str(plain)), "abfss://c@a.dfs.core.windows.net/t") or "")
+
+
+def test_copy_on_write_keeps_a_files_partition_values(tmp_path: pathlib.Path) -> None:
+    from deltalake import write_deltalake
+
+    table = tmp_path / "parted"
+    write_deltalake(str(table), pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "p": ["a", "a", "b", "b"],
+                                          "__SEQUENCE": pa.array([1, 1, 1, 1], pa.int64())}), partition_by=["p"])
+    dt = DeltaTable(str(table))
+    fs = table_filesystem(str(table), {})
+    dropper = RowDropper.of(dt, str(table), {}, 3)
+    assert not dropper.with_dvs and dropper.partition_by == ("p",)
+    f = next(c for c in candidate_files(dt, fs, ["id"], {}) if c.add["partitionValues"] == {"p": "b"})
+    result = dropper.drop(fs, f.path, f.add, 2, np.array([0], dtype=np.int64))
+    [written] = json.loads(result["rewritten"])
+    assert written["partition_values"] == {"p": "b"} and written["num_records"] == 1
+    assert "p" not in pq.read_table(table / written["path"]).column_names  # as appends write it: in the path
