@@ -206,7 +206,9 @@ class _TaskMerge:
                 upserts = changes.where(~F.col(DELETE_COLUMN))
                 if tracked is not None:
                     upserts = upserts.withColumn(ROW_ID, F.lit(None).cast("long"))
-            columns = written_columns(table_arrow, self.stored, old, self.ignore_null_updates)
+            # no live file to join (a new table, a truncate): no row is replaced, nothing is kept
+            columns = written_columns(table_arrow, self.stored, old if results is not None else [],
+                                      self.ignore_null_updates)
             written_schema = table_arrow
             if tracked is not None:
                 columns += [F.col(ROW_ID).alias(tracked[0]), F.lit(None).cast("long").alias(tracked[1])]
