@@ -1,13 +1,22 @@
-"""One keyed batch landed by a fresh driver process, which reports its own peak memory.
+"""Keyed batches landed by a fresh driver process, which reports its own peak memory.
 
-    python -m tests.integration.keyed_driver_memory TABLE CHANGES [--driver-merge] [--scd 1|2]
+    python -m tests.integration.keyed_driver_memory TABLE CHANGES [--copy-on-write] [--driver-merge] [--scd 1|2]
 
 A warm-up batch of 1,000 changes lands first (the session, the table, the imports), then one batch of
 CHANGES random-key upserts of ~400 bytes each (keys spread over 10 x CHANGES, into the table the
 warm-up created). The process prints one JSON line: the Python driver's peak RSS (``ru_maxrss`` of
-this process alone: Spark's JVM is a child process, not counted) before and after the measured batch.
-``--driver-merge`` creates the table without deletion vectors (the MERGE on the driver) for contrast;
-``--scd 2`` lands SCD type 2 (every event is the change set) instead of SCD type 1.
+this process alone: Spark's JVM is a child process, not counted) before and after the measured batch,
+and the table's rows then (``rows``, and how many have ``v`` / ``extra`` not NULL, and how many of the
+warm-up's keys are left).
+
+``--copy-on-write``: the table has no deletion vectors, and two measured batches follow the warm-up:
+the first holds a truncate (its first record: the table is emptied, the warm-up's rows gone) and
+CHANGES upserts; the second (``ignore_null_updates=True``) upserts the same keys, every other one with
+``v`` NULL and the others with ``extra`` NULL (but the first record's key, which the truncate dropped):
+every row keeps its ``v`` and ``extra`` or takes the new ones (the replaced rows' values read by the
+executors). ``--driver-merge`` (for contrast) creates the table with the
+change data feed enabled, which only delta-rs's MERGE on the driver writes. ``--scd 2``: the measured
+batch is SCD type 2's (every event is the change set) instead of SCD type 1's.
 """
 
 from __future__ import annotations
@@ -23,9 +32,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("table")
     parser.add_argument("changes", type=int)
+    parser.add_argument("--copy-on-write", action="store_true")
     parser.add_argument("--driver-merge", action="store_true")
     parser.add_argument("--scd", type=int, default=1, choices=(1, 2))
     args = parser.parse_args(argv)
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
 
     from kafka_group.delta.keyed.change_rules import KeyedSpec
     from kafka_group.delta.keyed.commit import KeyedOffsetStore
@@ -35,26 +48,45 @@ def main(argv: Optional[list[str]] = None) -> int:
     from pyspark_kafka_group.sink.landing import land_changes
 
     spark = local_session("keyed-driver-memory", extra_conf={"spark.sql.shuffle.partitions": "8"})
-    spec = KeyedSpec.build(["id"], None, None, None, ["value", "offset"], args.scd)
-    properties = created_properties({"delta.enableDeletionVectors": "false"} if args.driver_merge else None, spec)
+    stores_extra = KeyedSpec.build(["id"], None, None, None, ["value", "offset"], 1, apply_as_truncates="value = 't'")
+    keeps_nulls = KeyedSpec.build(["id"], None, None, None, ["value", "offset"], 1, ignore_null_updates=True)
+    plain = KeyedSpec.build(["id"], None, None, None, ["value", "offset"], args.scd)
+    first = stores_extra if args.copy_on_write else plain
+    properties = created_properties({"delta.enableDeletionVectors": "false"} if args.copy_on_write else None, first)
+    if args.driver_merge:
+        DeltaTable.create(args.table, pa.schema([("id", pa.int64()), ("v", pa.string()), ("extra", pa.string()),
+                                                 ("__SEQUENCE", pa.int64())]),
+                          configuration={"delta.enableChangeDataFeed": "true"})
     store = KeyedOffsetStore(args.table, "memory-group", {})
-    tombstones = Tombstones(args.table, {}, spec, 3600.0)
+    tombstones = Tombstones(args.table, {}, stores_extra, 3600.0)
 
-    def batch(n: int, seed: int) -> Any:
+    def batch(n: int, seed: int, key_seed: int, *, truncate: bool = False, null_every: int = 0) -> Any:
+        v = "repeat(CAST(id AS STRING), 40)"
         return spark.range(n).selectExpr(
-            f"CAST(pmod(xxhash64(id, {seed}), {10 * max(n, args.changes)}) AS BIGINT) AS id",
-            "repeat(CAST(id AS STRING), 40) AS v", "'x' AS value",
+            f"CAST(pmod(xxhash64(id, {key_seed}), {10 * max(n, args.changes)}) AS BIGINT)"
+            + (" - 1000000000000" if key_seed == 0 else "") + " AS id",
+            (f"CASE WHEN pmod(id, {null_every}) = 1 THEN NULL ELSE {v} END AS v" if null_every else f"{v} AS v"),
+            (f"CASE WHEN pmod(id, {null_every}) = 0 AND id > 0 THEN NULL ELSE 'extra-{seed}' END AS extra" if null_every
+             else f"'extra-{seed}' AS extra"), ("CASE WHEN id = 0 THEN 't' ELSE 'x' END" if truncate else "'x'") + " AS value",
             f"id + {seed} * 100000000 AS offset")
 
-    def land(n: int, batch_id: int) -> None:
-        land_changes(batch(n, batch_id + 1), batch_id, [], store, spec, transform=None, partition_by=None,
+    def land(frame: Any, batch_id: int, spec: KeyedSpec) -> None:
+        land_changes(frame, batch_id, [], store, spec, transform=None, partition_by=None,
                      tombstones_of=lambda _path, _spec: tombstones, table_properties=properties)
 
-    land(1000, 0)
+    land(batch(1000, 1, 0), 0, first)  # the warm-up: its keys are negative, apart from the others'
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    land(args.changes, 1)
+    if args.copy_on_write:
+        land(batch(args.changes, 2, 7, truncate=True), 1, stores_extra)
+        land(batch(args.changes, 3, 7, null_every=2), 2, keeps_nulls)
+    else:
+        land(batch(args.changes, 2, 2), 1, plain)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"changes": args.changes, "before_kib": before, "after_kib": after}), flush=True)
+    counts = pa.table(QueryBuilder().register("t", DeltaTable(args.table)).execute(
+        "SELECT count(*) AS n, count(v) AS v, count(extra) AS extra, count(CASE WHEN id < 0 THEN 1 END) AS warm "
+        "FROM t").read_all()).to_pylist()[0]
+    print(json.dumps({"changes": args.changes, "before_kib": before, "after_kib": after, "rows": counts["n"],
+                      "v": counts["v"], "extra": counts["extra"], "warm": counts["warm"]}), flush=True)
     spark.stop()
     return 0
 

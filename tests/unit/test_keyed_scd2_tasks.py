@@ -17,7 +17,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, END_COLUMN, OFFSET, SEQ, START_COLUMN
-from kafka_group.delta.keyed.file_deletes import DV_RESULT_COLUMNS, positions_dv_writer
+from kafka_group.delta.keyed.file_deletes import DROP_RESULT_COLUMNS, positions_writer
+from kafka_group.delta.keyed.task_rewrite import RowDropper
 from kafka_group.delta.keyed.scd2_tasks import KIND, REWRITE, history_placer, row_reader, split_history
 from kafka_group.delta.keyed.scd2_history import place_events
 from kafka_group.delta.keyed.task_merge import FILE_ID, POSITION, ROW_ID, candidate_files
@@ -131,9 +132,9 @@ def test_the_row_reader_and_the_positions_writer_on_a_delta_spark_table(tmp_path
     assert all(r["v"] == str(r["id"]) for r in rows)
 
     result_schema = pa.schema([(name, {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_()}[kind])
-                               for name, kind in DV_RESULT_COLUMNS])
+                               for name, kind in DROP_RESULT_COLUMNS])
     dvs = {f.file_id: (f.path, f.add, f.num_records()) for f in files}
-    writer = positions_dv_writer(str(table), dt.table_uri, {}, dvs, result_schema)
+    writer = positions_writer(RowDropper.of(dt, str(table), {}, 0), dvs, result_schema)
     done = pa.Table.from_batches(list(writer(iter([wanted]))), schema=result_schema).to_pylist()
     assert len(done) == 1 and done[0]["deleted"] == 2 and not done[0]["all_deleted"]
     before = read_deleted_rows(DeletionVector.of(target.add.get("deletionVector")), fs, dt.table_uri,

@@ -19,7 +19,8 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence
 import pytest
 
 from kafka_group.delta.keyed import refusals as keyed_commit
-from kafka_group.delta.keyed.own_merge import _OWN_MERGE_FEATURES, own_merge_refusal
+from kafka_group.delta.keyed.own_merge import _OWN_MERGE_FEATURES, needs_own_merge, own_merge_refusal
+from kafka_group.delta.keyed.task_rewrite import task_merge_refusal
 from kafka_group.delta.log.actions import COMMITTABLE_FEATURES
 from kafka_group.delta.offsets import offsets_table
 from kafka_group.errors import UnsupportedTableFeatureError
@@ -40,6 +41,7 @@ APPENDS_WRITE = "Appends write the features:"
 APPENDS_REFUSE = "Appends refuse the features:"
 DELTA_RS_MERGE_WRITES = "on a table without deletion vectors (delta-rs's MERGE) writes the features:"
 OWN_MERGE_WRITES = "on a table with deletion vectors (the connector's own MERGE) writes the features:"
+TASKS_COPY_ON_WRITE = "Keyed batches into such a table run as Spark tasks (copy-on-write by the executors) with the features:"
 
 
 def limits_section(text: str) -> str:
@@ -93,6 +95,12 @@ def own_merge_refuses(table: _Table) -> bool:
     return own_merge_refusal(table, 1) is not None
 
 
+def tasks_copy_on_write_refuses(table: _Table) -> bool:
+    """Whether an SCD1 batch into ``table`` does not run as copy-on-write Spark tasks (a table with the
+    ``deletionVectors`` feature is not one without deletion vectors: the line above covers it)."""
+    return needs_own_merge(table) or task_merge_refusal(table, "/t") is not None
+
+
 def test_the_universe_holds_every_feature_the_code_names() -> None:
     named = (set(COMMITTABLE_FEATURES) | set(offsets_table._REFUSED_FEATURES) | set(_OWN_MERGE_FEATURES)
              | set(keyed_commit.MERGEABLE_FEATURES) | set(keyed_commit.LISTED_WHEN_UNUSED))
@@ -128,6 +136,7 @@ def test_an_identity_column_is_refused_as_the_limits_say() -> None:
 @pytest.mark.parametrize("label, refuses, base", [
     (DELTA_RS_MERGE_WRITES, delta_rs_merge_refuses, ()),
     (OWN_MERGE_WRITES, own_merge_refuses, ("deletionVectors",)),
+    (TASKS_COPY_ON_WRITE, tasks_copy_on_write_refuses, ()),
 ])
 def test_keyed_mode_writes_exactly_the_features_the_limits_list(label: str, refuses: Any,
                                                                  base: Sequence[str]) -> None:

@@ -51,21 +51,14 @@ from kafka_group.delta.keyed.change_rules import (
     quote,
 )
 from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, table_schema
-from kafka_group.delta.keyed.file_deletes import DV_RESULT_COLUMNS, positions_dv_writer
-from kafka_group.delta.keyed.own_merge import (
-    commit_merge,
-    pa_schema,
-    readd_with_dv,
-    refuse_own_merge,
-    remove_of,
-    row_tracking_columns,
-)
+from kafka_group.delta.keyed.file_deletes import DROP_RESULT_COLUMNS, positions_writer
+from kafka_group.delta.keyed.own_merge import commit_merge, pa_schema, row_tracking_columns
 from kafka_group.delta.keyed.refusals import refuse_null_key_count
 from kafka_group.delta.keyed.scd2_tasks import KIND, REWRITE, history_placer, row_reader
 from kafka_group.delta.keyed.task_merge import FILE_ID, POSITION, ROW_ID, TARGET_SEQ, CandidateFile, candidate_files, key_scanner
+from kafka_group.delta.keyed.task_rewrite import RowDropper, dropped_files, refuse_task_merge
 from kafka_group.delta.keyed.tombstones import Tombstones
 from kafka_group.delta.log.actions import TableState, row_tracking_on
-from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
@@ -143,12 +136,13 @@ class _Scd2TaskMerge:
         from pyspark.sql import functions as F
 
         path = self.store.table_path
-        refuse_own_merge(table, path, row_tracking=True)
+        refuse_task_merge(table, path)
         if self.count == 0:
             return NOTHING
         fs = table_filesystem(path, self.options)
         config = dict(table.metadata().configuration or {})
-        mapping = column_mapping_of(json.loads(table.schema().to_json()), config, path)
+        dropper = RowDropper.of(table, path, self.options, self.batch_id)
+        mapping = dropper.mapping
         table_arrow = pa_schema(table)
         tracked = row_tracking_columns(config) if row_tracking_on(
             TableState(int(table.version()), frozenset(table.protocol().writer_features or []), config)) else None
@@ -177,12 +171,15 @@ class _Scd2TaskMerge:
             file_rows: List[Any] = []
             by_id = {f.file_id: f for f in files}
             if files:
-                writer = positions_dv_writer(path, table.table_uri, self.options,
-                                             {f.file_id: (f.path, f.add, f.num_records())
-                                              for f in files}, _arrow(_struct(DV_RESULT_COLUMNS)))
-                file_rows = results.where(F.col(KIND) == "delete").select(FILE_ID, POSITION).repartition(
-                    F.col(FILE_ID)).mapInArrow(writer, _struct(DV_RESULT_COLUMNS)).collect()
-                written += [DataFile(r["dv_path"], int(r["dv_size"]), 0) for r in file_rows if r["dv_path"]]
+                writer = positions_writer(dropper, {f.file_id: (f.path, f.add, f.num_records()) for f in files},
+                                          _arrow(_struct(DROP_RESULT_COLUMNS)))
+                file_rows = [r.asDict() for r in results.where(F.col(KIND) == "delete").select(
+                    FILE_ID, POSITION).repartition(F.col(FILE_ID)).mapInArrow(
+                    writer, _struct(DROP_RESULT_COLUMNS)).collect()]
+            removes, readds, rewritten_files, tasks_wrote = dropped_files(
+                file_rows, {f.file_id: f.add for f in files}, int(time.time() * 1000), mapping,
+                lambda file_id: _num_records(by_id[file_id], fs))
+            written += tasks_wrote  # deleted below unless the commit lands
             versions = results.where(F.col(KIND) == "write")
             rewritten = versions.where(F.col(REWRITE)).count()
             selected = [F.col(quote(f.name)) for f in table_arrow]
@@ -202,18 +199,12 @@ class _Scd2TaskMerge:
             if not file_rows and not new_files:
                 return NOTHING
             check_not_null(path, table, new_files, None)
-            now_ms = int(time.time() * 1000)
-            removes, readds = [], []
-            for r in file_rows:
-                f = by_id[int(r[FILE_ID])]
-                removes.append(remove_of(f.add, now_ms))
-                if not r["all_deleted"]:
-                    readds.append(readd_with_dv(f.add, json.loads(r["dv"]), _num_records(f, fs)))
             deleted = sum(int(r["deleted"]) for r in file_rows)
             inserted = sum(f.num_records for f in new_files)
             crash_point("delta.before_merge")
-            return commit_merge(table, path, self.options, fs, removes, readds, new_files, written, txns, info=info,
-                                counts=(deleted - rewritten, rewritten, inserted - rewritten), with_dvs=True)
+            return commit_merge(table, path, self.options, fs, removes, readds, rewritten_files + new_files, written,
+                                txns, info=info, counts=(deleted - rewritten, rewritten, inserted - rewritten),
+                                with_dvs=dropper.with_dvs)
         finally:
             if written:
                 delete_files(path, self.options, written)

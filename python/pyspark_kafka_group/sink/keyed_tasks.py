@@ -1,4 +1,4 @@
-"""The keyed sink's SCD1 MERGE as Spark tasks, for tables with deletion vectors (the default for new ones).
+"""The keyed sink's SCD1 MERGE as Spark tasks, with deletion vectors (the default for new tables) or without.
 
 The batch's change set stays a DataFrame (:func:`~pyspark_kafka_group.sink.keyed_changes.change_frame`:
 the latest event per key computed on the executors) and is never collected to the driver. Per commit
@@ -10,14 +10,19 @@ the commit must follow):
 2. the driver lists the target's candidate files from the log (their statistics against the batch's
    key bounds) and ships paths and ``add`` actions, one row per file; the executors read their share
    of the files' key columns and ``__SEQUENCE`` and Spark joins them with the batch's keys;
-3. the matches, repartitioned by file, are turned into new deletion vectors written by the executors
-   (:func:`~kafka_group.delta.keyed.task_merge.dv_writer`), which return one descriptor per touched
-   file and the keys whose row is newer than the change;
-4. the new rows (upserts but those) are written by the executors as append mode writes its files
-   (:func:`~pyspark_kafka_group.sink.sink_files.write_files`);
-5. the driver commits removes, re-adds with the new deletion vectors, the new files and the offsets in
-   one commit (:func:`~kafka_group.delta.keyed.own_merge.commit_merge`), or deletes them if another
-   writer won the version (the next attempt plans again).
+3. the matches, repartitioned by file, go to tasks (:func:`~kafka_group.delta.keyed.task_merge.dv_writer`)
+   that drop the fired rows from each touched file (:class:`~kafka_group.delta.keyed.task_rewrite.RowDropper`:
+   a new deletion vector, or the file rewritten without them where deletion vectors are off) and
+   return one row per touched file, the keys whose row is newer than the change, and with
+   ``ignore_null_updates`` the replaced rows' values (:mod:`~pyspark_kafka_group.sink.keyed_tasks_columns`);
+4. the new rows (upserts but the blocked ones) are written by the executors as append mode writes its
+   files (:func:`~pyspark_kafka_group.sink.sink_files.write_files`);
+5. the driver commits removes, re-adds with the new deletion vectors or the rewritten files, the new
+   files and the offsets in one commit (:func:`~kafka_group.delta.keyed.own_merge.commit_merge`), or
+   deletes them if another writer won the version (the next attempt plans again).
+
+A batch holding a truncate (``apply_as_truncates``: its events after the truncate) skips 2 and 3: every
+live file is removed in the commit.
 
 What the driver holds: one row of the batch's statistics (count, NULL counts, key bounds), the
 candidate files' ``add`` actions (the log's, not the data), one row per touched file, and the
@@ -39,7 +44,7 @@ from kafka_group.delta.files.not_null_check import check_not_null
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec, quote
 from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, table_schema
 from kafka_group.delta.keyed.refusals import refuse_null_key_count
-from kafka_group.delta.keyed.own_merge import commit_merge, readd_with_dv, refuse_own_merge, remove_of, row_tracking_columns
+from kafka_group.delta.keyed.own_merge import commit_merge, remove_of, row_tracking_columns
 from kafka_group.delta.keyed.task_merge import (
     FILE_ID,
     POSITION,
@@ -51,13 +56,21 @@ from kafka_group.delta.keyed.task_merge import (
     dv_writer,
     key_scanner,
 )
+from kafka_group.delta.keyed.task_rewrite import (
+    OLD_PREFIX,
+    RowDropper,
+    dropped_files,
+    kept_columns,
+    live_rows,
+    refuse_task_merge,
+)
 from kafka_group.delta.keyed.tombstones import Tombstones
 from kafka_group.delta.log.actions import TableState, row_tracking_on
-from kafka_group.delta.rules.column_mapping import column_mapping_of
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 from pyspark_kafka_group.sink.keyed_changes import refuse_null_sequences
+from pyspark_kafka_group.sink.keyed_tasks_columns import written_columns
 from pyspark_kafka_group.sink.sink_files import write_files
 
 __all__ = ["merge_as_tasks"]
@@ -75,9 +88,11 @@ _FILES_PER_TASK = 4
 def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequence[OffsetRange],
                    store: KeyedOffsetStore, spec: KeyedSpec, *, partition_by: Sequence[str],
                    storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
-                   metadata: Mapping[str, Any], table_properties: Optional[Mapping[str, str]]) -> None:
+                   metadata: Mapping[str, Any], table_properties: Optional[Mapping[str, str]],
+                   truncate: bool = False) -> None:
     """MERGE ``events`` (:func:`~pyspark_kafka_group.sink.keyed_changes.change_frame`'s SCD1 change set)
-    into ``store``'s table with ``ranges``, in one commit, the work on the executors (module docstring)."""
+    into ``store``'s table with ``ranges``, in one commit, the work on the executors (module docstring).
+    ``truncate``: the batch held a truncate (``events`` are those after it): the table is emptied first."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -92,7 +107,7 @@ def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequen
             aggregates += [F.sum(F.col(quote(k)).isNull().cast("long")).alias(f"null{i}"),
                            F.min(quote(k)).alias(f"min{i}"), F.max(quote(k)).alias(f"max{i}")]
         stats = events.agg(*aggregates).collect()[0]
-        if not ranges and not stats["n"]:
+        if not ranges and not stats["n"] and not truncate:
             return
         for i, k in enumerate(keys):
             refuse_null_key_count(spec, store.table_path, k, int(stats[f"null{i}"] or 0))
@@ -105,7 +120,8 @@ def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequen
         if tombstones is not None and stats["deletes"]:  # before the commit: kafka_group.delta.keyed.tombstones
             deletes = events.where(F.col(DELETE_COLUMN)).select(*[quote(k) for k in keys], SEQ).toArrow()
             tombstones.record(deletes.cast(arrow_subset(arrow, keys + [SEQ])).rename_columns(keys + [SEQUENCE_COLUMN]))
-        plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds, int(stats["n"]))
+        plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds, int(stats["n"]),
+                          truncate)
         store.merge_as_tasks(schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
                              table_properties=table_properties)
     finally:
@@ -124,9 +140,10 @@ class _TaskMerge:
 
     def __init__(self, events: Any, stored: List[str], batch_id: int, store: KeyedOffsetStore, spec: KeyedSpec,
                  storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
-                 bounds: Mapping[str, Tuple[Any, Any]], count: int) -> None:
+                 bounds: Mapping[str, Tuple[Any, Any]], count: int, truncate: bool) -> None:
         self.events, self.stored, self.batch_id, self.store = events, stored, batch_id, store
         self.keys = list(spec.keys)
+        self.ignore_null_updates, self.truncate = spec.ignore_null_updates, truncate
         self.options = dict(storage_options)
         self.tombstones = tombstones
         self.bounds = bounds
@@ -139,46 +156,59 @@ class _TaskMerge:
         from pyspark.sql import functions as F
 
         path = self.store.table_path
-        refuse_own_merge(table, path, row_tracking=True)
-        if self.count == 0:  # no change: the offsets alone (no file read)
+        refuse_task_merge(table, path)
+        if self.count == 0 and not self.truncate:  # no change: the offsets alone (no file read)
             return NOTHING
         changes = self._without_tombstoned(self.events)
         fs = table_filesystem(path, self.options)
-        config = dict(table.metadata().configuration or {})
-        mapping = column_mapping_of(json.loads(table.schema().to_json()), config, path)
-        files = candidate_files(table, fs, self.keys, self.bounds)
+        dropper = RowDropper.of(table, path, self.options, self.batch_id)
+        # a truncate removes every live file; else the files whose statistics may hold a changed key
+        files = candidate_files(table, fs, self.keys, {} if self.truncate else self.bounds)
         table_arrow = _pa_schema(table)
+        old = [] if self.truncate else kept_columns(table_arrow, self.stored, self.keys, self.ignore_null_updates)
         # Row tracking: updated rows keep their ids, written in the materialized column; their commit version
         # column is NULL, so they read the new file's defaultRowCommitVersion (PROTOCOL.md, "Row Tracking").
+        config = dict(table.metadata().configuration or {})
         tracked = row_tracking_columns(config) if row_tracking_on(
             TableState(int(table.version()), frozenset(table.protocol().writer_features or []), config)) else None
-        results = None
+        results: Any = None
         file_rows: List[Any] = []
         written: List[DataFile] = []
         try:
-            if files:
-                matched = self._scan(path, table.table_uri, table_arrow, mapping, files,
+            if files and not self.truncate:
+                matched = self._scan(path, table.table_uri, table_arrow, dropper.mapping, files,
                                      None if tracked is None else tracked[0]).hint(_JOIN).join(
                     changes.select(*[quote(k) for k in self.keys], SEQ, DELETE_COLUMN), on=self.keys, how="inner")
+                result_schema = self._result_schema(table_arrow, old)
                 writer = dv_writer(path, table.table_uri, self.options,
                                    {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records()) for f in files},
-                                   self.keys, _arrow(self._result_schema()))
-                results = matched.repartition(F.col(FILE_ID)).mapInArrow(writer, self._result_schema()).persist(
+                                   self.keys, _arrow(result_schema), dropper=dropper,
+                                   adds={f.file_id: f.add for f in files}, old_columns=old)
+                results = matched.repartition(F.col(FILE_ID)).mapInArrow(writer, result_schema).persist(
                     StorageLevel.MEMORY_AND_DISK)
-                file_rows = results.where("kind = 'file'").collect()
-                written += [DataFile(r["dv_path"], int(r["dv_size"]), 0) for r in file_rows if r["dv_path"]]
+                file_rows = [r.asDict() for r in results.where("kind = 'file'").select(
+                    FILE_ID, "dv", "dv_path", "dv_size", "all_deleted", "deleted", "updated", "rewritten").collect()]
+            now_ms = int(time.time() * 1000)
+            by_id = {f.file_id: f for f in files}
+            removes, readds, rewritten, tasks_wrote = dropped_files(
+                file_rows, {f.file_id: f.add for f in files}, now_ms, dropper.mapping,
+                lambda file_id: _num_records(by_id[file_id], fs))
+            written += tasks_wrote  # deleted below unless the commit lands
+            if files and not self.truncate:
                 upserts = changes.where(~F.col(DELETE_COLUMN)).hint(_JOIN).join(
                     results.where("kind = 'blocked'").select(*[quote(k) for k in self.keys]), on=self.keys,
                     how="left_anti")
-                if tracked is not None:
+                if tracked is not None or old:
                     upserts = upserts.hint(_JOIN).join(results.where("kind = 'fired'").select(
-                        *[quote(k) for k in self.keys], ROW_ID), on=self.keys, how="left")
+                        *[quote(k) for k in self.keys], *([ROW_ID] if tracked else []),
+                        *[quote(OLD_PREFIX + c) for c in old]), on=self.keys, how="left")
             else:
                 upserts = changes.where(~F.col(DELETE_COLUMN))
                 if tracked is not None:
                     upserts = upserts.withColumn(ROW_ID, F.lit(None).cast("long"))
-            columns = [F.col(SEQ).alias(SEQUENCE_COLUMN) if f.name == SEQUENCE_COLUMN else F.col(quote(f.name))
-                       for f in table_arrow]
+            # no live file to join (a new table, a truncate): no row is replaced, nothing is kept
+            columns = written_columns(table_arrow, self.stored, old if results is not None else [],
+                                      self.ignore_null_updates)
             written_schema = table_arrow
             if tracked is not None:
                 columns += [F.col(ROW_ID).alias(tracked[0]), F.lit(None).cast("long").alias(tracked[1])]
@@ -188,28 +218,23 @@ class _TaskMerge:
             contract = self.store.write_contract(list(table_arrow.names))
             new_files = write_files(rows, self.batch_id, written_schema, partition_by, self.store, path,
                                     self.options, contract)
-            if mapping is not None:
+            if dropper.mapping is not None:
                 new_files = [DataFile(f.path, f.size, f.num_records, f.stats,
-                                      mapping.physical_partition_values(f.partition_values), f.null_counts)
+                                      dropper.mapping.physical_partition_values(f.partition_values), f.null_counts)
                              for f in new_files]
             written += new_files
-            if not file_rows and not new_files:
+            deleted = sum(int(r["deleted"]) for r in file_rows)
+            if self.truncate:
+                removes = [remove_of(f.add, now_ms) for f in files]
+                deleted = sum(live_rows(f.add) for f in files)
+            if not removes and not new_files:
                 return NOTHING
             check_not_null(path, table, new_files, None)
-            now_ms = int(time.time() * 1000)
-            by_id = {f.file_id: f for f in files}
-            removes, readds = [], []
-            for r in file_rows:
-                f = by_id[int(r[FILE_ID])]
-                removes.append(remove_of(f.add, now_ms))
-                if not r["all_deleted"]:
-                    readds.append(readd_with_dv(f.add, json.loads(r["dv"]), _num_records(f, fs)))
-            deleted = sum(int(r["deleted"]) for r in file_rows)
             updated = sum(int(r["updated"]) for r in file_rows)
             inserted = sum(f.num_records for f in new_files) - updated
             crash_point("delta.before_merge")
-            return commit_merge(table, path, self.options, fs, removes, readds, new_files, written, txns, info=info,
-                                counts=(deleted, updated, inserted), with_dvs=True)
+            return commit_merge(table, path, self.options, fs, removes, readds, rewritten + new_files, written, txns,
+                                info=info, counts=(deleted, updated, inserted), with_dvs=dropper.with_dvs)
         finally:
             if written:
                 delete_files(path, self.options, written)
@@ -252,11 +277,14 @@ class _TaskMerge:
         keep = F.col(TARGET_SEQ).isNull() | (F.col(SEQ) >= F.col(TARGET_SEQ)) | F.col(DELETE_COLUMN)
         return joined.where(keep).drop(TARGET_SEQ)
 
-    def _result_schema(self) -> Any:
+    def _result_schema(self, table_arrow: Any, old: Sequence[str]) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_type
         from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
         return StructType([StructField(name, _parse_datatype_string(kind), True) for name, kind in RESULT_COLUMNS]
-                          + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys])
+                          + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys]
+                          + [StructField(OLD_PREFIX + c, from_arrow_type(table_arrow.field(c).type), True)
+                             for c in old])
 
 
 def _arrow(struct: Any) -> Any:

@@ -9,9 +9,9 @@ Delta commit that holds the data and the new position of every planned partition
   (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`), then the table's small files
   compacted when enough have gathered (:mod:`~pyspark_kafka_group.sink.sink_compaction`, its own commit);
 - :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
-  the tombstones, then one MERGE commit with the offsets: as Spark tasks into a table with
-  deletion vectors (:mod:`~pyspark_kafka_group.sink.keyed_tasks`, SCD2's
-  :mod:`~pyspark_kafka_group.sink.keyed_scd2_tasks`), else on the driver
+  the tombstones, then one MERGE commit with the offsets: as Spark tasks
+  (:mod:`~pyspark_kafka_group.sink.keyed_tasks`, SCD2's :mod:`~pyspark_kafka_group.sink.keyed_scd2_tasks`:
+  deletion vectors, or copy-on-write by the executors), else on the driver
   (:mod:`kafka_group.delta.keyed.commit`).
 
 Caller: the driver, inside ``foreachBatch``, one batch at a time. The ``crash_point`` names are the fault
@@ -93,10 +93,11 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
                  tombstones_of: Callable[[str, KeyedSpec], Tombstones],
                  table_properties: Optional[Mapping[str, str]] = None) -> None:
     """Keyed mode: the batch's change set (computed by Spark) MERGEd into the table with the batch's
-    offsets, in one commit: into a table with deletion vectors (new tables get them unless
-    ``table_properties`` says otherwise) as Spark tasks, the change set never on the driver
-    (SCD1: :mod:`pyspark_kafka_group.sink.keyed_tasks`, SCD2: :mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`);
-    otherwise collected to the driver's memory and MERGEd there (:mod:`kafka_group.delta.keyed.commit`).
+    offsets, in one commit: as Spark tasks, the change set never on the driver
+    (SCD1: :mod:`pyspark_kafka_group.sink.keyed_tasks`, SCD2: :mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`:
+    deletion vectors, or copy-on-write by the executors on a table without them); otherwise (the tables
+    those tasks do not take: :func:`~kafka_group.delta.keyed.task_rewrite.task_merge_refusal`) collected
+    to the driver's memory and MERGEd there (:mod:`kafka_group.delta.keyed.commit`).
 
     ``transform`` is the sink's (the change set applies it after marking each record's Kafka offset and
     tombstone);
@@ -112,14 +113,16 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
     if missing:
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
-    # SCD1's tasks MERGE applies neither a truncate nor ignore_null_updates: such batches go to the driver's
-    # MERGE, which refuses them on a table with deletion vectors (new tables for them get none).
-    scd1_tasks = spec.scd_type == 1 and not frame.truncated and not spec.ignore_null_updates
-    if (scd1_tasks or spec.scd_type == 2) and store.merges_as_tasks(stored, table_properties, spec.scd_type):
-        merge = merge_as_tasks if spec.scd_type == 1 else merge_scd2_as_tasks
-        merge(frame.events, stored, batch_id, ranges, store, spec, partition_by=columns,
-              storage_options=store.storage_options(), tombstones=tombstones,
-              metadata=_commit_metadata(batch_id, ranges), table_properties=table_properties)
+    if store.merges_as_tasks(stored, table_properties, spec.scd_type):
+        if spec.scd_type == 1:
+            merge_as_tasks(frame.events, stored, batch_id, ranges, store, spec, partition_by=columns,
+                           storage_options=store.storage_options(), tombstones=tombstones,
+                           metadata=_commit_metadata(batch_id, ranges), table_properties=table_properties,
+                           truncate=frame.truncated)
+        else:  # SCD2 refuses apply_as_truncates when it is built (KeyedSpec.build)
+            merge_scd2_as_tasks(frame.events, stored, batch_id, ranges, store, spec, partition_by=columns,
+                                storage_options=store.storage_options(), tombstones=tombstones,
+                                metadata=_commit_metadata(batch_id, ranges), table_properties=table_properties)
         crash_point("sink.after_commit")
         tombstones.collect_garbage()
         return

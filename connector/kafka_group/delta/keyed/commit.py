@@ -13,9 +13,12 @@ removed (or any other commit in between) never lands; this store then checks the
 new version and merges again, at most
 :data:`~kafka_group.delta.offsets.offsets_table.COMMIT_ATTEMPTS` times.
 
-:meth:`KeyedOffsetStore.merge_as_tasks` is the same loop for the MERGE as Spark tasks into a table with
-deletion vectors (SCD1: :mod:`pyspark_kafka_group.sink.keyed_tasks`, SCD2:
-:mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`): there the change set is never in the driver's memory.
+:meth:`KeyedOffsetStore.merge_as_tasks` is the same loop for the MERGE as Spark tasks (SCD1:
+:mod:`pyspark_kafka_group.sink.keyed_tasks`, SCD2: :mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`; deletion
+vectors, or copy-on-write by the executors on a table without them): there the change set is never in the
+driver's memory. A batch comes here only for the tables those tasks do not take
+(:func:`~kafka_group.delta.keyed.task_rewrite.task_merge_refusal`: the change data feed enabled, a store the
+connector does not commit to itself, legacy writer versions).
 
 Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
 """
@@ -40,12 +43,13 @@ from kafka_group.delta.keyed.change_rules import (
     scd2_clauses,
 )
 from kafka_group.delta.keyed.create import create_with_deletion_vectors, wants_deletion_vectors
+from kafka_group.delta.keyed.task_rewrite import refuse_task_merge, task_merge_refusal
+from kafka_group.delta.log.commit import own_commit_refusal
 from kafka_group.delta.keyed.scd2_history import group_by_key, place_events
 from kafka_group.delta.keyed.key_rows import rows_of_keys
-from kafka_group.delta.keyed.own_merge import needs_own_merge, own_merge, own_merge_refusal
+from kafka_group.delta.keyed.own_merge import needs_own_merge, own_merge
 from kafka_group.delta.keyed.refusals import (
     refuse_null_keys,
-    refuse_own_parameters,
     refuse_own_unmergeable,
     refuse_unmergeable,
 )
@@ -142,7 +146,6 @@ class KeyedOffsetStore(DeltaOffsetStore):
             own = needs_own_merge(table)
             if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed.own_merge)
                 refuse_own_unmergeable(self.table_path, table, spec.scd_type)
-                refuse_own_parameters(self.table_path, spec, truncate)
             else:
                 refuse_unmergeable(self.table_path, table)
             self._refuse_conflicts(table, ranges)
@@ -202,16 +205,14 @@ class KeyedOffsetStore(DeltaOffsetStore):
 
     def merges_as_tasks(self, stored: Sequence[str], table_properties: Optional[Mapping[str, str]],
                         scd_type: int = 1) -> bool:
-        """Whether a batch of ``stored`` columns goes to :meth:`merge_as_tasks`: the table has deletion
-        vectors (the own MERGE's tables) and, for SCD1, no column the batch does not store but
-        ``__SEQUENCE`` (an update keeps such a column's value: the driver's own MERGE reads it; SCD2's
-        tasks read the key's whole rows), or the first batch creates the table with deletion vectors."""
+        """Whether a batch (SCD type 1 or 2) goes to :meth:`merge_as_tasks`: the table is one the MERGE as
+        Spark tasks takes (:func:`~kafka_group.delta.keyed.task_rewrite.task_merge_refusal`: with deletion
+        vectors, or copy-on-write without), or the first batch creates it where the connector commits itself.
+        ``stored``: the batch's stored columns (a table column it does not store keeps its value)."""
         table = self._load(refresh=True)
         if table is None:
-            return wants_deletion_vectors(dict(table_properties or {}), self.table_path)
-        columns = {f.name for f in table.schema().fields}
-        return (needs_own_merge(table) and own_merge_refusal(table, scd_type, row_tracking=True) is None
-                and (scd_type == 2 or columns <= set(stored) | {SEQUENCE_COLUMN}))
+            return own_commit_refusal(self.table_path) is None
+        return task_merge_refusal(table, self.table_path) is None
 
     def merge_as_tasks(self, schema: Any, ranges: Sequence[OffsetRange],
                        run: Callable[[Any, List[Tuple[str, int]], Dict[str, Any]], Optional[int]], *,
@@ -231,7 +232,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
             table = self._table_to_merge_into(schema, partition_by, table_properties)
             if table is None:
                 continue
-            refuse_own_unmergeable(self.table_path, table, scd_type, row_tracking=True)
+            refuse_task_merge(table, self.table_path)
             self._refuse_conflicts(table, ranges)
             merge_or_raise(self.table_path, table.schema(), schema, "the batch", False)
             self.check_partition_columns(partition_by, table)

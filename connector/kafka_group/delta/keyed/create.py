@@ -12,8 +12,7 @@ else: delta-rs 1.6.6's create would also list ``variantType``; with ``delta.enab
 the ``rowTracking`` and ``domainMetadata`` writer features and the materialized columns' names), written as ``_delta_log/0...0.json``
 if absent, so two queries creating it at once leave one table. Where the connector cannot commit
 itself (:func:`~kafka_group.delta.log.commit.own_commit_refusal`: stores other than local, shared file
-systems and S3), and for SCD type 2 (which the own MERGE does not write yet), delta-rs creates the
-table without deletion vectors.
+systems and S3), delta-rs creates the table without deletion vectors.
 
 Caller: :class:`~kafka_group.delta.keyed.commit.KeyedOffsetStore` on the driver.
 """
@@ -32,7 +31,7 @@ from kafka_group.delta.log.snapshot import commit_path
 from kafka_group.delta.storage.table_location import local_table_path
 from kafka_group.errors import ConfigError
 
-__all__ = ["DEFAULT_KEYED_PROPERTIES", "created_properties", "create_with_deletion_vectors", "driver_only",
+__all__ = ["DEFAULT_KEYED_PROPERTIES", "created_properties", "create_with_deletion_vectors",
            "wants_deletion_vectors"]
 
 _DV = "delta.enableDeletionVectors"
@@ -50,9 +49,8 @@ _SETTABLE = frozenset({
 def created_properties(table_properties: Optional[Mapping[str, Any]], spec: KeyedSpec) -> Dict[str, str]:
     """``DeltaSink(table_properties=...)`` checked, over :data:`DEFAULT_KEYED_PROPERTIES`.
 
-    Tables for what only the driver's MERGE writes get no deletion vectors by default, and asking for
-    them there is refused: SCD type 2, ``ignore_null_updates`` and ``apply_as_truncates`` (see
-    :func:`driver_only`).
+    Every keyed table gets deletion vectors by default, whatever its SCD type and parameters (the MERGE as
+    Spark tasks writes them for all); ``spec`` is the sink's (kept for the callers' signature).
     """
     if table_properties is not None and not isinstance(table_properties, Mapping):
         raise ConfigError("DeltaSink(table_properties=...) takes a dict of Delta table properties, such as "
@@ -66,35 +64,11 @@ def created_properties(table_properties: Optional[Mapping[str, Any]], spec: Keye
     for name in (_DV, _RT):
         if given.get(name, "true").lower() not in ("true", "false"):
             raise ConfigError(f"DeltaSink(table_properties={{'{name}': ...}}) is 'true' or 'false', got {given[name]!r}")
-    plain = driver_only(spec)
-    if given.get(_RT, "false").lower() == "true" and (plain is not None or given.get(_DV, "true").lower() != "true"):
+    if given.get(_RT, "false").lower() == "true" and given.get(_DV, "true").lower() != "true":
         raise ConfigError(f"DeltaSink(table_properties={{'{_RT}': 'true'}}): the keyed sink writes row tracking on "
-                          "tables with deletion vectors only (the MERGE as Spark tasks); leave "
-                          f"'{_DV}' at 'true', ignore_null_updates (SCD type 1) and apply_as_truncates "
-                          "out, or leave row tracking out")
-    if plain is not None:
-        if given.get(_DV, "false").lower() == "true":
-            raise ConfigError(f"DeltaSink({plain}, table_properties={{'{_DV}': 'true'}}): the keyed sink writes "
-                              f"{_WHAT[plain]} into tables without deletion vectors only; leave it out")
-        return {**given, _DV: "false"}
+                          "tables with deletion vectors only (the MERGE as Spark tasks, which copies no row id "
+                          f"when it rewrites a file); leave '{_DV}' at 'true', or leave row tracking out")
     return {**DEFAULT_KEYED_PROPERTIES, **given}
-
-
-#: What each :func:`driver_only` parameter makes the sink write, for its refusals.
-_WHAT = {"ignore_null_updates=True": "ignore_null_updates", "apply_as_truncates": "truncates"}
-
-
-def driver_only(spec: KeyedSpec) -> Optional[str]:
-    """The parameter of ``spec`` that only the driver's MERGE (a table without deletion vectors) applies,
-    such as SCD type 1's ``ignore_null_updates=True``, or None (SCD type 2 applies its own on the tasks
-    path too)."""
-    if spec.scd_type != 1:
-        return None
-    if spec.ignore_null_updates:
-        return "ignore_null_updates=True"
-    if spec.apply_as_truncates:
-        return "apply_as_truncates"
-    return None
 
 
 def wants_deletion_vectors(properties: Mapping[str, str], table_path: str) -> bool:

@@ -1,9 +1,8 @@
 """Why the keyed sink refuses a batch or a table, before anything of the batch is written.
 
 A NULL key (:func:`refuse_null_keys`), a table delta-rs's MERGE could corrupt (:func:`refuse_unmergeable`),
-a table with deletion vectors the connector's own MERGE does not honour yet (:func:`refuse_own_unmergeable`),
-and parameters that MERGE does not apply yet (:func:`refuse_own_parameters`). Each names the reason and the
-fix; docs/exactly-once.md's "Limits" lists them (tests/unit/test_limits_doc.py keeps the two equal).
+and a table with deletion vectors the connector's own MERGE does not honour yet (:func:`refuse_own_unmergeable`).
+Each names the reason and the fix; docs/exactly-once.md's "Limits" lists them (tests/unit/test_limits_doc.py keeps the two equal).
 
 Caller: :class:`~kafka_group.delta.keyed.commit.KeyedOffsetStore` and the sink, on the driver.
 """
@@ -18,7 +17,7 @@ from kafka_group.delta.keyed.own_merge import invariant_columns, own_merge_refus
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
 __all__ = ["LISTED_WHEN_UNUSED", "MERGEABLE_FEATURES", "refuse_null_key_count", "refuse_null_keys",
-           "refuse_own_parameters", "refuse_own_unmergeable", "refuse_unmergeable"]
+           "refuse_own_unmergeable", "refuse_unmergeable"]
 
 
 def refuse_null_keys(changes: Any, spec: KeyedSpec, table_path: str) -> None:
@@ -87,15 +86,3 @@ def refuse_own_unmergeable(table_path: str, table: Any, scd_type: int, *, row_tr
             f"connector's own MERGE writes, and {why}, which that MERGE does not honour yet. Nothing was written and "
             "no offset moved. Land into a new table (the first batch creates one without them), or remove the "
             "feature with delta-spark (ALTER TABLE ... DROP FEATURE)")
-
-
-def refuse_own_parameters(table_path: str, spec: KeyedSpec, truncate: bool) -> None:
-    """Refuse what the own MERGE (a table with deletion vectors) does not apply yet: a truncate, and
-    ``ignore_null_updates``."""
-    why = [w for w, on in (("apply_as_truncates (this batch holds a truncate)", truncate),
-                           ("ignore_null_updates", spec.ignore_null_updates)) if on]
-    if why:
-        raise UnsupportedTableFeatureError(
-            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}': it has deletion vectors, whose "
-            f"MERGE (the connector's own) does not apply {' and '.join(why)} yet. Nothing was written and no offset "
-            "moved. Land into a table without deletion vectors, or leave the parameter out")

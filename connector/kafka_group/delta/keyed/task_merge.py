@@ -11,9 +11,11 @@ with its work on the executors instead of the driver
    honouring the file's deletion vector, column mapping and partition values) and yields
    ``(file, row position, keys, sequence)``; Spark joins those rows with the batch's keys;
 3. the matches, grouped by file, go to :func:`dv_writer`: per file, the rows a change fires on (its
-   sequence at or above the row's, or the row has none) united with the file's old deletion vector,
-   written as a new deletion vector file by the task, which returns its descriptor (one row per
-   touched file), and the keys whose live row is newer than the change ("blocked": not written);
+   sequence at or above the row's, or the row has none) are dropped by the task
+   (:class:`~kafka_group.delta.keyed.task_rewrite.RowDropper`: united with the file's old deletion
+   vector in a new one, or the file rewritten without them where deletion vectors are off), which
+   returns one row per touched file, the keys whose live row is newer than the change ("blocked":
+   not written), and the upserted keys with the old columns they keep ("fired");
 4. the new rows (the batch's upserts but the blocked ones) are written by the executors as the append
    path writes its files, and the driver commits removes, re-adds with the new deletion vectors, the
    new files and the offsets in one commit (:func:`~kafka_group.delta.keyed.own_merge.commit_merge`).
@@ -25,16 +27,14 @@ batch's changes, spread over the tasks), and one file's deletion vector. Nothing
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN
 from kafka_group.delta.keyed.key_rows import maximum_may_be_cut
 from kafka_group.delta.keyed.own_plan import read_file
-from kafka_group.delta.log.commit import put_if_absent
-from kafka_group.delta.log.deletion_vectors import DeletionVector, dv_file_bytes, new_file_descriptor, read_deleted_rows
-from kafka_group.delta.log.dv_bitmap import serialize_bitmap, union_rows
+from kafka_group.delta.keyed.task_rewrite import FILE_ID, OLD_PREFIX, RowDropper
+from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
 from kafka_group.delta.log.live_adds import live_adds
 from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.storage.table_location import table_filesystem
@@ -44,16 +44,16 @@ __all__ = ["FILE_ID", "POSITION", "ROW_ID", "TARGET_SEQ", "RESULT_COLUMNS", "Can
            "key_scanner"]
 
 #: The scan's columns beside the keys: the candidate file's number, the row's physical position, its sequence.
-FILE_ID = "__kg_file"
 POSITION = "__kg_pos"
 TARGET_SEQ = "__kg_target_seq"
 #: Row tracking: a live row's stable row id (its materialized one, else its file's ``baseRowId`` + position).
 ROW_ID = "__kg_row_id"
 #: :func:`dv_writer`'s columns before the keys: ``kind`` is 'file' (a touched file), 'blocked' (a key whose
-#: row is newer than its change) or 'fired' (row tracking: an upserted key and its row's id).
+#: row is newer than its change) or 'fired' (an upserted key, its row's id under row tracking, and the old
+#: columns it keeps); ``rewritten``: copy-on-write's new files (:mod:`kafka_group.delta.keyed.task_rewrite`).
 RESULT_COLUMNS = (("kind", "string"), (FILE_ID, "long"), ("dv", "string"), ("dv_path", "string"),
                   ("dv_size", "long"), ("all_deleted", "boolean"), ("deleted", "long"), ("updated", "long"),
-                  (ROW_ID, "long"))
+                  (ROW_ID, "long"), ("rewritten", "string"))
 
 
 @dataclass(frozen=True)
@@ -153,15 +153,23 @@ def key_scanner(table_path: str, table_uri: str, storage_options: Mapping[str, s
 
 def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str],
               files: Mapping[int, Tuple[str, Optional[Dict[str, Any]], Optional[int]]], keys: Sequence[str],
-              out_schema: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The ``mapInArrow`` function that writes the new deletion vectors: the matches in (``FILE_ID``,
-    ``POSITION``, keys, ``TARGET_SEQ``, :data:`SEQ`, :data:`DELETE_COLUMN`; all of a file's in one task),
-    :data:`RESULT_COLUMNS` and the keys out.
+              out_schema: Any, *, dropper: Optional[RowDropper] = None,
+              adds: Optional[Mapping[int, Mapping[str, Any]]] = None,
+              old_columns: Sequence[str] = ()) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function that drops the replaced and deleted rows from the touched files: the
+    matches in (``FILE_ID``, ``POSITION``, keys, ``TARGET_SEQ``, :data:`SEQ`, :data:`DELETE_COLUMN`; all
+    of a file's in one task), :data:`RESULT_COLUMNS`, the keys and the old columns out.
 
-    ``files``: file id -> (path, its deletion vector descriptor or None, its row count or None). A
-    task writes each touched file's new deletion vector (its old rows and the fired ones) unless every
-    row of the file is then deleted (the file is removed). Caller: Spark tasks."""
+    ``files``: file id -> (path, its deletion vector descriptor or None, its row count or None); ``adds``:
+    file id -> its live ``add`` (needed by copy-on-write and ``old_columns``). Per touched file the task
+    hands the positions a change fires on to ``dropper``
+    (:meth:`~kafka_group.delta.keyed.task_rewrite.RowDropper.drop`: a new deletion vector, the default,
+    or the file rewritten without them). ``old_columns``: the columns an upsert keeps from the row it
+    replaces, returned with its key in a 'fired' row (:data:`~kafka_group.delta.keyed.task_rewrite.OLD_PREFIX`
+    + column). Caller: Spark tasks."""
     options = dict(storage_options)
+    drops = dropper or RowDropper(table_path, table_uri, options, True, None, None, (), 0, None, None, 0)
+    fired_names = list(keys) + [ROW_ID] + [OLD_PREFIX + c for c in old_columns]
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -180,31 +188,26 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
             if blocked.num_rows:
                 yield _result(out_schema, keys, blocked, kind="blocked")
             hit = mine.filter(fired)
-            if ROW_ID in mine.column_names:  # row tracking: an updated row keeps its id
-                upserted = hit.filter(pc.invert(hit.column(DELETE_COLUMN)))
-                if upserted.num_rows:
-                    yield _result(out_schema, list(keys) + [ROW_ID], upserted, kind="fired")
             if hit.num_rows == 0:
                 continue
             path, dv_json, num_records = files[file_id]
+            add = adds[file_id] if adds is not None else {"path": path, "deletionVector": dv_json}
             if num_records is None:
                 with fs.open_input_file(path) as handle:
                     num_records = pq.ParquetFile(handle).metadata.num_rows
-            old = read_deleted_rows(DeletionVector.of(dv_json), fs, table_uri, num_records=num_records)
-            rows = union_rows(old, hit.column(POSITION).to_numpy())
+            whole = drops.read(fs, path, add) if drops.needs_whole_file() else None
+            upserted = hit.filter(pc.invert(hit.column(DELETE_COLUMN)))
+            # row tracking (an updated row keeps its id) or old columns: the upserted keys and what they keep
+            if (ROW_ID in mine.column_names or old_columns) and upserted.num_rows:
+                if old_columns:
+                    old = drops.old_rows(fs, path, add, upserted.column(POSITION), old_columns, whole)
+                    for name in old.column_names:
+                        upserted = upserted.append_column(name, old.column(name))
+                yield _result(out_schema, fired_names, upserted, kind="fired")
             deletes = int(pc.sum(pc.cast(hit.column(DELETE_COLUMN), pa.int64())).as_py() or 0)
             counts = {"kind": "file", FILE_ID: file_id, "deleted": deletes, "updated": hit.num_rows - deletes}
-            if len(rows) >= num_records:
-                yield _row(out_schema, {**counts, "all_deleted": True})
-                continue
-            bitmap = serialize_bitmap(rows)
-            dv = new_file_descriptor(uuid.uuid4(), bitmap, len(rows))
-            body = dv_file_bytes(bitmap)
-            if not put_if_absent(table_path, options, dv.relative_path(), body):
-                raise OffsetStoreError(f"the deletion vector file {dv.relative_path()} exists already (a UUID "
-                                       "collision); nothing was committed, the next attempt names another")
-            yield _row(out_schema, {**counts, "all_deleted": False, "dv": json.dumps(dv.to_json()),
-                                    "dv_path": dv.relative_path(), "dv_size": len(body)})
+            yield _row(out_schema, {**counts, **drops.drop(fs, path, add, num_records,
+                                                           hit.column(POSITION).to_numpy(), whole)})
 
     return write
 
@@ -241,7 +244,8 @@ def _result(schema: Any, keys: Sequence[str], rows: Any, *, kind: str) -> Any:
 
     n = rows.num_rows
     columns = [pa.array([kind] * n, pa.string())]
-    columns += [rows.column(f.name).cast(f.type) if f.name in keys else pa.nulls(n, f.type) for f in schema][1:]
+    columns += [rows.column(f.name).cast(f.type) if f.name in keys and f.name in rows.column_names
+                else pa.nulls(n, f.type) for f in schema][1:]
     return pa.RecordBatch.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in columns],
                                       schema=schema)
 
