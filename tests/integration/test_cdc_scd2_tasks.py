@@ -13,6 +13,7 @@ gets a fresh id. A second test SIGKILLs the query at the keyed commit's steps an
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import random
@@ -152,9 +153,10 @@ def test_scd2_tasks_killed_at_each_step_of_the_commit_land_each_event_once(
 def test_scd2_tasks_with_ignore_null_updates_equal_the_drivers_merge(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
-    """``ignore_null_updates`` in SCD2 on the tasks path (a table with deletion vectors) gives the table the
-    driver's MERGE gives (a plain table) for the same rounds: late events, deletes, upserts with NULL ``v``
-    (which take the open version's value)."""
+    """``ignore_null_updates`` in SCD2 on the tasks path, with deletion vectors and without them
+    (copy-on-write), gives the table the driver's MERGE gives (delta-rs's, on a table with the change data
+    feed enabled, which the tasks do not take) for the same rounds: late events, deletes, upserts with NULL
+    ``v`` (which take the open version's value)."""
     rng = random.Random(5104)
     topic = make_topic(2)
     rounds: List[List[Event]] = []
@@ -162,7 +164,9 @@ def test_scd2_tasks_with_ignore_null_updates_equal_the_drivers_merge(
         events = _round(rng, number)
         rounds.append([(p, k, {**v, "v": None} if v is not None and v["op"] == "u" and rng.random() < 0.3 else v)
                        for p, k, v in events])
-    tables = {"tasks": None, "driver": {"delta.enableDeletionVectors": "false"}}
+    tables = {"tasks": None, "cow": {"delta.enableDeletionVectors": "false"}, "driver": None}
+    spark.sql(f"CREATE TABLE delta.`{tmp_path / 'driver'}` (id STRING, v BIGINT, __START_AT BIGINT, __END_AT BIGINT) "
+              "USING delta TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
     for events in rounds:
         produce_events(kafka.bootstrap_servers, topic, events)
         for name, properties in tables.items():
@@ -172,11 +176,17 @@ def test_scd2_tasks_with_ignore_null_updates_equal_the_drivers_merge(
             land_available_now(delta_source(spark, kafka, topic, f"group-{name}-{topic}", tmp_path / name,
                                             maxOffsetsPerTrigger=1000), sink, tmp_path / f"chk-{name}")
     tasks, driver = spark_rows(spark, tmp_path / "tasks", SCD2), spark_rows(spark, tmp_path / "driver", SCD2)
-    assert tasks == driver
+    assert tasks == driver == spark_rows(spark, tmp_path / "cow", SCD2)
     # the NULLs were filled: an upsert's version holds a value wherever the key had one open before it
     assert sum(1 for r in tasks if r[1] is None) < sum(1 for e in rounds for _, _, v in e if v and v["v"] is None)
     assert _deletion_vectors_added_by_the_sink(tmp_path / "tasks") > 0
     assert _deletion_vectors_added_by_the_sink(tmp_path / "driver") == 0
+    assert _deletion_vectors_added_by_the_sink(tmp_path / "cow") == 0
+    # the copy-on-write table's batches were the tasks' own MERGE commits; the driver table's delta-rs's
+    engines = {path: {json.loads(line)["commitInfo"].get("engineInfo") for c in (tmp_path / path / "_delta_log").glob(
+        "*.json") for line in c.read_text().splitlines() if '"commitInfo"' in line and '"MERGE"' in line}
+        for path in ("cow", "driver")}
+    assert "pyspark-kafka-group" in engines["cow"] and "pyspark-kafka-group" not in engines["driver"], engines
 
 
 def test_scd2_into_a_delta_spark_table_keeps_the_row_ids_of_the_versions_it_rewrites(
