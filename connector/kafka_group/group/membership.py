@@ -286,8 +286,8 @@ class GroupMember:
                         return
                     if self._static.due():  # a refused static member's dead client, replaced after a pause
                         # Bounded as every close here: a refused client talks to a coordinator that may not answer.
-                        close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S,
-                                     f"the refused client of group '{self.group_id}'")
+                        close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S, f"the refused client of group "
+                                     f"'{self.group_id}'", fault_point="group.before_refused_client_close")
                         self._join()
                     self._commits.send_queued()
                     message = self._consumer.poll(_POLL_TIMEOUT_S)
