@@ -134,9 +134,22 @@ def test_an_incomplete_checkpoint_older_than_the_cleanup_boundary_lets_the_clean
 @pytest.mark.parametrize(("value", "seconds"), [
     ("interval 30 days", 30 * 86_400), ("interval 1 week", 604_800), ("interval 0 seconds", 0),
     ("interval 90 minute", 5_400), ("interval 1500 milliseconds", 1.5),
-    ("30 days", None), ("interval -1 days", None), ("interval 1 fortnight", None), ("interval 1", None)])
+    ("30 days", None), ("interval -1 days", None), ("interval 1 fortnight", None), ("interval 1", None),
+    ("INTERVAL 0 SECONDS", None)])
 def test_the_log_retention_is_read_as_delta_rs_reads_it(value: str, seconds: object) -> None:
+    """None: a value delta-rs 1.6.6 does not parse either, and takes for its default, 30 days."""
     assert _interval_s(value) == seconds
+
+
+def test_a_retention_delta_rs_does_not_parse_is_its_default_of_30_days(tmp_path: pathlib.Path) -> None:
+    """delta-rs keeps 30 days of log for ``INTERVAL 0 SECONDS``; so does the guard, which lets it clean up."""
+    _tracked_table(tmp_path, ["inCommitTimestamp"], {"delta.enableInCommitTimestamps": "true",
+                                                     "delta.checkpointInterval": "4",
+                                                     "delta.logRetentionDuration": "INTERVAL 0 SECONDS"})
+    store = _land(tmp_path, 3)
+    _age(tmp_path, 3, days=40)
+    assert _batch(tmp_path, store, 9, 3) == 4
+    assert _log(tmp_path) == [f"{4:020d}.checkpoint.parquet", f"{4:020d}.json"]
 
 
 def test_the_cleanup_boundary_is_the_newest_checkpoint_before_the_oldest_retained_log_file() -> None:

@@ -40,7 +40,7 @@ __all__ = ["checkpoint_if_due"]
 logger = logging.getLogger(__name__)
 
 _DEFAULT_CHECKPOINT_INTERVAL = 100
-_DEFAULT_LOG_RETENTION = "interval 30 days"
+_DEFAULT_LOG_RETENTION_S = 30 * 86_400.0  # delta.logRetentionDuration unset: 30 days
 #: How much later than the guard delta-rs's cleanup may read the clock (it runs right after): the guard checks
 #: every boundary delta-rs could take in that time.
 _CLOCK_MARGIN_S = 60.0
@@ -93,14 +93,14 @@ def _expired_log_cleanup_on(configuration: Mapping[str, Optional[str]]) -> bool:
 def _unsafe_boundary(table: Any, table_path: str, configuration: Mapping[str, Optional[str]],
                      version: int) -> Optional[str]:
     """Why delta-rs's cleanup must not run now (None: it may), read from a listing of ``_delta_log``: the boundary
-    it would take (see the module docstring) is an incomplete checkpoint, or the retention is not understood.
-    The listing goes through the table's own storage options."""
+    it would take (see the module docstring) is an incomplete checkpoint. The listing goes through the table's own
+    storage options."""
     import pyarrow.fs as pafs
 
-    retention_s = _interval_s(configuration.get("delta.logRetentionDuration") or _DEFAULT_LOG_RETENTION)
+    # delta-rs takes a value it does not parse ("INTERVAL 7 DAYS", "7 days") for the default (measured with 1.6.6).
+    retention_s = _interval_s(configuration.get("delta.logRetentionDuration") or "")
     if retention_s is None:
-        return (f"its delta.logRetentionDuration {configuration.get('delta.logRetentionDuration')!r} is not an "
-                "interval such as 'interval 30 days'")
+        retention_s = _DEFAULT_LOG_RETENTION_S
     fs = table_filesystem(table_path, getattr(table, "_storage_options", None))
     listed = [(info.base_name, info.mtime.timestamp() if info.mtime is not None else time.time())
               for info in fs.get_file_info(pafs.FileSelector("_delta_log", allow_not_found=True))]
