@@ -19,7 +19,9 @@ commit) and, in SCD type 1, ``keyed.after_tombstones`` (a batch with deletes rec
 tombstones, its data and offsets not committed yet); its own MERGE (tables with deletion vectors)
 adds ``delta.own_merge_written`` (its data and deletion vector files written, its commit not). The sink's
 compaction by the connector's own rewrite adds ``compaction.written`` (a bin's compacted file written, the
-commit that removes its small files not; reached only when a table is compacted that way).
+commit that removes its small files not; reached only when a table is compacted that way). The group member
+adds ``group.before_refused_client_close`` (a refused static member's dead client about to be closed, on the
+thread that closes it, while the member joins again with a new client).
 """
 
 from __future__ import annotations

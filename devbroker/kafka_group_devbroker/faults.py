@@ -11,12 +11,17 @@ the ``KAFKA_GROUP_FAULT_HIT``-th time (default 1) a process reaches that point, 
 SIGKILL to its whole process group, as a machine failure would end the driver, the JVM and
 the Python workers at once. The crash tests start each query in a process group of its
 own for this. The points are listed in :mod:`kafka_group.faults`.
+
+With ``KAFKA_GROUP_FAULT_SLEEP_S`` set, a process that reaches the point (the hit-th time and
+every time after) sleeps that many seconds there instead: a thread held back, to force an
+order of events a race needs (``group.before_refused_client_close``).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
 
 __all__ = ["crash_point"]
@@ -32,5 +37,10 @@ def crash_point(name: str) -> None:
     if os.environ.get("KAFKA_GROUP_FAULT_POINT") != name:
         return
     _hits[name] += 1
-    if _hits[name] >= int(os.environ.get("KAFKA_GROUP_FAULT_HIT", "1")):
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+    if _hits[name] < int(os.environ.get("KAFKA_GROUP_FAULT_HIT", "1")):
+        return
+    sleep_s = os.environ.get("KAFKA_GROUP_FAULT_SLEEP_S")
+    if sleep_s is not None:
+        time.sleep(float(sleep_s))
+        return
+    os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -9,6 +9,7 @@ not implement static membership, so these tests need Apache Kafka.
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import signal
@@ -21,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafka_group.group.membership import GroupMember
+from kafka_group.group.offset_commits import CLIENT_CLOSE_TIMEOUT_S
 from kafka_group.rebalance_event import RebalanceEvent
 from tests.support import (long_tier, BROKER_ENGINE, REPO, Cluster, GroupQueries, MakeTopic, create_topic, produce,
                            unique_name, wait_for)
@@ -246,12 +248,18 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def test_static_member_restarted_after_a_crash_under_the_consumer_protocol(kafka: Cluster,
-                                                                           make_topic: MakeTopic) -> None:
+@pytest.mark.parametrize("late_close", [False, True], ids=["closed-in-time", "old-client-closing-late"])
+def test_static_member_restarted_after_a_crash_under_the_consumer_protocol(
+        kafka: Cluster, make_topic: MakeTopic, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        late_close: bool) -> None:
     """Under the consumer protocol a static member that crashed (SIGKILL, no leave) keeps its instance id until its
     session times out; the broker refuses its successor's join with UNRELEASED_INSTANCE_ID, which librdkafka makes a
     fatal error of the client. The restarted member joins again once the id is released instead of failing: it
-    ends up owning partitions, and never reports an error."""
+    ends up owning partitions, and never reports an error.
+
+    ``old-client-closing-late``: the fault point ``group.before_refused_client_close`` holds every refused client's
+    close back past its bound, so it ends after the new client joined and got partitions; whatever it still
+    reports must leave the new client's membership alone (no error, no revoke or loss)."""
     topic = make_topic(4)
     group = unique_name("group")
     settings = {"bootstrap.servers": kafka.bootstrap_servers, "group.protocol": "consumer"}
@@ -262,11 +270,21 @@ def test_static_member_restarted_after_a_crash_under_the_consumer_protocol(kafka
         crashed = subprocess.run([sys.executable, "-c", _CRASHING_MEMBER, kafka.bootstrap_servers, group, topic,
                                   "consumer"], cwd=REPO, capture_output=True, timeout=180)
         assert crashed.returncode == -9 and crashed.stdout.strip() not in (b"", b"[]"), crashed
-        restarted = GroupMember({**settings, "group.instance.id": "query-a"}, group, [topic])
-        # The predecessor's session (the broker's group.consumer.session.timeout.ms: 10 s on the test broker) ends,
-        # then the member joins. Before, the refusal killed its client and the member never joined.
-        wait_for(lambda: bool(restarted.owned()), "the restarted static member to own partitions", 120)
+        if late_close:
+            monkeypatch.setenv("KAFKA_GROUP_FAULT_POINT", "group.before_refused_client_close")
+            monkeypatch.setenv("KAFKA_GROUP_FAULT_SLEEP_S", str(CLIENT_CLOSE_TIMEOUT_S + 5))
+        with caplog.at_level(logging.DEBUG, logger="kafka_group.group"):
+            restarted = GroupMember({**settings, "group.instance.id": "query-a"}, group, [topic])
+            # The predecessor's session (the broker's group.consumer.session.timeout.ms: 10 s on the test broker)
+            # ends, then the member joins. Before, the refusal killed its client and the member never joined.
+            wait_for(lambda: bool(restarted.owned()), "the restarted static member to own partitions", 120)
+            late = [r for r in caplog.records if "did not finish" in r.getMessage() and "refused" in r.getMessage()]
+            assert bool(late) == late_close, caplog.text  # forced: the race happens
+            wait_for(lambda: sum("closed the refused client" in r.getMessage() for r in caplog.records) >= len(late),
+                     "the refused clients' late closes to end", 60)
         wait_for(lambda: len(restarted.owned() | other.owned()) == 4, "the group to own every partition again", 60)
+        kinds = [e.kind for e in restarted.events()]
+        assert kinds[-1] == "assign" and "lost" not in kinds and "revoke" not in kinds, restarted.events()
     finally:
         if restarted is not None:
             restarted.close()

@@ -27,8 +27,9 @@ from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config, uses_consumer_protocol
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
 from kafka_group.group.member_commits import MemberCommits
+from kafka_group.group.member_close import release
 from kafka_group.group.offset_commits import CLIENT_CLOSE_TIMEOUT_S, close_within
-from kafka_group.group.static_member import StaticRejoin, leave_as_static
+from kafka_group.group.static_member import StaticRejoin
 from kafka_group.offsets import TopicPartition
 from kafka_group.rebalance_event import RebalanceEvent
 
@@ -90,6 +91,7 @@ class GroupMember:
         self._events: List[RebalanceEvent] = []
         self._first_assignment = threading.Event()
         self._closed = threading.Event()
+        self._close_after_poll = False  # close() was called on the polling thread (see close)
         self._poll_error: Optional[BaseException] = None
         self._listeners: List[Callable[[RebalanceEvent], None]] = []
         self.group_id = group_id
@@ -152,8 +154,8 @@ class GroupMember:
         It runs in the polling thread, inside the rebalance callback: a revoke is
         not complete (the next owner does not get the partitions) until every
         listener has returned, so a listener may wait, boundedly, for work on the
-        revoked partitions to finish. The partitions have already left
-        :meth:`owned` when it runs.
+        revoked partitions to finish, or call :meth:`close`. The partitions have
+        already left :meth:`owned` when it runs.
         """
         with self._state:
             self._listeners.append(listener)
@@ -242,6 +244,9 @@ class GroupMember:
     def close(self) -> None:
         """Leave the group (the others rebalance at once) and release the client.
 
+        Any thread may call it. On the polling thread (a rebalance listener, :meth:`add_listener`, inside the
+        client's ``poll()``) it only asks and returns; a thread of its own closes the member after ``poll()``.
+
         Each step is bounded, whatever the cluster does: the polling thread's end (5 s), the answers to the
         last commits (:data:`~kafka_group.group.member_commits.FLUSH_TIMEOUT_S`, the wait for the consumer lock
         included), the consumer lock for the close (the same bound as the close), the client's close, which
@@ -251,30 +256,29 @@ class GroupMember:
         if self._closed.is_set():
             return
         self._closed.set()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5)
-        self._commits.flush()
-        # The polling thread may still hold the lock, stuck talking to an unreachable coordinator: closing the
-        # client under it would pull the client from under that call, so the close waits for it within its
-        # bound and otherwise leaves the client as it is (the group drops the member at its session timeout).
-        if not self._lock.acquire(timeout=CLIENT_CLOSE_TIMEOUT_S):
-            logger.warning("the member of group '%s' was not closed: its polling thread kept the client busy for "
-                           "%g s (the Kafka cluster does not answer); the group drops it when its session times "
-                           "out", self.group_id, CLIENT_CLOSE_TIMEOUT_S)
+        if threading.current_thread() is self._thread:
+            self._close_after_poll = True  # read by the polling thread once poll() returned (see _poll_loop)
+            logger.info("the member of group '%s' closes once its rebalance callback returned", self.group_id)
             return
-        try:
-            self._commits.abandon()
-            if self._leave_on_close:
-                leave_as_static(self._consumer, self._config, self.group_id, self._owns_nothing, _POLL_TIMEOUT_S)
-            left = close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S, f"the member of group '{self.group_id}'")
-        finally:
-            self._lock.release()
-        if left:
-            logger.info("left consumer group '%s'", self.group_id)
+        self._thread.join(timeout=5)
+        self._release()
+
+    def _release(self) -> None:
+        """The rest of :meth:`close`, once the polling thread stopped (or is stuck)."""
+        release(self._consumer, self._lock, self._commits, self._config, self.group_id, leave=self._leave_on_close,
+                owns_nothing=self._owns_nothing, poll_timeout_s=_POLL_TIMEOUT_S)
 
     # -- internals ----------------------------------------------------------------
 
     def _poll_loop(self) -> None:
+        try:
+            self._poll_until_closed()
+        finally:
+            if self._close_after_poll:  # close() was called inside a callback: release the member, off this thread
+                threading.Thread(target=self._release, name=f"kafka-group-member-close-{self.group_id}",
+                                 daemon=True).start()
+
+    def _poll_until_closed(self) -> None:
         while not self._closed.is_set():
             try:
                 with self._lock:
@@ -282,8 +286,8 @@ class GroupMember:
                         return
                     if self._static.due():  # a refused static member's dead client, replaced after a pause
                         # Bounded as every close here: a refused client talks to a coordinator that may not answer.
-                        close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S,
-                                     f"the refused client of group '{self.group_id}'")
+                        close_within(self._consumer, CLIENT_CLOSE_TIMEOUT_S, f"the refused client of group "
+                                     f"'{self.group_id}'", fault_point="group.before_refused_client_close")
                         self._join()
                     self._commits.send_queued()
                     message = self._consumer.poll(_POLL_TIMEOUT_S)

@@ -14,6 +14,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kafka_group.auth.clients import new_consumer
 from kafka_group.config.client_config import member_config
 from kafka_group.errors import GroupMembershipError, KafkaGroupError
+from kafka_group.faults import crash_point
 from kafka_group.offsets import TopicPartition
 
 __all__ = ["AwaitedCommit", "CLIENT_CLOSE_TIMEOUT_S", "COMMITTER_TIMEOUT_S", "GroupOffsetCommitter",
@@ -188,13 +189,17 @@ class GroupOffsetCommitter:
             close_within(self._consumer, timeout_s, f"the committer of group '{self.group_id}'")
 
 
-def close_within(client: Any, timeout_s: float, what: str) -> bool:
+def close_within(client: Any, timeout_s: float, what: str, fault_point: Optional[str] = None) -> bool:
     """``client.close()``, given at most ``timeout_s``: it runs on a daemon thread of its own, left behind when
     the bound passes (the process is ending: see :mod:`kafka_group.group.sigterm`). Returns whether it
-    finished; a failure or the bound passing is logged. Caller: the thread closing ``what``."""
+    finished; a failure or the bound passing is logged. ``fault_point``: the :mod:`kafka_group.faults` point
+    that thread reaches before the close. Caller: the thread closing ``what``."""
     def run() -> None:
         try:
+            if fault_point is not None:
+                crash_point(fault_point)
             client.close()
+            logger.debug("closed %s", what)
         except KafkaGroupError as exc:  # the error callback, served by close(): told at a commit already
             logger.debug("closing %s: %s", what, exc)
         except (KafkaException, RuntimeError) as exc:

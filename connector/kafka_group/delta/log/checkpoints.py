@@ -14,6 +14,14 @@ What delta-rs's post-commit hook does after its own commits, and delta-spark aft
   checkpoints before that checkpoint, never its own commit file nor anything after it.
   ``create_checkpoint`` alone removes nothing.
 
+delta-rs's cleanup takes the newest checkpoint file not newer than the oldest log file within the retention
+as its boundary, whether that checkpoint is complete or not (checked with deltalake 1.6.6). A writer that
+crashed while writing a multi-part checkpoint (``<v>.checkpoint.<i>.<n>.parquet``, parts missing) leaves one
+that readers skip: they read from an older complete checkpoint and the commits after it, which that cleanup
+would remove, and every version from the incomplete checkpoint on within the retention would no longer
+load. So before the cleanup the connector finds the boundary delta-rs would take (:func:`_unsafe_boundary`)
+and, when it is such a checkpoint, removes nothing and logs a warning naming it.
+
 Caller: :func:`~kafka_group.delta.log.commit.commit_own` and the keyed sink's own MERGE
 (:mod:`kafka_group.delta.keyed.own_merge`), right after their commit landed.
 """
@@ -21,13 +29,23 @@ Caller: :func:`~kafka_group.delta.log.commit.commit_own` and the keyed sink's ow
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Optional
+import time
+from typing import Any, Iterable, List, Mapping, Optional, Tuple
+
+from kafka_group.delta.log.snapshot import checkpoint_version, complete_checkpoints
+from kafka_group.delta.storage.table_location import table_filesystem
 
 __all__ = ["checkpoint_if_due"]
 
 logger = logging.getLogger(__name__)
 
 _DEFAULT_CHECKPOINT_INTERVAL = 100
+_DEFAULT_LOG_RETENTION_S = 30 * 86_400.0  # delta.logRetentionDuration unset: 30 days
+#: How much later than the guard delta-rs's cleanup may read the clock (it runs right after): the guard checks
+#: every boundary delta-rs could take in that time.
+_CLOCK_MARGIN_S = 60.0
+_INTERVAL_UNITS_S = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1.0, "minute": 60.0,
+                     "hour": 3_600.0, "day": 86_400.0, "week": 604_800.0}
 
 
 def checkpoint_if_due(table: Any, table_path: str, configuration: Mapping[str, Optional[str]], version: int) -> None:
@@ -56,6 +74,11 @@ def checkpoint_if_due(table: Any, table_path: str, configuration: Mapping[str, O
     if not _expired_log_cleanup_on(configuration):
         return
     try:
+        unsafe = _unsafe_boundary(table, table_path, configuration, version)
+        if unsafe is not None:
+            logger.warning("not removing the expired log files of %s after its checkpoint of version %d: %s",
+                           table_path, version, unsafe)
+            return
         table.cleanup_metadata()
     except Exception as exc:  # the commit and the checkpoint landed; the expired files wait for the next one
         logger.warning("removing the expired log files of %s after its checkpoint of version %d failed (%s); "
@@ -65,3 +88,68 @@ def checkpoint_if_due(table: Any, table_path: str, configuration: Mapping[str, O
 def _expired_log_cleanup_on(configuration: Mapping[str, Optional[str]]) -> bool:
     """Whether ``delta.enableExpiredLogCleanup`` lets a writer remove expired log files (on unless ``false``)."""
     return (configuration.get("delta.enableExpiredLogCleanup") or "true").strip().lower() != "false"
+
+
+def _unsafe_boundary(table: Any, table_path: str, configuration: Mapping[str, Optional[str]],
+                     version: int) -> Optional[str]:
+    """Why delta-rs's cleanup must not run now (None: it may), read from a listing of ``_delta_log``: the boundary
+    it would take (see the module docstring) is an incomplete checkpoint. The listing goes through the table's own
+    storage options."""
+    import pyarrow.fs as pafs
+
+    # delta-rs takes a value it does not parse ("INTERVAL 7 DAYS", "7 days") for the default (measured with 1.6.6).
+    retention_s = _interval_s(configuration.get("delta.logRetentionDuration") or "")
+    if retention_s is None:
+        retention_s = _DEFAULT_LOG_RETENTION_S
+    fs = table_filesystem(table_path, getattr(table, "_storage_options", None))
+    listed = [(info.base_name, info.mtime.timestamp() if info.mtime is not None else time.time())
+              for info in fs.get_file_info(pafs.FileSelector("_delta_log", allow_not_found=True))]
+    now = time.time()
+    low = _boundary(listed, version, now - retention_s)
+    high = _boundary(listed, version, now + _CLOCK_MARGIN_S - retention_s)
+    if low is None and high is None:
+        return None  # nothing is removed
+    complete = complete_checkpoints(name for name, _ in listed)
+    start = low if low is not None else -1
+    stop = high if high is not None else version
+    incomplete = sorted(name for name, _ in listed
+                        if (found := checkpoint_version(name)) is not None and start <= found <= stop
+                        and found not in complete)
+    if not incomplete:
+        return None
+    return (f"the checkpoint {', '.join(incomplete)} is incomplete (a writer crashed while writing it, or is "
+            "writing it now), and delta-rs would remove the commits readers need in its place; remove its parts "
+            "once no writer is writing them, and the next checkpoint cleans up")
+
+
+def _boundary(listed: Iterable[Tuple[str, float]], version: int, cutoff: float) -> Optional[int]:
+    """The checkpoint before which delta-rs 1.6.6's ``cleanup_metadata`` removes the log files not modified since
+    ``cutoff`` (None: it removes nothing): the newest checkpoint at most the oldest version with a log file
+    modified since then (or ``version``)."""
+    files: List[Tuple[str, float]] = list(listed)
+    kept = [int(name[:20]) for name, mtime in files if _is_log_file(name) and mtime >= cutoff]
+    keep = min([version, *kept])
+    checkpoints = [found for name, _ in files if (found := checkpoint_version(name)) is not None and found <= keep]
+    return max(checkpoints) if checkpoints else None
+
+
+def _is_log_file(name: str) -> bool:
+    """Whether delta-rs's cleanup counts ``name`` as a log file: a commit or a checkpoint (its ``DELTA_LOG_REGEX``,
+    ``(\\d{20})\\.(json|checkpoint(\\.\\d+)?\\.parquet)$``)."""
+    if not (name.isascii() and name[:20].isdigit() and name[20:21] == "."):
+        return False
+    rest = name[21:]
+    if rest == "json" or rest == "checkpoint.parquet":
+        return True
+    pieces = rest.split(".")
+    return len(pieces) == 3 and pieces[0] == "checkpoint" and pieces[1].isdigit() and pieces[2] == "parquet"
+
+
+def _interval_s(value: str) -> Optional[float]:
+    """``value`` (``interval <n> <unit>``, as delta-rs parses ``delta.logRetentionDuration``) in seconds; None when
+    it is not one."""
+    words = value.split()
+    if len(words) != 3 or words[0] != "interval" or not words[1].isdigit():
+        return None
+    unit = _INTERVAL_UNITS_S.get(words[2][:-1] if words[2].endswith("s") else words[2])
+    return None if unit is None else int(words[1]) * unit

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set
 
 from kafka_group.delta.log.actions import ROW_TRACKING_DOMAIN
 from kafka_group.errors import OffsetStoreError
 
-__all__ = ["commit_actions_of", "commit_path", "last_in_commit_timestamp", "row_id_high_water_mark"]
+__all__ = ["checkpoint_version", "commit_actions_of", "commit_path", "complete_checkpoints", "last_in_commit_timestamp",
+           "row_id_high_water_mark"]
 
 logger = logging.getLogger(__name__)
 
@@ -143,13 +144,30 @@ def _listed_checkpoint(fs: Any, version: int) -> Optional[int]:
     counts once all its parts are there)."""
     import pyarrow.fs as pafs
 
-    parts: Dict[int, Dict[int, set[int]]] = {}  # version -> part count -> parts seen
-    complete: set[int] = set()
-    for info in fs.get_file_info(pafs.FileSelector(_LOG, allow_not_found=True)):
-        name = info.base_name
-        if not (name.isascii() and name[:20].isdigit() and name[20:32] == ".checkpoint."):
+    names = [info.base_name for info in fs.get_file_info(pafs.FileSelector(_LOG, allow_not_found=True))]
+    eligible = [v for v in complete_checkpoints(names) if v <= version]
+    return max(eligible) if eligible else None
+
+
+def checkpoint_version(name: str) -> Optional[int]:
+    """The version of the checkpoint file ``name`` (a base name in ``_delta_log``; any kind: classic, a part of a
+    multi-part one, V2 or its sidecar-free JSON), None when ``name`` is not one."""
+    if name.isascii() and name[:20].isdigit() and name[20:32] == ".checkpoint.":
+        return int(name[:20])
+    return None
+
+
+def complete_checkpoints(names: Iterable[str]) -> Set[int]:
+    """The versions with a complete checkpoint among the ``_delta_log`` file ``names``: a classic or V2 one, or a
+    multi-part one (``<v>.checkpoint.<i>.<n>.parquet``) once all its ``n`` parts are there (readers skip one
+    that is not: a writer that crashed while writing it, or is writing it now, PROTOCOL.md "Checkpoints")."""
+    parts: Dict[int, Dict[int, Set[int]]] = {}  # version -> part count -> parts seen
+    complete: Set[int] = set()
+    for name in names:
+        found = checkpoint_version(name)
+        if found is None:
             continue
-        found, rest = int(name[:20]), name[32:]
+        rest = name[32:]
         pieces = rest.split(".")
         if len(pieces) == 3 and pieces[0].isdigit() and pieces[1].isdigit() and pieces[2] == "parquet":
             parts.setdefault(found, {}).setdefault(int(pieces[1]), set()).add(int(pieces[0]))
@@ -158,8 +176,7 @@ def _listed_checkpoint(fs: Any, version: int) -> Optional[int]:
     for found, by_count in parts.items():
         if any(len(seen) == count and seen == set(range(1, count + 1)) for count, seen in by_count.items()):
             complete.add(found)
-    eligible = [v for v in complete if v <= version]
-    return max(eligible) if eligible else None
+    return complete
 
 
 def _checkpoint_mark(fs: Any, version: int) -> Optional[int]:
