@@ -5,6 +5,8 @@ warm-up batch, then one batch of N random-key upserts of ~400 bytes, and reports
 (``ru_maxrss`` of the Python driver alone; Spark's JVM is another process). N grows tenfold, from
 ~20 MB of changes to ~200 MB: a driver that collected them (the driver MERGE holds the change set
 as Arrow, and more while converting it) would grow its peak by far more than the bound below.
+The same holds for a batch that is mostly deletes of long keys: their tombstones are written by the
+executors too (``--deletes``), and every delete is recorded.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ SMALL, LARGE = 50_000, 500_000
 GROWTH_BOUND_KIB = 48 * 1024
 
 
-def _peak_growth(table: pathlib.Path, changes: int) -> Dict[str, int]:
-    result = subprocess.run([sys.executable, "-m", "tests.integration.keyed_driver_memory", str(table), str(changes)],
+def _peak_growth(table: pathlib.Path, changes: int, *options: str) -> Dict[str, int]:
+    result = subprocess.run([sys.executable, "-m", "tests.integration.keyed_driver_memory", str(table), str(changes),
+                             *options],
                             cwd=REPO, env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True,
                             timeout=900, start_new_session=True)
     assert result.returncode == 0, result.stderr.decode()[-3000:]
@@ -41,3 +44,12 @@ def test_the_drivers_peak_memory_stays_flat_while_the_change_set_grows_tenfold(t
     large = _peak_growth(tmp_path / "large", LARGE)
     grown = (large["after_kib"] - large["before_kib"]) - (small["after_kib"] - small["before_kib"])
     assert grown < GROWTH_BOUND_KIB, (small, large)
+
+
+def test_the_drivers_peak_memory_stays_flat_while_a_batch_of_deletes_grows_tenfold(tmp_path: pathlib.Path) -> None:
+    small = _peak_growth(tmp_path / "small", SMALL, "--deletes")
+    large = _peak_growth(tmp_path / "large", LARGE, "--deletes")
+    grown = (large["after_kib"] - large["before_kib"]) - (small["after_kib"] - small["before_kib"])
+    assert grown < GROWTH_BOUND_KIB, (small, large)
+    # every delete became a tombstone: one per key whose latest event of its batch is a delete
+    assert small["tombstones"] == small["deletes"] and large["tombstones"] == large["deletes"], (small, large)
