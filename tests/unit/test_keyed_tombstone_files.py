@@ -5,7 +5,9 @@ statistics the lookups prune by, mix with the driver's ``record``, are collected
 from __future__ import annotations
 
 import datetime
+import os
 import pathlib
+import time
 from typing import Any, List, Sequence, Tuple
 
 import pyarrow as pa
@@ -92,3 +94,19 @@ def test_garbage_collection_removes_old_tombstones_the_tasks_wrote(tmp_path: pat
     t.commit_files(young, schema)
     t.collect_garbage()
     assert DeltaTable(t.path).to_pyarrow_dataset().to_table().column("id").to_pylist() == ["young"]
+
+
+def test_garbage_collection_vacuums_files_of_failed_task_attempts_once_a_day_old(tmp_path: pathlib.Path) -> None:
+    """Files a task attempt wrote that no commit holds (it failed, or its batch did): the full vacuum removes
+    them past the retention; a younger one may be a running batch's, and stays."""
+    t = Tombstones(str(tmp_path / "t"), {}, spec(), 3600)
+    kept, schema = task_files(t, [("k", 10)])
+    t.commit_files(kept, schema)
+    (stale,), _ = task_files(t, [("k", 10)])
+    (young,), _ = task_files(t, [("k", 10)])
+    day_ago = time.time() - 25 * 3600
+    os.utime(pathlib.Path(t.path) / stale.path, (day_ago, day_ago))
+    t.collect_garbage()
+    assert not (pathlib.Path(t.path) / stale.path).exists()
+    assert (pathlib.Path(t.path) / young.path).exists() and (pathlib.Path(t.path) / kept[0].path).exists()
+    assert keys_and_seqs(t.apply(changes([("k", 9, False)]))) == []

@@ -83,7 +83,8 @@ DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
 #: How often (seconds, per sink) garbage collection runs at most; also at a sink's first batch.
 GC_INTERVAL_SECONDS = 600
 #: Obsolete files of the tombstones' table (removed by compaction or collection) kept this long for
-#: a reader of an older version (another query's batch reading its tombstones), then vacuumed.
+#: a reader of an older version (another query's batch reading its tombstones), then vacuumed; so are
+#: files in no commit (a task attempt that failed, a batch refused): one younger may be a running batch's.
 _VACUUM_HOURS = 24
 _APPEND_ATTEMPTS = 3
 
@@ -377,7 +378,8 @@ class Tombstones:
                 return
             deleted = table.delete(predicate).get("num_deleted_rows", 0)
             table.optimize.compact()
-            table.vacuum(retention_hours=_VACUUM_HOURS, enforce_retention_duration=False, dry_run=False)
+            # full: also the files of task attempts that failed or lost (in no commit), once older than the retention
+            table.vacuum(retention_hours=_VACUUM_HOURS, enforce_retention_duration=False, dry_run=False, full=True)
         except Exception as exc:  # noqa: BLE001 - best effort, see above
             logger.warning("collecting the tombstones of %s older than %s failed (tried again later): %s",
                            self.path, cutoff.isoformat(), exc)
