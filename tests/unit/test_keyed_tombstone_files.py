@@ -87,9 +87,10 @@ def test_tombstones_of_other_key_types_are_refused_and_their_files_deleted(tmp_p
 
 
 def test_garbage_collection_removes_old_tombstones_the_tasks_wrote(tmp_path: pathlib.Path) -> None:
-    t = Tombstones(str(tmp_path / "t"), {}, spec(), 60)
-    old, schema = task_files(t, [("old", 10)], recorded_at=NOW - datetime.timedelta(hours=1))
-    young, _ = task_files(t, [("young", 10)])
+    t = Tombstones(str(tmp_path / "t"), {}, spec(), 3600)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    old, schema = task_files(t, [("old", 10)], recorded_at=now - datetime.timedelta(hours=2))
+    young, _ = task_files(t, [("young", 10)], recorded_at=now)
     t.commit_files(old, schema)
     t.commit_files(young, schema)
     t.collect_garbage()
