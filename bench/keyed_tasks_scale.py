@@ -42,8 +42,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
+import signal
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -135,6 +135,7 @@ def _standalone(cluster: Any, executors: int, executor_memory: str) -> Any:
     delta-spark, once they registered."""
     from pyspark.sql import SparkSession
 
+    from bench.cluster_scaling import wait_for_executors
     from kafka_group_devbroker.jars import classpath
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -157,11 +158,7 @@ def _standalone(cluster: Any, executors: int, executor_memory: str) -> Any:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    deadline = time.monotonic() + 120
-    while len(spark.sparkContext.statusTracker().getExecutorInfos()) < executors + 1:  # + the driver
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{executors} executor(s) did not register within 120 s")
-        time.sleep(0.2)
+    wait_for_executors(spark, executors)
     return spark
 
 
@@ -284,6 +281,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     from bench.run import _spark, _versions
 
+    # SIGTERM (a timeout, a kill by pid) ends the run through the finally below: the cluster stops too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cluster = None
     spark = None
     try:
