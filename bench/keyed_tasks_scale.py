@@ -31,7 +31,8 @@ Python driver's and, on the cluster, the driver JVM's ``VmHWM``, reset before th
 driver MERGE the Python process holds the change set, delta-spark's driver work is in the JVM);
 CPU seconds per distinct changed key: on the cluster the executors' (their JVMs and Python workers)
 and the driver's apart, in local mode the whole process tree's (driver and executors share one JVM).
-Every table is checked afterwards (row count, and the changed rows' values). With two sizes, the
+Every table is checked afterwards (row count, and the changed rows' values), and the batch's commit
+printed as its log records it (operation and metrics: files removed and added, rows copied). With two sizes, the
 executors' CPU is split into a part per table row and a part per change, and a 32-core cluster's
 batch into 10,000,000,000 rows estimated from them (printed as such: an extrapolation). Everything
 printed goes to ``bench/results/keyed-tasks-<cluster>-<UTC timestamp>.json`` too.
@@ -202,6 +203,18 @@ def _s3(spark: Any, path: str, batch: Any, batch_id: int) -> None:
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
+def _last_commit(path: str) -> Dict[str, Any]:
+    """The batch's commit as the table's log records it: its operation and metrics (files added and
+    removed, rows copied, deletion vectors: what each MERGE rewrote)."""
+    from deltalake import DeltaTable
+
+    info = DeltaTable(path).history(1)[0]
+    metrics = info.get("operationMetrics") or {}
+    if isinstance(metrics, str):
+        metrics = json.loads(metrics)
+    return {"operation": info.get("operation"), "metrics": metrics}
+
+
 class _Meter:
     """CPU seconds and peak memory around one batch: on the cluster the executors' processes and the
     driver's apart; in local mode the whole process tree (driver and executors share one JVM)."""
@@ -361,6 +374,7 @@ def _measure(spark: Any, cluster: Any, args: Any, contenders: List[str], version
                 run[label] = round(used, 1)
                 run[label.replace("_seconds", "_us_per_change")] = round(used / distinct * 1e6)
             run.update(meter.peaks())
+            run["commit"] = _last_commit(path)
             count = spark.read.format("delta").load(path).count()
             changed = spark.read.format("delta").load(path).where("v LIKE 'u%'").count()
             run.update({"rows_after": count, "changed_rows": changed, "loadavg": os.getloadavg()})
