@@ -223,6 +223,7 @@ class _Meter:
         self.cluster = cluster
         self.app_id = spark.sparkContext.applicationId
         self.jvm = _jvm_pid(spark) if cluster is not None else None
+        self.before: Dict[str, Optional[int]] = {}
 
     def _executors(self) -> List[int]:
         return [e.pid for e in self.cluster.executor_pids(self.app_id)]
@@ -236,9 +237,14 @@ class _Meter:
     def reset(self) -> None:
         _reset_peak(os.getpid())
         _reset_peak(self.jvm)
+        self.before = {"driver_python_rss_before_mb": _peak_mb(os.getpid()),
+                       "driver_jvm_rss_before_mb": _peak_mb(self.jvm)}
 
     def peaks(self) -> Dict[str, Optional[int]]:
-        return {"driver_python_peak_mb": _peak_mb(os.getpid()), "driver_jvm_peak_mb": _peak_mb(self.jvm)}
+        """The peaks since :meth:`reset`, and the RSS at the reset (a process's memory not given back
+        after an earlier batch is in both)."""
+        return {"driver_python_peak_mb": _peak_mb(os.getpid()), "driver_jvm_peak_mb": _peak_mb(self.jvm),
+                **self.before}
 
 
 _LANDERS = {"s3": "_s3", "kg": "_kg", "kg-nodv": "_kg"}
