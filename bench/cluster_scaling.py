@@ -47,12 +47,17 @@ def _session(master: str, executors: int) -> Any:
         builder = builder.config("spark.executorEnv.PYTHONPATH", pythonpath)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    deadline = time.monotonic() + 120
+    wait_for_executors(spark, executors)
+    return spark
+
+
+def wait_for_executors(spark: Any, executors: int, timeout: float = 120.0) -> None:
+    """Return once ``executors`` executors registered with ``spark``'s driver (RuntimeError after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
     while len(spark.sparkContext.statusTracker().getExecutorInfos()) < executors + 1:  # + the driver
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{executors} executor(s) did not register within 120 s")
+            raise RuntimeError(f"{executors} executor(s) did not register within {timeout:.0f} s")
         time.sleep(0.2)
-    return spark
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,6 +1,6 @@
 """Keyed batches landed by a fresh driver process, which reports its own peak memory.
 
-    python -m tests.integration.keyed_driver_memory TABLE CHANGES [--copy-on-write] [--driver-merge] [--scd 1|2]
+    python -m tests.integration.keyed_driver_memory TABLE CHANGES [--copy-on-write] [--driver-merge] [--scd 1|2] [--deletes]
 
 A warm-up batch of 1,000 changes lands first (the session, the table, the imports), then one batch of
 CHANGES random-key upserts of ~400 bytes each (keys spread over 10 x CHANGES, into the table the
@@ -16,7 +16,10 @@ CHANGES upserts; the second (``ignore_null_updates=True``) upserts the same keys
 every row keeps its ``v`` and ``extra`` or takes the new ones (the replaced rows' values read by the
 executors). ``--driver-merge`` (for contrast) creates the table with the
 change data feed enabled, which only delta-rs's MERGE on the driver writes. ``--scd 2``: the measured
-batch is SCD type 2's (every event is the change set) instead of SCD type 1's.
+batch is SCD type 2's (every event is the change set) instead of SCD type 1's. ``--deletes`` (alone):
+nine changes in ten are deletes (``op = 'd'``) and the keys are ~400-byte strings, so the batch's
+tombstones are what would weigh on the driver; the line then holds the tombstones' rows after the
+batch and the deletes the two batches hold (one per key: the latest event of each) instead of the rows.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--copy-on-write", action="store_true")
     parser.add_argument("--driver-merge", action="store_true")
     parser.add_argument("--scd", type=int, default=1, choices=(1, 2))
+    parser.add_argument("--deletes", action="store_true")
     args = parser.parse_args(argv)
+    if args.deletes:
+        return _deletes(args.table, args.changes)
 
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
@@ -87,6 +93,49 @@ def main(argv: Optional[list[str]] = None) -> int:
         "FROM t").read_all()).to_pylist()[0]
     print(json.dumps({"changes": args.changes, "before_kib": before, "after_kib": after, "rows": counts["n"],
                       "v": counts["v"], "extra": counts["extra"], "warm": counts["warm"]}), flush=True)
+    spark.stop()
+    return 0
+
+
+def _deletes(table: str, changes: int) -> int:
+    """``--deletes``: a warm-up, then one SCD1 batch of ``changes`` events, nine in ten deletes of long keys."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+
+    from kafka_group.delta.keyed.change_rules import KeyedSpec
+    from kafka_group.delta.keyed.commit import KeyedOffsetStore
+    from kafka_group.delta.keyed.create import created_properties
+    from kafka_group.delta.keyed.tombstones import Tombstones
+    from pyspark_kafka_group.session.spark_session import local_session
+    from pyspark_kafka_group.sink.landing import land_changes
+
+    spark = local_session("keyed-driver-memory", extra_conf={"spark.sql.shuffle.partitions": "8"})
+    spec = KeyedSpec.build(["id"], None, "op = 'd'", None, ["value", "op", "offset"], 1)
+    properties = created_properties(None, spec)
+    store = KeyedOffsetStore(table, "memory-group", {})
+    tombstones = Tombstones(table, {}, spec, 3600.0)
+
+    def batch(n: int, seed: int) -> Any:
+        key = f"CAST(pmod(xxhash64(id, {seed}), {10 * max(n, changes)}) AS BIGINT)"
+        return spark.range(n).selectExpr(f"concat(CAST({key} AS STRING), repeat('k', 400)) AS id",
+                                         "repeat(CAST(id AS STRING), 40) AS v", "'x' AS value",
+                                         "IF(id % 10 = 0, 'u', 'd') AS op", f"id + {seed} * 100000000 AS offset")
+
+    def deleted_keys(n: int, seed: int) -> int:
+        """The keys whose latest event (by offset) of the batch is a delete: its tombstones."""
+        return int(batch(n, seed).groupBy("id").agg(F.max_by("op", "offset").alias("op")).where("op = 'd'").count())
+
+    def land(n: int, batch_id: int) -> None:
+        land_changes(batch(n, batch_id + 1), batch_id, [], store, spec, transform=None, partition_by=None,
+                     tombstones_of=lambda _path, _spec: tombstones, table_properties=properties)
+
+    land(1000, 0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    land(changes, 1)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"changes": changes, "before_kib": before, "after_kib": after,
+                      "tombstones": DeltaTable(tombstones.path).to_pyarrow_dataset().count_rows(),
+                      "deletes": deleted_keys(1000, 1) + deleted_keys(changes, 2)}), flush=True)
     spark.stop()
     return 0
 

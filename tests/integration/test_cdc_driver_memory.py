@@ -9,7 +9,9 @@ as Arrow, and more while converting it) would grow its peak by far more than the
 
 Into a table with deletion vectors; and into one without (copy-on-write by the executors), with a batch
 holding a truncate, then a batch with ``ignore_null_updates`` (each replaced row's values read by the
-executors where the change is NULL). The second also checks what landed.
+executors where the change is NULL). The second also checks what landed. The same holds for a batch
+that is mostly deletes of long keys: their tombstones are written by the executors too (``--deletes``),
+and every delete is recorded.
 """
 
 from __future__ import annotations
@@ -53,3 +55,12 @@ def test_the_drivers_peak_memory_stays_flat_while_the_change_set_grows_tenfold(t
     if "--copy-on-write" in flags:  # the truncate emptied the table; no row lost its v or its extra to a NULL
         for report in (small, large):
             assert report["warm"] == 0 and 0 < report["rows"] == report["v"] == report["extra"], report
+
+
+def test_the_drivers_peak_memory_stays_flat_while_a_batch_of_deletes_grows_tenfold(tmp_path: pathlib.Path) -> None:
+    small = _peak_growth(tmp_path / "small", SMALL, ["--deletes"])
+    large = _peak_growth(tmp_path / "large", LARGE, ["--deletes"])
+    grown = (large["after_kib"] - large["before_kib"]) - (small["after_kib"] - small["before_kib"])
+    assert grown < GROWTH_BOUND_KIB, (small, large)
+    # every delete became a tombstone: one per key whose latest event of its batch is a delete
+    assert small["tombstones"] == small["deletes"] and large["tombstones"] == large["deletes"], (small, large)

@@ -25,8 +25,8 @@ must follow):
    writer won the version (the next attempt plans again).
 
 What the driver holds: one row of the batch's statistics, the candidate files' ``add`` actions, one row
-per touched file, and the batch's deletes' keys and sequences when it has deletes (recorded as
-tombstones before the commit, as SCD1's tasks path records them).
+per touched file, and one row per tombstones' file (the batch's deletes are written as tombstones by the
+executors before the commit, as SCD1's tasks path writes them: :mod:`~pyspark_kafka_group.sink.tombstone_tasks`).
 
 Caller: :func:`pyspark_kafka_group.sink.landing.land_changes` on the driver, one batch at a time.
 """
@@ -45,7 +45,6 @@ from kafka_group.delta.keyed.change_rules import (
     END_COLUMN,
     OFFSET,
     SEQ,
-    SEQUENCE_COLUMN,
     START_COLUMN,
     KeyedSpec,
     quote,
@@ -63,8 +62,9 @@ from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 from pyspark_kafka_group.sink.keyed_changes import refuse_null_sequences
-from pyspark_kafka_group.sink.keyed_tasks import _arrow, _num_records, arrow_subset
+from pyspark_kafka_group.sink.keyed_tasks import _arrow, _num_records
 from pyspark_kafka_group.sink.sink_files import write_files
+from pyspark_kafka_group.sink.tombstone_tasks import record_tombstones
 
 __all__ = ["merge_scd2_as_tasks"]
 
@@ -106,8 +106,7 @@ def merge_scd2_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: S
         schema = table_schema(arrow, spec, stored)
         crash_point("sink.before_commit")
         if tombstones is not None and stats["deletes"]:  # before the commit: kafka_group.delta.keyed.tombstones
-            deletes = events.where(F.col(DELETE_COLUMN)).select(*[quote(k) for k in keys], SEQ).toArrow()
-            tombstones.record(deletes.cast(arrow_subset(arrow, keys + [SEQ])).rename_columns(keys + [SEQUENCE_COLUMN]))
+            record_tombstones(tombstones, events.where(F.col(DELETE_COLUMN)), batch_id, count=int(stats["deletes"]))
         plan = _Scd2TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds,
                               int(stats["n"]))
         store.merge_as_tasks(schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,

@@ -25,9 +25,10 @@ A batch holding a truncate (``apply_as_truncates``: its events after the truncat
 live file is removed in the commit.
 
 What the driver holds: one row of the batch's statistics (count, NULL counts, key bounds), the
-candidate files' ``add`` actions (the log's, not the data), one row per touched file, and the
-batch's deletes' keys and sequences when it has deletes (SCD1's tombstones are recorded by delta-rs
-on the driver before the commit: :mod:`kafka_group.delta.keyed.tombstones` says why).
+candidate files' ``add`` actions (the log's, not the data), one row per touched file, and one row per
+tombstones' file: SCD1's tombstones are written by the executors and committed by the driver before
+the batch's commit (:mod:`~pyspark_kafka_group.sink.tombstone_tasks`; :mod:`kafka_group.delta.keyed.tombstones`
+says why in that order).
 
 Caller: :func:`pyspark_kafka_group.sink.landing.land_changes` on the driver, one batch at a time.
 """
@@ -41,7 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.files.not_null_check import check_not_null
-from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec, quote
+from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, KeyedSpec, quote
 from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, table_schema
 from kafka_group.delta.keyed.refusals import refuse_null_key_count
 from kafka_group.delta.keyed.own_merge import commit_merge, remove_of, row_tracking_columns
@@ -72,6 +73,7 @@ from kafka_group.offsets import OffsetRange
 from pyspark_kafka_group.sink.keyed_changes import refuse_null_sequences
 from pyspark_kafka_group.sink.keyed_tasks_columns import written_columns
 from pyspark_kafka_group.sink.sink_files import write_files
+from pyspark_kafka_group.sink.tombstone_tasks import record_tombstones
 
 __all__ = ["merge_as_tasks"]
 
@@ -118,21 +120,13 @@ def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequen
         schema = table_schema(arrow, spec, stored)
         crash_point("sink.before_commit")
         if tombstones is not None and stats["deletes"]:  # before the commit: kafka_group.delta.keyed.tombstones
-            deletes = events.where(F.col(DELETE_COLUMN)).select(*[quote(k) for k in keys], SEQ).toArrow()
-            tombstones.record(deletes.cast(arrow_subset(arrow, keys + [SEQ])).rename_columns(keys + [SEQUENCE_COLUMN]))
+            record_tombstones(tombstones, events.where(F.col(DELETE_COLUMN)), batch_id, count=int(stats["deletes"]))
         plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds, int(stats["n"]),
                           truncate)
         store.merge_as_tasks(schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
                              table_properties=table_properties)
     finally:
         events.unpersist()
-
-
-def arrow_subset(schema: Any, names: Sequence[str]) -> Any:
-    """``schema``'s fields ``names``, in that order (pyarrow)."""
-    import pyarrow as pa
-
-    return pa.schema([schema.field(n) for n in names])
 
 
 class _TaskMerge:

@@ -14,7 +14,9 @@ starts with ``_`` (tested).
 :meth:`Tombstones.record` appends a batch's deletes (one per key: SCD1's change set holds each
 key's latest event) before anything else of the batch is committed: a blind append, which never
 conflicts with another writer's; a key's tombstone is the highest sequence of its rows, so recording
-one twice changes nothing. :meth:`Tombstones.apply` is then a step on the change set (pyarrow Table
+one twice changes nothing. The MERGE as Spark tasks does the same without the deletes on the driver:
+the executors write the files (:mod:`kafka_group.delta.keyed.tombstone_files`) and
+:meth:`Tombstones.commit_files` appends them. :meth:`Tombstones.apply` is then a step on the change set (pyarrow Table
 in, pyarrow Table out) that every MERGE engine runs at each commit attempt, on the table version it
 commits on: it reads the tombstones of the batch's keys only (files chosen by their statistics, rows
 filtered in pyarrow: no key value reaches SQL) and drops the upserts whose sequence is below
@@ -43,18 +45,22 @@ recorded more than ``retention_seconds`` ago are deleted, the table is compacted
 files vacuumed. An event older than a delete whose tombstone was collected inserts the key again
 (docs/cdc.md).
 
-Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time.
+Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time
+(:func:`pyspark_kafka_group.sink.tombstone_tasks.record_tombstones` for the MERGE as Spark tasks).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
+from kafka_group.delta.files.commit_files import DataFile, check_local_files, delete_files
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, SEQUENCE_COLUMN, KeyedSpec
 from kafka_group.delta.keyed.key_rows import rows_of_keys
+from kafka_group.delta.keyed.tombstone_files import RECORDED_AT
 from kafka_group.delta.storage.table_location import TOMBSTONES_FOLDER
 from kafka_group.errors import ConfigError, OffsetStoreError
 from kafka_group.faults import crash_point
@@ -70,8 +76,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: When a tombstone was recorded (UTC): garbage collection compares it with the retention.
-RECORDED_AT = "__RECORDED_AT"
 #: Seven days: Kafka's default ``retention.ms``. An event older than a delete reaches a later batch
 #: while it is still in a topic (a partition lagging behind another, a producer sending again); a
 #: query can lag by up to the topic's retention, so the default covers the default topic.
@@ -79,7 +83,8 @@ DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
 #: How often (seconds, per sink) garbage collection runs at most; also at a sink's first batch.
 GC_INTERVAL_SECONDS = 600
 #: Obsolete files of the tombstones' table (removed by compaction or collection) kept this long for
-#: a reader of an older version (another query's batch reading its tombstones), then vacuumed.
+#: a reader of an older version (another query's batch reading its tombstones), then vacuumed; so are
+#: files in no commit (a task attempt that failed, a batch refused): one younger may be a running batch's.
 _VACUUM_HOURS = 24
 _APPEND_ATTEMPTS = 3
 
@@ -129,6 +134,11 @@ class Tombstones:
         self._storage_options = dict(storage_options)
         self._last_gc: Optional[float] = None
         self._loaded: Any = None
+
+    @property
+    def storage_options(self) -> Mapping[str, str]:
+        """The running batch's storage options (the executors writing tombstones get them; never logged)."""
+        return dict(self._storage_options)
 
     def use_storage_options(self, storage_options: Mapping[str, str]) -> None:
         """The running batch's storage options (a catalog's credentials are fetched again before they expire)."""
@@ -278,6 +288,74 @@ class Tombstones:
                 f"'{self.path}' failed: {last}. Nothing of the batch landed and no offset moved")
         crash_point("keyed.after_tombstones")
 
+    def commit_files(self, files: Sequence[DataFile], schema: Any) -> None:
+        """Add ``files`` to the tombstones' table in one blind append: :meth:`record` for deletes the
+        executors wrote (:func:`~kafka_group.delta.keyed.tombstone_files.tombstone_writer`, under ``schema``:
+        :func:`~kafka_group.delta.keyed.tombstone_files.tombstone_schema`). Called before the batch's
+        data-and-offsets commit, as :meth:`record`.
+
+        The commit is delta-rs's, as :meth:`record`'s: an append of new files reads nothing, so two
+        writers' appends never conflict (delta-rs retries on the next version), and the sink creates this
+        table with delta-rs's protocol, which delta-rs commits to (the connector's own commit,
+        :mod:`kafka_group.delta.log.commit`, is for tables whose features delta-rs refuses); the store's
+        conditional put was proved before the batch, on the table the tombstones live in. An attempt that
+        failed yet landed, appended again, adds the same paths again: a path's later ``add`` replaces its
+        earlier one, and a key's tombstone is its highest sequence either way.
+
+        Raises
+        ------
+        ConfigError
+            The table holds tombstones of other key columns or types (the keys or ``sequence_by``
+            changed); ``files`` are deleted (in no commit).
+        OffsetStoreError
+            The commit failed (nothing of the batch landed, no offset moved); ``files`` stay, in no
+            commit (garbage collection vacuums them).
+        """
+        from deltalake.schema import Schema
+        from deltalake.transaction import AddAction, create_table_with_add_actions
+
+        if not files:
+            return
+        check_local_files(self.path, files)
+        now_ms = int(time.time() * 1000)
+        adds = [AddAction(f.path, f.size, {}, now_ms, True, f.stats or json.dumps({"numRecords": f.num_records}))
+                for f in files]
+        last: Optional[Exception] = None
+        for _ in range(_APPEND_ATTEMPTS):
+            table = self._table()
+            if table is not None:
+                self._refuse_other_columns(table, schema, files)
+            try:
+                if table is None:
+                    create_table_with_add_actions(self.path, Schema.from_arrow(schema), adds, mode="append",
+                                                  storage_options=self._storage_options or None)
+                else:
+                    table.create_write_transaction(adds, mode="append", schema=table.schema())
+                break
+            except Exception as exc:  # noqa: BLE001 - a lost creation race is retried; the rest reported below
+                last = exc
+                self._loaded = None  # loaded again: the table another writer created, or the latest version
+        else:
+            raise OffsetStoreError(
+                f"recording {sum(f.num_records for f in files)} delete(s) in the tombstones of DeltaSink(keys="
+                f"{list(self.keys)}) at '{self.path}' failed: {last}. Nothing of the batch landed and no offset moved")
+        crash_point("keyed.after_tombstones")
+
+    def _refuse_other_columns(self, table: Any, schema: Any, files: Sequence[DataFile]) -> None:
+        """Refuse ``files`` (deleted) when the table's columns are not ``schema``'s (Delta types)."""
+        from deltalake.schema import Schema
+
+        def columns(delta_schema: Any) -> Any:
+            return [(f["name"], f["type"]) for f in json.loads(delta_schema.to_json())["fields"]]
+
+        have, want = columns(table.schema()), columns(Schema.from_arrow(schema))
+        if have != want:
+            delete_files(self.path, self._storage_options, files)
+            raise ConfigError(
+                f"the tombstones of DeltaSink(keys={list(self.keys)}) at '{self.path}' hold columns {have}, this "
+                f"batch's deletes {want}: the keys or the type of sequence_by changed. Give them back, or land into "
+                "a new table")
+
     def collect_garbage(self, now: Optional[float] = None) -> None:
         """Now and then (at a sink's first batch, then every :data:`GC_INTERVAL_SECONDS` at most): delete
         the tombstones recorded more than the retention ago, compact the table and vacuum its obsolete
@@ -300,7 +378,8 @@ class Tombstones:
                 return
             deleted = table.delete(predicate).get("num_deleted_rows", 0)
             table.optimize.compact()
-            table.vacuum(retention_hours=_VACUUM_HOURS, enforce_retention_duration=False, dry_run=False)
+            # full: also the files of task attempts that failed or lost (in no commit), once older than the retention
+            table.vacuum(retention_hours=_VACUUM_HOURS, enforce_retention_duration=False, dry_run=False, full=True)
         except Exception as exc:  # noqa: BLE001 - best effort, see above
             logger.warning("collecting the tombstones of %s older than %s failed (tried again later): %s",
                            self.path, cutoff.isoformat(), exc)
