@@ -2,7 +2,7 @@
 delta-rs and delta-spark).
 
 The table the sink creates for SCD2 has deletion vectors (and here row tracking, asked for); every batch is
-MERGEd by the executors (pyspark_kafka_group.sink.keyed_scd2_tasks). Rounds of events bring late events
+MERGEd by the executors (pyspark_kafka_group.sink.keyed.scd2_tasks). Rounds of events bring late events
 (below the key's latest version, across batches) and deletes, also of keys already closed (the tombstones);
 the table must equal the oracle computed from the events alone (tests/cdc_support.py), read by delta-rs and
 delta-spark. Row tracking (PROTOCOL.md, "Row Tracking"), read through delta-spark's ``_metadata.row_id`` and

@@ -31,7 +31,7 @@ FOREACH_BATCH = """[STREAM_FAILED] Query [id = 6ef4, runId = 128f] terminated wi
 An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
   File "/site-packages/py4j/clientserver.py", line 644, in _call_proxy
     return_value = getattr(self.pool[obj_id], method)(*params)
-  File "/site-packages/pyspark_kafka_group/sink/keyed_changes.py", line 43, in change_set
+  File "/site-packages/pyspark_kafka_group/sink/keyed/changes.py", line 43, in change_set
     raise ConfigError(
 kafka_group.errors.ConfigError: DeltaSink(keys=...) names 'id', which the transform's rows do not have
  SQLSTATE: 39000"""

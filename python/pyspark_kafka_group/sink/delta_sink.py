@@ -46,7 +46,7 @@ from kafka_group.errors import ConfigError, OffsetConflictError
 from kafka_group.offsets import OffsetRange
 from pyspark_kafka_group.session.spark_requirement import require_sink_dependencies
 from pyspark_kafka_group.sink.catalog_tables import resolve_table
-from pyspark_kafka_group.sink.keyed_parameters import keyed_parameters, keyed_table_properties
+from pyspark_kafka_group.sink.keyed.parameters import keyed_parameters, keyed_table_properties
 from pyspark_kafka_group.sink.landing import land_changes, land_rows
 from pyspark_kafka_group.sink.sink_checkpoint import (
     CONNECT_NEEDS_CHECKPOINT,

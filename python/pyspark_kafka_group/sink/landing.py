@@ -8,9 +8,9 @@ Delta commit that holds the data and the new position of every planned partition
   (:mod:`~pyspark_kafka_group.sink.sink_files`), then one commit of those files with the offsets
   (:meth:`kafka_group.delta.offsets.delta_offsets.DeltaOffsetStore.commit`), then the table's small files
   compacted when enough have gathered (:mod:`~pyspark_kafka_group.sink.sink_compaction`, its own commit);
-- :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed_changes`),
+- :func:`land_changes` (keyed): the batch's change set (:mod:`~pyspark_kafka_group.sink.keyed.changes`),
   the tombstones, then one MERGE commit with the offsets: as Spark tasks
-  (:mod:`~pyspark_kafka_group.sink.keyed_tasks`, SCD2's :mod:`~pyspark_kafka_group.sink.keyed_scd2_tasks`:
+  (:mod:`~pyspark_kafka_group.sink.keyed.scd1_tasks`, SCD2's :mod:`~pyspark_kafka_group.sink.keyed.scd2_tasks`:
   deletion vectors, or copy-on-write by the executors), else on the driver
   (:mod:`kafka_group.delta.keyed.commit`).
 
@@ -30,9 +30,9 @@ from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
 from kafka_group.errors import ConfigError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
-from pyspark_kafka_group.sink.keyed_changes import change_frame, collect_changes
-from pyspark_kafka_group.sink.keyed_scd2_tasks import merge_scd2_as_tasks
-from pyspark_kafka_group.sink.keyed_tasks import merge_as_tasks
+from pyspark_kafka_group.sink.keyed.changes import change_frame, collect_changes
+from pyspark_kafka_group.sink.keyed.scd2_tasks import merge_scd2_as_tasks
+from pyspark_kafka_group.sink.keyed.scd1_tasks import merge_as_tasks
 from pyspark_kafka_group.sink.sink_compaction import compact_after_commit
 from pyspark_kafka_group.sink.sink_files import partition_columns, write_files
 from pyspark_kafka_group.sink.sink_rules import VIOLATION_COLUMN, apply_rules
@@ -94,7 +94,7 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
                  table_properties: Optional[Mapping[str, str]] = None) -> None:
     """Keyed mode: the batch's change set (computed by Spark) MERGEd into the table with the batch's
     offsets, in one commit: as Spark tasks, the change set never on the driver
-    (SCD1: :mod:`pyspark_kafka_group.sink.keyed_tasks`, SCD2: :mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`:
+    (SCD1: :mod:`pyspark_kafka_group.sink.keyed.scd1_tasks`, SCD2: :mod:`pyspark_kafka_group.sink.keyed.scd2_tasks`:
     deletion vectors, or copy-on-write by the executors on a table without them); otherwise (the tables
     those tasks do not take: :func:`~kafka_group.delta.keyed.task_rewrite.task_merge_refusal`) collected
     to the driver's memory and MERGEd there (:mod:`kafka_group.delta.keyed.commit`).

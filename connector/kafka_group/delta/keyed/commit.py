@@ -14,7 +14,7 @@ new version and merges again, at most
 :data:`~kafka_group.delta.offsets.offsets_table.COMMIT_ATTEMPTS` times.
 
 :meth:`KeyedOffsetStore.merge_as_tasks` is the same loop for the MERGE as Spark tasks (SCD1:
-:mod:`pyspark_kafka_group.sink.keyed_tasks`, SCD2: :mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`; deletion
+:mod:`pyspark_kafka_group.sink.keyed.scd1_tasks`, SCD2: :mod:`pyspark_kafka_group.sink.keyed.scd2_tasks`; deletion
 vectors, or copy-on-write by the executors on a table without them): there the change set is never in the
 driver's memory. A batch comes here only for the tables those tasks do not take
 (:func:`~kafka_group.delta.keyed.task_rewrite.task_merge_refusal`: the change data feed enabled, a store the
@@ -56,7 +56,7 @@ from kafka_group.delta.keyed.refusals import (
 from kafka_group.delta.offsets.offsets_table import COMMIT_ATTEMPTS, GROUP_METADATA_KEY
 from kafka_group.delta.offsets.transaction_ids import OWNER_ID, owner_version, transaction_id
 from kafka_group.delta.rules.schema_evolution import merge_or_raise
-from kafka_group.errors import OffsetConflictError, OffsetStoreError, UnsupportedTableFeatureError
+from kafka_group.errors import OffsetConflictError, OffsetStoreError
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
 

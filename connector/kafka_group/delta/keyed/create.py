@@ -3,7 +3,7 @@
 delta-spark and Databricks enable deletion vectors on new tables; with them a keyed batch marks the
 replaced rows of a file deleted instead of rewriting the file, so its cost follows the number of
 changes, not the table's size (:mod:`kafka_group.delta.keyed.own_merge`, and the MERGE as Spark tasks
-of :mod:`pyspark_kafka_group.sink.keyed_tasks`). ``DeltaSink(keys=..., table_properties={...})``
+of :mod:`pyspark_kafka_group.sink.keyed.scd1_tasks`). ``DeltaSink(keys=..., table_properties={...})``
 overrides the defaults (:func:`created_properties`).
 
 A table with deletion vectors is created by the connector's own commit (PROTOCOL.md, "Table Features":

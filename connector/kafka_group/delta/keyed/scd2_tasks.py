@@ -1,4 +1,4 @@
-"""SCD type 2 as Spark tasks: the functions the executors run (:mod:`pyspark_kafka_group.sink.keyed_scd2_tasks`
+"""SCD type 2 as Spark tasks: the functions the executors run (:mod:`pyspark_kafka_group.sink.keyed.scd2_tasks`
 builds the Spark jobs from them; the driver's SCD2 is :meth:`~kafka_group.delta.keyed.commit.KeyedOffsetStore._scd2_source`).
 
 The rules are :func:`~kafka_group.delta.keyed.scd2_history.place_events`'s: a key's rows in the table,

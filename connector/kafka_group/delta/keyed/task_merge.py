@@ -2,7 +2,7 @@
 
 The MERGE of :mod:`kafka_group.delta.keyed.own_merge` (same rules: :mod:`kafka_group.delta.keyed.own_plan`),
 with its work on the executors instead of the driver
-(:mod:`pyspark_kafka_group.sink.keyed_tasks` builds the Spark jobs from these):
+(:mod:`pyspark_kafka_group.sink.keyed.scd1_tasks` builds the Spark jobs from these):
 
 1. the driver lists the target's candidate files from the log (:func:`candidate_files`: their ``add``
    actions, pruned by the batch's key bounds against each file's ``minValues``/``maxValues``) and ships

@@ -46,7 +46,7 @@ files vacuumed. An event older than a delete whose tombstone was collected inser
 (docs/cdc.md).
 
 Caller: :class:`~pyspark_kafka_group.sink.delta_sink.DeltaSink` on the driver, one batch at a time
-(:func:`pyspark_kafka_group.sink.tombstone_tasks.record_tombstones` for the MERGE as Spark tasks).
+(:func:`pyspark_kafka_group.sink.keyed.tombstone_tasks.record_tombstones` for the MERGE as Spark tasks).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class Tombstones:
 
     def current(self) -> Any:
         """The tombstones' delta-rs table at its latest version (None: none recorded yet): the MERGE as
-        Spark tasks scans its files on the executors (:mod:`pyspark_kafka_group.sink.keyed_tasks`)."""
+        Spark tasks scans its files on the executors (:mod:`pyspark_kafka_group.sink.keyed.scd1_tasks`)."""
         return self._table()
 
     def deletes(self, changes: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The columns of the rows the keyed MERGE as Spark tasks writes (:mod:`pyspark_kafka_group.sink.keyed_tasks`).
+"""The columns of the rows the keyed MERGE as Spark tasks writes (:mod:`pyspark_kafka_group.sink.keyed.scd1_tasks`).
 
 An upsert's row takes its stored columns and ``__SEQUENCE`` from the change; a column the upsert keeps
 from the row it replaces (:func:`~kafka_group.delta.keyed.task_rewrite.kept_columns`: one the batch does

@@ -1,6 +1,6 @@
 """The keyed sink's SCD1 MERGE as Spark tasks, with deletion vectors (the default for new tables) or without.
 
-The batch's change set stays a DataFrame (:func:`~pyspark_kafka_group.sink.keyed_changes.change_frame`:
+The batch's change set stays a DataFrame (:func:`~pyspark_kafka_group.sink.keyed.changes.change_frame`:
 the latest event per key computed on the executors) and is never collected to the driver. Per commit
 attempt (:meth:`kafka_group.delta.keyed.commit.KeyedOffsetStore.merge_as_tasks`, on the table version
 the commit must follow):
@@ -14,7 +14,7 @@ the commit must follow):
    that drop the fired rows from each touched file (:class:`~kafka_group.delta.keyed.task_rewrite.RowDropper`:
    a new deletion vector, or the file rewritten without them where deletion vectors are off) and
    return one row per touched file, the keys whose row is newer than the change, and with
-   ``ignore_null_updates`` the replaced rows' values (:mod:`~pyspark_kafka_group.sink.keyed_tasks_columns`);
+   ``ignore_null_updates`` the replaced rows' values (:mod:`~pyspark_kafka_group.sink.keyed.scd1_columns`);
 4. the new rows (upserts but the blocked ones) are written by the executors as append mode writes its
    files (:func:`~pyspark_kafka_group.sink.sink_files.write_files`);
 5. the driver commits removes, re-adds with the new deletion vectors or the rewritten files, the new
@@ -27,7 +27,7 @@ live file is removed in the commit.
 What the driver holds: one row of the batch's statistics (count, NULL counts, key bounds), the
 candidate files' ``add`` actions (the log's, not the data), one row per touched file, and one row per
 tombstones' file: SCD1's tombstones are written by the executors and committed by the driver before
-the batch's commit (:mod:`~pyspark_kafka_group.sink.tombstone_tasks`; :mod:`kafka_group.delta.keyed.tombstones`
+the batch's commit (:mod:`~pyspark_kafka_group.sink.keyed.tombstone_tasks`; :mod:`kafka_group.delta.keyed.tombstones`
 says why in that order).
 
 Caller: :func:`pyspark_kafka_group.sink.landing.land_changes` on the driver, one batch at a time.
@@ -35,7 +35,6 @@ Caller: :func:`pyspark_kafka_group.sink.landing.land_changes` on the driver, one
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -43,9 +42,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from kafka_group.delta.files.commit_files import DataFile, delete_files
 from kafka_group.delta.files.not_null_check import check_not_null
 from kafka_group.delta.keyed.change_rules import DELETE_COLUMN, SEQ, KeyedSpec, quote
-from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, table_schema
-from kafka_group.delta.keyed.refusals import refuse_null_key_count
-from kafka_group.delta.keyed.own_merge import commit_merge, remove_of, row_tracking_columns
+from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore
+from kafka_group.delta.keyed.own_merge import commit_merge, pa_schema, remove_of, row_tracking_columns
 from kafka_group.delta.keyed.task_merge import (
     FILE_ID,
     POSITION,
@@ -70,21 +68,14 @@ from kafka_group.delta.log.actions import TableState, row_tracking_on
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
-from pyspark_kafka_group.sink.keyed_changes import refuse_null_sequences
-from pyspark_kafka_group.sink.keyed_tasks_columns import written_columns
+from pyspark_kafka_group.sink.keyed.batch import JOIN, arrow_schema, num_records, prepare_batch, shipped_files
+from pyspark_kafka_group.sink.keyed.scd1_columns import written_columns
 from pyspark_kafka_group.sink.sink_files import write_files
-from pyspark_kafka_group.sink.tombstone_tasks import record_tombstones
 
 __all__ = ["merge_as_tasks"]
 
 logger = logging.getLogger(__name__)
 
-#: Every join here is a sort-merge join: Spark estimates a scan's size from its input, the small list of
-#: files, and would broadcast a table's worth of keys (at 100,000,000 rows: "Not enough memory to build
-#: and broadcast the table"); a sort-merge join spills instead, so a task's memory stays its share.
-_JOIN = "merge"
-#: Candidate files per scan task at most (a task reads one file's key columns at a time).
-_FILES_PER_TASK = 4
 
 
 def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequence[OffsetRange],
@@ -92,38 +83,19 @@ def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequen
                    storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
                    metadata: Mapping[str, Any], table_properties: Optional[Mapping[str, str]],
                    truncate: bool = False) -> None:
-    """MERGE ``events`` (:func:`~pyspark_kafka_group.sink.keyed_changes.change_frame`'s SCD1 change set)
+    """MERGE ``events`` (:func:`~pyspark_kafka_group.sink.keyed.changes.change_frame`'s SCD1 change set)
     into ``store``'s table with ``ranges``, in one commit, the work on the executors (module docstring).
     ``truncate``: the batch held a truncate (``events`` are those after it): the table is emptied first."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructField, StructType
 
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        keys = list(spec.keys)
-        aggregates = [F.count(F.lit(1)).alias("n"), F.sum(F.col(DELETE_COLUMN).cast("long")).alias("deletes"),
-                      F.sum(F.col(SEQ).isNull().cast("long")).alias("null_seq")]
-        for i, k in enumerate(keys):
-            aggregates += [F.sum(F.col(quote(k)).isNull().cast("long")).alias(f"null{i}"),
-                           F.min(quote(k)).alias(f"min{i}"), F.max(quote(k)).alias(f"max{i}")]
-        stats = events.agg(*aggregates).collect()[0]
-        if not ranges and not stats["n"] and not truncate:
+        facts = prepare_batch(events, stored, batch_id, ranges, store, spec, tombstones, truncate=truncate)
+        if facts is None:
             return
-        for i, k in enumerate(keys):
-            refuse_null_key_count(spec, store.table_path, k, int(stats[f"null{i}"] or 0))
-        refuse_null_sequences(spec, int(stats["null_seq"] or 0))
-        bounds = {k: (stats[f"min{i}"], stats[f"max{i}"]) for i, k in enumerate(keys) if stats[f"min{i}"] is not None}
-        arrow = to_arrow_schema(StructType([StructField(f.name, f.dataType, True) for f in events.schema.fields]),
-                                timezone="UTC")
-        schema = table_schema(arrow, spec, stored)
-        crash_point("sink.before_commit")
-        if tombstones is not None and stats["deletes"]:  # before the commit: kafka_group.delta.keyed.tombstones
-            record_tombstones(tombstones, events.where(F.col(DELETE_COLUMN)), batch_id, count=int(stats["deletes"]))
-        plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds, int(stats["n"]),
+        plan = _TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, facts.bounds, facts.rows,
                           truncate)
-        store.merge_as_tasks(schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
+        store.merge_as_tasks(facts.schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
                              table_properties=table_properties)
     finally:
         events.unpersist()
@@ -158,7 +130,7 @@ class _TaskMerge:
         dropper = RowDropper.of(table, path, self.options, self.batch_id)
         # a truncate removes every live file; else the files whose statistics may hold a changed key
         files = candidate_files(table, fs, self.keys, {} if self.truncate else self.bounds)
-        table_arrow = _pa_schema(table)
+        table_arrow = pa_schema(table)
         old = [] if self.truncate else kept_columns(table_arrow, self.stored, self.keys, self.ignore_null_updates)
         # Row tracking: updated rows keep their ids, written in the materialized column; their commit version
         # column is NULL, so they read the new file's defaultRowCommitVersion (PROTOCOL.md, "Row Tracking").
@@ -171,12 +143,12 @@ class _TaskMerge:
         try:
             if files and not self.truncate:
                 matched = self._scan(path, table.table_uri, table_arrow, dropper.mapping, files,
-                                     None if tracked is None else tracked[0]).hint(_JOIN).join(
+                                     None if tracked is None else tracked[0]).hint(JOIN).join(
                     changes.select(*[quote(k) for k in self.keys], SEQ, DELETE_COLUMN), on=self.keys, how="inner")
                 result_schema = self._result_schema(table_arrow, old)
                 writer = dv_writer(path, table.table_uri, self.options,
                                    {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records()) for f in files},
-                                   self.keys, _arrow(result_schema), dropper=dropper,
+                                   self.keys, arrow_schema(result_schema), dropper=dropper,
                                    adds={f.file_id: f.add for f in files}, old_columns=old)
                 results = matched.repartition(F.col(FILE_ID)).mapInArrow(writer, result_schema).persist(
                     StorageLevel.MEMORY_AND_DISK)
@@ -186,14 +158,14 @@ class _TaskMerge:
             by_id = {f.file_id: f for f in files}
             removes, readds, rewritten, tasks_wrote = dropped_files(
                 file_rows, {f.file_id: f.add for f in files}, now_ms, dropper.mapping,
-                lambda file_id: _num_records(by_id[file_id], fs))
+                lambda file_id: num_records(by_id[file_id], fs))
             written += tasks_wrote  # deleted below unless the commit lands
             if files and not self.truncate:
-                upserts = changes.where(~F.col(DELETE_COLUMN)).hint(_JOIN).join(
+                upserts = changes.where(~F.col(DELETE_COLUMN)).hint(JOIN).join(
                     results.where("kind = 'blocked'").select(*[quote(k) for k in self.keys]), on=self.keys,
                     how="left_anti")
                 if tracked is not None or old:
-                    upserts = upserts.hint(_JOIN).join(results.where("kind = 'fired'").select(
+                    upserts = upserts.hint(JOIN).join(results.where("kind = 'fired'").select(
                         *[quote(k) for k in self.keys], *([ROW_ID] if tracked else []),
                         *[quote(OLD_PREFIX + c) for c in old]), on=self.keys, how="left")
             else:
@@ -246,10 +218,8 @@ class _TaskMerge:
                          + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys]
                          + [StructField(TARGET_SEQ, self.events.schema[SEQ].dataType, True)]
                          + ([StructField(ROW_ID, LongType(), True)] if row_id_column else []))
-        shipped = session.createDataFrame([(f.file_id, f.path, json.dumps(f.add)) for f in files],
-                                          "file_id long, path string, add string")
-        shipped = shipped.repartition(max(1, -(-len(files) // _FILES_PER_TASK)))
-        scanner = key_scanner(root, uri, self.options, schema, self.keys, _arrow(out), mapping, row_id_column)
+        shipped = shipped_files(session, files)
+        scanner = key_scanner(root, uri, self.options, schema, self.keys, arrow_schema(out), mapping, row_id_column)
         return shipped.mapInArrow(scanner, out)
 
     def _without_tombstoned(self, changes: Any) -> Any:
@@ -264,10 +234,10 @@ class _TaskMerge:
         files = candidate_files(tombs, fs, self.keys, self.bounds)
         if not files:
             return changes
-        known = self._scan(self.tombstones.path, tombs.table_uri, _pa_schema(tombs), None,  # type: ignore[union-attr]
+        known = self._scan(self.tombstones.path, tombs.table_uri, pa_schema(tombs), None,  # type: ignore[union-attr]
                            files).groupBy(*[quote(k) for k in self.keys]).agg(
             F.max(TARGET_SEQ).alias(TARGET_SEQ))
-        joined = changes.hint(_JOIN).join(known, on=self.keys, how="left")
+        joined = changes.hint(JOIN).join(known, on=self.keys, how="left")
         keep = F.col(TARGET_SEQ).isNull() | (F.col(SEQ) >= F.col(TARGET_SEQ)) | F.col(DELETE_COLUMN)
         return joined.where(keep).drop(TARGET_SEQ)
 
@@ -279,26 +249,3 @@ class _TaskMerge:
                           + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys]
                           + [StructField(OLD_PREFIX + c, from_arrow_type(table_arrow.field(c).type), True)
                              for c in old])
-
-
-def _arrow(struct: Any) -> Any:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(struct, timezone="UTC")
-
-
-def _pa_schema(table: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.schema(table.schema().to_arrow())
-
-
-def _num_records(f: CandidateFile, fs: Any) -> int:
-    """A touched file's physical row count (its statistics', else its Parquet footer's)."""
-    import pyarrow.parquet as pq
-
-    known = f.num_records()
-    if known is not None:
-        return known
-    with fs.open_input_file(f.path) as handle:
-        return int(pq.ParquetFile(handle).metadata.num_rows)

@@ -1,6 +1,6 @@
 """The keyed sink's SCD type 2 MERGE as Spark tasks, for tables with deletion vectors (the default for new ones).
 
-SCD2 needs every event of the batch (:func:`~pyspark_kafka_group.sink.keyed_changes.change_frame`); they
+SCD2 needs every event of the batch (:func:`~pyspark_kafka_group.sink.keyed.changes.change_frame`); they
 stay a DataFrame and never reach the driver. Per commit attempt
 (:meth:`kafka_group.delta.keyed.commit.KeyedOffsetStore.merge_as_tasks`, on the table version the commit
 must follow):
@@ -26,14 +26,13 @@ must follow):
 
 What the driver holds: one row of the batch's statistics, the candidate files' ``add`` actions, one row
 per touched file, and one row per tombstones' file (the batch's deletes are written as tombstones by the
-executors before the commit, as SCD1's tasks path writes them: :mod:`~pyspark_kafka_group.sink.tombstone_tasks`).
+executors before the commit, as SCD1's tasks path writes them: :mod:`~pyspark_kafka_group.sink.keyed.tombstone_tasks`).
 
 Caller: :func:`pyspark_kafka_group.sink.landing.land_changes` on the driver, one batch at a time.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -49,10 +48,9 @@ from kafka_group.delta.keyed.change_rules import (
     KeyedSpec,
     quote,
 )
-from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore, table_schema
+from kafka_group.delta.keyed.commit import NOTHING, KeyedOffsetStore
 from kafka_group.delta.keyed.file_deletes import DROP_RESULT_COLUMNS, positions_writer
 from kafka_group.delta.keyed.own_merge import commit_merge, pa_schema, row_tracking_columns
-from kafka_group.delta.keyed.refusals import refuse_null_key_count
 from kafka_group.delta.keyed.scd2_tasks import KIND, REWRITE, history_placer, row_reader
 from kafka_group.delta.keyed.task_merge import FILE_ID, POSITION, ROW_ID, TARGET_SEQ, CandidateFile, candidate_files, key_scanner
 from kafka_group.delta.keyed.task_rewrite import RowDropper, dropped_files, refuse_task_merge
@@ -61,18 +59,13 @@ from kafka_group.delta.log.actions import TableState, row_tracking_on
 from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.faults import crash_point
 from kafka_group.offsets import OffsetRange
-from pyspark_kafka_group.sink.keyed_changes import refuse_null_sequences
-from pyspark_kafka_group.sink.keyed_tasks import _arrow, _num_records
+from pyspark_kafka_group.sink.keyed.batch import JOIN, arrow_schema, num_records, prepare_batch, shipped_files
 from pyspark_kafka_group.sink.sink_files import write_files
-from pyspark_kafka_group.sink.tombstone_tasks import record_tombstones
 
 __all__ = ["merge_scd2_as_tasks"]
 
 logger = logging.getLogger(__name__)
 
-#: Sort-merge joins only (keyed_tasks.py says why a broadcast would not do).
-_JOIN = "merge"
-_FILES_PER_TASK = 4
 
 
 def merge_scd2_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequence[OffsetRange],
@@ -82,34 +75,15 @@ def merge_scd2_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: S
     """MERGE ``events`` (every event of the batch: SCD2's change set) into ``store``'s table with
     ``ranges``, in one commit, the work on the executors (module docstring)."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructField, StructType
 
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        keys = list(spec.keys)
-        aggregates = [F.count(F.lit(1)).alias("n"), F.sum(F.col(DELETE_COLUMN).cast("long")).alias("deletes"),
-                      F.sum(F.col(SEQ).isNull().cast("long")).alias("null_seq")]
-        for i, k in enumerate(keys):
-            aggregates += [F.sum(F.col(quote(k)).isNull().cast("long")).alias(f"null{i}"),
-                           F.min(quote(k)).alias(f"min{i}"), F.max(quote(k)).alias(f"max{i}")]
-        stats = events.agg(*aggregates).collect()[0]
-        if not ranges and not stats["n"]:
+        facts = prepare_batch(events, stored, batch_id, ranges, store, spec, tombstones)
+        if facts is None:
             return
-        for i, k in enumerate(keys):
-            refuse_null_key_count(spec, store.table_path, k, int(stats[f"null{i}"] or 0))
-        refuse_null_sequences(spec, int(stats["null_seq"] or 0))
-        bounds = {k: (stats[f"min{i}"], stats[f"max{i}"]) for i, k in enumerate(keys) if stats[f"min{i}"] is not None}
-        arrow = to_arrow_schema(StructType([StructField(f.name, f.dataType, True) for f in events.schema.fields]),
-                                timezone="UTC")
-        schema = table_schema(arrow, spec, stored)
-        crash_point("sink.before_commit")
-        if tombstones is not None and stats["deletes"]:  # before the commit: kafka_group.delta.keyed.tombstones
-            record_tombstones(tombstones, events.where(F.col(DELETE_COLUMN)), batch_id, count=int(stats["deletes"]))
-        plan = _Scd2TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, bounds,
-                              int(stats["n"]))
-        store.merge_as_tasks(schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
+        plan = _Scd2TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, facts.bounds,
+                              facts.rows)
+        store.merge_as_tasks(facts.schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
                              table_properties=table_properties, scd_type=2)
     finally:
         events.unpersist()
@@ -161,7 +135,7 @@ class _Scd2TaskMerge:
             combined = combined.unionByName(part)
         out = self._out_schema(union, columns)
         placer = history_placer(columns, self.keys, self.spec.tracked_columns(columns), self.spec.ignore_null_updates,
-                                _arrow(out))
+                                arrow_schema(out))
         key_columns = [F.col(quote(k)) for k in self.keys]
         results = combined.repartition(*key_columns).sortWithinPartitions(*key_columns).mapInArrow(
             placer, out).persist(StorageLevel.MEMORY_AND_DISK)
@@ -171,13 +145,13 @@ class _Scd2TaskMerge:
             by_id = {f.file_id: f for f in files}
             if files:
                 writer = positions_writer(dropper, {f.file_id: (f.path, f.add, f.num_records()) for f in files},
-                                          _arrow(_struct(DROP_RESULT_COLUMNS)))
+                                          arrow_schema(_struct(DROP_RESULT_COLUMNS)))
                 file_rows = [r.asDict() for r in results.where(F.col(KIND) == "delete").select(
                     FILE_ID, POSITION).repartition(F.col(FILE_ID)).mapInArrow(
                     writer, _struct(DROP_RESULT_COLUMNS)).collect()]
             removes, readds, rewritten_files, tasks_wrote = dropped_files(
                 file_rows, {f.file_id: f.add for f in files}, int(time.time() * 1000), mapping,
-                lambda file_id: _num_records(by_id[file_id], fs))
+                lambda file_id: num_records(by_id[file_id], fs))
             written += tasks_wrote  # deleted below unless the commit lands
             versions = results.where(F.col(KIND) == "write")
             rewritten = versions.where(F.col(REWRITE)).count()
@@ -247,12 +221,12 @@ class _Scd2TaskMerge:
         path = self.store.table_path
         key_out = StructType([StructField(FILE_ID, LongType()), StructField(POSITION, LongType())]
                              + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys])
-        scanner = key_scanner(path, table.table_uri, self.options, table_arrow, self.keys, _arrow(key_out), mapping,
+        scanner = key_scanner(path, table.table_uri, self.options, table_arrow, self.keys, arrow_schema(key_out), mapping,
                               with_sequence=False)
-        matched = self._shipped(files).mapInArrow(scanner, key_out).hint(_JOIN).join(
+        matched = self._shipped(files).mapInArrow(scanner, key_out).hint(JOIN).join(
             batch_keys, on=self.keys, how="left_semi").select(FILE_ID, POSITION)
         reader = row_reader(path, table.table_uri, self.options, table_arrow, {f.file_id: (f.path, f.add) for f in files},
-                            columns, _arrow(union), mapping, row_id_column)
+                            columns, arrow_schema(union), mapping, row_id_column)
         return matched.repartition(FILE_ID).mapInArrow(reader, union)
 
     def _tombstones(self, batch_keys: Any, union: Any) -> Any:
@@ -272,8 +246,8 @@ class _Scd2TaskMerge:
                          + [StructField(k, self.events.schema[k].dataType, True) for k in self.keys]
                          + [StructField(TARGET_SEQ, self.events.schema[SEQ].dataType, True)])
         scanner = key_scanner(self.tombstones.path, tombs.table_uri, self.options,  # type: ignore[union-attr]
-                              pa_schema(tombs), self.keys, _arrow(out), None)
-        found = self._shipped(files).mapInArrow(scanner, out).hint(_JOIN).join(batch_keys, on=self.keys,
+                              pa_schema(tombs), self.keys, arrow_schema(out), None)
+        found = self._shipped(files).mapInArrow(scanner, out).hint(JOIN).join(batch_keys, on=self.keys,
                                                                                how="left_semi")
         return found.select(*[
             F.lit("tomb").alias(f.name) if f.name == KIND
@@ -283,9 +257,7 @@ class _Scd2TaskMerge:
 
     def _shipped(self, files: Sequence[CandidateFile]) -> Any:
         """``files`` as a DataFrame of ``(file_id, path, add)``, a few files per task."""
-        shipped = self.events.sparkSession.createDataFrame([(f.file_id, f.path, json.dumps(f.add)) for f in files],
-                                                           "file_id long, path string, add string")
-        return shipped.repartition(max(1, -(-len(files) // _FILES_PER_TASK)))
+        return shipped_files(self.events.sparkSession, files)
 
 
 def _struct(columns: Sequence[Tuple[str, str]]) -> Any:
