@@ -12,7 +12,7 @@ updates (keys drawn over the whole table: every file holds one) lands in each, t
   into the table with deletion vectors: the change set as a DataFrame, the MERGE's scan, join and
   deletion vectors as Spark tasks, one commit with the offsets;
 - **kafka-group, no deletion vectors** (``kg-nodv``): the same landing into the table without them,
-  which the sink MERGEs on the driver (delta-rs), rewriting every file a key is in; last at each size,
+  copy-on-write as Spark tasks (the executors rewrite every file a key is in); last at each size,
   only at sizes up to ``--nodv-max-rows`` and while its time at the size before, scaled by the rows,
   stays under ``--nodv-budget`` seconds (a skip is printed with its reason);
 - **(S3)**: delta-spark's ``MERGE`` of the same change set into the table with deletion vectors,
@@ -28,7 +28,7 @@ A warm-up batch (10,000 changes into 1,000,000 rows, (S3) and kafka-group) runs 
 No Kafka: all read the same change set from Spark (``spark.range`` hashed to keys), so the figures are
 the MERGE's. Printed per run: wall time of the batch; the driver's peak memory during the batch (the
 Python driver's and, on the cluster, the driver JVM's ``VmHWM``, reset before the batch: on the
-driver MERGE the Python process holds the change set, delta-spark's driver work is in the JVM);
+tasks the Python driver holds no change set, delta-spark's driver work is in the JVM);
 CPU seconds per distinct changed key: on the cluster the executors' (their JVMs and Python workers)
 and the driver's apart, in local mode the whole process tree's (driver and executors share one JVM).
 Every table is checked afterwards (row count, and the changed rows' values), and the batch's commit
@@ -253,7 +253,7 @@ _LANDERS = {"s3": "_s3", "kg": "_kg", "kg-nodv": "_kg"}
 def _estimate(runs: List[Dict[str, Any]], key: str) -> List[Dict[str, Any]]:
     """Per contender with two table sizes at one change count: CPU split into per-row and per-change
     parts, and a 32-core batch of 1,000,000 changes into 10,000,000,000 rows (printed, on paper). The
-    driver's MERGE (``kg-nodv``) runs in one process: its wall time is scaled instead, no cores added."""
+    copy-on-write contender (``kg-nodv``) is estimated the same way, from its executors' CPU."""
     by: Dict[str, List[Dict[str, Any]]] = {}
     for r in runs:
         by.setdefault(r["contender"], []).append(r)
@@ -263,16 +263,13 @@ def _estimate(runs: List[Dict[str, Any]], key: str) -> List[Dict[str, Any]]:
         if len(rs) < 2 or rs[0]["changes"] != rs[-1]["changes"] or rs[0]["rows"] == rs[-1]["rows"]:
             continue
         a, b = rs[0], rs[-1]
-        cpu = "seconds" if name == "kg-nodv" else key
+        cpu = key
         per_row = (b[cpu] - a[cpu]) / (b["rows"] - a["rows"])
         per_change = (a[cpu] - per_row * a["rows"]) / a["distinct_keys"]
         total = per_row * 1e10 + per_change * 1e6
         estimate = {"estimate": name, "from": cpu, "us_per_row": round(per_row * 1e6, 3),
                     "us_per_change": round(per_change * 1e6, 1), "rows": 10_000_000_000, "changes": 1_000_000}
-        if name == "kg-nodv":
-            estimate["seconds_on_one_driver"] = round(total)
-        else:
-            estimate.update({"cpu_seconds": round(total), "seconds_on_32_cores": round(total / 32)})
+        estimate.update({"cpu_seconds": round(total), "seconds_on_32_cores": round(total / 32)})
         print(json.dumps(estimate), flush=True)
         estimates.append(estimate)
     return estimates
@@ -287,7 +284,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--executor-memory", default="2g", help="per executor on the standalone cluster")
     parser.add_argument("--contenders", default="s3,kg,kg-nodv")
     parser.add_argument("--nodv-max-rows", type=int, default=10_000_000,
-                        help="kg-nodv (the driver's MERGE, rewriting every file) only up to this table size")
+                        help="kg-nodv (copy-on-write, rewriting every file a key is in) only up to this table size")
     parser.add_argument("--nodv-budget", type=float, default=600.0,
                         help="kg-nodv skipped at a size where its last size's time, scaled by the rows, exceeds "
                              "these seconds")
@@ -351,7 +348,7 @@ def _measure(spark: Any, cluster: Any, args: Any, contenders: List[str], version
         nodv = [r for r in out["runs"] if r["contender"] == "kg-nodv"]
         predicted = nodv[-1]["seconds"] * rows / nodv[-1]["rows"] if nodv else 0.0
         here = [c for c in contenders if c != "kg-nodv" or (rows <= args.nodv_max_rows and predicted <= args.nodv_budget)]
-        here.sort(key=lambda c: c == "kg-nodv")  # last: the driver's MERGE is the one that may run out of memory
+        here.sort(key=lambda c: c == "kg-nodv")  # last: it rewrites the whole table
         if len(here) < len(contenders):
             print(json.dumps({"skipped": "kg-nodv", "rows": rows, "why": f"above --nodv-max-rows {args.nodv_max_rows}"
                               if rows > args.nodv_max_rows else f"its last size's time scaled to {rows} rows, "

@@ -323,3 +323,25 @@ def test_a_delta_rs_merge_that_changes_no_row_still_moves_the_offsets(tmp_path: 
     loaded = DeltaTable(str(table))
     assert loaded.transaction_version(transaction_id("g", TopicPartition("t", 0))) == 1
     assert loaded.to_pyarrow_dataset().to_table().to_pylist() == [{"id": 1, "v": "one", "__SEQUENCE": 5}]
+
+
+def test_the_drivers_own_merge_refuses_what_it_does_not_apply(tmp_path: pathlib.Path) -> None:
+    """A batch reaches the driver's own MERGE only when the table changed after the batch chose its MERGE
+    (the tasks refused it, then another writer's commit made it one the own MERGE takes): that MERGE
+    applies neither ``ignore_null_updates`` nor a truncate, and refuses them rather than land other rows."""
+    import pytest
+
+    from kafka_group.delta.keyed.change_rules import TRUNCATE_METADATA, KeyedSpec
+    from kafka_group.delta.keyed.commit import KeyedOffsetStore
+    from kafka_group.errors import UnsupportedTableFeatureError
+    from kafka_group.offsets import OffsetRange, TopicPartition
+
+    table = _copy(tmp_path)
+    changes = _changes().append_column("__kg_offset", pa.array(range(6), pa.int64()))
+    truncated = changes.replace_schema_metadata({TRUNCATE_METADATA: b"1"})
+    for spec, batch in ((KeyedSpec.build(["id"], "seq", None, None, None, 1, ignore_null_updates=True), changes),
+                        (KeyedSpec.build(["id"], "seq", None, None, None, 1, apply_as_truncates="v = 't'"), truncated)):
+        with pytest.raises(UnsupportedTableFeatureError, match="does not apply"):
+            KeyedOffsetStore(str(table), "g").merge_changes(batch, spec, ["id", "v"],
+                                                             [OffsetRange(TopicPartition("t", 0), 0, 6)])
+    assert DeltaTable(str(table)).version() == 3  # nothing committed

@@ -16,6 +16,7 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable
 
 from kafka_group.delta.keyed.task_merge import candidate_files
@@ -118,3 +119,28 @@ def test_copy_on_write_keeps_a_files_partition_values(tmp_path: pathlib.Path) ->
     [written] = json.loads(result["rewritten"])
     assert written["partition_values"] == {"p": "b"} and written["num_records"] == 1
     assert "p" not in pq.read_table(table / written["path"]).column_names  # as appends write it: in the path
+
+
+@pytest.mark.parametrize("with_dvs", [True, False], ids=["deletion-vectors", "copy-on-write"])
+def test_statistics_that_understate_a_files_rows_never_remove_its_other_rows(tmp_path: pathlib.Path,
+                                                                           with_dvs: bool) -> None:
+    """A table log whose ``numRecords`` says 1 for a file of 100 rows (hostile, buggy or corrupt): a change
+    firing on one row must not take the file for wholly deleted and remove the 99 others."""
+    from pyarrow import fs as pafs
+
+    from kafka_group.errors import OffsetStoreError
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    pq.write_table(pa.table({"k": list(range(100)), "v": [str(i) for i in range(100)]}, schema=schema),
+                   tmp_path / "f.parquet")
+    fs = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    add = {"path": "f.parquet", "size": 1, "partitionValues": {}, "stats": json.dumps({"numRecords": 1})}
+    dropper = RowDropper(str(tmp_path), tmp_path.as_uri(), {}, with_dvs, schema, None, (), 32, None, None, 7)
+    with pytest.raises(OffsetStoreError, match="holds 100 rows.*statistics say 1"):
+        dropper.drop(fs, "f.parquet", add, 1, np.array([0], dtype=np.int64))
+
+
+def test_a_droppers_repr_never_shows_the_storage_options() -> None:
+    dropper = RowDropper("s3://b/t", "s3://b/t", {"aws_secret_access_key": "S3CR3T-KEY"}, True, None, None, (), 32,
+                         None, None, 1)
+    assert "S3CR3T-KEY" not in repr(dropper) and "S3CR3T-KEY" not in str(dropper)

@@ -50,6 +50,7 @@ from kafka_group.delta.keyed.key_rows import rows_of_keys
 from kafka_group.delta.keyed.own_merge import needs_own_merge, own_merge
 from kafka_group.delta.keyed.refusals import (
     refuse_null_keys,
+    refuse_own_parameters,
     refuse_own_unmergeable,
     refuse_unmergeable,
 )
@@ -146,6 +147,7 @@ class KeyedOffsetStore(DeltaOffsetStore):
             own = needs_own_merge(table)
             if own:  # deletion vectors: the connector's own MERGE and commit (kafka_group.delta.keyed.own_merge)
                 refuse_own_unmergeable(self.table_path, table, spec.scd_type)
+                refuse_own_parameters(self.table_path, spec, truncate)
             else:
                 refuse_unmergeable(self.table_path, table)
             self._refuse_conflicts(table, ranges)

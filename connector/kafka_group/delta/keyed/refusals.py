@@ -17,7 +17,7 @@ from kafka_group.delta.keyed.own_merge import invariant_columns, own_merge_refus
 from kafka_group.errors import OffsetStoreError, UnsupportedTableFeatureError
 
 __all__ = ["LISTED_WHEN_UNUSED", "MERGEABLE_FEATURES", "refuse_null_key_count", "refuse_null_keys",
-           "refuse_own_unmergeable", "refuse_unmergeable"]
+           "refuse_own_parameters", "refuse_own_unmergeable", "refuse_unmergeable"]
 
 
 def refuse_null_keys(changes: Any, spec: KeyedSpec, table_path: str) -> None:
@@ -86,3 +86,16 @@ def refuse_own_unmergeable(table_path: str, table: Any, scd_type: int, *, row_tr
             f"connector's own MERGE writes, and {why}, which that MERGE does not honour yet. Nothing was written and "
             "no offset moved. Land into a new table (the first batch creates one without them), or remove the "
             "feature with delta-spark (ALTER TABLE ... DROP FEATURE)")
+
+
+def refuse_own_parameters(table_path: str, spec: KeyedSpec, truncate: bool) -> None:
+    """Refuse what the driver's own MERGE (:func:`~kafka_group.delta.keyed.own_merge.own_merge`) does not
+    apply: a truncate and ``ignore_null_updates``. Such a batch reaches it only when the table changed after
+    the batch chose its MERGE (the MERGE as Spark tasks, which applies both, refused the table first)."""
+    why = [w for w, on in (("apply_as_truncates (this batch holds a truncate)", truncate),
+                           ("ignore_null_updates", spec.ignore_null_updates)) if on]
+    if why:
+        raise UnsupportedTableFeatureError(
+            f"DeltaSink(keys=...) cannot merge into offsets.table '{table_path}' on the driver: its own MERGE does "
+            f"not apply {' and '.join(why)}, and the table changed while the batch chose its MERGE. Nothing was "
+            "written and no offset moved; the query's next run merges it as Spark tasks where the table allows")

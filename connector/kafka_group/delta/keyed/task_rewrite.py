@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from kafka_group.delta.files.commit_files import DataFile
@@ -99,7 +99,7 @@ class RowDropper:
 
     table_path: str
     table_uri: str
-    storage_options: Mapping[str, str]
+    storage_options: Mapping[str, str] = field(repr=False)  # secrets: never in a repr, a log or an error
     with_dvs: bool
     schema: Any
     """The table's logical Arrow schema."""
@@ -140,6 +140,16 @@ class RowDropper:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if whole is None and not self.with_dvs:  # copy-on-write reads the whole file anyway
+            whole = self.read(fs, path, add)
+        # the file's own row count, not the log's statistics: a log that understates it would have every
+        # row taken for deleted, and the file removed with rows no change touched
+        physical = whole.num_rows if whole is not None else physical_rows(fs, path)
+        if physical != num_records:
+            raise OffsetStoreError(f"the table's file {path!r} holds {physical} rows, but its statistics say "
+                                   f"{num_records} (numRecords): the table's log does not describe its file. Nothing "
+                                   "was committed and no offset moved; repair the table (delta-spark: FSCK REPAIR "
+                                   "TABLE, or rewrite the file) before the query runs again")
         old = read_deleted_rows(DeletionVector.of(add.get("deletionVector")), fs, self.table_uri,
                                 num_records=num_records)
         rows = union_rows(old, positions)
@@ -158,7 +168,7 @@ class RowDropper:
                     "dv_size": len(body)}
         from kafka_group.delta.files.parquet_writer import write_partitioned
 
-        whole = self.read(fs, path, add) if whole is None else whole
+        assert whole is not None  # read above (copy-on-write)
         kept = whole.filter(pc.invert(pc.is_in(pa.array(np.arange(whole.num_rows, dtype=np.int64)),
                                                value_set=pa.array(rows))))
         written = write_partitioned(kept.cast(self.schema).to_batches(), filesystem=fs, schema=self.schema,
@@ -186,6 +196,14 @@ class RowDropper:
     def needs_whole_file(self) -> bool:
         """Whether dropping rows reads the whole file anyway (copy-on-write)."""
         return not self.with_dvs
+
+
+def physical_rows(fs: Any, path: str) -> int:
+    """The rows the Parquet file at ``path`` holds (its footer's count; one small read)."""
+    import pyarrow.parquet as pq
+
+    with fs.open_input_file(path) as handle:
+        return int(pq.ParquetFile(handle).metadata.num_rows)
 
 
 def dropped_files(rows: Sequence[Mapping[str, Any]], adds: Mapping[int, Mapping[str, Any]], now_ms: int,
