@@ -31,6 +31,7 @@ from kafka_group.delta.keyed.task_merge import (
     dv_writer,
     key_scanner,
 )
+from kafka_group.delta.keyed.task_rewrite import RowDropper
 from kafka_group.delta.log.deletion_vectors import DeletionVector, read_deleted_rows
 from kafka_group.delta.log.dv_bitmap import union_rows
 from kafka_group.delta.storage.table_location import table_filesystem
@@ -70,9 +71,8 @@ def test_the_tasks_delete_the_rows_the_drivers_own_merge_plans(tmp_path: pathlib
     matched = scanned.join(changes.select(["id", "__kg_seq", "__kg_delete"]), keys=["id"], join_type="inner")
     result_schema = pa.schema([(name, {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_()}[kind])
                                for name, kind in RESULT_COLUMNS] + [("id", pa.int64())])
-    writer = dv_writer(str(table), dt.table_uri, {}, {f.file_id: (f.path, f.add.get("deletionVector"),
-                                                                  f.num_records()) for f in files},
-                       ["id"], result_schema)
+    writer = dv_writer(RowDropper.of(dt, str(table), {}, 0), {f.file_id: (f.path, f.add, f.num_records())
+                                                               for f in files}, ["id"], result_schema)
     results = pa.Table.from_batches(list(writer(iter(matched.to_batches()))), schema=result_schema).to_pylist()
 
     blocked = sorted(r["id"] for r in results if r["kind"] == "blocked")

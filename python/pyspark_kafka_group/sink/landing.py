@@ -113,7 +113,7 @@ def land_changes(batch: Any, batch_id: int, ranges: Sequence[OffsetRange], store
     if missing:
         raise ConfigError(f"DeltaSink(partition_by=...) names {', '.join(missing)}, which the table does not "
                           f"store (it stores {', '.join(stored)})")
-    if store.merges_as_tasks(stored, table_properties, spec.scd_type):
+    if store.merges_as_tasks():
         if spec.scd_type == 1:
             merge_as_tasks(frame.events, stored, batch_id, ranges, store, spec, partition_by=columns,
                            storage_options=store.storage_options(), tombstones=tombstones,

@@ -205,12 +205,11 @@ class KeyedOffsetStore(DeltaOffsetStore):
         """The running batch's storage options (secrets: never logged)."""
         return dict(self._storage_options)
 
-    def merges_as_tasks(self, stored: Sequence[str], table_properties: Optional[Mapping[str, str]],
-                        scd_type: int = 1) -> bool:
+    def merges_as_tasks(self) -> bool:
         """Whether a batch (SCD type 1 or 2) goes to :meth:`merge_as_tasks`: the table is one the MERGE as
         Spark tasks takes (:func:`~kafka_group.delta.keyed.task_rewrite.task_merge_refusal`: with deletion
-        vectors, or copy-on-write without), or the first batch creates it where the connector commits itself.
-        ``stored``: the batch's stored columns (a table column it does not store keeps its value)."""
+        vectors, or copy-on-write without), or the first batch creates it where the connector commits itself
+        (with deletion vectors or without, as its properties say)."""
         table = self._load(refresh=True)
         if table is None:
             return own_commit_refusal(self.table_path) is None
@@ -219,8 +218,8 @@ class KeyedOffsetStore(DeltaOffsetStore):
     def merge_as_tasks(self, schema: Any, ranges: Sequence[OffsetRange],
                        run: Callable[[Any, List[Tuple[str, int]], Dict[str, Any]], Optional[int]], *,
                        metadata: Optional[Mapping[str, Any]] = None, partition_by: Sequence[str] = (),
-                       table_properties: Optional[Mapping[str, str]] = None, scd_type: int = 1) -> int:
-        """:meth:`merge_changes`'s commit loop for the MERGE as Spark tasks of SCD type ``scd_type``
+                       table_properties: Optional[Mapping[str, str]] = None) -> int:
+        """:meth:`merge_changes`'s commit loop for the MERGE as Spark tasks, SCD type 1 or 2
         (:mod:`kafka_group.delta.keyed.task_merge`, :mod:`kafka_group.delta.keyed.scd2_tasks`): the same
         checks on each attempt's table version (owner, conflicts, schema, partitioning, the own MERGE's
         refusals), then ``run(table, txns, info)``, which plans, has the executors write, and commits;

@@ -47,19 +47,15 @@ def positions_writer(dropper: RowDropper, files: Mapping[int, Tuple[str, Mapping
     """The ``mapInArrow`` function: rows ``(FILE_ID, POSITION)`` in (every row of a file in one task:
     repartition by file), one :data:`DROP_RESULT_COLUMNS` row per touched file out (``out_schema``).
 
-    ``files``: file id -> (path, its live ``add``, its physical row count or None: read from its footer)."""
+    ``files``: file id -> (path, its live ``add``, its statistics' row count or None)."""
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         fs = table_filesystem(dropper.table_path, dropper.storage_options)
         for file_id, mine in matches_by_file(batches, FILE_ID):
             positions = union_rows(mine.column(1).to_numpy())
             path, add, num_records = files[file_id]
-            if num_records is None:
-                with fs.open_input_file(path) as handle:
-                    num_records = int(pq.ParquetFile(handle).metadata.num_rows)
             done = dropper.drop(fs, path, add, num_records, positions)
             values = {FILE_ID: file_id, "deleted": len(positions), **done}
             yield pa.RecordBatch.from_pydict({f.name: [values.get(f.name)] for f in out_schema}, schema=out_schema)

@@ -31,7 +31,7 @@ from kafka_group.delta.keyed.change_rules import END_COLUMN, SEQ, START_COLUMN
 from kafka_group.delta.keyed.file_deletes import matches_by_file
 from kafka_group.delta.keyed.own_plan import read_file
 from kafka_group.delta.keyed.scd2_history import order_key, place_events
-from kafka_group.delta.keyed.task_merge import FILE_ID, POSITION, ROW_ID, _row_ids
+from kafka_group.delta.keyed.task_merge import FILE_ID, POSITION, ROW_ID, row_ids
 from kafka_group.delta.log.dv_bitmap import union_rows
 from kafka_group.delta.rules.column_mapping import ColumnMapping
 from kafka_group.delta.storage.table_location import table_filesystem
@@ -164,7 +164,7 @@ def row_reader(table_path: str, table_uri: str, storage_options: Mapping[str, st
                     POSITION: positions}
             if row_id_column is not None:
                 every = pa.array(np.arange(whole.num_rows, dtype=np.int64))
-                data[ROW_ID] = _row_ids(fs, path, row_id_column, add, every).take(positions)
+                data[ROW_ID] = row_ids(fs, path, row_id_column, add, every).take(positions)
             data.update({c: rows.column(c) for c in wanted})
             out = [data[f.name].cast(f.type) if f.name in data else pa.nulls(n, f.type) for f in out_schema]
             yield from pa.table(out, schema=out_schema).to_batches(max_chunksize=65536)

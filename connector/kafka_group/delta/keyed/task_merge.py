@@ -41,7 +41,7 @@ from kafka_group.delta.storage.table_location import table_filesystem
 from kafka_group.errors import OffsetStoreError
 
 __all__ = ["FILE_ID", "POSITION", "ROW_ID", "TARGET_SEQ", "RESULT_COLUMNS", "CandidateFile", "candidate_files", "dv_writer",
-           "key_scanner"]
+           "key_scanner", "row_ids"]
 
 #: The scan's columns beside the keys: the candidate file's number, the row's physical position, its sequence.
 POSITION = "__kg_pos"
@@ -141,7 +141,7 @@ def key_scanner(table_path: str, table_uri: str, storage_options: Mapping[str, s
                 columns += [rows.column(c) for c in wanted]
                 names = [FILE_ID, POSITION] + list(keys) + ([TARGET_SEQ] if with_sequence else [])
                 if row_id_column is not None:
-                    columns.append(_row_ids(fs, path, row_id_column, add, positions))
+                    columns.append(row_ids(fs, path, row_id_column, add, positions))
                     names.append(ROW_ID)
                 out = pa.table(columns, names=names)
                 if len(old):
@@ -151,36 +151,30 @@ def key_scanner(table_path: str, table_uri: str, storage_options: Mapping[str, s
     return scan
 
 
-def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str],
-              files: Mapping[int, Tuple[str, Optional[Dict[str, Any]], Optional[int]]], keys: Sequence[str],
-              out_schema: Any, *, dropper: Optional[RowDropper] = None,
-              adds: Optional[Mapping[int, Mapping[str, Any]]] = None,
+def dv_writer(dropper: RowDropper, files: Mapping[int, Tuple[str, Mapping[str, Any], Optional[int]]],
+              keys: Sequence[str], out_schema: Any, *,
               old_columns: Sequence[str] = ()) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function that drops the replaced and deleted rows from the touched files: the
     matches in (``FILE_ID``, ``POSITION``, keys, ``TARGET_SEQ``, :data:`SEQ`, :data:`DELETE_COLUMN`; all
     of a file's in one task), :data:`RESULT_COLUMNS`, the keys and the old columns out.
 
-    ``files``: file id -> (path, its deletion vector descriptor or None, its row count or None); ``adds``:
-    file id -> its live ``add`` (needed by copy-on-write and ``old_columns``). Per touched file the task
-    hands the positions a change fires on to ``dropper``
-    (:meth:`~kafka_group.delta.keyed.task_rewrite.RowDropper.drop`: a new deletion vector, the default,
-    or the file rewritten without them). ``old_columns``: the columns an upsert keeps from the row it
-    replaces, returned with its key in a 'fired' row (:data:`~kafka_group.delta.keyed.task_rewrite.OLD_PREFIX`
+    ``files``: file id -> (path, its live ``add``, its row count or None). Per touched file the task hands
+    the positions a change fires on to ``dropper``
+    (:meth:`~kafka_group.delta.keyed.task_rewrite.RowDropper.drop`: a new deletion vector, or the file
+    rewritten without them). ``old_columns``: the columns an upsert keeps from the row it replaces,
+    returned with its key in a 'fired' row (:data:`~kafka_group.delta.keyed.task_rewrite.OLD_PREFIX`
     + column). Caller: Spark tasks."""
-    options = dict(storage_options)
-    drops = dropper or RowDropper(table_path, table_uri, options, True, None, None, (), 0, None, None, 0)
     fired_names = list(keys) + [ROW_ID] + [OLD_PREFIX + c for c in old_columns]
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         parts = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         if not parts:
             return
         matches = pa.concat_tables(parts)
-        fs = table_filesystem(table_path, options)
+        fs = table_filesystem(dropper.table_path, dropper.storage_options)
         for file_id in pc.unique(matches.column(FILE_ID)).to_pylist():
             mine = matches.filter(pc.equal(matches.column(FILE_ID), file_id))
             fired = pc.fill_null(pc.greater_equal(mine.column(SEQ), mine.column(TARGET_SEQ)), True)
@@ -190,29 +184,25 @@ def dv_writer(table_path: str, table_uri: str, storage_options: Mapping[str, str
             hit = mine.filter(fired)
             if hit.num_rows == 0:
                 continue
-            path, dv_json, num_records = files[file_id]
-            add = adds[file_id] if adds is not None else {"path": path, "deletionVector": dv_json}
-            if num_records is None:
-                with fs.open_input_file(path) as handle:
-                    num_records = pq.ParquetFile(handle).metadata.num_rows
-            whole = drops.read(fs, path, add) if drops.needs_whole_file() else None
+            path, add, num_records = files[file_id]
+            whole = dropper.read(fs, path, add) if dropper.needs_whole_file() else None
             upserted = hit.filter(pc.invert(hit.column(DELETE_COLUMN)))
             # row tracking (an updated row keeps its id) or old columns: the upserted keys and what they keep
             if (ROW_ID in mine.column_names or old_columns) and upserted.num_rows:
                 if old_columns:
-                    old = drops.old_rows(fs, path, add, upserted.column(POSITION), old_columns, whole)
+                    old = dropper.old_rows(fs, path, add, upserted.column(POSITION), old_columns, whole)
                     for name in old.column_names:
                         upserted = upserted.append_column(name, old.column(name))
                 yield _result(out_schema, fired_names, upserted, kind="fired")
             deletes = int(pc.sum(pc.cast(hit.column(DELETE_COLUMN), pa.int64())).as_py() or 0)
             counts = {"kind": "file", FILE_ID: file_id, "deleted": deletes, "updated": hit.num_rows - deletes}
-            yield _row(out_schema, {**counts, **drops.drop(fs, path, add, num_records,
+            yield _row(out_schema, {**counts, **dropper.drop(fs, path, add, num_records,
                                                            hit.column(POSITION).to_numpy(), whole)})
 
     return write
 
 
-def _row_ids(fs: Any, path: str, column: str, add: Mapping[str, Any], positions: Any) -> Any:
+def row_ids(fs: Any, path: str, column: str, add: Mapping[str, Any], positions: Any) -> Any:
     """Each row's stable row id (PROTOCOL.md, "Row Tracking"): the materialized ``column`` where the file
     has it and it is not NULL, else the file's ``baseRowId`` plus the row's position."""
     import pyarrow as pa

@@ -127,10 +127,11 @@ class RowDropper:
                    tuple(table.metadata().partition_columns or []), indexed, None if stats is None else tuple(stats),
                    target_file_size(config), batch_id)
 
-    def drop(self, fs: Any, path: str, add: Mapping[str, Any], num_records: int, positions: Any,
+    def drop(self, fs: Any, path: str, add: Mapping[str, Any], num_records: Optional[int], positions: Any,
              whole: Optional[Any] = None) -> Dict[str, Any]:
         """Drop the rows at ``positions`` (physical, a numpy ``int64`` array) from the file ``path`` (its
-        live ``add``, ``num_records`` physical rows); ``whole``: the file read by :meth:`read` already.
+        live ``add``; ``num_records``: its statistics' row count, None when they have none, checked against
+        the file's own); ``whole``: the file read by :meth:`read` already.
 
         Returns ``all_deleted`` (the file is only removed), else with deletion vectors ``dv`` (the new
         descriptor's JSON), ``dv_path`` and ``dv_size``, without them ``rewritten`` (a JSON list of the
@@ -145,15 +146,15 @@ class RowDropper:
         # the file's own row count, not the log's statistics: a log that understates it would have every
         # row taken for deleted, and the file removed with rows no change touched
         physical = whole.num_rows if whole is not None else physical_rows(fs, path)
-        if physical != num_records:
+        if num_records is not None and physical != num_records:
             raise OffsetStoreError(f"the table's file {path!r} holds {physical} rows, but its statistics say "
                                    f"{num_records} (numRecords): the table's log does not describe its file. Nothing "
                                    "was committed and no offset moved; repair the table (delta-spark: FSCK REPAIR "
                                    "TABLE, or rewrite the file) before the query runs again")
         old = read_deleted_rows(DeletionVector.of(add.get("deletionVector")), fs, self.table_uri,
-                                num_records=num_records)
+                                num_records=physical)
         rows = union_rows(old, positions)
-        if len(rows) >= num_records:
+        if len(rows) >= physical:
             return {"all_deleted": True}
         if self.with_dvs:
             bitmap = serialize_bitmap(rows)

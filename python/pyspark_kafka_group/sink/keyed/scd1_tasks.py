@@ -77,7 +77,6 @@ __all__ = ["merge_as_tasks"]
 logger = logging.getLogger(__name__)
 
 
-
 def merge_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequence[OffsetRange],
                    store: KeyedOffsetStore, spec: KeyedSpec, *, partition_by: Sequence[str],
                    storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
@@ -146,10 +145,8 @@ class _TaskMerge:
                                      None if tracked is None else tracked[0]).hint(JOIN).join(
                     changes.select(*[quote(k) for k in self.keys], SEQ, DELETE_COLUMN), on=self.keys, how="inner")
                 result_schema = self._result_schema(table_arrow, old)
-                writer = dv_writer(path, table.table_uri, self.options,
-                                   {f.file_id: (f.path, f.add.get("deletionVector"), f.num_records()) for f in files},
-                                   self.keys, arrow_schema(result_schema), dropper=dropper,
-                                   adds={f.file_id: f.add for f in files}, old_columns=old)
+                writer = dv_writer(dropper, {f.file_id: (f.path, f.add, f.num_records()) for f in files},
+                                   self.keys, arrow_schema(result_schema), old_columns=old)
                 results = matched.repartition(F.col(FILE_ID)).mapInArrow(writer, result_schema).persist(
                     StorageLevel.MEMORY_AND_DISK)
                 file_rows = [r.asDict() for r in results.where("kind = 'file'").select(

@@ -67,7 +67,6 @@ __all__ = ["merge_scd2_as_tasks"]
 logger = logging.getLogger(__name__)
 
 
-
 def merge_scd2_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: Sequence[OffsetRange],
                         store: KeyedOffsetStore, spec: KeyedSpec, *, partition_by: Sequence[str],
                         storage_options: Mapping[str, str], tombstones: Optional[Tombstones],
@@ -84,7 +83,7 @@ def merge_scd2_as_tasks(events: Any, stored: List[str], batch_id: int, ranges: S
         plan = _Scd2TaskMerge(events, stored, batch_id, store, spec, storage_options, tombstones, facts.bounds,
                               facts.rows)
         store.merge_as_tasks(facts.schema, ranges, plan.run, metadata=metadata, partition_by=partition_by,
-                             table_properties=table_properties, scd_type=2)
+                             table_properties=table_properties)
     finally:
         events.unpersist()
 
