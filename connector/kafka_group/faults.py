@@ -21,7 +21,9 @@ adds ``delta.own_merge_written`` (its data and deletion vector files written, it
 compaction by the connector's own rewrite adds ``compaction.written`` (a bin's compacted file written, the
 commit that removes its small files not; reached only when a table is compacted that way). The group member
 adds ``group.before_refused_client_close`` (a refused static member's dead client about to be closed, on the
-thread that closes it, while the member joins again with a new client).
+thread that closes it, while the member joins again with a new client). Reading a table's Delta transaction
+versions (the offsets, on any thread of the source or the sink) reaches ``delta.reading_transactions``, under
+the lock that guards them.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from kafka_group.delta.log.snapshot import commit_actions_of
+from kafka_group.faults import crash_point
 
 __all__ = ["AppTransactions", "CATCH_UP_LIMIT", "KEPT_TABLES", "RETENTION_PROPERTY", "app_transactions"]
 
@@ -80,6 +81,7 @@ class AppTransactions:
             return {app_id: table.transaction_version(app_id) for app_id in wanted}
         version = int(table.version())
         with self._lock:
+            crash_point("delta.reading_transactions")
             if not self._follow(version):
                 return {app_id: table.transaction_version(app_id) for app_id in wanted}
             for app_id in wanted:
