@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Mapping, Optional
 
 from kafka_group.collaborators import Cluster, Committer, Member
@@ -26,6 +27,7 @@ from kafka_group.flow.flow_control import FlowControl
 from kafka_group.flow.record_sizes import RecordSizes
 from kafka_group.group.group_commits import GroupCommits
 from kafka_group.group.rebalance import OwnedPartitions, finish_revoke, membership_report
+from kafka_group.group.sigterm import CLOSE_BOUND_S
 from kafka_group.offsets import BatchOffsets, TopicPartition
 from kafka_group.plan.byte_budget import record_caps
 from kafka_group.plan.available_now import Unfinished, await_end, find_unfinished, target_offsets, target_partitions
@@ -86,6 +88,8 @@ class SourceDriver:
         self._last_positions: Dict[TopicPartition, int] = {}  # planning thread only: AvailableNow's end check
         self._joined = member is None
         self._closed = self._overrides_logged = False
+        self._close_once = threading.Lock()  # taken by the first close() for good
+        self._close_done = threading.Event()
         self.flow = FlowControl(options, self.owned, lambda topic: cluster.topic_partitions([topic]).get(topic))
         if member is not None:
             member.add_listener(self._on_rebalance)
@@ -253,7 +257,20 @@ class SourceDriver:
 
     def close(self) -> None:
         """Commit what has landed to the Kafka group (:meth:`GroupCommits.final`), leave the group and release
-        clients. Caller: the SIGTERM handler on the runner's main thread, or Spark's ``stop()``."""
+        clients. Caller: the SIGTERM handler's thread (:mod:`kafka_group.group.sigterm`), or Spark's ``stop()``
+        (the runner's main thread), possibly both: the second call waits for the first (at most
+        :data:`~kafka_group.group.sigterm.CLOSE_BOUND_S`, the process's own bound) and closes nothing twice."""
+        if not self._close_once.acquire(blocking=False):
+            if not self._close_done.wait(CLOSE_BOUND_S):
+                logger.warning("the source's close under way on another thread did not finish within %g s",
+                               CLOSE_BOUND_S)
+            return
+        try:
+            self._close()
+        finally:
+            self._close_done.set()
+
+    def _close(self) -> None:
         self._closed = True
         # Spark interrupts the running batch, which may never land: the revoke that closing the member fires must
         # not wait for it (the group waits for us); if it lands, the table's commit check keeps owners apart.

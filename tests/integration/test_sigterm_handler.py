@@ -67,8 +67,39 @@ def test_second_sigterm_during_close_neither_deadlocks_nor_recloses() -> None:
     run_child_ended_by_sigterm(_CHILD, hang="after a second SIGTERM during close")
 
 
+_LOCKED_CHILD = textwrap.dedent("""
+    import os, signal, sys, threading
+    from kafka_group.group.sigterm import leave_group_on_sigterm
+
+    lock = threading.Lock()               # like the offsets table's transaction versions: not reentrant
+
+    def close():                          # what SourceDriver.close does: read the table's positions, leave
+        with lock:
+            sys.stdout.write("closed\\n")
+            sys.stdout.flush()
+
+    leave_group_on_sigterm(close, bound_s=10)
+    # A planning call on the runner's main thread reads the table's positions under that lock when Spark
+    # stops the query: SIGTERM lands between two bytecodes of the locked block.
+    with lock:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+    threading.Event().wait(120)           # the runner's next read from its JVM; the handler ends the process
+    sys.stdout.write("still alive\\n")
+""")
+
+
+def test_sigterm_while_the_main_thread_holds_a_lock_close_needs_leaves_once_it_is_released() -> None:
+    """Spark stopped a query while its runner's main thread read the offsets table's positions under a lock that
+    is not reentrant; the handler, run on that thread, closed there and waited for ever on that lock (until the
+    process ended without leaving: the group kept the member until its session timed out). The close runs
+    once the interrupted call has let the lock go."""
+    run_child_ended_by_sigterm(_LOCKED_CHILD, hang="on SIGTERM inside a locked block close needs")
+
+
 _ASSIGN_CHILD = textwrap.dedent("""
-    import os, signal, sys
+    import os, signal, sys, threading
     from kafka_group.group.offset_commits import GroupOffsetCommitter
     from kafka_group.group.sigterm import leave_group_on_sigterm
     from kafka_group.offsets import TopicPartition
@@ -90,6 +121,7 @@ _ASSIGN_CHILD = textwrap.dedent("""
         os.kill(os.getpid(), signal.SIGTERM)
         for _ in range(1000):
             pass
+    threading.Event().wait(120)           # the runner's next read from its JVM; the handler ends the process
     sys.stdout.write("still alive\\n")
 """)
 
@@ -97,7 +129,7 @@ _ASSIGN_CHILD = textwrap.dedent("""
 def test_sigterm_during_an_assign_mode_commit_leaves_and_ends_the_process(kafka: Cluster) -> None:
     """Issue 13, finding 8 (the rest): with ``assign`` and ``kafka.group.id`` the lag commits
     go through a GroupOffsetCommitter on the main thread; the SIGTERM handler's close
-    commits through it again and must not wait on the lock its own thread holds."""
+    commits through it again, once the interrupted commit has let its lock go."""
     from confluent_kafka import KafkaException
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 

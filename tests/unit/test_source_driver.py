@@ -489,3 +489,37 @@ def test_close_ends_a_revoke_that_waits_for_the_running_batch() -> None:
     d.close()  # SIGTERM: the query stops, its running batch with it
     revoke.join(30)
     assert not revoke.is_alive(), "the revoke still waits for a batch the stopped query abandoned"
+
+
+def test_a_second_close_waits_for_the_first_and_closes_nothing_twice() -> None:
+    """The SIGTERM handler's thread and Spark's ``stop()`` (the runner's socket ended) may both close the driver."""
+    store = FakeStore()
+    cluster, member, d = one_partition(10, with_table(), store)
+    first_batch(d)
+    leaving, release = threading.Event(), threading.Event()
+    closes: List[str] = []
+    close_member = member.close
+
+    def slow_close() -> None:  # the real member's close talks to the coordinator
+        closes.append(threading.current_thread().name)
+        leaving.set()
+        assert release.wait(30)
+        close_member()
+
+    member.close = slow_close  # type: ignore[method-assign]
+    first = threading.Thread(target=d.close, name="kafka-group-close-on-sigterm", daemon=True)
+    first.start()
+    assert leaving.wait(30)
+    second_done = threading.Event()
+
+    def close_again() -> None:
+        d.close()
+        second_done.set()
+
+    second = threading.Thread(target=close_again, daemon=True)
+    second.start()
+    assert not second_done.wait(0.5), "the second close returned while the first was still leaving"
+    release.set()
+    first.join(30)
+    assert second_done.wait(30)
+    assert closes == ["kafka-group-close-on-sigterm"] and member.closed

@@ -115,9 +115,9 @@ class GroupOffsetCommitter:
 
     def __init__(self, client_config: Mapping[str, str], group_id: str) -> None:
         self.group_id = group_id
-        # Reentrant: Spark's commit() calls commit() on the runner's main thread, and the
-        # SIGTERM handler (leave_group_on_sigterm) runs close() on that same thread, possibly
-        # between two bytecodes of commit()'s locked block; it must not wait on its own thread.
+        # Spark's commit() calls commit() on the runner's main thread; the SIGTERM handler
+        # (leave_group_on_sigterm) closes on a thread of its own, which waits here until that
+        # locked block is done (within the commit's bound). Reentrant all the same.
         self._lock = threading.RLock()
         # The answers to this committer's commits (on_commit, served by poll() under the lock).
         self._answers: List[_Answer] = []

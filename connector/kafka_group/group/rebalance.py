@@ -31,9 +31,9 @@ class OwnedPartitions:
       waits for. Looked up by partition but dropped only by the range itself: Spark
       commits batch N-1 after it planned batch N, and N's ranges must stay.
 
-    One reentrant lock guards all three: the SIGTERM handler runs the driver's close()
-    on the runner's main thread, which may be inside a locked block of a planning call
-    at that moment.
+    One reentrant lock guards all three. The SIGTERM handler closes the driver on a thread
+    of its own (:mod:`kafka_group.group.sigterm`), never inside a locked block of the
+    planning call it interrupted.
     """
 
     def __init__(self) -> None:

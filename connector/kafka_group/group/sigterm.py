@@ -2,7 +2,8 @@
 
 Spark runs a Python streaming source's planning calls in a process of their own (the source runner, a child of
 the driver's JVM) and ends it with SIGTERM when the query stops. The handler installed here leaves the group
-(``close``), then lets SIGTERM end the process. Leaving talks to the cluster, which may not answer: every step
+(``close``, on a thread of its own: the main thread may be inside a lock it needs), then lets SIGTERM end the
+process. Leaving talks to the cluster, which may not answer: every step
 of it is bounded where it is made, and the process ends :data:`CLOSE_BOUND_S` after SIGTERM whatever ``close``
 still waits for. A process whose JVM is gone (its parent changed) ends within the same bound: its socket to the
 JVM ends, so pyspark calls the reader's ``stop()``, which leaves the group; should that not end the process, it
@@ -47,73 +48,96 @@ def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOU
     member would linger in the group until its session times out, and the
     other members would wait that long for its partitions.
 
-    ``close`` runs on the main thread, in the handler (it may find the locks the
-    main thread held when the signal came, which are reentrant). A daemon thread
-    ends the process ``bound_s`` after SIGTERM if ``close`` has not returned by
-    then: with the cluster gone a Kafka client's synchronous commit or close could
-    wait for ever, and a stopped query left its process behind its JVM. Another
-    daemon thread watches the process's parent: once it changes (the JVM is gone,
-    whether or not it stopped the query) the process ends within ``bound_s``.
-    It does not send itself SIGTERM: the JVM's end also ends the runner's socket,
-    whose reader then calls ``stop()``, and a handler run inside that ``close``
-    would end the process before the member left.
+    The handler runs on the main thread, the one that serves Spark's planning
+    calls, between two bytecodes of whatever that thread was doing, possibly
+    inside a locked block (reading the offsets table's positions, whose lock is
+    not reentrant). So it only starts ``close`` on a thread of its own and
+    returns: the interrupted call finishes and lets its locks go, which
+    ``close`` may need. Once ``close`` returned, that thread sends SIGTERM
+    again, and the handler, back on the main thread, ends the process as
+    SIGTERM would have (the previous handler, or the default action).
 
-    Further SIGTERMs while ``close`` runs are ignored: Spark can send two, and a
-    second handler run inside the first one's ``close`` waited for ever on a lock
-    the first one held (a ``threading.Event``'s), leaving the process behind its
-    JVM.
+    A daemon thread ends the process ``bound_s`` after SIGTERM if it has not
+    ended by then: with the cluster gone a Kafka client's synchronous commit or
+    close could wait for ever, and a stopped query left its process behind its
+    JVM. Another daemon thread watches the process's parent: once it changes
+    (the JVM is gone, whether or not it stopped the query) the process ends
+    within ``bound_s``. It does not send itself SIGTERM: the JVM's end also
+    ends the runner's socket, whose reader then calls ``stop()``, which leaves
+    the group (and waits for a close already under way).
+
+    Further SIGTERMs while ``close`` runs are ignored: Spark can send two.
 
     Only works when called from the main thread; does nothing elsewhere.
 
     Parameters
     ----------
     close : callable
-        Leaves the group and releases the clients.
+        Leaves the group and releases the clients. Called at most once here, on a thread of its own.
     bound_s : float, default :data:`CLOSE_BOUND_S`
         Seconds after SIGTERM, or after the JVM went away, when the process ends whatever ``close`` does.
     """
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.getsignal(signal.SIGTERM)
-    closed = threading.Event()
+    closing = threading.Event()  # set by the first SIGTERM's handler
+    closed = threading.Event()  # set once close returned
+    ended = threading.Event()  # set by the handler that ends the process: the bound stands down
 
-    def handler(signum: int, frame: Optional[FrameType]) -> None:
-        # Python runs handlers only in the main thread, between bytecodes: nothing can
-        # run between entering this handler and ignoring the signal.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _start_daemon(lambda: _end_after(bound_s, closed, "leaving the group on SIGTERM"), "kafka-group-close-bound")
+    def close_then_end() -> None:
         try:
             close()
+        except Exception:  # the process ends all the same; say why it may not have left
+            logger.exception("leaving the group on SIGTERM failed")
         finally:
             closed.set()
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler, on the main thread, ends the process
+
+    def handler(signum: int, frame: Optional[FrameType]) -> None:
+        # Python runs handlers only in the main thread, between bytecodes.
+        if closed.is_set():
+            ended.set()
             if callable(previous):
                 previous(signum, frame)
             else:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if closing.is_set():
+            return  # a second SIGTERM while closing: the close's own SIGTERM ends the process
+        closing.set()
+        _start_daemon(lambda: _end_after(bound_s, ended, "leaving the group on SIGTERM", closed),
+                      "kafka-group-close-bound")
+        # Not a daemon: the interpreter waits for it should the main thread end first.
+        threading.Thread(target=close_then_end, name="kafka-group-close-on-sigterm").start()
 
     signal.signal(signal.SIGTERM, handler)
     parent = os.getppid()
-    _start_daemon(lambda: _end_when_orphaned(parent, bound_s, closed), "kafka-group-parent-watch")
+    _start_daemon(lambda: _end_when_orphaned(parent, bound_s, ended), "kafka-group-parent-watch")
 
 
 def _start_daemon(target: Callable[[], None], name: str) -> None:
     threading.Thread(target=target, name=name, daemon=True).start()
 
 
-def _end_after(bound_s: float, closed: threading.Event, what: str) -> None:
-    """End the process unless ``closed`` is set within ``bound_s``. Caller: a daemon thread of its own."""
-    if closed.wait(bound_s):
+def _end_after(bound_s: float, ended: threading.Event, what: str, closed: Optional[threading.Event] = None) -> None:
+    """End the process unless ``ended`` is set within ``bound_s`` (the handler ends it, or hands SIGTERM on to the
+    previous handler). ``closed``: whether ``close`` returned, for the message. Caller: a daemon thread of its own."""
+    if ended.wait(bound_s):
         return
-    logger.error("%s did not finish within %g s (the Kafka cluster does not answer): the process ends without it; "
-                 "the group drops this member when its session times out", what, bound_s)
-    os._exit(_EXIT_STATUS)  # the main thread is stuck in the client: nothing else can end the process
+    if closed is not None and closed.is_set():
+        logger.error("%s left the group, but the process did not end within %g s: its main thread is held in a "
+                     "call; it ends now", what, bound_s)
+    else:
+        logger.error("%s did not finish within %g s (the Kafka cluster does not answer): the process ends without "
+                     "it; the group drops this member when its session times out", what, bound_s)
+    os._exit(_EXIT_STATUS)  # a thread is stuck in the client or the main thread in a call: nothing else ends it
 
 
-def _end_when_orphaned(parent: int, bound_s: float, closed: threading.Event) -> None:
+def _end_when_orphaned(parent: int, bound_s: float, ended: threading.Event) -> None:
     """Once the process's parent is no longer ``parent`` (the JVM is gone), end the process ``bound_s`` later if
     it still runs (it normally ends by itself first). Caller: a daemon thread of its own, for the process's life."""
     while os.getppid() == parent:
         time.sleep(_PARENT_CHECK_S)
     logger.warning("the process's JVM (pid %d) is gone: this process ends within %g s", parent, bound_s)
-    _end_after(bound_s, closed, "ending after the JVM went away")
+    _end_after(bound_s, ended, "ending after the JVM went away")
