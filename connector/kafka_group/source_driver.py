@@ -8,7 +8,7 @@
 (:mod:`~kafka_group.group.group_commits`); an AvailableNow run ends as :mod:`~kafka_group.plan.available_now`
 decides. Created lazily (:func:`kafka_group.driver_factory.build_source_driver`) in the process that serves the
 query's planning calls, never pickled. Threads: Spark's planning thread (the runner's main
-thread, also the SIGTERM handler's), the member's poll thread, the control channel's thread.
+thread), the SIGTERM handler's close thread, the member's poll thread, the control channel's thread.
 """
 
 from __future__ import annotations

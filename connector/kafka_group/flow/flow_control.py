@@ -148,9 +148,8 @@ class FlowControl:
         The number of partitions of a topic on the cluster, None if it does not exist.
 
     Every method may be called from several threads: Spark's planning thread, the
-    control channel's thread (:meth:`handle_request`) and the SIGTERM handler
-    (:meth:`close`). The state is guarded by one reentrant lock (the SIGTERM handler
-    runs on the runner's main thread, possibly inside a locked block).
+    control channel's thread (:meth:`handle_request`) and the SIGTERM handler's thread
+    (:meth:`close`). The state is guarded by one reentrant lock.
     """
 
     def __init__(self, options: SourceOptions, owned: Callable[[], FrozenSet[TopicPartition]],

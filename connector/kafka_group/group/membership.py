@@ -82,7 +82,7 @@ class GroupMember:
         # _lock guards the consumer (poll runs under it, so rebalance callbacks do);
         # _state guards what planning reads, so it never waits for a rebalance callback.
         self._lock = threading.RLock()
-        # Reentrant too: the SIGTERM handler's close() may run on a thread inside a locked block.
+        # Reentrant too (the SIGTERM handler closes on a thread of its own, never inside a locked block).
         self._state = threading.RLock()
         # Shared with the member's commits (MemberCommits reads it): changed in place, never replaced.
         self._owned: set[TopicPartition] = set()

@@ -104,7 +104,7 @@ def commit_positions(
 class GroupOffsetCommitter:
     """Commits positions to a group without joining it (for ``assign`` with ``kafka.group.id``).
 
-    Callers: Spark's planning calls and the SIGTERM handler, both on the runner's main thread.
+    Callers: Spark's planning calls (the runner's main thread) and the SIGTERM handler's close thread.
 
     Kafka accepts such commits while the group has no active members; lag tools
     then show this query's progress under the group's name. Each commit waits for
