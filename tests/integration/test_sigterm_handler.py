@@ -47,8 +47,9 @@ _CHILD = textwrap.dedent("""
 
 
 def run_child_ended_by_sigterm(code: str, *args: str, hang: str) -> str:
-    """Run ``code`` in a child process; it must close exactly once and end by its SIGTERM.
-    Returns its stderr; fails naming ``hang`` when it deadlocks instead."""
+    """Run ``code`` in a child process; it must close exactly once and end by its SIGTERM (the handler ends the
+    process with SIGTERM's status, 128 + 15), not by the bound. Returns its stderr; fails naming ``hang`` when it
+    deadlocks instead."""
     child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     try:
@@ -59,7 +60,8 @@ def run_child_ended_by_sigterm(code: str, *args: str, hang: str) -> str:
         pytest.fail(f"the process hung {hang} (deadlock); stdout {out!r} stderr {err[-2000:]!r}")
     print(f"exit {child.returncode}, stdout {out!r}")
     assert out == "closed\n", err[-2000:]  # closed exactly once, and never went on running
-    assert child.returncode == -signal.SIGTERM
+    assert child.returncode == 128 + signal.SIGTERM
+    assert "did not finish within" not in err and "did not end within" not in err, err[-2000:]
     return err
 
 
@@ -96,6 +98,60 @@ def test_sigterm_while_the_main_thread_holds_a_lock_close_needs_leaves_once_it_i
     process ended without leaving: the group kept the member until its session timed out). The close runs
     once the interrupted call has let the lock go."""
     run_child_ended_by_sigterm(_LOCKED_CHILD, hang="on SIGTERM inside a locked block close needs")
+
+
+_STORM_CHILD = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    from kafka_group.group.sigterm import leave_group_on_sigterm
+
+    closes = []
+
+    def close():
+        closes.append(threading.current_thread().name)
+        time.sleep(0.3)                   # leaving talks to the cluster
+        sys.stdout.write("closed\\n" if len(closes) == 1 else f"closed again: {closes}\\n")
+        sys.stdout.flush()
+
+    def storm():                          # SIGTERM after SIGTERM, before, during and after the close
+        while True:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.0005)
+
+    leave_group_on_sigterm(close, bound_s=30)
+    threading.Thread(target=storm, daemon=True).start()
+    threading.Event().wait(120)
+    sys.stdout.write("still alive\\n")
+""")
+
+
+def test_sigterm_after_sigterm_closes_once_and_ends_the_process() -> None:
+    """A SIGTERM landing inside the handler runs it again, on the same thread: the handler must never wait on a
+    lock (an Event's, a Thread's start), nor start a second close."""
+    run_child_ended_by_sigterm(_STORM_CHILD, hang="under a storm of SIGTERMs")
+
+
+_BUSY_MAIN_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from confluent_kafka import Consumer, TopicPartition
+    from kafka_group.group.sigterm import leave_group_on_sigterm
+
+    def close():
+        sys.stdout.write("closed\\n")
+        sys.stdout.flush()
+
+    leave_group_on_sigterm(close, bound_s=20)
+    consumer = Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "log_level": 0})
+    os.kill(os.getpid(), signal.SIGTERM)
+    # The planning call goes on into a client call that answers after 60 s (nobody listens there): librdkafka
+    # waits without looking at signals, so a handler could only run afterwards.
+    consumer.committed([TopicPartition("t", 0)], timeout=60)
+    sys.stdout.write("still alive\\n")
+""")
+
+
+def test_the_process_ends_once_it_left_even_while_its_main_thread_waits_in_a_client_call() -> None:
+    """Once the group is left, the process ends at once, whatever its main thread does (not at the bound)."""
+    run_child_ended_by_sigterm(_BUSY_MAIN_CHILD, hang="while the main thread waits in a client call")
 
 
 _ASSIGN_CHILD = textwrap.dedent("""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 import threading
+import time
 from typing import Any, Dict, List, Mapping
 
 import pytest
@@ -113,3 +114,30 @@ def test_the_flow_reader_answers_requests_and_refusals_as_json(channel: Any) -> 
 def test_the_flow_reader_refuses_bad_options_naming_them(options: Dict[str, str], message: str) -> None:
     answer = answer_request(options)
     assert answer["ok"] is False and message in answer["error"]
+
+
+def test_a_status_written_while_the_channel_closes_never_reaches_a_released_descriptor(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planning thread may still publish while the SIGTERM handler's thread closes the channel: the write and
+    the release of the folder's descriptors (closed, then perhaps reused for another file) exclude each other."""
+    from kafka_group.flow import flow_channel
+
+    served = ControlChannel(str(tmp_path / "control"), "group", {"subscription": "orders"}, Handler())
+    write = flow_channel.write_json_at
+    closing = threading.Thread(target=served.close, daemon=True)
+
+    def write_while_closing(fd: int, name: str, value: Any) -> None:
+        if name == "status.json" and not closing.is_alive():
+            closing.start()  # the close runs between publish_status's check and its write
+            closing.join(5)  # it finishes meanwhile only if it does not wait for the write
+        write(fd, name, value)
+
+    monkeypatch.setattr(flow_channel, "write_json_at", write_while_closing)
+    served.publish_status({"paused": []})
+    closing.join(30)
+    assert not closing.is_alive()
+    deadline = time.monotonic() + 30  # the serving thread releases the folder when it ends after the close
+    while pathlib.Path(served.path).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pathlib.Path(served.path).exists()  # removed, status included, after the write

@@ -232,3 +232,17 @@ def test_with_a_table_positioning_partitions_the_table_holds_does_not_need_the_g
     query = driver(with_table(startingOffsets="earliest"), cluster, member, store)
     member.assign(T0)
     assert ranges_of(query.next_offsets(query.initial_offsets(), None)) == {T0: (4, 10)}
+
+
+def test_a_planning_call_that_outlives_the_final_commit_commits_nothing_after_it() -> None:
+    """SIGTERM does not stop the planning call it interrupted: the close's final commit of the table's positions
+    must stay the last one the group gets, whatever positions that call read before."""
+    from kafka_group.group.group_commits import GroupCommits
+
+    member, store = FakeMember(), FakeStore()
+    member.assign(T0)
+    commits = GroupCommits(member)
+    store.table[T0] = 9
+    commits.final(store, frozenset({T0}))
+    commits.landed({T0: 4})  # read before the table moved to 9, committed after the final commit
+    assert member.commits[-1] == {T0: 9}, member.commits

@@ -135,9 +135,12 @@ class ControlChannel:
         logger.info("flow control channel of group '%s' at %s", group, self.path)
 
     def publish_status(self, status: Mapping[str, Any]) -> None:
-        """Replace ``status.json`` (atomically). Caller: Spark's planning thread."""
-        if not self._closed.is_set():
-            write_json_at(self._fd, "status.json", status)
+        """Replace ``status.json`` (atomically). Caller: Spark's planning thread, which may still be in a planning
+        call while the SIGTERM handler's thread closes the channel: the write and the release of the folder's
+        descriptors exclude each other, so a released descriptor (perhaps reused by then) is never written."""
+        with self._release_lock:
+            if not self._closed.is_set() and not self._released:
+                write_json_at(self._fd, "status.json", status)
 
     def close(self) -> None:
         """Stop serving and remove the folder (only the names the channel made).
@@ -156,16 +159,16 @@ class ControlChannel:
             if self._released:
                 return
             self._released = True
-        for folder_fd, folder in ((self._requests_fd, "requests"), (self._responses_fd, "responses")):
-            for entry in own_files(folder_fd):
-                remove_at(folder_fd, entry)
-            os.close(folder_fd)
-            rmdir_at(self._fd, folder)
-        for entry in ("member.json", "status.json"):
-            remove_at(self._fd, entry)
-        os.close(self._fd)
-        rmdir_at(self._group_fd, self._name)
-        os.close(self._group_fd)
+            for folder_fd, folder in ((self._requests_fd, "requests"), (self._responses_fd, "responses")):
+                for entry in own_files(folder_fd):
+                    remove_at(folder_fd, entry)
+                os.close(folder_fd)
+                rmdir_at(self._fd, folder)
+            for entry in ("member.json", "status.json"):
+                remove_at(self._fd, entry)
+            os.close(self._fd)
+            rmdir_at(self._group_fd, self._name)
+            os.close(self._group_fd)
 
     def _serve(self) -> None:
         try:

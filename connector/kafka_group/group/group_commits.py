@@ -88,9 +88,9 @@ class GroupCommits:
         self._start_timeout_s = start_timeout_s
         self._commit_starts = commit_starts
         self._clock = clock
-        # Re-entrant: SIGTERM's handler runs on the main thread, possibly inside positioned() or landed(),
-        # and its close() fires the revoke callback there, which takes this lock again (revoked()).
+        # Re-entrant (the SIGTERM handler closes on a thread of its own, never inside positioned() or landed()).
         self._lock = threading.RLock()
+        self._final = False  # final() started: the planning thread's later landed() commits nothing
         self._starts: Dict[TopicPartition, int] = {}  # committed starts nothing has landed for yet
         self._sent: Dict[TopicPartition, int] = {}  # the landed positions last committed
         self._sent_at = clock()
@@ -126,7 +126,9 @@ class GroupCommits:
         member's ``generation``): commit those not committed yet. Caller: Spark's planning thread, at each
         planning call."""
         now = self._clock()
-        with self._lock:
+        with self._lock:  # held over the commit, so that final()'s positions, read later, are sent later
+            if self._final:
+                return
             if now - self._sent_at > RECOMMIT_AFTER_S:
                 self._sent.clear()
                 self._sent_at = now
@@ -134,8 +136,8 @@ class GroupCommits:
             for tp in positions:
                 self._starts.pop(tp, None)
             self._sent.update(changed)
-        if changed and self._committer is not None:
-            self._committer.commit(changed, generation)
+            if changed and self._committer is not None:
+                self._committer.commit(changed, generation)
 
     def follow(self, positions: Mapping[TopicPartition, int], store: Optional[OffsetStore],
                pending: Mapping[TopicPartition, int],
@@ -192,13 +194,17 @@ class GroupCommits:
     def final(self, store: Optional[OffsetStore], owned: FrozenSet[TopicPartition],
               generation: Optional[int] = None) -> None:
         """The query stops: commit the table's positions of ``owned`` (without a table nothing more: Spark
-        may not have finished the running batch). Caller: the SIGTERM handler, or Spark's ``stop()``."""
-        if store is None or self._committer is None:
-            return
-        try:
-            self._committer.commit(store.positions(owned), generation)
-        except Exception:  # leaving the group matters more than lag reporting
-            logger.exception("committing the final positions to the Kafka group failed")
+        may not have finished the running batch). A planning call still under way (SIGTERM does not stop it)
+        commits nothing after this: its positions may be older. Caller: the SIGTERM handler's thread, or
+        Spark's ``stop()``."""
+        with self._lock:
+            self._final = True
+            if store is None or self._committer is None:
+                return
+            try:
+                self._committer.commit(store.positions(owned), generation)
+            except Exception:  # leaving the group matters more than lag reporting
+                logger.exception("committing the final positions to the Kafka group failed")
 
     def revoked(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The committed starts of ``partitions`` (nothing landed for them since), which the revoke commits

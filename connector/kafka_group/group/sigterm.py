@@ -2,8 +2,8 @@
 
 Spark runs a Python streaming source's planning calls in a process of their own (the source runner, a child of
 the driver's JVM) and ends it with SIGTERM when the query stops. The handler installed here leaves the group
-(``close``, on a thread of its own: the main thread may be inside a lock it needs), then lets SIGTERM end the
-process. Leaving talks to the cluster, which may not answer: every step
+(``close``, on a thread of its own: the main thread may be inside a lock it needs), then ends the process as
+SIGTERM would have. Leaving talks to the cluster, which may not answer: every step
 of it is bounded where it is made, and the process ends :data:`CLOSE_BOUND_S` after SIGTERM whatever ``close``
 still waits for. A process whose JVM is gone (its parent changed) ends within the same bound: its socket to the
 JVM ends, so pyspark calls the reader's ``stop()``, which leaves the group; should that not end the process, it
@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from types import FrameType
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 __all__ = ["CLOSE_BOUND_S", "leave_group_on_sigterm"]
 
@@ -36,8 +37,13 @@ CLOSE_BOUND_S = 45.0
 #: Seconds between two looks at whether the process's parent (the JVM) is still there.
 _PARENT_CHECK_S = 1.0
 
-#: The exit status when the bound passes: that of a process SIGTERM ended (128 + 15), which it is.
+#: The exit status of a process this module ends: that of a process SIGTERM ended (128 + 15), which it is.
 _EXIT_STATUS = 128 + signal.SIGTERM
+
+#: What the first SIGTERM closes, in the order given (main thread only: appended to at installs).
+_closes: List[Callable[[], None]] = []
+#: Whether this process's handler is installed.
+_installed = False
 
 
 def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOUND_S) -> None:
@@ -51,11 +57,12 @@ def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOU
     The handler runs on the main thread, the one that serves Spark's planning
     calls, between two bytecodes of whatever that thread was doing, possibly
     inside a locked block (reading the offsets table's positions, whose lock is
-    not reentrant). So it only starts ``close`` on a thread of its own and
-    returns: the interrupted call finishes and lets its locks go, which
-    ``close`` may need. Once ``close`` returned, that thread sends SIGTERM
-    again, and the handler, back on the main thread, ends the process as
-    SIGTERM would have (the previous handler, or the default action).
+    not reentrant; or one of :mod:`threading`'s own). So it takes no lock and
+    starts no thread: it wakes a thread started here, through a pipe, and
+    returns. That thread runs ``close`` once the interrupted call has let go of
+    what ``close`` needs, then ends the process with the status of one SIGTERM
+    ended (or, when another handler was installed before, sends SIGTERM again,
+    which the handler hands on to that one).
 
     A daemon thread ends the process ``bound_s`` after SIGTERM if it has not
     ended by then: with the cluster gone a Kafka client's synchronous commit or
@@ -67,6 +74,8 @@ def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOU
     the group (and waits for a close already under way).
 
     Further SIGTERMs while ``close`` runs are ignored: Spark can send two.
+    Called again in the same process, it adds ``close`` to those the first
+    SIGTERM runs (in order, under the one bound).
 
     Only works when called from the main thread; does nothing elsewhere.
 
@@ -77,67 +86,78 @@ def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOU
     bound_s : float, default :data:`CLOSE_BOUND_S`
         Seconds after SIGTERM, or after the JVM went away, when the process ends whatever ``close`` does.
     """
+    global _installed
     if threading.current_thread() is not threading.main_thread():
         return
+    _closes.append(close)
+    if _installed:
+        return
+    _installed = True
     previous = signal.getsignal(signal.SIGTERM)
-    closing = threading.Event()  # set by the first SIGTERM's handler
-    closed = threading.Event()  # set once close returned
-    ended = threading.Event()  # set by the handler that ends the process: the bound stands down
-
-    def close_then_end() -> None:
-        try:
-            close()
-        except Exception:  # the process ends all the same; say why it may not have left
-            logger.exception("leaving the group on SIGTERM failed")
-        finally:
-            closed.set()
-            os.kill(os.getpid(), signal.SIGTERM)  # the handler, on the main thread, ends the process
+    wake_read, wake_write = os.pipe()  # the handler's one syscall: no lock the interrupted frame may hold
+    first = threading.Lock()  # taken, without waiting, by the first SIGTERM's handler
+    closed: List[bool] = []  # appended to once every close returned
 
     def handler(signum: int, frame: Optional[FrameType]) -> None:
-        # Python runs handlers only in the main thread, between bytecodes.
-        if closed.is_set():
-            ended.set()
-            if callable(previous):
-                previous(signum, frame)
-            else:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
-            return
-        if closing.is_set():
-            return  # a second SIGTERM while closing: the close's own SIGTERM ends the process
-        closing.set()
-        _start_daemon(lambda: _end_after(bound_s, ended, "leaving the group on SIGTERM", closed),
-                      "kafka-group-close-bound")
-        # Not a daemon: the interpreter waits for it should the main thread end first.
-        threading.Thread(target=close_then_end, name="kafka-group-close-on-sigterm").start()
+        # Python runs handlers only in the main thread, between bytecodes: a SIGTERM landing inside this
+        # handler runs it again there, so it blocks on nothing.
+        if closed and callable(previous):  # our own SIGTERM, after closing: the handler installed before ours
+            previous(signum, frame)
+        elif first.acquire(blocking=False):
+            os.write(wake_write, b"\0")
+        # else: a second SIGTERM while closing; the closing thread ends the process
 
+    def close_then_end() -> None:
+        os.read(wake_read, 1)
+        _start_daemon(lambda: _end_after(bound_s, "leaving the group on SIGTERM", closed), "kafka-group-close-bound")
+        for each in list(_closes):
+            try:
+                each()
+            except Exception:  # the process ends all the same; say why it may not have left
+                logger.exception("leaving the group on SIGTERM failed")
+        closed.append(True)
+        if callable(previous):
+            os.kill(os.getpid(), signal.SIGTERM)  # handed on by the handler, on the main thread
+        else:
+            _exit_as_sigterm()  # not waiting for the main thread, which may be inside a long client call
+
+    # A daemon: the interpreter must not wait for it when the process ends without SIGTERM.
+    _start_daemon(close_then_end, "kafka-group-close-on-sigterm")
     signal.signal(signal.SIGTERM, handler)
     parent = os.getppid()
-    _start_daemon(lambda: _end_when_orphaned(parent, bound_s, ended), "kafka-group-parent-watch")
+    _start_daemon(lambda: _end_when_orphaned(parent, bound_s), "kafka-group-parent-watch")
 
 
 def _start_daemon(target: Callable[[], None], name: str) -> None:
     threading.Thread(target=target, name=name, daemon=True).start()
 
 
-def _end_after(bound_s: float, ended: threading.Event, what: str, closed: Optional[threading.Event] = None) -> None:
-    """End the process unless ``ended`` is set within ``bound_s`` (the handler ends it, or hands SIGTERM on to the
-    previous handler). ``closed``: whether ``close`` returned, for the message. Caller: a daemon thread of its own."""
-    if ended.wait(bound_s):
-        return
-    if closed is not None and closed.is_set():
-        logger.error("%s left the group, but the process did not end within %g s: its main thread is held in a "
-                     "call; it ends now", what, bound_s)
+def _exit_as_sigterm() -> None:
+    """End the process now with the status of one SIGTERM ended, after flushing what it wrote."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say
+            pass
+    os._exit(_EXIT_STATUS)
+
+
+def _end_after(bound_s: float, what: str, closed: Optional[List[bool]] = None) -> None:
+    """End the process ``bound_s`` from now if it still runs. ``closed``: non-empty once ``close`` returned (for
+    the message). Caller: a daemon thread of its own."""
+    time.sleep(bound_s)
+    if closed:
+        logger.error("%s left the group, but the process did not end within %g s: it ends now", what, bound_s)
     else:
         logger.error("%s did not finish within %g s (the Kafka cluster does not answer): the process ends without "
                      "it; the group drops this member when its session times out", what, bound_s)
     os._exit(_EXIT_STATUS)  # a thread is stuck in the client or the main thread in a call: nothing else ends it
 
 
-def _end_when_orphaned(parent: int, bound_s: float, ended: threading.Event) -> None:
+def _end_when_orphaned(parent: int, bound_s: float) -> None:
     """Once the process's parent is no longer ``parent`` (the JVM is gone), end the process ``bound_s`` later if
     it still runs (it normally ends by itself first). Caller: a daemon thread of its own, for the process's life."""
     while os.getppid() == parent:
         time.sleep(_PARENT_CHECK_S)
     logger.warning("the process's JVM (pid %d) is gone: this process ends within %g s", parent, bound_s)
-    _end_after(bound_s, ended, "ending after the JVM went away")
+    _end_after(bound_s, "ending after the JVM went away")
