@@ -124,7 +124,7 @@ def test_a_status_written_while_the_channel_closes_never_reaches_a_released_desc
     from kafka_group.flow import flow_channel
 
     served = ControlChannel(str(tmp_path / "control"), "group", {"subscription": "orders"}, Handler())
-    write = flow_channel.write_json_at
+    write = flow_channel.write_json_at  # type: ignore[attr-defined]  # the name the channel calls
     closing = threading.Thread(target=served.close, daemon=True)
 
     def write_while_closing(fd: int, name: str, value: Any) -> None:
