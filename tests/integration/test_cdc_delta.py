@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 from pyspark.sql import SparkSession
@@ -161,11 +161,17 @@ def test_two_queries_of_one_group_merge_into_one_table(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
     """Two queries (each assigned two of the four partitions) merge into one table at once: their
-    commits race (a MERGE planned on an older version never lands) and every change lands once."""
+    commits race (a MERGE planned on an older version never lands) and every change lands once.
+
+    Each batch is read once more before the sink lands it and checked against its plan (the topic is
+    neither compacted nor transactional: every planned offset holds a record), then the table's
+    positions, then its rows; a failure names the table's commits (their batches, ranges and row
+    counts), so a change that went missing is traced to a read, to a range left unlanded, or to a commit."""
     rng = random.Random(3)
     topic, group, table = make_topic(4), unique_name("group"), tmp_path / "table"
     events = random_events(rng, 60, 400, 4)
     produce_events(kafka.bootstrap_servers, topic, events)
+    short: List[str] = []
     queries = []
     for n, parts in enumerate(([0, 1], [2, 3])):
         df = (spark.readStream.format("kafka-group").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
@@ -174,13 +180,51 @@ def test_two_queries_of_one_group_merge_into_one_table(
               .option("maxOffsetsPerTrigger", 50).load())
         sink = DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'",
                          column_list=["id", "v"], checkpoint_location=str(tmp_path / f"chk{n}"))
-        queries.append(df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / f"chk{n}"))
-                       .trigger(availableNow=True).start())
+        queries.append(df.writeStream.foreachBatch(read_in_full(sink, tmp_path / f"chk{n}", short))
+                       .option("checkpointLocation", str(tmp_path / f"chk{n}")).trigger(availableNow=True).start())
     for q in queries:
         q.awaitTermination()
         assert q.exception() is None
+    history = commits_of(table)
+    assert not short, "batches whose rows do not fill their plan:\n" + "\n".join(short) + history
+    produced = {p: sum(1 for e in events if e[0] == p) for p in range(4)}
+    assert table_positions(table, group, topic, 4) == produced, history
     want = [(k, v) for k, v, _ in scd1_expected([events], by_offset=True)]
-    assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
+    assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want, history
+
+
+def read_in_full(sink: DeltaSink, checkpoint: pathlib.Path, short: List[str]) -> Callable[[Any, int], None]:
+    """``sink`` as a ``foreachBatch`` function that first notes in ``short`` each planned range (of the
+    batch's plan in ``checkpoint``) whose records a read of the batch (a Spark job of its own, before the
+    sink's) does not give exactly, one per offset."""
+    from pyspark.sql import functions as F
+
+    from kafka_group.formats.checkpoint import read_checkpoint_offsets
+
+    def land(batch: Any, batch_id: int) -> None:
+        text = (checkpoint / "offsets" / str(batch_id)).read_text(encoding="utf-8")
+        plan = read_checkpoint_offsets(text).offsets_table_sources()[0].planned_ranges()
+        read = {r["partition"]: (r["n"], r["first"], r["last"]) for r in batch.groupBy("partition").agg(
+            F.count(F.lit(1)).alias("n"), F.min("offset").alias("first"), F.max("offset").alias("last")).collect()}
+        for r in plan:
+            held = read.get(r.topic_partition.partition)
+            if held != ((r.size, r.from_offset, r.until_offset - 1) if r.size else None):
+                short.append(f"batch {batch_id} of {checkpoint.name}: planned {r}, read (records, first, last) {held}")
+        sink(batch, batch_id)
+
+    return land
+
+
+def commits_of(table: pathlib.Path) -> str:
+    """The table's commits, oldest first: version, operation, batch, ranges and row counts (for messages)."""
+    from deltalake import DeltaTable
+
+    lines = []
+    for entry in sorted(DeltaTable(str(table)).history(), key=lambda e: int(e.get("version", -1))):
+        lines.append(f"v{entry.get('version')} {entry.get('operation')} {entry.get('kafkaGroup.operation', '')} "
+                     f"batch {entry.get('kafkaGroup.batchId')} ranges {entry.get('kafkaGroup.ranges')} "
+                     f"{entry.get('operationParameters')}")
+    return "\nthe table's commits:\n" + "\n".join(lines)
 
 
 def test_compacted_topic_read_from_the_start_gives_the_same_table(
