@@ -4,6 +4,7 @@ real Spark, delta-rs and delta-spark). Every expectation comes from the produced
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import random
@@ -225,6 +226,44 @@ def commits_of(table: pathlib.Path) -> str:
                      f"batch {entry.get('kafkaGroup.batchId')} ranges {entry.get('kafkaGroup.ranges')} "
                      f"{entry.get('operationParameters')}")
     return "\nthe table's commits:\n" + "\n".join(lines)
+
+
+def test_a_partition_dropped_at_the_last_batch_of_an_available_now_run_is_planned_again(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The keyed sink drops the rows of a partition whose table position is not where its plan starts
+    (here reset meanwhile, as the offsets tool does) and lands the others. At an AvailableNow run's
+    last batch too, the run does not end there: its next plan reads the dropped range again from the
+    table's position, and every change lands once."""
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+    from kafka_group.offsets import TopicPartition
+
+    rng = random.Random(7)
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    rounds = [random_events(rng, 20, 60, 2), random_events(rng, 20, 60, 2)]
+    sink = DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'", column_list=["id", "v"])
+    produce_events(kafka.bootstrap_servers, topic, rounds[0])
+    land_available_now(delta_source(spark, kafka, topic, group, table), sink, tmp_path / "chk")
+    produce_events(kafka.bootstrap_servers, topic, rounds[1])
+    first = sum(1 for e in rounds[0] if e[0] == 0)  # partition 0's position after the first run
+    batches: List[int] = []
+    caplog.set_level(logging.WARNING, logger="pyspark_kafka_group.sink.delta_sink")  # foreachBatch runs here
+
+    def reset_then_land(batch: Any, batch_id: int) -> None:
+        if not batches:  # planned from `first`: the run's only batch until the sink drops partition 0
+            DeltaOffsetStore(str(table), group).reset({TopicPartition(topic, 0): first // 2}, reason="the test")
+        batches.append(batch_id)
+        sink(batch, batch_id)
+
+    land_available_now(delta_source(spark, kafka, topic, group, table), reset_then_land, tmp_path / "chk")
+    dropped = [r.getMessage() for r in caplog.records if "dropping those partitions' rows" in r.getMessage()]
+    assert len(dropped) == 1 and f"{topic}-0 planned [{first}, " in dropped[0], dropped
+    assert len(batches) == 2, batches  # the batch that dropped partition 0, then [first // 2, end) of it
+    produced = {p: sum(1 for r in rounds for e in r if e[0] == p) for p in range(2)}
+    assert table_positions(table, group, topic, 2) == produced
+    want = [(k, v) for k, v, _ in scd1_expected(rounds, by_offset=True)]
+    assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
 
 
 def test_compacted_topic_read_from_the_start_gives_the_same_table(
