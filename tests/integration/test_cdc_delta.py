@@ -4,6 +4,7 @@ real Spark, delta-rs and delta-spark). Every expectation comes from the produced
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import random
@@ -11,7 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 from pyspark.sql import SparkSession
@@ -161,11 +162,17 @@ def test_two_queries_of_one_group_merge_into_one_table(
     spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path
 ) -> None:
     """Two queries (each assigned two of the four partitions) merge into one table at once: their
-    commits race (a MERGE planned on an older version never lands) and every change lands once."""
+    commits race (a MERGE planned on an older version never lands) and every change lands once.
+
+    Each batch is read once more before the sink lands it and checked against its plan (the topic is
+    neither compacted nor transactional: every planned offset holds a record), then the table's
+    positions, then its rows; a failure names the table's commits (their batches, ranges and row
+    counts), so a change that went missing is traced to a read, to a range left unlanded, or to a commit."""
     rng = random.Random(3)
     topic, group, table = make_topic(4), unique_name("group"), tmp_path / "table"
     events = random_events(rng, 60, 400, 4)
     produce_events(kafka.bootstrap_servers, topic, events)
+    short: List[str] = []
     queries = []
     for n, parts in enumerate(([0, 1], [2, 3])):
         df = (spark.readStream.format("kafka-group").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
@@ -174,12 +181,88 @@ def test_two_queries_of_one_group_merge_into_one_table(
               .option("maxOffsetsPerTrigger", 50).load())
         sink = DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'",
                          column_list=["id", "v"], checkpoint_location=str(tmp_path / f"chk{n}"))
-        queries.append(df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / f"chk{n}"))
-                       .trigger(availableNow=True).start())
+        queries.append(df.writeStream.foreachBatch(read_in_full(sink, tmp_path / f"chk{n}", short))
+                       .option("checkpointLocation", str(tmp_path / f"chk{n}")).trigger(availableNow=True).start())
     for q in queries:
         q.awaitTermination()
         assert q.exception() is None
+    history = commits_of(table)
+    assert not short, "batches whose rows do not fill their plan:\n" + "\n".join(short) + history
+    produced = {p: sum(1 for e in events if e[0] == p) for p in range(4)}
+    assert table_positions(table, group, topic, 4) == produced, history
     want = [(k, v) for k, v, _ in scd1_expected([events], by_offset=True)]
+    assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want, history
+
+
+def read_in_full(sink: DeltaSink, checkpoint: pathlib.Path, short: List[str]) -> Callable[[Any, int], None]:
+    """``sink`` as a ``foreachBatch`` function that first notes in ``short`` each planned range (of the
+    batch's plan in ``checkpoint``) whose records a read of the batch (a Spark job of its own, before the
+    sink's) does not give exactly, one per offset."""
+    from pyspark.sql import functions as F
+
+    from kafka_group.formats.checkpoint import read_checkpoint_offsets
+
+    def land(batch: Any, batch_id: int) -> None:
+        text = (checkpoint / "offsets" / str(batch_id)).read_text(encoding="utf-8")
+        plan = read_checkpoint_offsets(text).offsets_table_sources()[0].planned_ranges()
+        read = {r["partition"]: (r["n"], r["first"], r["last"]) for r in batch.groupBy("partition").agg(
+            F.count(F.lit(1)).alias("n"), F.min("offset").alias("first"), F.max("offset").alias("last")).collect()}
+        for r in plan:
+            held = read.get(r.topic_partition.partition)
+            if held != ((r.size, r.from_offset, r.until_offset - 1) if r.size else None):
+                short.append(f"batch {batch_id} of {checkpoint.name}: planned {r}, read (records, first, last) {held}")
+        sink(batch, batch_id)
+
+    return land
+
+
+def commits_of(table: pathlib.Path) -> str:
+    """The table's commits, oldest first: version, operation, batch, ranges and row counts (for messages)."""
+    from deltalake import DeltaTable
+
+    lines = []
+    for entry in sorted(DeltaTable(str(table)).history(), key=lambda e: int(e.get("version", -1))):
+        lines.append(f"v{entry.get('version')} {entry.get('operation')} {entry.get('kafkaGroup.operation', '')} "
+                     f"batch {entry.get('kafkaGroup.batchId')} ranges {entry.get('kafkaGroup.ranges')} "
+                     f"{entry.get('operationParameters')}")
+    return "\nthe table's commits:\n" + "\n".join(lines)
+
+
+def test_a_partition_dropped_at_the_last_batch_of_an_available_now_run_is_planned_again(
+    spark: SparkSession, kafka: Cluster, make_topic: MakeTopic, tmp_path: pathlib.Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The keyed sink drops the rows of a partition whose table position is not where its plan starts
+    (here reset meanwhile, as the offsets tool does) and lands the others. At an AvailableNow run's
+    last batch too, the run does not end there: its next plan reads the dropped range again from the
+    table's position, and every change lands once."""
+    from kafka_group.delta.offsets.delta_offsets import DeltaOffsetStore
+    from kafka_group.offsets import TopicPartition
+
+    rng = random.Random(7)
+    topic, group, table = make_topic(2), unique_name("group"), tmp_path / "table"
+    rounds = [random_events(rng, 20, 60, 2), random_events(rng, 20, 60, 2)]
+    sink = DeltaSink(str(table), keys=["id"], transform=parse, apply_as_deletes="op = 'd'", column_list=["id", "v"])
+    produce_events(kafka.bootstrap_servers, topic, rounds[0])
+    land_available_now(delta_source(spark, kafka, topic, group, table), sink, tmp_path / "chk")
+    produce_events(kafka.bootstrap_servers, topic, rounds[1])
+    first = sum(1 for e in rounds[0] if e[0] == 0)  # partition 0's position after the first run
+    batches: List[int] = []
+    caplog.set_level(logging.WARNING, logger="pyspark_kafka_group.sink.delta_sink")  # foreachBatch runs here
+
+    def reset_then_land(batch: Any, batch_id: int) -> None:
+        if not batches:  # planned from `first`: the run's only batch until the sink drops partition 0
+            DeltaOffsetStore(str(table), group).reset({TopicPartition(topic, 0): first // 2}, reason="the test")
+        batches.append(batch_id)
+        sink(batch, batch_id)
+
+    land_available_now(delta_source(spark, kafka, topic, group, table), reset_then_land, tmp_path / "chk")
+    dropped = [r.getMessage() for r in caplog.records if "dropping those partitions' rows" in r.getMessage()]
+    assert len(dropped) == 1 and f"{topic}-0 planned [{first}, " in dropped[0], dropped
+    assert len(batches) == 2, batches  # the batch that dropped partition 0, then [first // 2, end) of it
+    produced = {p: sum(1 for r in rounds for e in r if e[0] == p) for p in range(2)}
+    assert table_positions(table, group, topic, 2) == produced
+    want = [(k, v) for k, v, _ in scd1_expected(rounds, by_offset=True)]
     assert [(k, v) for k, v, _ in table_rows(table, SCD1)] == want
 
 
