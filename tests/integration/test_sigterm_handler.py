@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from typing import Optional
 
 import pytest
 
@@ -46,10 +47,10 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def run_child_ended_by_sigterm(code: str, *args: str, hang: str) -> str:
+def run_child_ended_by_sigterm(code: str, *args: str, hang: str, expect: Optional[str] = "closed\n") -> str:
     """Run ``code`` in a child process; it must close exactly once and end by its SIGTERM (the handler ends the
     process with SIGTERM's status, 128 + 15), not by the bound. Returns its stderr; fails naming ``hang`` when it
-    deadlocks instead."""
+    deadlocks instead. ``expect``: its whole stdout (None: returns the stdout, unchecked, instead of stderr)."""
     child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     try:
@@ -59,10 +60,11 @@ def run_child_ended_by_sigterm(code: str, *args: str, hang: str) -> str:
         out, err = child.communicate()
         pytest.fail(f"the process hung {hang} (deadlock); stdout {out!r} stderr {err[-2000:]!r}")
     print(f"exit {child.returncode}, stdout {out!r}")
-    assert out == "closed\n", err[-2000:]  # closed exactly once, and never went on running
-    assert child.returncode == 128 + signal.SIGTERM
+    if expect is not None:
+        assert out == expect, err[-2000:]  # closed exactly once, and never went on running
+    assert child.returncode == 128 + signal.SIGTERM, (out, err[-2000:])
     assert "did not finish within" not in err and "did not end within" not in err, err[-2000:]
-    return err
+    return err if expect is not None else out
 
 
 def test_second_sigterm_during_close_neither_deadlocks_nor_recloses() -> None:
@@ -152,6 +154,66 @@ _BUSY_MAIN_CHILD = textwrap.dedent("""
 def test_the_process_ends_once_it_left_even_while_its_main_thread_waits_in_a_client_call() -> None:
     """Once the group is left, the process ends at once, whatever its main thread does (not at the bound)."""
     run_child_ended_by_sigterm(_BUSY_MAIN_CHILD, hang="while the main thread waits in a client call")
+
+
+_STDERR_STUCK_CHILD = textwrap.dedent("""
+    import logging, os, signal, sys, threading
+    from kafka_group.group.sigterm import leave_group_on_sigterm
+
+    logging.basicConfig(level=logging.INFO)   # to stderr, a pipe nobody reads (a stalled relay of the JVM)
+    leave_group_on_sigterm(lambda: threading.Event().wait(), bound_s=2)   # a close that never returns
+    os.kill(os.getpid(), signal.SIGTERM)
+    while True:                            # fills the pipe, then blocks in a write holding the handler's lock
+        logging.getLogger("planning").info("x" * 1000)
+""")
+
+
+def test_the_bound_ends_the_process_even_when_its_stderr_is_not_read() -> None:
+    """The bound's own log line must not keep it from ending the process: another thread stuck writing to a full
+    stderr pipe holds the logging handler's lock."""
+    child = subprocess.Popen([sys.executable, "-c", _STDERR_STUCK_CHILD], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    try:
+        code = child.wait(timeout=60)  # the bound is 2 s; stderr is read only afterwards
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        pytest.fail("the process outlived its bound while its stderr was not read")
+    finally:
+        assert child.stderr is not None
+        child.stderr.close()
+    assert code == 128 + signal.SIGTERM
+
+
+_FORKING_CHILD = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    from kafka_group.group.sigterm import leave_group_on_sigterm
+
+    def close():
+        sys.stdout.write(f"closed in {os.getpid()}\\n")
+        sys.stdout.flush()
+
+    leave_group_on_sigterm(close, bound_s=20)
+    pid = os.fork()
+    if pid == 0:                           # a process forked by code in the runner: not the source's
+        threading.Event().wait(60)
+        os._exit(0)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    sys.stdout.write(f"forked child ended by signal {os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}\\n")
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGTERM)   # now the runner itself stops
+    threading.Event().wait(60)
+""")
+
+
+def test_a_forked_child_ends_by_its_own_sigterm_and_never_closes_its_parents_member() -> None:
+    """A child forked after the handler was installed shares its pipe: SIGTERM to the child woke the parent's close
+    thread (the parent left and ended) while the child went on running."""
+    out = run_child_ended_by_sigterm(_FORKING_CHILD, hang="after a fork", expect=None)
+    lines = out.splitlines()
+    assert lines[0] == f"forked child ended by signal {signal.SIGTERM.value}", out
+    assert len(lines) == 2 and lines[1].startswith("closed in "), out
 
 
 _ASSIGN_CHILD = textwrap.dedent("""

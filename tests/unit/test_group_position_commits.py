@@ -246,3 +246,16 @@ def test_a_planning_call_that_outlives_the_final_commit_commits_nothing_after_it
     commits.final(store, frozenset({T0}))
     commits.landed({T0: 4})  # read before the table moved to 9, committed after the final commit
     assert member.commits[-1] == {T0: 9}, member.commits
+
+
+def test_an_available_now_run_settling_after_the_final_commit_commits_nothing_after_it() -> None:
+    """The same for the planning call that ends an AvailableNow run (``settle``), which waits for the group."""
+    from kafka_group.group.group_commits import GroupCommits
+
+    member, store = FakeMember(), FakeStore()
+    member.assign(T0)
+    commits = GroupCommits(member)
+    store.table[T0] = 9
+    commits.final(store, frozenset({T0}))
+    commits.settle({T0: 4})
+    assert member.commits[-1] == {T0: 9}, member.commits

@@ -166,6 +166,8 @@ class GroupCommits:
         if not positions or self._committer is None:
             return
         with self._lock:
+            if self._final:  # the query stops: final() committed the table's positions, maybe newer than these
+                return
             for tp in positions:
                 self._starts.pop(tp, None)
             self._sent.update(positions)

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Set, Tuple, Union
 
 __all__ = ["CLOSE_BOUND_S", "leave_group_on_sigterm"]
 
@@ -40,10 +40,17 @@ _PARENT_CHECK_S = 1.0
 #: The exit status of a process this module ends: that of a process SIGTERM ended (128 + 15), which it is.
 _EXIT_STATUS = 128 + signal.SIGTERM
 
+#: Seconds the bound waits for its own log line before it ends the process.
+_LOG_WAIT_S = 1.0
+
 #: What the first SIGTERM closes, in the order given (main thread only: appended to at installs).
 _closes: List[Callable[[], None]] = []
 #: Whether this process's handler is installed.
 _installed = False
+#: This process's install: what a forked child undoes (the SIGTERM disposition before it, the pipe's ends).
+_undo: List[Tuple[object, int, int]] = []
+#: The forking thread's signal mask before a fork, while SIGTERM is held over it.
+_fork_mask: List[Set[Union[int, signal.Signals]]] = []
 
 
 def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOUND_S) -> None:
@@ -123,9 +130,50 @@ def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOU
 
     # A daemon: the interpreter must not wait for it when the process ends without SIGTERM.
     _start_daemon(close_then_end, "kafka-group-close-on-sigterm")
+    _undo.append((previous, wake_read, wake_write))
     signal.signal(signal.SIGTERM, handler)
     parent = os.getppid()
     _start_daemon(lambda: _end_when_orphaned(parent, bound_s), "kafka-group-parent-watch")
+
+
+def _hold_sigterm_over_fork() -> None:
+    """Block SIGTERM in the forking thread until the child has undone the install (a SIGTERM to the child in
+    between would run the parent's handler there). Caller: the forking thread (``os.register_at_fork``)."""
+    if _undo:
+        _fork_mask[:] = [signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})]
+
+
+def _release_sigterm_after_fork() -> None:
+    """Give the forking thread its signal mask back (in the parent; in the child after the undo)."""
+    if _fork_mask:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _fork_mask.pop())
+
+
+def _forget_in_child() -> None:
+    """In a child forked after the install (by code in the runner: pyspark forks its workers before): none of
+    the threads exist there and the pipe is the parent's, whose close thread a SIGTERM to the child would wake.
+    The child gets SIGTERM's disposition of before and closes nothing of its parent's; a SIGTERM that came
+    meanwhile was held (:func:`_hold_sigterm_over_fork`) and is delivered now. Caller: the forking thread, in
+    the child (``os.register_at_fork``)."""
+    global _installed
+    for previous, wake_read, wake_write in _undo:
+        for fd in (wake_read, wake_write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
+        except (ValueError, TypeError):  # not the main thread, or None (set outside Python): left as it is
+            pass
+    _undo.clear()
+    _closes.clear()
+    _installed = False
+    _release_sigterm_after_fork()
+
+
+os.register_at_fork(before=_hold_sigterm_over_fork, after_in_parent=_release_sigterm_after_fork,
+                    after_in_child=_forget_in_child)
 
 
 def _start_daemon(target: Callable[[], None], name: str) -> None:
@@ -147,10 +195,21 @@ def _end_after(bound_s: float, what: str, closed: Optional[List[bool]] = None) -
     the message). Caller: a daemon thread of its own."""
     time.sleep(bound_s)
     if closed:
-        logger.error("%s left the group, but the process did not end within %g s: it ends now", what, bound_s)
+        args: Tuple[object, ...] = ("%s left the group, but the process did not end within %g s: it ends now",
+                                    what, bound_s)
     else:
-        logger.error("%s did not finish within %g s (the Kafka cluster does not answer): the process ends without "
-                     "it; the group drops this member when its session times out", what, bound_s)
+        args = ("%s did not finish within %g s (the Kafka cluster does not answer): the process ends without it; "
+                "the group drops this member when its session times out", what, bound_s)
+    # Said on a thread of its own, waited for briefly: a thread stuck writing to a stderr nobody reads holds the
+    # logging handler's lock, and the process must end all the same.
+    said = threading.Event()
+
+    def say() -> None:
+        logger.error(*args)
+        said.set()
+
+    _start_daemon(say, "kafka-group-close-bound-log")
+    said.wait(_LOG_WAIT_S)
     os._exit(_EXIT_STATUS)  # a thread is stuck in the client or the main thread in a call: nothing else ends it
 
 
