@@ -45,9 +45,8 @@ _LOG_WAIT_S = 1.0
 
 #: What the first SIGTERM closes, in the order given (main thread only: appended to at installs).
 _closes: List[Callable[[], None]] = []
-#: Whether this process's handler is installed.
-_installed = False
-#: This process's install: what a forked child undoes (the SIGTERM disposition before it, the pipe's ends).
+#: This process's install, empty before it: what a forked child undoes (the SIGTERM disposition before it, the
+#: pipe's ends).
 _undo: List[Tuple[object, int, int]] = []
 #: The forking thread's signal mask before a fork, while SIGTERM is held over it.
 _fork_mask: List[Set[Union[int, signal.Signals]]] = []
@@ -93,13 +92,11 @@ def leave_group_on_sigterm(close: Callable[[], None], bound_s: float = CLOSE_BOU
     bound_s : float, default :data:`CLOSE_BOUND_S`
         Seconds after SIGTERM, or after the JVM went away, when the process ends whatever ``close`` does.
     """
-    global _installed
     if threading.current_thread() is not threading.main_thread():
         return
     _closes.append(close)
-    if _installed:
+    if _undo:  # installed: the one handler closes this too
         return
-    _installed = True
     previous = signal.getsignal(signal.SIGTERM)
     wake_read, wake_write = os.pipe()  # the handler's one syscall: no lock the interrupted frame may hold
     first = threading.Lock()  # taken, without waiting, by the first SIGTERM's handler
@@ -155,7 +152,6 @@ def _forget_in_child() -> None:
     The child gets SIGTERM's disposition of before and closes nothing of its parent's; a SIGTERM that came
     meanwhile was held (:func:`_hold_sigterm_over_fork`) and is delivered now. Caller: the forking thread, in
     the child (``os.register_at_fork``)."""
-    global _installed
     for previous, wake_read, wake_write in _undo:
         for fd in (wake_read, wake_write):
             try:
@@ -168,7 +164,6 @@ def _forget_in_child() -> None:
             pass
     _undo.clear()
     _closes.clear()
-    _installed = False
     _release_sigterm_after_fork()
 
 
